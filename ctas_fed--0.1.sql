@@ -1,0 +1,58 @@
+/* ctas_fed--0.1.sql */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION ctas_fed" to load this file. \quit
+
+CREATE FUNCTION @extschema@.ctas_fed_handler()
+RETURNS fdw_handler
+AS 'MODULE_PATHNAME', 'ctas_fed_handler'
+LANGUAGE C STRICT;
+
+CREATE FUNCTION @extschema@.ctas_fed_validator(text[], oid)
+RETURNS void
+AS 'MODULE_PATHNAME', 'ctas_fed_validator'
+LANGUAGE C STRICT;
+
+-- Creating the wrapper runs the validator, which fails with a hint when the
+-- library was not loaded through shared_preload_libraries.
+CREATE FOREIGN DATA WRAPPER ctas_fed
+  HANDLER @extschema@.ctas_fed_handler
+  VALIDATOR @extschema@.ctas_fed_validator;
+
+COMMENT ON FOREIGN DATA WRAPPER ctas_fed
+  IS 'external catalogs written by CREATE TABLE catalog.schema.table AS';
+
+CREATE FUNCTION @extschema@.catalog_descriptor(name text)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'ctas_fed_catalog_descriptor'
+LANGUAGE C STRICT STABLE;
+
+COMMENT ON FUNCTION @extschema@.catalog_descriptor(text)
+  IS 'name, type and options of a catalog as JSON, without secrets';
+
+CREATE FUNCTION @extschema@.register_catalog(name text, type text,
+                                             options jsonb DEFAULT '{}')
+RETURNS oid
+AS 'MODULE_PATHNAME', 'ctas_fed_register_catalog'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.register_catalog(text, text, jsonb)
+  IS 'create the foreign server of a catalog from a descriptor';
+
+CREATE VIEW @extschema@.catalogs AS
+  SELECT s.srvname AS name,
+         d.descriptor OPERATOR(pg_catalog.->>) 'type' AS type,
+         pg_catalog.pg_get_userbyid(s.srvowner) AS owner,
+         d.descriptor OPERATOR(pg_catalog.->) 'options' AS options
+    FROM pg_catalog.pg_foreign_server s
+    JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+   CROSS JOIN LATERAL
+         @extschema@.catalog_descriptor(s.srvname::pg_catalog.text)
+           AS d(descriptor)
+   WHERE w.fdwname = 'ctas_fed';
+
+COMMENT ON VIEW @extschema@.catalogs
+  IS 'catalogs (ctas_fed servers) with their options, without secrets';
+
+GRANT USAGE ON SCHEMA @extschema@ TO PUBLIC;
+GRANT SELECT ON @extschema@.catalogs TO PUBLIC;

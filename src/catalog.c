@@ -1,0 +1,929 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog.c
+ *		  Catalogs as foreign servers: option validation, descriptors,
+ *		  privilege checks and the SQL conveniences built on them.
+ *
+ * A catalog is a foreign server of the ctas_fed foreign-data wrapper.  Its
+ * descriptor is the server's name and options plus the user mapping of the
+ * calling user, all in system tables, so any backend or background worker
+ * can rebuild it (CtasGetCatalog).
+ *
+ * Option validation is table driven, as in postgres_fdw's option.c: each
+ * kind of catalog has one table of the options it accepts, and the options
+ * that every kind shares live in a common table.  Credentials belong on
+ * user mappings only; a server never holds a secret, which is what lets
+ * the descriptor and the catalogs view show every server option.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ * Portions Copyright (c) 1996-2022, PostgreSQL Global Development Group
+ *
+ * IDENTIFICATION
+ *		  src/catalog.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <curl/curl.h>
+#include <limits.h>
+
+#include "access/htup_details.h"
+#include "access/reloptions.h"
+#include "access/xact.h"
+#include "catalog/pg_foreign_data_wrapper.h"
+#include "catalog/pg_foreign_server.h"
+#include "catalog/pg_foreign_table.h"
+#include "catalog/pg_user_mapping.h"
+#include "commands/defrem.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/parsenodes.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/numeric.h"
+#include "utils/syscache.h"
+
+#include "ctas_fed.h"
+
+PG_FUNCTION_INFO_V1(ctas_fed_handler);
+PG_FUNCTION_INFO_V1(ctas_fed_validator);
+PG_FUNCTION_INFO_V1(ctas_fed_register_catalog);
+PG_FUNCTION_INFO_V1(ctas_fed_catalog_descriptor);
+
+#define CTAS_FDW_NAME	"ctas_fed"
+
+/* How an option's value is checked */
+typedef enum CtasOptionKind
+{
+	CTAS_OPT_STRING,			/* any single-line text */
+	CTAS_OPT_INT,				/* integer in [min, max] */
+	CTAS_OPT_BOOL,				/* anything parse_bool accepts */
+	CTAS_OPT_ENUM,				/* one of choices */
+	CTAS_OPT_SERVICE_URL,		/* http(s) URL of a service: no path/query */
+	CTAS_OPT_HOOK_URL			/* http(s) URL of a webhook: path, query ok */
+} CtasOptionKind;
+
+typedef struct CtasOption
+{
+	const char *name;
+	Oid			context;		/* ForeignServer- or UserMappingRelationId */
+	CtasOptionKind kind;
+	int			min;			/* CTAS_OPT_INT only */
+	int			max;
+	const char *const *choices; /* CTAS_OPT_ENUM only, NULL-terminated */
+	bool		secret;			/* never shown anywhere */
+} CtasOption;
+
+struct CtasCatalogType
+{
+	const char *name;
+	const CtasOption *options;	/* terminated by a NULL name */
+	const char *const *required;	/* server options that must be set */
+};
+
+#define SRV		ForeignServerRelationId
+#define UM		UserMappingRelationId
+
+static const char *const two_phase_choices[] = {"auto", "on", "off", NULL};
+static const char *const sslmode_choices[] = {
+	"disable", "allow", "prefer", "require", "verify-ca", "verify-full", NULL
+};
+static const char *const gssencmode_choices[] = {
+	"disable", "prefer", "require", NULL
+};
+static const char *const session_attrs_choices[] = {
+	"any", "read-write", "read-only", "primary", "standby",
+	"prefer-standby", NULL
+};
+
+/* Options every kind of catalog accepts */
+static const CtasOption common_options[] = {
+	{"notify_url", SRV, CTAS_OPT_HOOK_URL},
+	{"user", UM, CTAS_OPT_STRING},
+	{"password", UM, CTAS_OPT_STRING, 0, 0, NULL, true},
+	{"password_required", UM, CTAS_OPT_BOOL},
+	{NULL}
+};
+
+/*
+ * type 'postgres': the libpq connection keywords that describe a server.
+ * user and password are credentials and live on the user mapping (common
+ * table above); client_encoding, replication and fallback_application_name
+ * are set by ctas_fed itself.
+ */
+static const CtasOption postgres_options[] = {
+	{"host", SRV, CTAS_OPT_STRING},
+	{"hostaddr", SRV, CTAS_OPT_STRING},
+	{"port", SRV, CTAS_OPT_INT, 1, 65535},
+	{"dbname", SRV, CTAS_OPT_STRING},
+	{"options", SRV, CTAS_OPT_STRING},
+	{"application_name", SRV, CTAS_OPT_STRING},
+	{"connect_timeout", SRV, CTAS_OPT_INT, 0, INT_MAX},
+	{"keepalives", SRV, CTAS_OPT_INT, 0, 1},
+	{"keepalives_idle", SRV, CTAS_OPT_INT, 0, INT_MAX},
+	{"keepalives_interval", SRV, CTAS_OPT_INT, 0, INT_MAX},
+	{"keepalives_count", SRV, CTAS_OPT_INT, 0, INT_MAX},
+	{"tcp_user_timeout", SRV, CTAS_OPT_INT, 0, INT_MAX},
+	{"sslmode", SRV, CTAS_OPT_ENUM, 0, 0, sslmode_choices},
+	{"sslcompression", SRV, CTAS_OPT_INT, 0, 1},
+	{"sslcert", SRV, CTAS_OPT_STRING},
+	{"sslkey", SRV, CTAS_OPT_STRING},
+	{"sslrootcert", SRV, CTAS_OPT_STRING},
+	{"sslcrl", SRV, CTAS_OPT_STRING},
+	{"sslcrldir", SRV, CTAS_OPT_STRING},
+	{"sslsni", SRV, CTAS_OPT_INT, 0, 1},
+	{"ssl_min_protocol_version", SRV, CTAS_OPT_STRING},
+	{"ssl_max_protocol_version", SRV, CTAS_OPT_STRING},
+	{"gssencmode", SRV, CTAS_OPT_ENUM, 0, 0, gssencmode_choices},
+	{"krbsrvname", SRV, CTAS_OPT_STRING},
+	{"target_session_attrs", SRV, CTAS_OPT_ENUM, 0, 0, session_attrs_choices},
+	{"two_phase", SRV, CTAS_OPT_ENUM, 0, 0, two_phase_choices},
+	{NULL}
+};
+
+/* type 'clickhouse': the HTTP interface */
+static const CtasOption clickhouse_options[] = {
+	{"url", SRV, CTAS_OPT_SERVICE_URL},
+	{"database", SRV, CTAS_OPT_STRING},
+	{"connect_timeout", SRV, CTAS_OPT_INT, 1, 3600},
+	{"timeout", SRV, CTAS_OPT_INT, 1, 86400},
+	{NULL}
+};
+
+static const char *const clickhouse_required[] = {"url", NULL};
+
+/*
+ * The kinds of catalog.  A new target adds one entry here (and its writer
+ * file); nothing else switches on the type.
+ */
+static const CtasCatalogType catalog_types[] = {
+	{"postgres", postgres_options, NULL},
+	{"clickhouse", clickhouse_options, clickhouse_required},
+	{NULL}
+};
+
+static const CtasCatalogType *lookup_type(const char *name);
+static const CtasOption *lookup_option(const CtasOption *table,
+									   const char *name, Oid context);
+static char *valid_options_list(const CtasCatalogType *type, Oid context);
+static char *valid_types_list(void);
+static void check_option_value(const CtasOption *opt, const char *value);
+static void check_url(const CtasOption *opt, const char *value);
+static bool is_ctas_server(ForeignServer *server);
+static void append_descriptor_options(StringInfo buf, List *options);
+
+
+/*
+ * lookup_type
+ *		The catalog type called name, or NULL.
+ */
+static const CtasCatalogType *
+lookup_type(const char *name)
+{
+	const CtasCatalogType *type;
+
+	for (type = catalog_types; type->name; type++)
+	{
+		if (strcmp(type->name, name) == 0)
+			return type;
+	}
+	return NULL;
+}
+
+const char *
+CtasCatalogTypeName(const CtasCatalogType *type)
+{
+	return type->name;
+}
+
+/*
+ * lookup_option
+ *		The entry of table for option name in context, or NULL.  context
+ *		InvalidOid matches any context.
+ */
+static const CtasOption *
+lookup_option(const CtasOption *table, const char *name, Oid context)
+{
+	const CtasOption *opt;
+
+	for (opt = table; opt->name; opt++)
+	{
+		if (strcmp(opt->name, name) == 0 &&
+			(context == InvalidOid || opt->context == context))
+			return opt;
+	}
+	return NULL;
+}
+
+/*
+ * valid_options_list
+ *		Comma-separated names of the options valid for type (NULL: every
+ *		type) in context, for error hints.  Palloc'd.
+ */
+static char *
+valid_options_list(const CtasCatalogType *type, Oid context)
+{
+	StringInfoData buf;
+	const CtasCatalogType *t;
+	const CtasOption *opt;
+
+	initStringInfo(&buf);
+	if (context == ForeignServerRelationId)
+		appendStringInfoString(&buf, "type");
+
+	for (opt = common_options; opt->name; opt++)
+	{
+		if (opt->context != context)
+			continue;
+		appendStringInfo(&buf, "%s%s", buf.len > 0 ? ", " : "", opt->name);
+	}
+
+	for (t = catalog_types; t->name; t++)
+	{
+		if (type != NULL && t != type)
+			continue;
+		for (opt = t->options; opt->name; opt++)
+		{
+			/* with no type given, name each option once */
+			if (opt->context != context ||
+				(type == NULL && t != catalog_types &&
+				 lookup_option(catalog_types[0].options, opt->name, context)))
+				continue;
+			appendStringInfo(&buf, "%s%s", buf.len > 0 ? ", " : "",
+							 opt->name);
+		}
+	}
+	return buf.data;
+}
+
+static char *
+valid_types_list(void)
+{
+	StringInfoData buf;
+	const CtasCatalogType *t;
+
+	initStringInfo(&buf);
+	for (t = catalog_types; t->name; t++)
+		appendStringInfo(&buf, "%s%s", buf.len > 0 ? ", " : "", t->name);
+	return buf.data;
+}
+
+/*
+ * check_option_value
+ *		ereport(ERROR) unless value is acceptable for opt.  A secret's
+ *		value is never printed.
+ */
+static void
+check_option_value(const CtasOption *opt, const char *value)
+{
+	switch (opt->kind)
+	{
+		case CTAS_OPT_STRING:
+			break;
+		case CTAS_OPT_INT:
+			{
+				char	   *end;
+				long		v;
+
+				errno = 0;
+				v = strtol(value, &end, 10);
+				if (errno != 0 || end == value || *end != '\0' ||
+					v < opt->min || v > opt->max)
+					ereport(ERROR,
+							(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+							 errmsg("invalid value for option \"%s\": \"%s\"",
+									opt->name, value),
+							 errdetail("The value must be an integer between %d and %d.",
+									   opt->min, opt->max)));
+				break;
+			}
+		case CTAS_OPT_BOOL:
+			{
+				bool		b;
+
+				if (!parse_bool(value, &b))
+					ereport(ERROR,
+							(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+							 errmsg("invalid value for option \"%s\": \"%s\"",
+									opt->name, value),
+							 errdetail("The value must be a Boolean.")));
+				break;
+			}
+		case CTAS_OPT_ENUM:
+			{
+				const char *const *c;
+				StringInfoData buf;
+
+				for (c = opt->choices; *c; c++)
+				{
+					if (strcmp(*c, value) == 0)
+						return;
+				}
+				initStringInfo(&buf);
+				for (c = opt->choices; *c; c++)
+					appendStringInfo(&buf, "%s%s", buf.len > 0 ? ", " : "",
+									 *c);
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("invalid value for option \"%s\": \"%s\"",
+								opt->name, value),
+						 errhint("Valid values are: %s.", buf.data)));
+				break;
+			}
+		case CTAS_OPT_SERVICE_URL:
+		case CTAS_OPT_HOOK_URL:
+			check_url(opt, value);
+			break;
+	}
+}
+
+/*
+ * check_url
+ *		Parse value with libcurl's URL parser and ereport(ERROR) unless it
+ *		is an http or https URL with a host, an optional numeric port, and
+ *		no credentials.  A service URL (the base of an HTTP interface) has
+ *		no path, query or fragment; a webhook URL may have a path and query.
+ *
+ * The curl handle and its strings are released before any error is raised.
+ */
+static void
+check_url(const CtasOption *opt, const char *value)
+{
+	CURLU	   *h;
+	CURLUcode	rc;
+	char	   *part;
+	char	   *scheme = NULL;
+	bool		has_host = false;
+	bool		has_credentials = false;
+	bool		has_query = false;
+	bool		has_fragment = false;
+	bool		has_path = false;
+
+	h = curl_url();
+	if (h == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+
+	rc = curl_url_set(h, CURLUPART_URL, value, CURLU_NON_SUPPORT_SCHEME);
+	if (rc == CURLUE_OK)
+	{
+		if (curl_url_get(h, CURLUPART_SCHEME, &part, 0) == CURLUE_OK)
+		{
+			scheme = pstrdup(part);
+			curl_free(part);
+		}
+		if (curl_url_get(h, CURLUPART_HOST, &part, 0) == CURLUE_OK)
+		{
+			has_host = part[0] != '\0';
+			curl_free(part);
+		}
+		if (curl_url_get(h, CURLUPART_USER, &part, 0) == CURLUE_OK)
+		{
+			has_credentials = true;
+			curl_free(part);
+		}
+		if (curl_url_get(h, CURLUPART_PASSWORD, &part, 0) == CURLUE_OK)
+		{
+			has_credentials = true;
+			curl_free(part);
+		}
+		if (curl_url_get(h, CURLUPART_QUERY, &part, 0) == CURLUE_OK)
+		{
+			has_query = true;
+			curl_free(part);
+		}
+		if (curl_url_get(h, CURLUPART_FRAGMENT, &part, 0) == CURLUE_OK)
+		{
+			has_fragment = true;
+			curl_free(part);
+		}
+		if (curl_url_get(h, CURLUPART_PATH, &part, 0) == CURLUE_OK)
+		{
+			has_path = strcmp(part, "/") != 0 && part[0] != '\0';
+			curl_free(part);
+		}
+	}
+	curl_url_cleanup(h);
+
+	/* credentials first: never echo a URL that may carry a password */
+	if (has_credentials)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("option \"%s\" must not contain credentials",
+						opt->name),
+				 errhint("Put the user and password in the user mapping.")));
+
+	if (rc != CURLUE_OK || scheme == NULL || !has_host)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"%s\": \"%s\"",
+						opt->name, value),
+				 errdetail("The value must be an absolute http or https URL with a host name.")));
+
+	if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"%s\": \"%s\"",
+						opt->name, value),
+				 errdetail("URL scheme \"%s\" is not supported; only http and https are.",
+						   scheme)));
+
+	if (opt->kind == CTAS_OPT_SERVICE_URL && (has_path || has_query))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"%s\": \"%s\"",
+						opt->name, value),
+				 errdetail("The URL of a service must not have a path or a query.")));
+
+	if (has_fragment)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"%s\": \"%s\"",
+						opt->name, value),
+				 errdetail("The URL must not have a fragment.")));
+}
+
+/*
+ * ctas_fed_validator
+ *		Validator of the ctas_fed foreign-data wrapper.
+ *
+ * Called with the complete option list of the object being created or
+ * altered.  Raises an error for: any option of the wrapper itself; any
+ * foreign table (a catalog is written to with CTAS, not mapped); a server
+ * without a known "type"; an option unknown for the server's type or the
+ * object; a credential on a server; a malformed value; a line break in any
+ * value; password_required = false set by a non-superuser.
+ */
+Datum
+ctas_fed_validator(PG_FUNCTION_ARGS)
+{
+	List	   *options = untransformRelOptions(PG_GETARG_DATUM(0));
+	Oid			catalog = PG_GETARG_OID(1);
+	const CtasCatalogType *type = NULL;
+	ListCell   *lc;
+
+	CtasCheckPreloaded();
+
+	if (catalog == ForeignTableRelationId || catalog == AttributeRelationId)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("ctas_fed does not support foreign tables"),
+				 errhint("A ctas_fed server is a catalog: create tables in it with CREATE TABLE catalog.schema.table AS ...")));
+
+	if (catalog == ForeignServerRelationId)
+	{
+		char	   *typename = NULL;
+
+		foreach(lc, options)
+		{
+			DefElem    *def = lfirst_node(DefElem, lc);
+
+			if (strcmp(def->defname, "type") == 0)
+				typename = defGetString(def);
+		}
+		if (typename == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+					 errmsg("option \"type\" is required for a ctas_fed server"),
+					 errhint("Valid types are: %s.", valid_types_list())));
+		type = lookup_type(typename);
+		if (type == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("invalid value for option \"type\": \"%s\"",
+							typename),
+					 errhint("Valid types are: %s.", valid_types_list())));
+	}
+
+	foreach(lc, options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+		const char *value = defGetString(def);
+		const CtasOption *opt = NULL;
+
+		if (catalog == ForeignServerRelationId &&
+			strcmp(def->defname, "type") == 0)
+			continue;
+
+		if (catalog != ForeignDataWrapperRelationId)
+		{
+			opt = lookup_option(common_options, def->defname, catalog);
+			if (opt == NULL && type != NULL)
+				opt = lookup_option(type->options, def->defname, catalog);
+			if (opt == NULL && type == NULL)
+			{
+				const CtasCatalogType *t;
+
+				/* a user mapping does not know its server's type */
+				for (t = catalog_types; t->name && opt == NULL; t++)
+					opt = lookup_option(t->options, def->defname, catalog);
+			}
+		}
+
+		if (opt == NULL)
+		{
+			if (catalog == ForeignServerRelationId &&
+				lookup_option(common_options, def->defname,
+							  UserMappingRelationId))
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+						 errmsg("option \"%s\" belongs on a user mapping, not on a server",
+								def->defname),
+						 errhint("Put credentials in CREATE USER MAPPING ... OPTIONS (user '...', password '...').")));
+
+			if (catalog == ForeignDataWrapperRelationId)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+						 errmsg("invalid option \"%s\"", def->defname),
+						 errhint("There are no valid options in this context.")));
+
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+					 errmsg("invalid option \"%s\"", def->defname),
+					 errhint("Valid options in this context are: %s.",
+							 valid_options_list(type, catalog))));
+		}
+
+		if (strchr(value, '\n') != NULL || strchr(value, '\r') != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("value of option \"%s\" must not contain a line break",
+							def->defname)));
+
+		check_option_value(opt, value);
+
+		if (strcmp(opt->name, "password_required") == 0 &&
+			!defGetBoolean(def) && !superuser())
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("password_required=false is superuser-only"),
+					 errhint("User mappings with the password_required option set to false may only be created or modified by the superuser.")));
+	}
+
+	/* options a type cannot work without */
+	if (type != NULL && type->required != NULL)
+	{
+		const char *const *req;
+
+		for (req = type->required; *req; req++)
+		{
+			bool		found = false;
+
+			foreach(lc, options)
+			{
+				if (strcmp(lfirst_node(DefElem, lc)->defname, *req) == 0)
+					found = true;
+			}
+			if (!found)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+						 errmsg("option \"%s\" is required for a catalog of type \"%s\"",
+								*req, type->name)));
+		}
+	}
+
+	PG_RETURN_VOID();
+}
+
+/*
+ * ctas_fed_handler
+ *		Handler of the ctas_fed foreign-data wrapper.
+ *
+ * A catalog is written with CREATE TABLE ... AS, not scanned through
+ * foreign tables, and the validator refuses to create any.  Should a
+ * foreign table reach the planner anyway, say so instead of crashing.
+ */
+Datum
+ctas_fed_handler(PG_FUNCTION_ARGS)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("ctas_fed does not support foreign tables"),
+			 errhint("A ctas_fed server is a catalog: create tables in it with CREATE TABLE catalog.schema.table AS ...")));
+	PG_RETURN_NULL();			/* keep compiler quiet */
+}
+
+/*
+ * is_ctas_server
+ *		Is server a catalog of this extension?
+ */
+static bool
+is_ctas_server(ForeignServer *server)
+{
+	ForeignDataWrapper *fdw = GetForeignDataWrapper(server->fdwid);
+
+	return strcmp(fdw->fdwname, CTAS_FDW_NAME) == 0;
+}
+
+/*
+ * CtasCatalogServerOid
+ *		OID of the ctas_fed server called name, or InvalidOid when there is
+ *		no such server or it belongs to another foreign-data wrapper.  Never
+ *		raises an error for a missing name; does not check privileges.
+ */
+Oid
+CtasCatalogServerOid(const char *name)
+{
+	ForeignServer *server = GetForeignServerByName(name, true);
+
+	if (server == NULL || !is_ctas_server(server))
+		return InvalidOid;
+	return server->serverid;
+}
+
+/*
+ * CtasGetCatalog
+ *		Rebuild the descriptor of catalog serverid for local user userid.
+ *
+ * With check_usage, the user must have USAGE on the server (checked before
+ * any option is read).  With need_mapping, a user mapping for the user or
+ * for PUBLIC must exist.  Raises ERROR otherwise, and when the server is
+ * not a ctas_fed catalog.  The result is palloc'd in the current memory
+ * context.
+ */
+CtasCatalog *
+CtasGetCatalog(Oid serverid, Oid userid, bool check_usage, bool need_mapping)
+{
+	ForeignServer *server;
+	CtasCatalog *catalog;
+	HeapTuple	tp;
+	ListCell   *lc;
+	char	   *typename = NULL;
+
+	server = GetForeignServer(serverid);
+	if (!is_ctas_server(server))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("server \"%s\" is not a ctas_fed catalog",
+						server->servername)));
+
+	if (check_usage)
+	{
+		AclResult	aclresult;
+
+		aclresult = pg_foreign_server_aclcheck(serverid, userid, ACL_USAGE);
+		if (aclresult != ACLCHECK_OK)
+			aclcheck_error(aclresult, OBJECT_FOREIGN_SERVER,
+						   server->servername);
+	}
+
+	catalog = palloc0(sizeof(CtasCatalog));
+	catalog->serverid = serverid;
+	catalog->name = server->servername;
+	catalog->userid = userid;
+
+	foreach(lc, server->options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+
+		if (strcmp(def->defname, "type") == 0)
+			typename = defGetString(def);
+		else if (strcmp(def->defname, "notify_url") == 0)
+			catalog->notify_url = defGetString(def);
+		else
+			catalog->server_options = lappend(catalog->server_options, def);
+	}
+	catalog->type = typename ? lookup_type(typename) : NULL;
+	if (catalog->type == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("catalog \"%s\" has no valid type", catalog->name)));
+
+	/* the user's own mapping, else the PUBLIC one, as GetUserMapping does */
+	tp = SearchSysCache2(USERMAPPINGUSERSERVER,
+						 ObjectIdGetDatum(userid), ObjectIdGetDatum(serverid));
+	if (!HeapTupleIsValid(tp))
+		tp = SearchSysCache2(USERMAPPINGUSERSERVER,
+							 ObjectIdGetDatum(InvalidOid),
+							 ObjectIdGetDatum(serverid));
+	if (HeapTupleIsValid(tp))
+	{
+		Datum		datum;
+		bool		isnull;
+
+		catalog->umid = ((Form_pg_user_mapping) GETSTRUCT(tp))->oid;
+		datum = SysCacheGetAttr(USERMAPPINGUSERSERVER, tp,
+								Anum_pg_user_mapping_umoptions, &isnull);
+		if (!isnull)
+			catalog->user_options = untransformRelOptions(datum);
+		ReleaseSysCache(tp);
+	}
+	else if (need_mapping)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("user mapping not found for user \"%s\" on catalog \"%s\"",
+						GetUserNameFromId(userid, false), catalog->name),
+				 errhint("Create one with CREATE USER MAPPING FOR CURRENT_USER SERVER %s OPTIONS (user '...', password '...').",
+						 quote_identifier(catalog->name))));
+
+	return catalog;
+}
+
+/*
+ * CtasCatalogOption
+ *		Value of option name of the catalog's server or user mapping, or
+ *		NULL when it is not set.
+ */
+const char *
+CtasCatalogOption(const CtasCatalog *catalog, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, catalog->server_options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+
+		if (strcmp(def->defname, name) == 0)
+			return defGetString(def);
+	}
+	foreach(lc, catalog->user_options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+
+		if (strcmp(def->defname, name) == 0)
+			return defGetString(def);
+	}
+	return NULL;
+}
+
+/*
+ * append_descriptor_options
+ *		Append the server options as a JSON object, leaving out "type" and
+ *		anything secret.
+ */
+static void
+append_descriptor_options(StringInfo buf, List *options)
+{
+	ListCell   *lc;
+	bool		first = true;
+
+	appendStringInfoChar(buf, '{');
+	foreach(lc, options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+		const CtasOption *opt;
+
+		if (strcmp(def->defname, "type") == 0)
+			continue;
+		opt = lookup_option(common_options, def->defname, InvalidOid);
+		if (opt != NULL && opt->secret)
+			continue;
+		if (!first)
+			appendStringInfoString(buf, ", ");
+		escape_json(buf, def->defname);
+		appendStringInfoString(buf, ": ");
+		escape_json(buf, defGetString(def));
+		first = false;
+	}
+	appendStringInfoChar(buf, '}');
+}
+
+/*
+ * ctas_fed_catalog_descriptor(name text) RETURNS jsonb
+ *		{"name": ..., "type": ..., "options": {...}} of a catalog, from
+ *		pg_foreign_server alone.  Servers never hold credentials, so the
+ *		descriptor has nothing to hide; secret options are skipped anyway.
+ */
+Datum
+ctas_fed_catalog_descriptor(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	ForeignServer *server;
+	StringInfoData buf;
+	ListCell   *lc;
+	char	   *typename = NULL;
+
+	CtasCheckPreloaded();
+
+	server = GetForeignServerByName(name, false);
+	if (!is_ctas_server(server))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("server \"%s\" is not a ctas_fed catalog", name)));
+
+	foreach(lc, server->options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+
+		if (strcmp(def->defname, "type") == 0)
+			typename = defGetString(def);
+	}
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"name\": ");
+	escape_json(&buf, server->servername);
+	appendStringInfoString(&buf, ", \"type\": ");
+	if (typename)
+		escape_json(&buf, typename);
+	else
+		appendStringInfoString(&buf, "null");
+	appendStringInfoString(&buf, ", \"options\": ");
+	append_descriptor_options(&buf, server->options);
+	appendStringInfoChar(&buf, '}');
+
+	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+}
+
+/*
+ * ctas_fed_register_catalog(name text, type text, options jsonb) RETURNS oid
+ *		Create the foreign server of a catalog from a descriptor held as
+ *		data.  Goes through CreateForeignServer, so it needs exactly the
+ *		privileges of CREATE SERVER and runs the same validator; the new
+ *		server belongs to the calling user.  Option values may be JSON
+ *		strings, numbers or Booleans.
+ */
+Datum
+ctas_fed_register_catalog(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *typename;
+	Jsonb	   *jb;
+	CreateForeignServerStmt *stmt;
+	List	   *options = NIL;
+	ObjectAddress address;
+
+	CtasCheckPreloaded();
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("catalog name and type must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	typename = text_to_cstring(PG_GETARG_TEXT_PP(1));
+
+	options = lappend(options, makeDefElem("type",
+										   (Node *) makeString(typename), -1));
+
+	if (!PG_ARGISNULL(2))
+	{
+		JsonbIterator *it;
+		JsonbValue	v;
+		JsonbIteratorToken tok;
+		char	   *key = NULL;
+
+		jb = PG_GETARG_JSONB_P(2);
+		if (!JB_ROOT_IS_OBJECT(jb))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("catalog options must be a JSON object")));
+
+		it = JsonbIteratorInit(&jb->root);
+		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		{
+			char	   *value;
+
+			if (tok == WJB_KEY)
+			{
+				key = pnstrdup(v.val.string.val, v.val.string.len);
+				continue;
+			}
+			if (tok != WJB_VALUE)
+				continue;
+
+			switch (v.type)
+			{
+				case jbvString:
+					value = pnstrdup(v.val.string.val, v.val.string.len);
+					break;
+				case jbvNumeric:
+					value = DatumGetCString(DirectFunctionCall1(numeric_out,
+																NumericGetDatum(v.val.numeric)));
+					break;
+				case jbvBool:
+					value = v.val.boolean ? "true" : "false";
+					break;
+				default:
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("value of catalog option \"%s\" must be a string, number or Boolean",
+									key)));
+					value = NULL;	/* keep compiler quiet */
+			}
+
+			if (strcmp(key, "type") == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("catalog option \"type\" must be given as the type argument")));
+
+			options = lappend(options,
+							  makeDefElem(key, (Node *) makeString(value), -1));
+		}
+	}
+
+	stmt = makeNode(CreateForeignServerStmt);
+	stmt->servername = name;
+	stmt->fdwname = CTAS_FDW_NAME;
+	stmt->if_not_exists = false;
+	stmt->options = options;
+
+	address = CreateForeignServer(stmt);
+	CommandCounterIncrement();
+
+	PG_RETURN_OID(address.objectId);
+}

@@ -1,0 +1,59 @@
+/*-------------------------------------------------------------------------
+ *
+ * ctas_fed.h
+ *		  Private declarations of ctas_fed, one section per source file.
+ *
+ * The extern blocks below double as a map of the module: each one is
+ * headed by the file that defines it.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ * Portions Copyright (c) 1996-2022, PostgreSQL Global Development Group
+ *
+ * IDENTIFICATION
+ *		  src/ctas_fed.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CTAS_FED_H
+#define CTAS_FED_H
+
+#include "nodes/pg_list.h"
+
+/*
+ * The type of a catalog.  Everything specific to one kind of external
+ * catalog hangs off this struct; there is one entry per kind in
+ * catalog.c's table and no switch on the type anywhere else.
+ */
+typedef struct CtasCatalogType CtasCatalogType;
+
+/*
+ * A catalog descriptor, rebuilt from the system tables alone:
+ * pg_foreign_server gives the name and options, pg_user_mapping the
+ * credentials of one local user.  Nothing of a catalog lives only in the
+ * memory of one process.
+ */
+typedef struct CtasCatalog
+{
+	Oid			serverid;		/* OID of the foreign server */
+	char	   *name;			/* server name = catalog name */
+	const CtasCatalogType *type;	/* kind of catalog */
+	Oid			userid;			/* local user the descriptor is for */
+	Oid			umid;			/* user mapping used, or InvalidOid */
+	List	   *server_options; /* DefElems, without "type" and "notify_url" */
+	List	   *user_options;	/* DefElems of the user mapping */
+	char	   *notify_url;		/* status webhook, or NULL */
+} CtasCatalog;
+
+/* in ctas_fed.c */
+extern bool CtasPreloaded;
+extern void CtasCheckPreloaded(void);
+
+/* in catalog.c */
+extern const char *CtasCatalogTypeName(const CtasCatalogType *type);
+extern Oid	CtasCatalogServerOid(const char *name);
+extern CtasCatalog *CtasGetCatalog(Oid serverid, Oid userid,
+								   bool check_usage, bool need_mapping);
+extern const char *CtasCatalogOption(const CtasCatalog *catalog,
+									 const char *name);
+
+#endif							/* CTAS_FED_H */

@@ -1,0 +1,779 @@
+
+# Copyright (c) 2024, ctas_fed authors
+
+=pod
+
+=head1 NAME
+
+CtasFed::Test - servers for the ctas_fed TAP tests
+
+=head1 SYNOPSIS
+
+  use PostgreSQL::Test::Utils;
+  use Test::More;
+  use lib 'test/lib';            # test/run.sh puts test/lib in PERL5LIB anyway
+  use CtasFed::Test;
+
+  # local PostgreSQL with test/ctas_fed.conf (shared_preload_libraries ...)
+  my $node = new_cluster('local');
+
+  # a plain second PostgreSQL: max_prepared_transactions = 10, TCP on
+  # 127.0.0.1, a role with a password, a database it owns
+  my $remote = new_remote_cluster('remote',
+	  host_auth => 'scram-sha-256',
+	  roles     => { loader => 'secret' },
+	  databases => { dw => 'loader' });
+  my $connstr = tcp_connstr($remote, dbname => 'dw', user => 'loader',
+	  password => 'secret');
+
+  # a private ClickHouse server, as the OS user running the test
+  my $ch = start_clickhouse();
+  my $body = $ch->query('SELECT version()');     # dies unless HTTP 200
+  my $res  = $ch->request('SELECT 1', password => 'wrong');  # never dies
+  $ch->stop;
+
+  my $pgw = start_pushgateway();
+  my $metrics = $pgw->get('/metrics');
+  $pgw->stop;
+
+=head1 DESCRIPTION
+
+Helpers shared by every test in F<test/t/>.  They start servers and return
+handles; they contain no assertions (tests assert with Test::More).
+
+Every server listens on 127.0.0.1 only, on a port found free by
+PostgreSQL::Test::Cluster::get_free_port() (which also reserves it against
+parallel tests).  Every server started here is stopped by C<stop>, when its
+handle is destroyed, or at the latest in this module's END block, so that a
+test that dies, or is stopped by SIGINT, SIGTERM or SIGHUP, does not
+leave one running.  (A handle that goes out of scope keeps its server
+running until C<stop> or the end of the test.)  The files of ClickHouse and the
+Pushgateway live in a PostgreSQL::Test::Utils::tempdir, that is below
+F<$TESTDIR/tmp_check>, kept when a test fails.
+
+The ClickHouse configuration is written by F<test/lib/clickhouse-config.sh>,
+which F<test/demo.sh> uses too.
+
+=head1 FUNCTIONS
+
+=over
+
+=cut
+
+package CtasFed::Test;
+
+use strict;
+use warnings;
+
+use Carp;
+use Exporter 'import';
+use File::Basename qw(dirname);
+use File::Spec;
+use HTTP::Tiny;
+use IO::Socket::INET;
+use POSIX qw(WNOHANG);
+use Time::HiRes qw(usleep);
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils ();
+
+our @EXPORT = qw(
+  new_cluster
+  new_remote_cluster
+  tcp_connstr
+  start_clickhouse
+  start_pushgateway
+  free_port
+  port_is_open
+);
+
+# folder of this module's tree: test/lib
+my $libdir = File::Spec->rel2abs(dirname(__FILE__) . '/..');
+
+# Servers started by this process and not yet stopped.  Strong references:
+# a handle is never destroyed before the END block below, which stops what
+# is left.  (Weak ones would let the handles of file-scoped variables be
+# freed when the main program ends, before END, and a DESTROY interrupted
+# by a pending signal would then leave its server running.)
+my @live_servers;
+
+=pod
+
+=item free_port()
+
+A TCP port free on 127.0.0.1 and reserved for this test process (the
+reservation mechanism of PostgreSQL::Test::Cluster, shared with the
+PostgreSQL nodes and with parallel tests).
+
+=cut
+
+sub free_port
+{
+	return PostgreSQL::Test::Cluster::get_free_port();
+}
+
+=pod
+
+=item port_is_open($port)
+
+True when something accepts TCP connections on 127.0.0.1:$port.
+
+=cut
+
+sub port_is_open
+{
+	my ($port) = @_;
+	my $sock = IO::Socket::INET->new(
+		PeerAddr => '127.0.0.1',
+		PeerPort => $port,
+		Proto    => 'tcp',
+		Timeout  => 3);
+	return 0 unless $sock;
+	close $sock;
+	return 1;
+}
+
+# path of test/ctas_fed.conf: next to this module's tree, else $TESTDIR
+sub _ctas_fed_conf_path
+{
+	my @candidates = ("$libdir/../ctas_fed.conf");
+	push @candidates, "$ENV{TESTDIR}/test/ctas_fed.conf" if $ENV{TESTDIR};
+	foreach my $path (@candidates)
+	{
+		return $path if -f $path;
+	}
+	croak "test/ctas_fed.conf not found (looked at @candidates)";
+}
+
+# Quote a string as an SQL literal.
+sub _sql_literal
+{
+	my ($s) = @_;
+	$s =~ s/'/''/g;
+	return "'$s'";
+}
+
+# Quote a string as an SQL identifier.
+sub _sql_ident
+{
+	my ($s) = @_;
+	$s =~ s/"/""/g;
+	return qq("$s");
+}
+
+# Quote a libpq connection string value.
+sub _conninfo_value
+{
+	my ($s) = @_;
+	$s =~ s/([\\'])/\\$1/g;
+	return "'$s'";
+}
+
+# Shared part of new_cluster and new_remote_cluster: new, init, conf,
+# pg_hba, start, roles and databases.
+sub _make_node
+{
+	my ($name, $conf, %opts) = @_;
+
+	my %new_params;
+	foreach my $k (qw(port own_host install_path))
+	{
+		$new_params{$k} = delete $opts{$k} if exists $opts{$k};
+	}
+	my $init_params = delete $opts{init}      // {};
+	my $extra_conf  = delete $opts{conf}      // '';
+	my $host_auth   = delete $opts{host_auth} // 'trust';
+	my $start       = delete $opts{start}     // 1;
+	my $roles       = delete $opts{roles}     // {};
+	my $databases   = delete $opts{databases} // {};
+	croak "unknown option(s): " . join(', ', sort keys %opts) if %opts;
+	croak "host_auth must be trust, scram-sha-256, md5 or password"
+	  unless $host_auth =~ /^(trust|scram-sha-256|md5|password)$/;
+	$databases = { map { $_ => undef } @$databases }
+	  if ref $databases eq 'ARRAY';
+	croak "roles and databases need start => 1"
+	  if !$start && (%$roles || %$databases);
+
+	my $node = PostgreSQL::Test::Cluster->new($name, %new_params);
+	$node->init(%$init_params);
+
+	# Cluster.pm's init writes listen_addresses = '' (unix sockets only);
+	# a later line wins, so TCP on 127.0.0.1 is added here, next to the
+	# socket directory that the framework's own psql calls use.
+	$node->append_conf('postgresql.conf',
+		"\n# added by CtasFed::Test\n$conf\n"
+		  . "listen_addresses = '127.0.0.1'\n"
+		  . "password_encryption = 'scram-sha-256'\n"
+		  . $extra_conf . "\n");
+
+	# Unix socket: trust (the framework's psql).  TCP from 127.0.0.1: as
+	# asked.  Only IPv4 loopback: servers listen on 127.0.0.1 only.
+	open my $hba, '>', $node->data_dir . '/pg_hba.conf'
+	  or croak "could not write pg_hba.conf: $!";
+	print $hba "# written by CtasFed::Test\n"
+	  . "local all         all                trust\n"
+	  . "local replication all                trust\n"
+	  . "host  all         all  127.0.0.1/32  $host_auth\n"
+	  . "host  replication all  127.0.0.1/32  $host_auth\n";
+	close $hba;
+
+	return $node unless $start;
+	$node->start;
+
+	my @sql;
+	foreach my $role (sort keys %$roles)
+	{
+		my $pw = $roles->{$role};
+		push @sql,
+		  "CREATE ROLE " . _sql_ident($role) . " LOGIN"
+		  . (defined $pw ? " PASSWORD " . _sql_literal($pw) : '') . ";";
+	}
+	$node->safe_psql('postgres', join("\n", @sql)) if @sql;
+	foreach my $db (sort keys %$databases)
+	{
+		my $owner = $databases->{$db};
+		$node->safe_psql('postgres',
+			"CREATE DATABASE " . _sql_ident($db)
+			  . (defined $owner ? " OWNER " . _sql_ident($owner) : ''));
+	}
+	return $node;
+}
+
+=pod
+
+=item new_cluster($name, %opts)
+
+A PostgreSQL::Test::Cluster node, initialised, with the content of
+F<test/ctas_fed.conf> appended to its postgresql.conf, listening on its
+unix socket (for C<safe_psql> and friends) and on TCP 127.0.0.1, started.
+
+Options:
+
+=over
+
+=item preload => 0
+
+Leave out the C<shared_preload_libraries> line of ctas_fed.conf (to test
+loading without it).
+
+=item conf => TEXT
+
+More postgresql.conf lines, appended last.
+
+=item host_auth => 'trust' | 'scram-sha-256' | 'md5' | 'password'
+
+Authentication of TCP connections from 127.0.0.1 (default trust).  Unix
+socket connections are always trusted.
+
+=item roles => { name => password-or-undef, ... }
+
+Login roles to create after start.
+
+=item databases => [ names ] or { name => owner-or-undef, ... }
+
+Databases to create after start (after the roles).
+
+=item start => 0
+
+Only init and configure; roles and databases are then not allowed.
+
+=item init => { ... }
+
+Parameters for PostgreSQL::Test::Cluster::init.
+
+=item port, own_host, install_path
+
+Passed to PostgreSQL::Test::Cluster->new.
+
+=back
+
+=cut
+
+sub new_cluster
+{
+	my ($name, %opts) = @_;
+	my $preload = delete $opts{preload} // 1;
+
+	my $conf = PostgreSQL::Test::Utils::slurp_file(_ctas_fed_conf_path());
+	$conf =~ s/^\s*shared_preload_libraries\b.*$//mg unless $preload;
+	return _make_node($name, $conf, %opts);
+}
+
+=pod
+
+=item new_remote_cluster($name, %opts)
+
+A plain PostgreSQL (no ctas_fed) to be a remote target:
+C<max_prepared_transactions> (option of that name, default 10), TCP on
+127.0.0.1, started.  The other options are those of C<new_cluster>
+(without C<preload>).
+
+=cut
+
+sub new_remote_cluster
+{
+	my ($name, %opts) = @_;
+	my $mpt = delete $opts{max_prepared_transactions} // 10;
+
+	return _make_node($name, "max_prepared_transactions = $mpt\n", %opts);
+}
+
+=pod
+
+=item tcp_connstr($node, key => value, ...)
+
+A libpq connection string for $node over TCP (host=127.0.0.1 port=N),
+with the given keywords (dbname, user, password, ...) quoted.
+
+=cut
+
+sub tcp_connstr
+{
+	my ($node, %kv) = @_;
+	my $s = 'host=127.0.0.1 port=' . $node->port;
+	foreach my $k (sort keys %kv)
+	{
+		$s .= " $k=" . _conninfo_value($kv{$k});
+	}
+	return $s;
+}
+
+# Find an executable: in PATH, then in the given folders.
+sub _find_program
+{
+	my ($name, @extra_dirs) = @_;
+	foreach my $dir (split(/:/, $ENV{PATH} // ''), @extra_dirs)
+	{
+		next unless length $dir;
+		return "$dir/$name" if -f "$dir/$name" && -x _;
+	}
+	return undef;
+}
+
+# tail of a text file, for error messages
+sub _tail
+{
+	my ($path, $lines) = @_;
+	return "($path does not exist)\n" unless -f $path;
+	open my $fh, '<', $path or return "(cannot read $path: $!)\n";
+	my @all = <$fh>;
+	close $fh;
+	splice(@all, 0, @all - $lines) if @all > $lines;
+	return "--- $path\n" . join('', @all);
+}
+
+# Is pid alive (and not a zombie child of ours)?
+sub _alive
+{
+	my ($pid) = @_;
+	return 0 unless $pid;
+	return 0 if waitpid($pid, WNOHANG) == $pid;    # our reaped child
+	return kill(0, $pid) ? 1 : 0;
+}
+
+# Send SIGTERM, wait up to $timeout s, then SIGKILL and wait up to 10 s.
+# Returns true when the process is gone.
+sub _terminate
+{
+	my ($pid, $timeout) = @_;
+	return 1 unless _alive($pid);
+	kill 'TERM', $pid;
+	for my $sig ('TERM', 'KILL')
+	{
+		my $deadline = time + ($sig eq 'TERM' ? $timeout : 10);
+		kill 'KILL', $pid if $sig eq 'KILL';
+		while (time < $deadline)
+		{
+			return 1 unless _alive($pid);
+			usleep(100_000);
+		}
+	}
+	return !_alive($pid);
+}
+
+sub _register
+{
+	my ($server) = @_;
+	push @live_servers, $server;
+	return;
+}
+
+sub _unregister
+{
+	my ($server) = @_;
+	@live_servers = grep { $_ != $server } @live_servers;
+	return;
+}
+
+=pod
+
+=item start_clickhouse(%opts)
+
+Start a private ClickHouse server as the current OS user and wait (30 s at
+most, option C<timeout>) until C<GET /ping> answers C<Ok.>; dies with the
+tail of its logs otherwise.  Options: C<password> (default: generated).
+Returns a CtasFed::Test::ClickHouse handle, a hash with
+C<http_port>, C<tcp_port>, C<user> ('default'), C<password>, C<url>
+(C<http://127.0.0.1:PORT>), C<pid>, C<dir> and the methods described below.
+
+=cut
+
+sub start_clickhouse
+{
+	my (%opts) = @_;
+	my $timeout  = $opts{timeout}  // 30;
+	my $password = $opts{password} // sprintf('chpw%08x%08x',
+		int(rand(0xffffffff)), int(rand(0xffffffff)));
+
+	my $server = _find_program('clickhouse-server', '/usr/sbin', '/usr/bin')
+	  or croak "clickhouse-server not found: apt-get install clickhouse-server clickhouse-client";
+
+	my $dir = PostgreSQL::Test::Utils::tempdir('clickhouse');
+	my $http_port = free_port();
+	my $tcp_port  = free_port();
+
+	system('bash', "$libdir/clickhouse-config.sh", $dir, $http_port,
+		$tcp_port, $password) == 0
+	  or croak "clickhouse-config.sh failed (exit status $?)";
+
+	my $self = bless {
+		http_port => $http_port,
+		tcp_port  => $tcp_port,
+		user      => 'default',
+		password  => $password,
+		url       => "http://127.0.0.1:$http_port",
+		dir       => $dir,
+		pid_file  => "$dir/clickhouse.pid",
+		pid       => undef,
+		owner     => $$,
+	}, 'CtasFed::Test::ClickHouse';
+
+	# --daemon: the server detaches and writes its pid file; it removes the
+	# file again when it stops, so the pid is remembered here.
+	system($server, "--config-file=$dir/config.xml",
+		"--pid-file=$self->{pid_file}", '--daemon') == 0
+	  or croak "clickhouse-server --daemon failed (exit status $?)\n"
+	  . _tail("$dir/log/stderr.log", 30);
+
+	my $http     = HTTP::Tiny->new(timeout => 5, keep_alive => 0);
+	my $deadline = time + $timeout;
+	my $ready    = 0;
+	while (time < $deadline)
+	{
+		$self->_read_pid unless $self->{pid};
+		my $res = $http->get("$self->{url}/ping");
+		if ($res->{status} == 200 && $res->{content} eq "Ok.\n")
+		{
+			$ready = 1;
+			last;
+		}
+		last if $self->{pid} && !_alive($self->{pid});
+		usleep(200_000);
+	}
+	$self->_read_pid unless $self->{pid};
+	_register($self) if $self->{pid};
+	if (!$ready || !$self->{pid})
+	{
+		my $logs = _tail("$dir/log/clickhouse-server.err.log", 40)
+		  . _tail("$dir/log/stderr.log", 20);
+		$self->stop;
+		croak "ClickHouse did not answer GET /ping on $self->{url} within "
+		  . "$timeout s:\n$logs";
+	}
+	return $self;
+}
+
+=pod
+
+=item start_pushgateway(%opts)
+
+Start a Prometheus Pushgateway (persistence off) on a free port and wait
+until it answers C<GET /-/ready> (30 s at most, option C<timeout>).
+Returns a CtasFed::Test::Pushgateway handle: a hash with C<port>, C<url>,
+C<pid>, C<dir>, methods C<get($path)> and C<stop>.
+
+=cut
+
+sub start_pushgateway
+{
+	my (%opts) = @_;
+	my $timeout = $opts{timeout} // 30;
+
+	my $prog = _find_program('prometheus-pushgateway', '/usr/bin')
+	  // _find_program('pushgateway', '/usr/bin')
+	  or croak "prometheus-pushgateway not found: apt-get install prometheus-pushgateway";
+
+	my $dir  = PostgreSQL::Test::Utils::tempdir('pushgateway');
+	my $port = free_port();
+	my $log  = "$dir/pushgateway.log";
+
+	my $pid = fork();
+	croak "fork failed: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		open(STDIN,  '<',  '/dev/null');
+		open(STDOUT, '>>', $log) or POSIX::_exit(127);
+		open(STDERR, '>&', \*STDOUT) or POSIX::_exit(127);
+		exec($prog, "--web.listen-address=127.0.0.1:$port",
+			'--persistence.file=', '--log.level=info')
+		  or POSIX::_exit(127);
+	}
+
+	my $self = bless {
+		port  => $port,
+		url   => "http://127.0.0.1:$port",
+		dir   => $dir,
+		pid   => $pid,
+		log   => $log,
+		owner => $$,
+	}, 'CtasFed::Test::Pushgateway';
+	_register($self);
+
+	# a pid file, so that test/run.sh can find a leftover after a crash
+	open my $pf, '>', "$dir/pushgateway.pid";
+	print $pf "$pid\n";
+	close $pf;
+
+	my $http     = HTTP::Tiny->new(timeout => 5, keep_alive => 0);
+	my $deadline = time + $timeout;
+	while (time < $deadline)
+	{
+		my $res = $http->get("$self->{url}/-/ready");
+		return $self if $res->{status} == 200;
+		last unless _alive($pid);
+		usleep(200_000);
+	}
+	my $logs = _tail($log, 30);
+	$self->stop;
+	croak "Pushgateway did not become ready on $self->{url} within $timeout s:\n$logs";
+}
+
+# A test killed by SIGINT/SIGTERM/SIGHUP (Ctrl-C, the timeout of
+# test/run.sh) would skip END blocks, leaving its servers running: make
+# those signals die instead, unless the test chose its own handler.
+# The first signal dies; later ones (timeout signals the whole process
+# group, runuser forwards) are ignored so that the clean-up can finish.
+foreach my $sig (qw(INT TERM HUP))
+{
+	next
+	  unless !defined $SIG{$sig} || $SIG{$sig} eq '' || $SIG{$sig} eq 'DEFAULT';
+	$SIG{$sig} = sub {
+		$SIG{$_} = 'IGNORE' foreach qw(INT TERM HUP);
+		die "caught SIG$_[0]\n";
+	};
+}
+
+# Stop whatever is still running at exit, in reverse order of start.
+END
+{
+	my $exit_code = $?;
+	my @servers = grep { $_->{owner} == $$ } reverse @live_servers;
+	# signal them all first, so that they shut down in parallel
+	kill 'TERM', $_->{pid} foreach grep { $_->{pid} } @servers;
+	$_->stop foreach @servers;
+	$? = $exit_code;
+}
+
+=pod
+
+=back
+
+=head1 CtasFed::Test::ClickHouse METHODS
+
+=over
+
+=item $ch->request($sql, %opts)
+
+Send $sql over HTTP (POST) and return the HTTP::Tiny response hash
+(C<status>, C<content>, C<headers>); never dies on an HTTP error.  Options:
+C<user>, C<password> (default: the handle's), C<data> (then $sql goes in the
+C<query> URL parameter and C<data> is the body, as for INSERT ... FORMAT),
+C<database>, C<query_id>, C<params> (more URL parameters: settings),
+C<timeout> (s, default 60).  Credentials are sent in the
+X-ClickHouse-User / X-ClickHouse-Key headers, never in the URL.
+
+=item $ch->query($sql, %opts)
+
+Like C<request> but returns the body, and dies with the status and the body
+when the status is not 200 or when the body ends with a ClickHouse
+exception (which can follow a 200 status in a streamed response).
+
+=item $ch->stop
+
+SIGTERM to the server, wait until it is gone (60 s, then SIGKILL).
+Returns true when it is gone.  Called at exit for every server still
+running.
+
+=item $ch->is_running
+
+True while the server process exists.
+
+=item $ch->log_tail($n)
+
+The last $n lines of the error log and the main log.
+
+=back
+
+=cut
+
+package CtasFed::Test::ClickHouse;
+
+use strict;
+use warnings;
+
+use Carp;
+use HTTP::Tiny;
+
+sub _read_pid
+{
+	my ($self) = @_;
+	open my $fh, '<', $self->{pid_file} or return;
+	my $pid = <$fh>;
+	close $fh;
+	$self->{pid} = $1 if defined $pid && $pid =~ /^\s*(\d+)/;
+	return;
+}
+
+sub request
+{
+	my ($self, $sql, %opts) = @_;
+	my $user     = $opts{user}     // $self->{user};
+	my $password = $opts{password} // $self->{password};
+	my %params   = %{ $opts{params} // {} };
+	$params{database} = $opts{database} if defined $opts{database};
+	$params{query_id} = $opts{query_id} if defined $opts{query_id};
+	my $body = $sql;
+	if (defined $opts{data})
+	{
+		$params{query} = $sql;
+		$body = $opts{data};
+	}
+
+	my $http = HTTP::Tiny->new(timeout => $opts{timeout} // 60,
+		keep_alive => 0);
+	my $url = "$self->{url}/";
+	$url .= '?' . $http->www_form_urlencode(\%params) if %params;
+	return $http->request(
+		'POST', $url,
+		{
+			headers => {
+				'X-ClickHouse-User' => $user,
+				'X-ClickHouse-Key'  => $password,
+				'Content-Type'      => 'text/plain; charset=utf-8',
+			},
+			content => $body,
+		});
+}
+
+sub query
+{
+	my ($self, $sql, %opts) = @_;
+	my $res = $self->request($sql, %opts);
+	my $content = $res->{content} // '';
+	croak "ClickHouse HTTP $res->{status} for query: $sql\n$content"
+	  if $res->{status} != 200;
+	croak "ClickHouse exception after HTTP 200 for query: $sql\n$content"
+	  if $content =~ /(?:^|\n)Code: \d+, e\.displayText\(\) = [^\n]*\n?\z/;
+	return $content;
+}
+
+sub is_running
+{
+	my ($self) = @_;
+	return CtasFed::Test::_alive($self->{pid});
+}
+
+sub log_tail
+{
+	my ($self, $n) = @_;
+	$n //= 40;
+	return CtasFed::Test::_tail("$self->{dir}/log/clickhouse-server.err.log", $n)
+	  . CtasFed::Test::_tail("$self->{dir}/log/clickhouse-server.log", $n);
+}
+
+sub stop
+{
+	my ($self) = @_;
+	return 1 unless $self->{pid} && $self->{owner} == $$;
+	my $gone = CtasFed::Test::_terminate($self->{pid}, 60);
+	if ($gone)
+	{
+		CtasFed::Test::_unregister($self);
+		$self->{pid} = undef;
+	}
+	return $gone;
+}
+
+sub DESTROY
+{
+	my ($self) = @_;
+	local ($?, $@, $!);
+	$self->stop;
+	return;
+}
+
+=pod
+
+=head1 CtasFed::Test::Pushgateway METHODS
+
+=over
+
+=item $pgw->get($path)
+
+GET $url$path; returns the body, dies unless the status is 200.
+
+=item $pgw->stop, $pgw->is_running
+
+As for ClickHouse (10 s before SIGKILL).
+
+=back
+
+=cut
+
+package CtasFed::Test::Pushgateway;
+
+use strict;
+use warnings;
+
+use Carp;
+use HTTP::Tiny;
+
+sub get
+{
+	my ($self, $path) = @_;
+	my $res = HTTP::Tiny->new(timeout => 30, keep_alive => 0)
+	  ->get($self->{url} . $path);
+	croak "Pushgateway HTTP $res->{status} for GET $path\n$res->{content}"
+	  if $res->{status} != 200;
+	return $res->{content};
+}
+
+sub is_running
+{
+	my ($self) = @_;
+	return CtasFed::Test::_alive($self->{pid});
+}
+
+sub stop
+{
+	my ($self) = @_;
+	return 1 unless $self->{pid} && $self->{owner} == $$;
+	my $gone = CtasFed::Test::_terminate($self->{pid}, 10);
+	if ($gone)
+	{
+		CtasFed::Test::_unregister($self);
+		unlink "$self->{dir}/pushgateway.pid";
+		$self->{pid} = undef;
+	}
+	return $gone;
+}
+
+sub DESTROY
+{
+	my ($self) = @_;
+	local ($?, $@, $!);
+	$self->stop;
+	return;
+}
+
+1;

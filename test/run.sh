@@ -1,0 +1,171 @@
+#!/bin/bash
+# test/run.sh - "make test": install what is missing, build, install, then run
+# pg_regress on a throwaway instance and every TAP test in test/t/.
+#
+#   make test                        (or: bash test/run.sh)
+#   TAP_TESTS='test/t/001_servers.pl' bash test/run.sh    only these TAP tests
+#   SKIP_REGRESS=1 bash test/run.sh                       TAP tests only
+#
+# As root: apt-get installs the missing packages (see test/bootstrap.sh),
+# make install, and every server runs as the OS user "postgres".  As another
+# user: the packages and "make install" must be done already (it says what
+# to do), and the servers run as that user.
+#
+# Everything runs in a fresh copy of sql/, expected/ and test/ under /tmp
+# (the repository may be unreadable to "postgres"), removed on success and
+# kept, with its path printed, on failure.
+#
+# The last line of output is always "N passed, N failed": pg_regress tests
+# plus TAP assertions (a TAP script that dies or misses its plan counts as
+# at least one failure).  The exit status is 0 only when nothing failed and
+# something ran.
+
+set -u
+
+cd "$(dirname "$0")/.." || exit 2
+. test/bootstrap.sh
+
+passed=0
+failed=0
+stage=
+
+finish()
+{
+	local keep=$1
+	if [ -n "$stage" ]; then
+		ctas_stop_leftovers "$stage" || failed=$((failed + 1))
+		if [ "$keep" = 0 ] && [ "$failed" = 0 ] && [ "$passed" -gt 0 ]; then
+			rm -rf "$stage"
+		else
+			echo "test files kept in $stage"
+		fi
+	fi
+	echo "$passed passed, $failed failed"
+	if [ "$failed" -gt 0 ] || [ "$passed" = 0 ]; then
+		exit 1
+	fi
+	exit 0
+}
+trap 'echo "interrupted"; failed=$((failed + 1)); finish 1' INT TERM
+
+# print a file, at most $2 lines (the last ones)
+show()
+{
+	local file=$1 max=${2:-300} n
+	[ -f "$file" ] || return 0
+	n=$(wc -l < "$file")
+	echo "----- $file"
+	if [ "$n" -gt "$max" ]; then
+		echo "(last $max of $n lines)"
+		tail -n "$max" "$file"
+	else
+		cat "$file"
+	fi
+	echo "-----"
+}
+
+if ! ctas_bootstrap 2>&1; then
+	echo "bootstrap failed: see above"
+	failed=1
+	finish 1
+fi
+
+stage=$(mktemp -d /tmp/ctas_fed_test.XXXXXX) || finish 1
+if ! ctas_stage "$stage"; then
+	failed=1
+	finish 1
+fi
+
+pgxs_dir=$(dirname "$("$CTAS_PG_CONFIG" --pgxs)")/..
+pgxs_dir=$(cd "$pgxs_dir" && pwd)
+pg_regress=$pgxs_dir/test/regress/pg_regress
+pgxs_perl=$pgxs_dir/test/perl
+
+# a clean environment for the servers and clients of the tests
+unset PGHOST PGHOSTADDR PGPORT PGDATABASE PGUSER PGPASSWORD PGPASSFILE \
+	PGSERVICE PGSERVICEFILE PGOPTIONS PGDATA PGAPPNAME PGSSLMODE top_builddir
+runner_env=(
+	env
+	"PATH=$CTAS_PG_BINDIR:$PATH"
+	"PERL5LIB=$pgxs_perl:$stage/test/lib${PERL5LIB:+:$PERL5LIB}"
+	"PG_REGRESS=$pg_regress"
+	"TESTDIR=$stage"
+	"TMPDIR=$stage"    # socket folders of the TAP nodes: kept with the rest
+	"LC_ALL=C.UTF-8"
+)
+
+# ---- pg_regress ---------------------------------------------------------
+# The test list is whatever make thinks REGRESS is (continuation lines,
+# +=, variables): ask make with a one-rule makefile of our own.
+printf 'ctas-fed-print-regress:\n\t@echo $(REGRESS)\n' > "$stage/print-regress.mk"
+regress_tests=$(make --no-print-directory -s -f Makefile -f "$stage/print-regress.mk" \
+	PG_CONFIG="$CTAS_PG_CONFIG" ctas-fed-print-regress)
+rm -f "$stage/print-regress.mk"
+
+if [ "${SKIP_REGRESS:-0}" != 1 ] && [ -n "$regress_tests" ]; then
+	echo "== pg_regress: $regress_tests"
+	port=$(ctas_free_port)
+	# shellcheck disable=SC2086
+	(cd "$stage" && ctas_as_runner "${runner_env[@]}" \
+		timeout -k 30 "${REGRESS_TIMEOUT:-1800}" "$pg_regress" \
+		--temp-instance="$stage/regress_instance" \
+		--temp-config=test/ctas_fed.conf \
+		--bindir="$CTAS_PG_BINDIR" \
+		--inputdir=. --outputdir="$stage" \
+		--dbname=contrib_regression \
+		--port="$port" \
+		$regress_tests) > "$stage/pg_regress.out" 2>&1
+	rc=$?
+	cat "$stage/pg_regress.out"
+	ok=$(grep -cE '\.\.\. +ok( |$)' "$stage/pg_regress.out")
+	bad=$(grep -cE '\.\.\. +FAILED( |$)' "$stage/pg_regress.out")
+	passed=$((passed + ok))
+	failed=$((failed + bad))
+	if [ "$rc" != 0 ] && [ "$bad" = 0 ]; then
+		echo "pg_regress failed (exit $rc) without a failed test"
+		show "$stage/regress_instance/log/initdb.log" 50
+		show "$stage/regress_instance/log/postmaster.log" 100
+		failed=$((failed + 1))
+	fi
+	if [ "$rc" != 0 ]; then
+		show "$stage/regression.diffs" 300
+	fi
+elif [ -z "$regress_tests" ]; then
+	echo "== pg_regress: REGRESS is empty"
+fi
+
+# ---- TAP ------------------------------------------------------------------
+if [ -n "${TAP_TESTS:-}" ]; then
+	# shellcheck disable=SC2206
+	tap_tests=($TAP_TESTS)
+else
+	tap_tests=()
+	for t in test/t/*.pl; do
+		[ -f "$t" ] && tap_tests+=("$t")
+	done
+fi
+
+for t in "${tap_tests[@]}"; do
+	name=$(basename "$t" .pl)
+	log="$stage/tap_$name.log"
+	echo "== TAP $t"
+	(cd "$stage" && ctas_as_runner "${runner_env[@]}" \
+		timeout -k 30 "${TAP_TIMEOUT:-1200}" prove -v "$t") > "$log" 2>&1
+	rc=$?
+	ok=$(grep -cE '^ok [0-9]+|^not ok [0-9]+.*# TODO' "$log")
+	bad=$(grep -E '^not ok [0-9]+' "$log" | grep -vc '# TODO')
+	passed=$((passed + ok))
+	failed=$((failed + bad))
+	if [ "$rc" != 0 ] && [ "$bad" = 0 ]; then
+		failed=$((failed + 1))    # died, bad plan or timeout
+	fi
+	if [ "$rc" != 0 ]; then
+		echo "   $name: $ok ok, $bad not ok, prove exit $rc"
+		show "$log" 150
+		show "$stage/tmp_check/log/regress_log_$name" 150
+	else
+		echo "   $name: $ok ok"
+	fi
+done
+
+finish 0

@@ -10,13 +10,20 @@
 MODULE_big = ctas_fed
 OBJS = \
 	src/ctas_fed.o \
-	src/catalog.o
+	src/catalog.o \
+	src/connection.o \
+	src/ctas.o \
+	src/remote.o \
+	src/target_postgres.o \
+	src/typemap.o \
+	src/utility.o \
+	src/xact.o
 
 EXTENSION = ctas_fed
 DATA = ctas_fed--0.1.sql
 PGFILEDESC = "ctas_fed - federated CREATE TABLE AS into external catalogs"
 
-REGRESS = catalog
+REGRESS = catalog postgres types
 REGRESS_OPTS = --temp-config=$(srcdir)/test/ctas_fed.conf
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config

@@ -56,3 +56,36 @@ COMMENT ON VIEW @extschema@.catalogs
 
 GRANT USAGE ON SCHEMA @extschema@ TO PUBLIC;
 GRANT SELECT ON @extschema@.catalogs TO PUBLIC;
+
+CREATE FUNCTION @extschema@.remote_tables(catalog name, schema text,
+                                          OUT name text, OUT kind text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'ctas_fed_remote_tables'
+LANGUAGE C STRICT VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.remote_tables(name, text)
+  IS 'tables of a schema (ClickHouse: database) of a catalog';
+
+CREATE FUNCTION @extschema@.remote_columns(catalog name, schema text,
+                                           "table" text,
+                                           OUT name text, OUT type text,
+                                           OUT nullable boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'ctas_fed_remote_columns'
+LANGUAGE C STRICT VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.remote_columns(name, text, text)
+  IS 'columns of a table of a catalog, with their remote types';
+
+CREATE FUNCTION @extschema@.resolve_in_doubt(catalog name DEFAULT NULL,
+                                             OUT catalog name,
+                                             OUT object text,
+                                             OUT action text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'ctas_fed_resolve_in_doubt'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.resolve_in_doubt(name)
+  IS 'commit or roll back what this cluster left in doubt in catalogs';
+
+REVOKE ALL ON FUNCTION @extschema@.resolve_in_doubt(name) FROM PUBLIC;

@@ -48,7 +48,7 @@
 #include "utils/numeric.h"
 #include "utils/syscache.h"
 
-#include "ctas_fed.h"
+#include "target.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_handler);
 PG_FUNCTION_INFO_V1(ctas_fed_validator);
@@ -82,6 +82,7 @@ typedef struct CtasOption
 struct CtasCatalogType
 {
 	const char *name;
+	const CtasTargetRoutine *routine;	/* the writer */
 	const CtasOption *options;	/* terminated by a NULL name */
 	const char *const *required;	/* server options that must be set */
 };
@@ -162,8 +163,8 @@ static const char *const clickhouse_required[] = {"url", NULL};
  * file); nothing else switches on the type.
  */
 static const CtasCatalogType catalog_types[] = {
-	{"postgres", postgres_options, NULL},
-	{"clickhouse", clickhouse_options, clickhouse_required},
+	{"postgres", &CtasPostgresTarget, postgres_options, NULL},
+	{"clickhouse", NULL, clickhouse_options, clickhouse_required},
 	{NULL}
 };
 
@@ -199,6 +200,21 @@ const char *
 CtasCatalogTypeName(const CtasCatalogType *type)
 {
 	return type->name;
+}
+
+/*
+ * CtasCatalogRoutine
+ *		The writer of catalog's type.  ERROR when this build has none.
+ */
+const CtasTargetRoutine *
+CtasCatalogRoutine(const CtasCatalog *catalog)
+{
+	if (catalog->type->routine == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("catalogs of type \"%s\" cannot be written yet",
+						catalog->type->name)));
+	return catalog->type->routine;
 }
 
 /*

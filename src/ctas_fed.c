@@ -23,7 +23,7 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
-#include "ctas_fed.h"
+#include "target.h"
 
 PG_MODULE_MAGIC;
 
@@ -46,6 +46,8 @@ _PG_init(void)
 		return;
 
 	CtasPreloaded = true;
+	CtasUtilityInit();
+	CtasXactInit();
 }
 
 /*

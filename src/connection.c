@@ -1,0 +1,728 @@
+/*-------------------------------------------------------------------------
+ *
+ * connection.c
+ *		  libpq connections to PostgreSQL catalogs: cache, interruptible
+ *		  waits, remote errors, COPY with back-pressure.
+ *
+ * As in postgres_fdw, connections are cached per user mapping in
+ * CacheMemoryContext for the life of the backend, and dropped when the
+ * server or user mapping changes (syscache callbacks) or when a connection
+ * is found broken at the start of a transaction.  Unlike postgres_fdw 15,
+ * every wait - the connection itself included - is non-blocking: the
+ * socket is waited for with WaitLatchOrSocket and interrupts are checked,
+ * so cancel and statement_timeout take effect promptly.  A statement
+ * interrupted while the remote is busy leaves the connection "busy"; the
+ * abort path (target_postgres.c) cancels the remote command with a bounded
+ * wait.
+ *
+ * Every connection is accounted for with AcquireExternalFD.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ * Portions Copyright (c) 2012-2022, PostgreSQL Global Development Group
+ *
+ * IDENTIFICATION
+ *		  src/connection.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_user_mapping.h"
+#include "commands/defrem.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/fd.h"
+#include "storage/latch.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "connection.h"
+
+/* The cache: one entry per user mapping */
+static HTAB *conn_cache = NULL;
+
+static void conn_cache_init(void);
+static void conn_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
+static PGconn *connect_catalog(CtasCatalog *catalog);
+static bool wait_socket(PGconn *conn, int events, TimestampTz deadline,
+						bool interruptible);
+
+/*
+ * conn_cache_init
+ *		Create the cache and register the invalidation callbacks once.
+ */
+static void
+conn_cache_init(void)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(CtasConn);
+	conn_cache = hash_create("ctas_fed connections", 8, &ctl,
+							 HASH_ELEM | HASH_BLOBS);
+
+	CacheRegisterSyscacheCallback(FOREIGNSERVEROID,
+								  conn_inval_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(USERMAPPINGOID,
+								  conn_inval_callback, (Datum) 0);
+}
+
+/*
+ * conn_inval_callback
+ *		A server or user mapping changed: mark the connections built from
+ *		it, which are closed at their next use outside a transaction.
+ */
+static void
+conn_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	HASH_SEQ_STATUS scan;
+	CtasConn   *entry;
+
+	hash_seq_init(&scan, conn_cache);
+	while ((entry = (CtasConn *) hash_seq_search(&scan)))
+	{
+		if (entry->conn == NULL)
+			continue;
+		if (hashvalue == 0 ||
+			(cacheid == FOREIGNSERVEROID &&
+			 entry->server_hashvalue == hashvalue) ||
+			(cacheid == USERMAPPINGOID &&
+			 entry->mapping_hashvalue == hashvalue))
+			entry->invalidated = true;
+	}
+}
+
+/*
+ * CtasPgDisconnect
+ *		Close entry's connection, if any.  Never raises an error.
+ */
+void
+CtasPgDisconnect(CtasConn *entry)
+{
+	if (entry->conn != NULL)
+	{
+		PQfinish(entry->conn);
+		entry->conn = NULL;
+		ReleaseExternalFD();
+	}
+	entry->xact_depth = 0;
+	entry->in_copy = false;
+	entry->broken = false;
+	entry->invalidated = false;
+}
+
+/*
+ * CtasPgGetConnection
+ *		The cached connection entry of catalog's user mapping, connected.
+ *
+ * Outside a remote transaction (xact_depth 0), a connection that is
+ * broken, or whose server or user mapping changed, is replaced first.
+ * ereport(ERROR) when the catalog cannot be reached or the password rules
+ * for non-superusers are not met.
+ */
+CtasConn *
+CtasPgGetConnection(CtasCatalog *catalog)
+{
+	CtasConn   *entry;
+	bool		found;
+	Oid			key = catalog->umid;
+
+	if (conn_cache == NULL)
+		conn_cache_init();
+
+	entry = hash_search(conn_cache, &key, HASH_ENTER, &found);
+	if (!found)
+	{
+		memset(((char *) entry) + sizeof(Oid), 0,
+			   sizeof(CtasConn) - sizeof(Oid));
+	}
+
+	if (entry->conn != NULL && entry->xact_depth == 0 &&
+		(entry->invalidated || entry->broken ||
+		 PQstatus(entry->conn) != CONNECTION_OK))
+		CtasPgDisconnect(entry);
+
+	if (entry->conn == NULL)
+	{
+		entry->server_hashvalue =
+			GetSysCacheHashValue1(FOREIGNSERVEROID,
+								  ObjectIdGetDatum(catalog->serverid));
+		entry->mapping_hashvalue =
+			GetSysCacheHashValue1(USERMAPPINGOID,
+								  ObjectIdGetDatum(catalog->umid));
+		entry->conn = connect_catalog(catalog);
+		entry->remote_version = PQserverVersion(entry->conn);
+		entry->max_prepared = -1;
+	}
+	return entry;
+}
+
+/*
+ * CtasPgConnectFresh
+ *		A new connection that is not cached (streaming loads, the resolver).
+ *		The caller closes it with CtasPgCloseFresh.
+ */
+PGconn *
+CtasPgConnectFresh(CtasCatalog *catalog)
+{
+	return connect_catalog(catalog);
+}
+
+void
+CtasPgCloseFresh(PGconn *conn)
+{
+	if (conn != NULL)
+	{
+		PQfinish(conn);
+		ReleaseExternalFD();
+	}
+}
+
+/*
+ * password_required
+ *		Does the password_required rule apply to this catalog's user?
+ *		(superusers are exempt, as in postgres_fdw)
+ */
+static bool
+password_required(CtasCatalog *catalog)
+{
+	ListCell   *lc;
+
+	if (superuser_arg(catalog->userid))
+		return false;
+	foreach(lc, catalog->user_options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+
+		if (strcmp(def->defname, "password_required") == 0)
+			return defGetBoolean(def);
+	}
+	return true;
+}
+
+/*
+ * connect_catalog
+ *		Open a connection with the catalog's libpq keywords and the user
+ *		mapping's credentials, without blocking: the connection is polled
+ *		with interruptible waits until done or until connect_timeout (10
+ *		seconds by default) passes.  Then pin the session settings that make
+ *		the transfer exact.  Returns a connection in CONNECTION_OK state;
+ *		ereport(ERROR) otherwise, never leaking the PGconn.
+ */
+static PGconn *
+connect_catalog(CtasCatalog *catalog)
+{
+	const char **keywords;
+	const char **values;
+	int			n = 0;
+	int			size;
+	ListCell   *lc;
+	PGconn	   *volatile conn = NULL;
+	int			timeout_secs = 10;
+	bool		have_password = false;
+	bool		pw_required = password_required(catalog);
+
+	size = list_length(catalog->server_options) +
+		list_length(catalog->user_options) + 4;
+	keywords = palloc(size * sizeof(char *));
+	values = palloc(size * sizeof(char *));
+
+	foreach(lc, catalog->server_options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+
+		if (strcmp(def->defname, "two_phase") == 0)
+			continue;			/* ours, not libpq's */
+		if (strcmp(def->defname, "connect_timeout") == 0)
+			timeout_secs = atoi(defGetString(def));
+		keywords[n] = def->defname;
+		values[n] = defGetString(def);
+		n++;
+	}
+	foreach(lc, catalog->user_options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+
+		if (strcmp(def->defname, "password_required") == 0)
+			continue;
+		if (strcmp(def->defname, "password") == 0 &&
+			defGetString(def)[0] != '\0')
+			have_password = true;
+		keywords[n] = def->defname;
+		values[n] = defGetString(def);
+		n++;
+	}
+	keywords[n] = "fallback_application_name";
+	values[n] = "ctas_fed";
+	n++;
+	keywords[n] = "client_encoding";
+	values[n] = GetDatabaseEncodingName();
+	n++;
+	keywords[n] = values[n] = NULL;
+
+	/* a non-superuser must not borrow the server's own credentials */
+	if (pw_required && !have_password)
+		ereport(ERROR,
+				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
+				 errmsg("password is required"),
+				 errdetail("Non-superusers must provide a password in the user mapping of catalog \"%s\".",
+						   catalog->name)));
+
+	if (!AcquireExternalFD())
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to catalog \"%s\"", catalog->name),
+				 errdetail("There are too many open files on the local server."),
+				 errhint("Raise the server's max_files_per_process and/or \"ulimit -n\" limits.")));
+
+	PG_TRY();
+	{
+		PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+		TimestampTz deadline = 0;
+
+		if (timeout_secs > 0)
+			deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												   timeout_secs * 1000);
+
+		conn = PQconnectStartParams(keywords, values, false);
+		if (conn == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory")));
+
+		while (PQstatus(conn) != CONNECTION_BAD &&
+			   st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED)
+		{
+			int			events = (st == PGRES_POLLING_READING) ?
+			WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+
+			if (!wait_socket(conn, events, deadline, true))
+				ereport(ERROR,
+						(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+						 errmsg("could not connect to catalog \"%s\"",
+								catalog->name),
+						 errdetail("Connection timed out after %d seconds.",
+								   timeout_secs)));
+			st = PQconnectPoll(conn);
+		}
+
+		if (PQstatus(conn) != CONNECTION_OK)
+		{
+			char	   *msg = pchomp(PQerrorMessage(conn));
+
+			ereport(ERROR,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("could not connect to catalog \"%s\"",
+							catalog->name),
+					 errdetail_internal("%s", msg)));
+		}
+
+		/* the password must actually have been used (dblink, postgres_fdw) */
+		if (pw_required && !PQconnectionUsedPassword(conn))
+			ereport(ERROR,
+					(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
+					 errmsg("password is required"),
+					 errdetail("Non-superuser cannot connect if the server does not request a password."),
+					 errhint("Target server's authentication method must be changed or set the password_required=false in the user mapping attributes.")));
+
+		if (PQsetnonblocking(conn, 1) != 0)
+			elog(ERROR, "could not make the connection to catalog \"%s\" non-blocking",
+				 catalog->name);
+
+		/*
+		 * Pin what the row stream depends on, as postgres_fdw does:
+		 * qualified names only, and unambiguous date, interval and float
+		 * formats.
+		 */
+		CtasPgExec(conn, catalog,
+				   "SET search_path = pg_catalog; SET timezone = 'UTC'; "
+				   "SET datestyle = ISO; SET intervalstyle = postgres; "
+				   "SET extra_float_digits = 3");
+	}
+	PG_CATCH();
+	{
+		if (conn != NULL)
+			PQfinish(conn);
+		ReleaseExternalFD();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	pfree(keywords);
+	pfree(values);
+	return conn;
+}
+
+/*
+ * wait_socket
+ *		Wait until conn's socket is ready for events, the latch is set, or
+ *		deadline (0: none) passes.  With interruptible, interrupts are
+ *		serviced (and may raise an ERROR).  Returns false on timeout.
+ */
+static bool
+wait_socket(PGconn *conn, int events, TimestampTz deadline, bool interruptible)
+{
+	for (;;)
+	{
+		long		timeout = -1;
+		int			rc;
+		int			flags = WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | events;
+
+		if (deadline != 0)
+		{
+			TimestampTz now = GetCurrentTimestamp();
+
+			if (now >= deadline)
+				return false;
+			timeout = TimestampDifferenceMilliseconds(now, deadline);
+			flags |= WL_TIMEOUT;
+		}
+
+		rc = WaitLatchOrSocket(MyLatch, flags, PQsocket(conn), timeout,
+							   PG_WAIT_EXTENSION);
+		if (rc & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			if (interruptible)
+				CHECK_FOR_INTERRUPTS();
+		}
+		if (rc & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
+			return true;
+		if (rc & WL_TIMEOUT)
+			return false;
+	}
+}
+
+/*
+ * CtasPgGetResult
+ *		The next result of the command in progress on conn, or NULL when
+ *		there is none, waiting interruptibly (deadline 0) or until deadline
+ *		with interrupts held (the commit and abort paths).  With a deadline,
+ *		*timed_out tells whether it passed.  On a broken connection returns
+ *		NULL and leaves the error in PQerrorMessage.
+ */
+PGresult *
+CtasPgGetResult(PGconn *conn, TimestampTz deadline, bool *timed_out)
+{
+	if (timed_out)
+		*timed_out = false;
+
+	while (PQisBusy(conn))
+	{
+		/* flush anything still queued (non-blocking connection) */
+		if (PQflush(conn) < 0)
+			return NULL;
+		if (!wait_socket(conn, WL_SOCKET_READABLE, deadline, deadline == 0))
+		{
+			if (timed_out)
+				*timed_out = true;
+			return NULL;
+		}
+		if (!PQconsumeInput(conn))
+			return NULL;
+	}
+	return PQgetResult(conn);
+}
+
+/*
+ * CtasPgReportError
+ *		Rebuild a remote error (res, or conn's error when res is NULL) as a
+ *		local one at elevel, with the remote SQLSTATE, message, detail,
+ *		hint, and a context line naming the catalog and the remote command.
+ *		Clears res.  Never prints connection parameters.
+ */
+void
+CtasPgReportError(int elevel, PGresult *res, PGconn *conn,
+				  CtasCatalog *catalog, const char *sql)
+{
+	char	   *diag_sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	char	   *message_primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	char	   *message_detail = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL) : NULL;
+	char	   *message_hint = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_HINT) : NULL;
+	char	   *message_context = res ? PQresultErrorField(res, PG_DIAG_CONTEXT) : NULL;
+	int			sqlstate;
+	char	   *primary;
+
+	if (diag_sqlstate)
+		sqlstate = MAKE_SQLSTATE(diag_sqlstate[0], diag_sqlstate[1],
+								 diag_sqlstate[2], diag_sqlstate[3],
+								 diag_sqlstate[4]);
+	else
+		sqlstate = ERRCODE_CONNECTION_FAILURE;
+
+	/* copy out of res before clearing it */
+	primary = message_primary ? pstrdup(message_primary) :
+		pchomp(PQerrorMessage(conn));
+	if (primary == NULL || primary[0] == '\0')
+		primary = pstrdup("could not obtain message string for remote error");
+	message_detail = message_detail ? pstrdup(message_detail) : NULL;
+	message_hint = message_hint ? pstrdup(message_hint) : NULL;
+	message_context = message_context ? pstrdup(message_context) : NULL;
+	if (res)
+		PQclear(res);
+
+	{
+		char	   *where = sql ?
+		psprintf("remote SQL command on catalog \"%s\": %s",
+				 catalog->name, sql) :
+		psprintf("catalog \"%s\"", catalog->name);
+
+		ereport(elevel,
+				(errcode(sqlstate),
+				 errmsg_internal("%s", primary),
+				 message_detail ? errdetail_internal("%s", message_detail) : 0,
+				 message_hint ? errhint("%s", message_hint) : 0,
+				 message_context ? errcontext("%s", message_context) : 0,
+				 errcontext("%s", where)));
+	}
+}
+
+/*
+ * CtasPgExec
+ *		Run sql on conn and wait for it, interruptibly; ERROR if any of its
+ *		results is an error.  Results are discarded.
+ */
+void
+CtasPgExec(PGconn *conn, CtasCatalog *catalog, const char *sql)
+{
+	PGresult   *res;
+	PGresult   *error = NULL;
+
+	if (!PQsendQuery(conn, sql))
+		CtasPgReportError(ERROR, NULL, conn, catalog, sql);
+
+	while ((res = CtasPgGetResult(conn, 0, NULL)) != NULL)
+	{
+		ExecStatusType st = PQresultStatus(res);
+
+		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && error == NULL)
+			error = res;
+		else
+			PQclear(res);
+	}
+	if (error)
+		CtasPgReportError(ERROR, error, conn, catalog, sql);
+	if (PQstatus(conn) == CONNECTION_BAD)
+		CtasPgReportError(ERROR, NULL, conn, catalog, sql);
+}
+
+/*
+ * CtasPgQuery
+ *		Run one query returning rows and return its PGresult (caller
+ *		PQclears it).  ERROR on any failure.
+ */
+PGresult *
+CtasPgQuery(PGconn *conn, CtasCatalog *catalog, const char *sql)
+{
+	PGresult   *res;
+	PGresult   *result = NULL;
+
+	if (!PQsendQuery(conn, sql))
+		CtasPgReportError(ERROR, NULL, conn, catalog, sql);
+
+	while ((res = CtasPgGetResult(conn, 0, NULL)) != NULL)
+	{
+		if (result != NULL)
+			PQclear(res);
+		else
+			result = res;
+	}
+	if (result == NULL)
+		CtasPgReportError(ERROR, NULL, conn, catalog, sql);
+	if (PQresultStatus(result) != PGRES_TUPLES_OK)
+		CtasPgReportError(ERROR, result, conn, catalog, sql);
+	return result;
+}
+
+/*
+ * CtasPgExecBounded
+ *		Run sql with interrupts held and a deadline, for the commit and
+ *		abort paths.  Never raises an error: returns false (and a message
+ *		in *errmsg_out, palloc'd) when the command failed or timed out.
+ */
+bool
+CtasPgExecBounded(PGconn *conn, const char *sql, int timeout_ms,
+				  char **errmsg_out)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   timeout_ms);
+	PGresult   *res;
+	bool		ok = true;
+	bool		timed_out = false;
+
+	*errmsg_out = NULL;
+	if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
+	{
+		*errmsg_out = pstrdup("connection lost");
+		return false;
+	}
+	if (!PQsendQuery(conn, sql))
+	{
+		*errmsg_out = pchomp(PQerrorMessage(conn));
+		return false;
+	}
+	while ((res = CtasPgGetResult(conn, deadline, &timed_out)) != NULL)
+	{
+		ExecStatusType st = PQresultStatus(res);
+
+		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && ok)
+		{
+			char	   *m = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+
+			*errmsg_out = pstrdup(m ? m : "unknown remote error");
+			ok = false;
+		}
+		PQclear(res);
+	}
+	if (timed_out)
+	{
+		*errmsg_out = psprintf("no answer within %d ms", timeout_ms);
+		return false;
+	}
+	if (ok && PQstatus(conn) != CONNECTION_OK)
+	{
+		*errmsg_out = pchomp(PQerrorMessage(conn));
+		return false;
+	}
+	return ok;
+}
+
+/*
+ * CtasPgCancel
+ *		Stop whatever conn is doing, for the abort paths: end a COPY IN with
+ *		an error, or send a cancel request, then drain the results until
+ *		deadline.  Returns false when the connection is not usable
+ *		afterwards.  Never raises an error.
+ */
+bool
+CtasPgCancel(PGconn *conn, bool in_copy, int timeout_ms)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   timeout_ms);
+	PGresult   *res;
+	bool		timed_out = false;
+
+	if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
+		return false;
+
+	if (in_copy)
+	{
+		if (PQputCopyEnd(conn, "canceled by ctas_fed") < 0)
+			return false;
+	}
+	else if (PQtransactionStatus(conn) == PQTRANS_ACTIVE)
+	{
+		PGcancel   *cancel = PQgetCancel(conn);
+		char		errbuf[256];
+
+		/* PQcancel blocks, but only for a local TCP round trip */
+		if (cancel != NULL)
+		{
+			(void) PQcancel(cancel, errbuf, sizeof(errbuf));
+			PQfreeCancel(cancel);
+		}
+	}
+
+	/* flush what a non-blocking COPY end may have queued */
+	while (PQflush(conn) == 1)
+	{
+		if (!wait_socket(conn, WL_SOCKET_WRITEABLE, deadline, false))
+			return false;
+	}
+
+	while ((res = CtasPgGetResult(conn, deadline, &timed_out)) != NULL)
+	{
+		/* a COPY that the server still wants data for: end it */
+		if (PQresultStatus(res) == PGRES_COPY_IN)
+			(void) PQputCopyEnd(conn, "canceled by ctas_fed");
+		PQclear(res);
+	}
+	return !timed_out && PQstatus(conn) == CONNECTION_OK;
+}
+
+/*
+ * CtasPgPutCopyData
+ *		Queue len bytes of COPY data, waiting (interruptibly) while libpq's
+ *		output buffer is full: this is the back-pressure that keeps memory
+ *		bounded when the remote is slower than the query.
+ */
+void
+CtasPgPutCopyData(PGconn *conn, CtasCatalog *catalog, const char *data,
+				  int len)
+{
+	for (;;)
+	{
+		int			rc = PQputCopyData(conn, data, len);
+
+		if (rc == 1)
+			break;
+		if (rc < 0)
+			CtasPgReportError(ERROR, NULL, conn, catalog, "COPY");
+		/* rc == 0: buffer full, wait until the socket drains */
+		if (!wait_socket(conn, WL_SOCKET_WRITEABLE, 0, true))
+			continue;
+		if (PQflush(conn) < 0)
+			CtasPgReportError(ERROR, NULL, conn, catalog, "COPY");
+	}
+
+	/* keep the socket moving, but do not wait for it to drain */
+	if (PQflush(conn) < 0)
+		CtasPgReportError(ERROR, NULL, conn, catalog, "COPY");
+
+	/* the remote may have failed the COPY already: notice it early */
+	if (PQconsumeInput(conn) == 0)
+		CtasPgReportError(ERROR, NULL, conn, catalog, "COPY");
+}
+
+/*
+ * CtasPgEndCopy
+ *		Finish a COPY IN and return the number of rows the remote reports.
+ *		ERROR (with the remote's SQLSTATE) if the COPY failed.
+ */
+uint64
+CtasPgEndCopy(PGconn *conn, CtasCatalog *catalog, const char *sql)
+{
+	PGresult   *res;
+	PGresult   *error = NULL;
+	uint64		rows = 0;
+	int			rc;
+
+	while ((rc = PQputCopyEnd(conn, NULL)) == 0)
+		(void) wait_socket(conn, WL_SOCKET_WRITEABLE, 0, true);
+	if (rc < 0)
+		CtasPgReportError(ERROR, NULL, conn, catalog, sql);
+	for (;;)
+	{
+		rc = PQflush(conn);
+		if (rc < 0)
+			CtasPgReportError(ERROR, NULL, conn, catalog, sql);
+		if (rc == 0)
+			break;
+		(void) wait_socket(conn, WL_SOCKET_WRITEABLE | WL_SOCKET_READABLE,
+						   0, true);
+		if (!PQconsumeInput(conn))
+			CtasPgReportError(ERROR, NULL, conn, catalog, sql);
+	}
+
+	while ((res = CtasPgGetResult(conn, 0, NULL)) != NULL)
+	{
+		if (PQresultStatus(res) != PGRES_COMMAND_OK && error == NULL)
+			error = res;
+		else
+		{
+			char	   *tuples = PQcmdTuples(res);
+
+			if (tuples && tuples[0])
+				rows = strtou64(tuples, NULL, 10);
+			PQclear(res);
+		}
+	}
+	if (error)
+		CtasPgReportError(ERROR, error, conn, catalog, sql);
+	return rows;
+}

@@ -1,0 +1,57 @@
+/*-------------------------------------------------------------------------
+ *
+ * connection.h
+ *		  libpq connections of the PostgreSQL target (connection.c).
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/connection.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CTAS_CONNECTION_H
+#define CTAS_CONNECTION_H
+
+#include "libpq-fe.h"
+#include "utils/timestamp.h"
+
+#include "ctas_fed.h"
+
+/* A cached connection, one per user mapping */
+typedef struct CtasConn
+{
+	Oid			umid;			/* hash key: user mapping OID */
+	PGconn	   *conn;			/* NULL when not connected */
+	int			xact_depth;		/* 0: no remote transaction, 1: main, n>1:
+								 * savepoint s<n> open */
+	bool		in_copy;		/* a COPY FROM STDIN is open */
+	bool		broken;			/* close at the next transaction start */
+	bool		invalidated;	/* server or mapping changed */
+	uint32		server_hashvalue;
+	uint32		mapping_hashvalue;
+	int			remote_version; /* PQserverVersion */
+	int			max_prepared;	/* remote max_prepared_transactions, -1 */
+} CtasConn;
+
+/* in connection.c */
+extern CtasConn *CtasPgGetConnection(CtasCatalog *catalog);
+extern void CtasPgDisconnect(CtasConn *entry);
+extern PGconn *CtasPgConnectFresh(CtasCatalog *catalog);
+extern void CtasPgCloseFresh(PGconn *conn);
+extern PGresult *CtasPgGetResult(PGconn *conn, TimestampTz deadline,
+								 bool *timed_out);
+extern void CtasPgReportError(int elevel, PGresult *res, PGconn *conn,
+							  CtasCatalog *catalog, const char *sql);
+extern void CtasPgExec(PGconn *conn, CtasCatalog *catalog, const char *sql);
+extern PGresult *CtasPgQuery(PGconn *conn, CtasCatalog *catalog,
+							 const char *sql);
+extern bool CtasPgExecBounded(PGconn *conn, const char *sql, int timeout_ms,
+							  char **errmsg_out);
+extern bool CtasPgCancel(PGconn *conn, bool in_copy, int timeout_ms);
+extern void CtasPgPutCopyData(PGconn *conn, CtasCatalog *catalog,
+							  const char *data, int len);
+extern uint64 CtasPgEndCopy(PGconn *conn, CtasCatalog *catalog,
+							const char *sql);
+
+#endif							/* CTAS_CONNECTION_H */

@@ -1,0 +1,734 @@
+/*-------------------------------------------------------------------------
+ *
+ * ctas.c
+ *		  Run a federated CREATE TABLE AS, SELECT INTO, EXPLAIN of one, or
+ *		  DROP TABLE of a catalog table: plan the query, derive the remote
+ *		  columns from its result type, and stream its rows into the
+ *		  target's writer through a DestReceiver.
+ *
+ * Order of work for CREATE TABLE catalog.schema.table AS ...:
+ *	1. catalog descriptor: USAGE, user mapping (catalog.c);
+ *	2. statement options parsed and checked, columns derived from the
+ *	   query's result type and mapped by the target - all before any remote
+ *	   work, so a bad option or type costs nothing remotely;
+ *	3. atomic loads join the local transaction (xact.c);
+ *	4. begin_load, then the executor pushes each row to put_row through a
+ *	   DestReceiver, one short-lived memory context reset per row;
+ *	5. end_load; the command tag is SELECT <rows>.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ * Portions Copyright (c) 1996-2022, PostgreSQL Global Development Group
+ *
+ * IDENTIFICATION
+ *		  src/ctas.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "commands/explain.h"
+#include "commands/prepare.h"
+#include "executor/executor.h"
+#include "executor/tstoreReceiver.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parse_node.h"
+#include "rewrite/rewriteHandler.h"
+#include "tcop/pquery.h"
+#include "tcop/tcopprot.h"
+#include "catalog/namespace.h"
+#include "utils/builtins.h"
+#include "utils/varlena.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "target.h"
+
+/* The DestReceiver that hands rows to the writer */
+typedef struct CtasDest
+{
+	DestReceiver pub;
+	CtasLoad   *load;
+} CtasDest;
+
+static const char *const statement_options[] = {
+	"atomic", "if_exists", "commit_every", "column_types", "primary_key",
+	"engine", "order_by", "partition_by", "settings", NULL
+};
+
+static void parse_options(CtasLoad *load, List *options);
+static void derive_columns(CtasLoad *load, TupleDesc tupdesc, List *colnames);
+static List *parse_name_list(const char *option, const char *value);
+static DestReceiver *create_dest(CtasLoad *load);
+static void load_error_context(void *arg);
+
+/* seconds since *start */
+static double
+elapsed_seconds(instr_time *start)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, *start);
+	return INSTR_TIME_GET_DOUBLE(now);
+}
+
+/*
+ * CtasNewLoad
+ *		Set up the load of one statement into catalog serverid: descriptor,
+ *		privileges, options.  No remote work.  The load and what hangs off it
+ *		live in a new context under the current one.
+ */
+CtasLoad *
+CtasNewLoad(Oid serverid, RangeVar *rel, List *options)
+{
+	MemoryContext cxt;
+	MemoryContext oldcxt;
+	CtasLoad   *load;
+
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "ctas_fed load",
+								ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(cxt);
+
+	load = palloc0(sizeof(CtasLoad));
+	load->cxt = cxt;
+	load->row_cxt = AllocSetContextCreate(cxt, "ctas_fed row",
+										  ALLOCSET_DEFAULT_SIZES);
+	load->catalog = CtasGetCatalog(serverid, GetUserId(), true, true);
+	load->routine = CtasCatalogRoutine(load->catalog);
+	load->schema = pstrdup(rel->schemaname);
+	load->table = pstrdup(rel->relname);
+	parse_options(load, options);
+	load->routine->check_options(load);
+
+	MemoryContextSwitchTo(oldcxt);
+	return load;
+}
+
+/*
+ * parse_options
+ *		WITH (...) of a federated CTAS into load->opts.  ERROR on unknown
+ *		names and bad values.
+ */
+static void
+parse_options(CtasLoad *load, List *options)
+{
+	CtasOptions *o = &load->opts;
+	ListCell   *lc;
+
+	o->atomic = true;
+	o->if_exists = CTAS_IF_EXISTS_ERROR;
+	o->commit_every = 100000;
+
+	foreach(lc, options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+		const char *const *name;
+
+		for (name = statement_options; *name; name++)
+		{
+			if (strcmp(*name, def->defname) == 0)
+				break;
+		}
+		if (*name == NULL || def->defnamespace != NULL)
+		{
+			StringInfoData buf;
+
+			initStringInfo(&buf);
+			for (name = statement_options; *name; name++)
+				appendStringInfo(&buf, "%s%s", buf.len ? ", " : "", *name);
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unrecognized option \"%s\" for CREATE TABLE AS into a catalog",
+							def->defname),
+					 errhint("Valid options are: %s.", buf.data)));
+		}
+
+		if (strcmp(def->defname, "atomic") == 0)
+			o->atomic = defGetBoolean(def);
+		else if (strcmp(def->defname, "if_exists") == 0)
+		{
+			char	   *v = defGetString(def);
+
+			if (strcmp(v, "error") == 0)
+				o->if_exists = CTAS_IF_EXISTS_ERROR;
+			else if (strcmp(v, "replace") == 0)
+				o->if_exists = CTAS_IF_EXISTS_REPLACE;
+			else if (strcmp(v, "append") == 0)
+				o->if_exists = CTAS_IF_EXISTS_APPEND;
+			else
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid value for option \"if_exists\": \"%s\"", v),
+						 errhint("Valid values are: error, replace, append.")));
+		}
+		else if (strcmp(def->defname, "commit_every") == 0)
+		{
+			o->commit_every = defGetInt64(def);
+			if (o->commit_every <= 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid value for option \"commit_every\": " INT64_FORMAT,
+								o->commit_every),
+						 errdetail("The value must be a positive number of rows.")));
+		}
+		else if (strcmp(def->defname, "column_types") == 0)
+			o->column_types = defGetString(def);
+		else if (strcmp(def->defname, "primary_key") == 0)
+			o->primary_key = parse_name_list("primary_key", defGetString(def));
+		else if (strcmp(def->defname, "engine") == 0)
+			o->engine = defGetString(def);
+		else if (strcmp(def->defname, "order_by") == 0)
+			o->order_by = defGetString(def);
+		else if (strcmp(def->defname, "partition_by") == 0)
+			o->partition_by = defGetString(def);
+		else if (strcmp(def->defname, "settings") == 0)
+			o->settings = defGetString(def);
+	}
+}
+
+/*
+ * parse_name_list
+ *		"a, b, \"C\"" into a list of String column names.
+ */
+static List *
+parse_name_list(const char *option, const char *value)
+{
+	char	   *copy = pstrdup(value);
+	List	   *names = NIL;
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	if (!SplitIdentifierString(copy, ',', &names) || names == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for option \"%s\": \"%s\"",
+						option, value),
+				 errhint("Write a comma-separated list of column names.")));
+	foreach(lc, names)
+		result = lappend(result, makeString(pstrdup(lfirst(lc))));
+	return result;
+}
+
+/*
+ * derive_columns
+ *		The remote columns from the query's result type: names (the column
+ *		name list first), local types with domains stripped, remote types
+ *		from column_types or the target's map, and the I/O functions.
+ *		ERROR naming the column when a type cannot be used.
+ */
+static void
+derive_columns(CtasLoad *load, TupleDesc tupdesc, List *colnames)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(load->cxt);
+	List	   *overrides = NIL;
+	ListCell   *lc;
+	int			i;
+	int			n = 0;
+
+	if (list_length(colnames) > tupdesc->natts)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYNTAX_ERROR),
+				 errmsg("too many column names were specified")));
+
+	load->columns = palloc0(sizeof(CtasColumn) * Max(tupdesc->natts, 1));
+	for (i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+		CtasColumn *col = &load->columns[n];
+		int			j;
+
+		if (attr->attisdropped)
+			continue;
+		col->name = pstrdup(i < list_length(colnames) ?
+							strVal(list_nth(colnames, i)) :
+							NameStr(attr->attname));
+		for (j = 0; j < n; j++)
+		{
+			if (strcmp(load->columns[j].name, col->name) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_DUPLICATE_COLUMN),
+						 errmsg("column \"%s\" specified more than once",
+								col->name)));
+		}
+		col->typid = attr->atttypid;
+		col->typmod = attr->atttypmod;
+		col->basetypmod = col->typmod;
+		col->basetypid = getBaseTypeAndTypmod(col->typid, &col->basetypmod);
+		if (get_typtype(col->basetypid) == TYPTYPE_PSEUDO)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+					 errmsg("column \"%s\" has pseudo-type %s",
+							col->name, format_type_be(col->typid))));
+		n++;
+	}
+	load->ncolumns = n;
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a table in catalog \"%s\" needs at least one column",
+						load->catalog->name)));
+
+	/* key columns */
+	foreach(lc, load->opts.primary_key)
+	{
+		char	   *name = strVal(lfirst(lc));
+
+		for (i = 0; i < n; i++)
+		{
+			if (strcmp(load->columns[i].name, name) == 0)
+				break;
+		}
+		if (i == n)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" named in option \"primary_key\" does not exist in the query result",
+							name)));
+		load->columns[i].is_key = true;
+	}
+
+	/* overrides, then the target's map for the rest */
+	if (load->opts.column_types)
+		overrides = CtasParseColumnTypes(load->opts.column_types);
+	foreach(lc, overrides)
+	{
+		List	   *pair = lfirst(lc);
+		char	   *name = strVal(linitial(pair));
+
+		for (i = 0; i < n; i++)
+		{
+			if (strcmp(load->columns[i].name, name) == 0)
+				break;
+		}
+		if (i == n)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" named in option \"column_types\" does not exist in the query result",
+							name)));
+		load->columns[i].remote_type = strVal(lsecond(pair));
+		load->columns[i].overridden = true;
+	}
+
+	for (i = 0; i < n; i++)
+	{
+		CtasColumn *col = &load->columns[i];
+		Oid			func;
+		bool		isvarlena;
+
+		getTypeOutputInfo(col->typid, &func, &isvarlena);
+		fmgr_info_cxt(func, &col->out_func, load->cxt);
+
+		if (!col->overridden)
+			load->routine->map_column(load, col);
+
+		if (col->binary_ok)
+		{
+			getTypeBinaryOutputInfo(col->typid, &func, &isvarlena);
+			if (OidIsValid(func))
+				fmgr_info_cxt(func, &col->send_func, load->cxt);
+			else
+				col->binary_ok = false;
+		}
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * result_desc
+ *		The result type of the query of a CTAS: a SELECT's target list, or
+ *		the prepared statement's result for AS EXECUTE.  ERROR when the
+ *		prepared statement does not return rows.
+ */
+static TupleDesc
+result_desc(Query *query)
+{
+	if (query->commandType == CMD_UTILITY &&
+		IsA(query->utilityStmt, ExecuteStmt))
+	{
+		ExecuteStmt *estmt = (ExecuteStmt *) query->utilityStmt;
+		PreparedStatement *ps = FetchPreparedStatement(estmt->name, true);
+
+		if (ps->plansource->commandTag != CMDTAG_SELECT ||
+			ps->plansource->resultDesc == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("prepared statement is not a SELECT")));
+		return CreateTupleDescCopy(ps->plansource->resultDesc);
+	}
+	return ExecCleanTypeFromTL(query->targetList);
+}
+
+/*
+ * CtasPrepareLoad
+ *		Everything about a CTAS that needs no remote work: descriptor,
+ *		options, columns.  Shared by execution and EXPLAIN.
+ */
+CtasLoad *
+CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt)
+{
+	IntoClause *into = stmt->into;
+	CtasLoad   *load;
+
+	load = CtasNewLoad(serverid, into->rel, into->options);
+	if (stmt->if_not_exists)
+	{
+		if (load->opts.if_exists != CTAS_IF_EXISTS_ERROR)
+			ereport(ERROR,
+					(errcode(ERRCODE_SYNTAX_ERROR),
+					 errmsg("IF NOT EXISTS cannot be combined with the option \"if_exists\"")));
+		load->opts.if_exists = CTAS_IF_EXISTS_SKIP;
+	}
+	load->skip_data = into->skipData;
+	derive_columns(load, result_desc(castNode(Query, stmt->query)),
+				   into->colNames);
+	return load;
+}
+
+/*
+ * load_error_context
+ *		errcontext of a running load: which table, and for a streaming load
+ *		how many rows the remote has committed (they stay there).
+ */
+static void
+load_error_context(void *arg)
+{
+	CtasLoad   *load = (CtasLoad *) arg;
+
+	if (load->part == NULL)
+		errcontext("streaming load into %s.%s.%s: " UINT64_FORMAT " rows were committed in the remote table and stay there",
+				   load->catalog->name, load->schema, load->table,
+				   load->rows_committed);
+	else
+		errcontext("load into %s.%s.%s after " UINT64_FORMAT " rows",
+				   load->catalog->name, load->schema, load->table,
+				   load->rows);
+}
+
+/*
+ * CtasBeginLoad
+ *		Join the transaction (atomic loads) and start the remote side.
+ */
+void
+CtasBeginLoad(CtasLoad *load)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(load->cxt);
+
+	if (load->opts.atomic)
+		load->part = CtasJoinTransaction(load->catalog);
+	load->routine->begin_load(load);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+void
+CtasEndLoad(CtasLoad *load)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(load->cxt);
+
+	if (!load->skipped)
+		load->routine->end_load(load);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * CtasExecCreateTableAs
+ *		Run CREATE TABLE catalog.schema.table AS ... (or SELECT INTO) and set
+ *		the command tag to SELECT <rows>.
+ */
+void
+CtasExecCreateTableAs(ParseState *pstate, CreateTableAsStmt *stmt,
+					  Oid serverid, ParamListInfo params,
+					  QueryEnvironment *queryEnv, QueryCompletion *qc)
+{
+	Query	   *query = castNode(Query, stmt->query);
+	CtasLoad   *load;
+	ErrorContextCallback errcallback;
+
+	PreventCommandIfReadOnly("CREATE TABLE AS");
+
+	load = CtasPrepareLoad(serverid, stmt);
+
+	CtasBeginLoad(load);
+
+	errcallback.callback = load_error_context;
+	errcallback.arg = load;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+
+	if (!load->skipped && !load->skip_data)
+	{
+		DestReceiver *dest = create_dest(load);
+
+		if (query->commandType == CMD_UTILITY &&
+			IsA(query->utilityStmt, ExecuteStmt))
+		{
+			ExecuteQuery(pstate, (ExecuteStmt *) query->utilityStmt, NULL,
+						 params, dest, NULL);
+		}
+		else
+		{
+			List	   *rewritten;
+			PlannedStmt *plan;
+			QueryDesc  *queryDesc;
+
+			rewritten = QueryRewrite(copyObject(query));
+			if (list_length(rewritten) != 1)
+				elog(ERROR, "unexpected rewrite result for CREATE TABLE AS SELECT");
+			query = linitial_node(Query, rewritten);
+			Assert(query->commandType == CMD_SELECT);
+
+			plan = pg_plan_query(query, pstate->p_sourcetext,
+								 CURSOR_OPT_PARALLEL_OK, params);
+
+			PushCopiedSnapshot(GetActiveSnapshot());
+			UpdateActiveSnapshotCommandId();
+			queryDesc = CreateQueryDesc(plan, pstate->p_sourcetext,
+										GetActiveSnapshot(), InvalidSnapshot,
+										dest, params, queryEnv, 0);
+			ExecutorStart(queryDesc, 0);
+			ExecutorRun(queryDesc, ForwardScanDirection, 0L, true);
+			ExecutorFinish(queryDesc);
+			ExecutorEnd(queryDesc);
+			FreeQueryDesc(queryDesc);
+			PopActiveSnapshot();
+		}
+	}
+
+	CtasEndLoad(load);
+	error_context_stack = errcallback.previous;
+
+	if (qc)
+		SetQueryCompletion(qc, CMDTAG_SELECT, load->rows);
+	MemoryContextDelete(load->cxt);
+}
+
+/*
+ * plan_for_explain
+ *		Plan query the way EXPLAIN does, measuring planning time and buffer
+ *		usage.
+ */
+static PlannedStmt *
+plan_for_explain(Query *query, int cursorOptions, ExplainState *es,
+				 const char *queryString, ParamListInfo params,
+				 instr_time *planduration, BufferUsage *bufusage)
+{
+	PlannedStmt *plan;
+	instr_time	planstart;
+	BufferUsage bufusage_start;
+
+	if (es->buffers)
+		bufusage_start = pgBufferUsage;
+	INSTR_TIME_SET_CURRENT(planstart);
+	plan = pg_plan_query(query, queryString, cursorOptions, params);
+	INSTR_TIME_SET_CURRENT(*planduration);
+	INSTR_TIME_SUBTRACT(*planduration, planstart);
+	if (es->buffers)
+	{
+		memset(bufusage, 0, sizeof(BufferUsage));
+		BufferUsageAccumDiff(bufusage, &pgBufferUsage, &bufusage_start);
+	}
+	return plan;
+}
+
+/*
+ * CtasStandardExplainOneQuery
+ *		What PostgreSQL's ExplainOneQuery does when no hook is set; used by
+ *		the temporary hook of utility.c for any query that is not ours.
+ */
+void
+CtasStandardExplainOneQuery(Query *query, int cursorOptions,
+							IntoClause *into, ExplainState *es,
+							const char *queryString, ParamListInfo params,
+							QueryEnvironment *queryEnv)
+{
+	PlannedStmt *plan;
+	instr_time	planduration;
+	BufferUsage bufusage;
+
+	plan = plan_for_explain(query, cursorOptions, es, queryString, params,
+							&planduration, &bufusage);
+	ExplainOnePlan(plan, into, es, queryString, params, queryEnv,
+				   &planduration, es->buffers ? &bufusage : NULL);
+}
+
+/*
+ * CtasExplainLoad
+ *		EXPLAIN [ANALYZE] of a federated CTAS, called from the
+ *		ExplainOneQuery hook with the rewritten SELECT.  Without ANALYZE, the
+ *		plan and the target's description; with it, the load runs exactly
+ *		as the CTAS would (atomically), with instrumentation.
+ */
+void
+CtasExplainLoad(CtasLoad *load, Query *query, ExplainState *es,
+				const char *queryString, ParamListInfo params,
+				QueryEnvironment *queryEnv)
+{
+	PlannedStmt *plan;
+	instr_time	planduration;
+	BufferUsage bufusage;
+
+	plan = plan_for_explain(query, CURSOR_OPT_PARALLEL_OK, es, queryString,
+							params, &planduration, &bufusage);
+
+	if (!es->analyze || load->skip_data)
+	{
+		bool		analyze = es->analyze;
+
+		if (analyze)
+		{
+			PreventCommandIfReadOnly("CREATE TABLE AS");
+			CtasBeginLoad(load);
+			CtasEndLoad(load);
+		}
+		es->analyze = false;
+		ExplainOnePlan(plan, NULL, es, queryString, params, queryEnv,
+					   &planduration, es->buffers ? &bufusage : NULL);
+		es->analyze = analyze;
+	}
+	else
+	{
+		int			instrument_option = 0;
+		instr_time	starttime;
+		double		totaltime = 0;
+		QueryDesc  *queryDesc;
+		DestReceiver *dest;
+
+		PreventCommandIfReadOnly("CREATE TABLE AS");
+		CtasBeginLoad(load);
+		dest = create_dest(load);
+
+		if (es->timing)
+			instrument_option |= INSTRUMENT_TIMER;
+		else
+			instrument_option |= INSTRUMENT_ROWS;
+		if (es->buffers)
+			instrument_option |= INSTRUMENT_BUFFERS;
+		if (es->wal)
+			instrument_option |= INSTRUMENT_WAL;
+
+		INSTR_TIME_SET_CURRENT(starttime);
+		PushCopiedSnapshot(GetActiveSnapshot());
+		UpdateActiveSnapshotCommandId();
+		queryDesc = CreateQueryDesc(plan, queryString, GetActiveSnapshot(),
+									InvalidSnapshot, dest, params, queryEnv,
+									instrument_option);
+		ExecutorStart(queryDesc, 0);
+		if (!load->skipped)
+			ExecutorRun(queryDesc, ForwardScanDirection, 0L, true);
+		ExecutorFinish(queryDesc);
+		CtasEndLoad(load);
+		totaltime += elapsed_seconds(&starttime);
+
+		ExplainOpenGroup("Query", NULL, true, es);
+		ExplainPrintPlan(es, queryDesc);
+		if (es->summary)
+			ExplainPropertyFloat("Planning Time", "ms",
+								 1000.0 * INSTR_TIME_GET_DOUBLE(planduration),
+								 3, es);
+		ExplainPrintTriggers(es, queryDesc);
+		ExplainPrintJITSummary(es, queryDesc);
+
+		INSTR_TIME_SET_CURRENT(starttime);
+		ExecutorEnd(queryDesc);
+		FreeQueryDesc(queryDesc);
+		PopActiveSnapshot();
+		CommandCounterIncrement();
+		totaltime += elapsed_seconds(&starttime);
+		if (es->summary)
+			ExplainPropertyFloat("Execution Time", "ms", 1000.0 * totaltime,
+								 3, es);
+		ExplainCloseGroup("Query", NULL, true, es);
+	}
+
+	ExplainOpenGroup("Federated Target", NULL, true, es);
+	load->routine->explain(load, es);
+	if (es->analyze)
+	{
+		ExplainPropertyText("Remote Result", load->skipped ?
+							"skipped: the table exists" : "loaded", es);
+		ExplainPropertyUInteger("Rows Sent", NULL, load->rows, es);
+		ExplainPropertyUInteger("Bytes Sent", NULL, load->bytes, es);
+	}
+	ExplainCloseGroup("Federated Target", NULL, true, es);
+}
+
+/*
+ * CtasExecDrop
+ *		DROP TABLE [IF EXISTS] catalog.schema.table, in the local
+ *		transaction with the same atomicity as a CTAS.
+ */
+void
+CtasExecDrop(Oid serverid, List *names, bool missing_ok)
+{
+	RangeVar   *rel = makeRangeVarFromNameList(names);
+	CtasLoad   *load;
+
+	PreventCommandIfReadOnly("DROP TABLE");
+	load = CtasNewLoad(serverid, rel, NIL);
+	load->part = CtasJoinTransaction(load->catalog);
+	load->routine->drop_table(load, missing_ok);
+	MemoryContextDelete(load->cxt);
+}
+
+/* DestReceiver callbacks */
+
+static bool
+ctas_dest_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	CtasLoad   *load = ((CtasDest *) self)->load;
+	MemoryContext oldcxt;
+
+	oldcxt = MemoryContextSwitchTo(load->row_cxt);
+	load->routine->put_row(load, slot);
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextReset(load->row_cxt);
+	load->rows++;
+	return true;
+}
+
+static void
+ctas_dest_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+	CtasLoad   *load = ((CtasDest *) self)->load;
+	int			natts = 0;
+	int			i;
+
+	for (i = 0; i < typeinfo->natts; i++)
+	{
+		if (!TupleDescAttr(typeinfo, i)->attisdropped)
+			natts++;
+	}
+	/* the columns were derived from the same query before it ran */
+	if (natts != load->ncolumns)
+		elog(ERROR, "query returned %d columns, expected %d",
+			 natts, load->ncolumns);
+}
+
+static void
+ctas_dest_shutdown(DestReceiver *self)
+{
+}
+
+static void
+ctas_dest_destroy(DestReceiver *self)
+{
+	pfree(self);
+}
+
+static DestReceiver *
+create_dest(CtasLoad *load)
+{
+	CtasDest   *self = MemoryContextAllocZero(load->cxt, sizeof(CtasDest));
+
+	self->pub.receiveSlot = ctas_dest_receive;
+	self->pub.rStartup = ctas_dest_startup;
+	self->pub.rShutdown = ctas_dest_shutdown;
+	self->pub.rDestroy = ctas_dest_destroy;
+	self->pub.mydest = DestNone;
+	self->load = load;
+	return (DestReceiver *) self;
+}

@@ -1,0 +1,212 @@
+/*-------------------------------------------------------------------------
+ *
+ * remote.c
+ *		  SQL functions that read or repair catalogs: remote_tables,
+ *		  remote_columns, resolve_in_doubt.
+ *
+ * Each one rebuilds the catalog from its descriptor (catalog.c), checks
+ * USAGE and the user mapping like a CTAS would, and hands the work to the
+ * catalog's writer, so that none of them knows what kind of catalog it is
+ * talking to.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/remote.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/tuplestore.h"
+
+#include "target.h"
+
+PG_FUNCTION_INFO_V1(ctas_fed_remote_tables);
+PG_FUNCTION_INFO_V1(ctas_fed_remote_columns);
+PG_FUNCTION_INFO_V1(ctas_fed_resolve_in_doubt);
+
+/* where emit callbacks put their rows */
+typedef struct EmitState
+{
+	ReturnSetInfo *rsinfo;
+	const char *catalog;
+} EmitState;
+
+static void
+emit_table(void *arg, const char *name, const char *kind)
+{
+	ReturnSetInfo *rsinfo = ((EmitState *) arg)->rsinfo;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = CStringGetTextDatum(kind);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+static void
+emit_column(void *arg, const char *name, const char *type, bool nullable)
+{
+	ReturnSetInfo *rsinfo = ((EmitState *) arg)->rsinfo;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = CStringGetTextDatum(type);
+	values[2] = BoolGetDatum(nullable);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+static void
+emit_action(void *arg, const char *object, const char *action)
+{
+	EmitState  *es = (EmitState *) arg;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	values[0] = CStringGetTextDatum(es->catalog);
+	values[1] = CStringGetTextDatum(object);
+	values[2] = CStringGetTextDatum(action);
+	tuplestore_putvalues(es->rsinfo->setResult, es->rsinfo->setDesc,
+						 values, nulls);
+}
+
+/*
+ * lookup
+ *		The descriptor of the catalog called name for the current user,
+ *		with USAGE and a user mapping required.  ERROR when there is no such
+ *		catalog.
+ */
+static CtasCatalog *
+lookup(const char *name)
+{
+	Oid			serverid = CtasCatalogServerOid(name);
+
+	if (!OidIsValid(serverid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("catalog \"%s\" does not exist", name),
+				 errhint("A catalog is a foreign server of the ctas_fed foreign-data wrapper.")));
+	return CtasGetCatalog(serverid, GetUserId(), true, true);
+}
+
+/*
+ * ctas_fed.remote_tables(catalog name, schema text)
+ *		RETURNS TABLE (name text, kind text)
+ */
+Datum
+ctas_fed_remote_tables(PG_FUNCTION_ARGS)
+{
+	CtasCatalog *catalog;
+	EmitState	es;
+
+	CtasCheckPreloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	catalog = lookup(NameStr(*PG_GETARG_NAME(0)));
+	es.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	es.catalog = catalog->name;
+	CtasCatalogRoutine(catalog)->list_tables(catalog,
+											 text_to_cstring(PG_GETARG_TEXT_PP(1)),
+											 emit_table, &es);
+	return (Datum) 0;
+}
+
+/*
+ * ctas_fed.remote_columns(catalog name, schema text, table text)
+ *		RETURNS TABLE (name text, type text, nullable boolean)
+ */
+Datum
+ctas_fed_remote_columns(PG_FUNCTION_ARGS)
+{
+	CtasCatalog *catalog;
+	EmitState	es;
+
+	CtasCheckPreloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	catalog = lookup(NameStr(*PG_GETARG_NAME(0)));
+	es.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	es.catalog = catalog->name;
+	CtasCatalogRoutine(catalog)->list_columns(catalog,
+											  text_to_cstring(PG_GETARG_TEXT_PP(1)),
+											  text_to_cstring(PG_GETARG_TEXT_PP(2)),
+											  emit_column, &es);
+	return (Datum) 0;
+}
+
+/*
+ * all_catalogs
+ *		OIDs of every ctas_fed server, in name order.
+ */
+static List *
+all_catalogs(void)
+{
+	List	   *result = NIL;
+	uint64		i;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute("SELECT s.oid FROM pg_catalog.pg_foreign_server s "
+					"JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw "
+					"WHERE w.fdwname = 'ctas_fed' ORDER BY s.srvname",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not list catalogs");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[i],
+									  SPI_tuptable->tupdesc, 1, &isnull);
+
+		result = lappend_oid(result, DatumGetObjectId(d));
+	}
+	SPI_finish();
+	return result;
+}
+
+/*
+ * ctas_fed.resolve_in_doubt(catalog name DEFAULT NULL)
+ *		RETURNS TABLE (catalog name, object text, action text)
+ *
+ * Resolves what this cluster left in doubt on one catalog, or on every
+ * catalog the current user has a user mapping for, and returns one row per
+ * object found.
+ */
+Datum
+ctas_fed_resolve_in_doubt(PG_FUNCTION_ARGS)
+{
+	EmitState	es;
+	List	   *catalogs;
+	ListCell   *lc;
+
+	CtasCheckPreloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	es.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	if (!PG_ARGISNULL(0))
+		catalogs = list_make1_oid(lookup(NameStr(*PG_GETARG_NAME(0)))->serverid);
+	else
+		catalogs = all_catalogs();
+
+	foreach(lc, catalogs)
+	{
+		CtasCatalog *catalog = CtasGetCatalog(lfirst_oid(lc), GetUserId(),
+											  true, false);
+		const CtasTargetRoutine *routine;
+
+		es.catalog = catalog->name;
+		if (!OidIsValid(catalog->umid))
+		{
+			emit_action(&es, "", "skipped: no user mapping for the current user");
+			continue;
+		}
+		routine = CtasCatalogRoutine(catalog);
+		if (routine->resolve)
+			routine->resolve(catalog, emit_action, &es);
+	}
+	return (Datum) 0;
+}

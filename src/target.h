@@ -1,0 +1,251 @@
+/*-------------------------------------------------------------------------
+ *
+ * target.h
+ *		  The writer interface: what ctas.c and xact.c ask of a target.
+ *
+ * A target is one kind of external catalog (PostgreSQL, ClickHouse, ...).
+ * Each one is a const CtasTargetRoutine of function pointers in its own
+ * target_<kind>.c, reached through the catalog's type (catalog.c); no code
+ * outside a target file knows which kind it is talking to, as FdwRoutine
+ * does for foreign-data wrappers.
+ *
+ * Two objects are shared with the target:
+ *
+ *	CtasLoad		one federated CTAS statement: target name, columns,
+ *					statement options, counters.  Lives in the statement's
+ *					memory context; the target hangs its own state on
+ *					load->private.
+ *	CtasParticipant one catalog (server + user mapping) taking part in the
+ *					local transaction.  Owned by xact.c, which calls the
+ *					target's transaction functions; the target keeps its
+ *					per-transaction state on part->private (allocated in
+ *					part->cxt, which lives until the end of the top-level
+ *					transaction).
+ *
+ * Writers never register transaction callbacks themselves (STYLE rule 7).
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/target.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CTAS_TARGET_H
+#define CTAS_TARGET_H
+
+#include "access/tupdesc.h"
+#include "access/xact.h"
+#include "commands/explain.h"
+#include "executor/tuptable.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "nodes/parsenodes.h"
+#include "parser/parse_node.h"
+#include "tcop/cmdtag.h"
+
+#include "ctas_fed.h"
+
+/* WITH (if_exists = ...) */
+typedef enum CtasIfExists
+{
+	CTAS_IF_EXISTS_ERROR,
+	CTAS_IF_EXISTS_REPLACE,
+	CTAS_IF_EXISTS_APPEND,
+	CTAS_IF_EXISTS_SKIP			/* CREATE TABLE IF NOT EXISTS */
+} CtasIfExists;
+
+/* Statement options of a federated CTAS, parsed once (ctas.c) */
+typedef struct CtasOptions
+{
+	bool		atomic;			/* batch (true) or streaming semantics */
+	CtasIfExists if_exists;
+	int64		commit_every;	/* rows per remote commit, streaming only */
+	char	   *column_types;	/* raw "col type, col type" overrides */
+	List	   *primary_key;	/* column names (String nodes) */
+	/* ClickHouse table definition; other targets reject them */
+	char	   *engine;
+	char	   *order_by;
+	char	   *partition_by;
+	char	   *settings;
+} CtasOptions;
+
+/* One column of the remote table */
+typedef struct CtasColumn
+{
+	char	   *name;			/* remote column name */
+	Oid			typid;			/* local type of the query's column */
+	int32		typmod;
+	Oid			basetypid;		/* typid with domains stripped */
+	int32		basetypmod;
+	char	   *remote_type;	/* remote type, as DDL text */
+	bool		overridden;		/* remote_type came from column_types */
+	bool		is_key;			/* in primary_key / sorting key */
+	FmgrInfo	out_func;		/* text output of the local type */
+	FmgrInfo	send_func;		/* binary output, when binary is used */
+	bool		binary_ok;		/* may be sent in binary */
+} CtasColumn;
+
+typedef struct CtasParticipant CtasParticipant;
+typedef struct CtasTargetRoutine CtasTargetRoutine;
+
+/* One federated CTAS statement */
+typedef struct CtasLoad
+{
+	CtasCatalog *catalog;
+	const CtasTargetRoutine *routine;
+	CtasParticipant *part;		/* NULL for EXPLAIN without ANALYZE */
+	char	   *schema;			/* remote schema (ClickHouse: database) */
+	char	   *table;			/* remote table */
+	int			ncolumns;
+	CtasColumn *columns;
+	CtasOptions opts;
+	bool		skip_data;		/* WITH NO DATA */
+	bool		skipped;		/* IF NOT EXISTS found the table: no-op */
+	uint64		rows;			/* rows written so far */
+	uint64		bytes;			/* payload bytes sent so far */
+	uint64		rows_committed; /* streaming: rows the remote has committed */
+	const char *format;			/* wire format chosen, for EXPLAIN/DEBUG */
+	MemoryContext cxt;			/* lives as long as the statement */
+	MemoryContext row_cxt;		/* reset by the caller after every row */
+	void	   *private;		/* target's state for this statement */
+} CtasLoad;
+
+/* One catalog taking part in the local transaction (xact.c) */
+struct CtasParticipant
+{
+	Oid			serverid;
+	Oid			umid;			/* user mapping, the participant's key */
+	CtasCatalog *catalog;		/* copy in cxt */
+	const CtasTargetRoutine *routine;
+	MemoryContext cxt;			/* until end of top-level transaction */
+	int			serial;			/* distinguishes participants of one xact */
+	bool		prepared;		/* pre_commit done */
+	void	   *private;		/* target's per-transaction state */
+};
+
+/*
+ * The writer interface.  Unless noted, a function may ereport(ERROR); the
+ * transaction machinery then calls abort for every participant.
+ */
+struct CtasTargetRoutine
+{
+	const char *type_name;		/* "postgres", "clickhouse" */
+
+	/*
+	 * Pre-commit order: participants with a lower value run pre_commit
+	 * first.  Two-phase targets use 0; a target that cannot prepare and
+	 * publishes at pre-commit (the "last resource") uses 1.
+	 */
+	int			commit_order;
+
+	/*
+	 * Fill in col->remote_type (and binary_ok) for one column from its
+	 * local type, when column_types did not.  ereport(ERROR) naming the
+	 * column when the type cannot be mapped.
+	 */
+	void		(*map_column) (CtasLoad *load, CtasColumn *col);
+
+	/*
+	 * Check the statement options this target understands or refuses,
+	 * before any remote work.
+	 */
+	void		(*check_options) (CtasLoad *load);
+
+	/* EXPLAIN: target, format and remote DDL, without remote effect */
+	void		(*explain) (CtasLoad *load, ExplainState *es);
+
+	/*
+	 * Start the load: join the transaction (load->part is set), check the
+	 * target name (IF NOT EXISTS sets load->skipped and returns), create
+	 * the table or staging table, open the row stream unless skip_data.
+	 */
+	void		(*begin_load) (CtasLoad *load);
+
+	/* Write one row; load->row_cxt is reset by the caller afterwards */
+	void		(*put_row) (CtasLoad *load, TupleTableSlot *slot);
+
+	/* Close the row stream and check what arrived */
+	void		(*end_load) (CtasLoad *load);
+
+	/* DROP TABLE catalog.schema.table, with the load's atomicity */
+	void		(*drop_table) (CtasLoad *load, bool missing_ok);
+
+	/* Transaction events, called by xact.c only */
+	void		(*pre_commit) (CtasParticipant *part);
+	void		(*post_commit) (CtasParticipant *part);	/* never ERROR */
+	void		(*abort) (CtasParticipant *part);	/* never ERROR */
+	void		(*subxact) (CtasParticipant *part, SubXactEvent event,
+							int level);		/* ERROR only at commit */
+
+	/*
+	 * Metadata for remote_tables() / remote_columns(): append
+	 * (name, type) rows to a tuplestore via the callback.
+	 */
+	void		(*list_tables) (CtasCatalog *catalog, const char *schema,
+								void (*emit) (void *arg, const char *name,
+											  const char *kind),
+								void *arg);
+	void		(*list_columns) (CtasCatalog *catalog, const char *schema,
+								 const char *table,
+								 void (*emit) (void *arg, const char *name,
+											   const char *type,
+											   bool nullable),
+								 void *arg);
+
+	/*
+	 * Resolve what this cluster left in doubt on the catalog (prepared
+	 * transactions, staging tables).  emit one row per action.
+	 */
+	void		(*resolve) (CtasCatalog *catalog,
+							void (*emit) (void *arg, const char *object,
+										  const char *action),
+							void *arg);
+};
+
+/* in catalog.c */
+extern const CtasTargetRoutine *CtasCatalogRoutine(const CtasCatalog *catalog);
+
+/* in ctas.c */
+extern CtasLoad *CtasNewLoad(Oid serverid, RangeVar *rel, List *options);
+extern CtasLoad *CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt);
+extern void CtasBeginLoad(CtasLoad *load);
+extern void CtasEndLoad(CtasLoad *load);
+extern void CtasExecCreateTableAs(ParseState *pstate, CreateTableAsStmt *stmt,
+								  Oid serverid, ParamListInfo params,
+								  QueryEnvironment *queryEnv,
+								  QueryCompletion *qc);
+extern void CtasExplainLoad(CtasLoad *load, Query *query, ExplainState *es,
+							const char *queryString, ParamListInfo params,
+							QueryEnvironment *queryEnv);
+extern void CtasStandardExplainOneQuery(Query *query, int cursorOptions,
+										IntoClause *into, ExplainState *es,
+										const char *queryString,
+										ParamListInfo params,
+										QueryEnvironment *queryEnv);
+extern void CtasExecDrop(Oid serverid, List *names, bool missing_ok);
+
+/* in utility.c */
+extern void CtasUtilityInit(void);
+
+/* in xact.c */
+extern void CtasXactInit(void);
+extern CtasParticipant *CtasJoinTransaction(CtasCatalog *catalog);
+extern char *CtasMakeGid(CtasParticipant *part);
+extern char *CtasScratchName(const char *kind);
+extern const char *CtasGidPrefix(void);
+
+/* in typemap.c */
+extern void CtasAppendCopyText(StringInfo buf, const char *s);
+extern List *CtasParseColumnTypes(const char *spec);
+extern char *CtasPostgresRemoteType(Oid typid, int32 typmod, bool *same_type);
+extern int	CtasBeginTextOutput(void);
+extern void CtasEndTextOutput(int nestlevel);
+
+/* in target_postgres.c */
+extern const CtasTargetRoutine CtasPostgresTarget;
+
+/* in target_clickhouse.c */
+extern const CtasTargetRoutine CtasClickHouseTarget;
+
+#endif							/* CTAS_TARGET_H */

@@ -1,0 +1,974 @@
+/*-------------------------------------------------------------------------
+ *
+ * target_postgres.c
+ *		  The writer for catalogs of type 'postgres': CREATE TABLE and COPY
+ *		  over libpq in a remote transaction that is prepared at local
+ *		  pre-commit and committed after the local commit.
+ *
+ * Protocol of an atomic load (one remote transaction per local transaction
+ * and user mapping, see xact.c):
+ *
+ *	first use		BEGIN, then SAVEPOINT s2..sN up to the local nesting level
+ *	begin_load		check the name, [DROP TABLE] CREATE TABLE,
+ *					COPY ... FROM STDIN (binary when every column allows)
+ *	put_row			encode into a 64 kB buffer, hand it to libpq with
+ *					back-pressure
+ *	end_load		end the COPY, compare row counts, [ADD PRIMARY KEY]
+ *	pre_commit		PREPARE TRANSACTION '<gid>' (two_phase on/auto), or COMMIT
+ *					(two_phase off, or auto against max_prepared_transactions
+ *					= 0: one-phase, the window documented in README.md)
+ *	post_commit		COMMIT PREPARED '<gid>'; failure is a WARNING naming the
+ *					gid, left to ctas_fed.resolve_in_doubt()
+ *	abort			cancel what runs, ROLLBACK [PREPARED]; a connection that
+ *					cannot be cleaned up is closed, which rolls back anything
+ *					not prepared
+ *	subxact			RELEASE / ROLLBACK TO SAVEPOINT s<level>
+ *
+ * A streaming load (atomic = false, load->part == NULL) uses a connection
+ * of its own in autocommit mode: the table is committed first, then every
+ * commit_every rows are one COPY, committed on its own.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/target_postgres.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "libpq/pqformat.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "connection.h"
+#include "target.h"
+
+/* bytes of COPY data collected before they are handed to libpq */
+#define COPY_BUFFER_SIZE	(64 * 1024)
+
+/* how long the commit and abort paths wait for the remote, in ms */
+#define CLEANUP_TIMEOUT_MS	30000
+
+/* Per-transaction state of a participant (part->private) */
+typedef struct PgXactState
+{
+	CtasConn   *entry;
+	bool		two_phase;
+	char	   *gid;			/* set at PREPARE */
+	bool		prepared;		/* remote PREPARE TRANSACTION done */
+	bool		committed;		/* one-phase COMMIT done */
+	bool		lost;			/* the remote transaction is gone */
+} PgXactState;
+
+/* Per-statement state (load->private) */
+typedef struct PgLoadState
+{
+	PGconn	   *conn;
+	CtasConn   *entry;			/* NULL when streaming */
+	bool		binary;
+	char	   *qualified;		/* "schema"."table" */
+	char	   *copy_sql;
+	StringInfoData buf;
+	uint64		chunk_rows;		/* streaming: rows in the open COPY */
+} PgLoadState;
+
+static void pg_map_column(CtasLoad *load, CtasColumn *col);
+static void pg_check_options(CtasLoad *load);
+static void pg_explain(CtasLoad *load, ExplainState *es);
+static void pg_begin_load(CtasLoad *load);
+static void pg_put_row(CtasLoad *load, TupleTableSlot *slot);
+static void pg_end_load(CtasLoad *load);
+static void pg_drop_table(CtasLoad *load, bool missing_ok);
+static void pg_pre_commit(CtasParticipant *part);
+static void pg_post_commit(CtasParticipant *part);
+static void pg_abort(CtasParticipant *part);
+static void pg_subxact(CtasParticipant *part, SubXactEvent event, int level);
+static void pg_list_tables(CtasCatalog *catalog, const char *schema,
+						   void (*emit) (void *arg, const char *name,
+										 const char *kind),
+						   void *arg);
+static void pg_list_columns(CtasCatalog *catalog, const char *schema,
+							const char *table,
+							void (*emit) (void *arg, const char *name,
+										  const char *type, bool nullable),
+							void *arg);
+static void pg_resolve(CtasCatalog *catalog,
+					   void (*emit) (void *arg, const char *object,
+									 const char *action),
+					   void *arg);
+
+const CtasTargetRoutine CtasPostgresTarget = {
+	.type_name = "postgres",
+	.commit_order = 0,
+	.map_column = pg_map_column,
+	.check_options = pg_check_options,
+	.explain = pg_explain,
+	.begin_load = pg_begin_load,
+	.put_row = pg_put_row,
+	.end_load = pg_end_load,
+	.drop_table = pg_drop_table,
+	.pre_commit = pg_pre_commit,
+	.post_commit = pg_post_commit,
+	.abort = pg_abort,
+	.subxact = pg_subxact,
+	.list_tables = pg_list_tables,
+	.list_columns = pg_list_columns,
+	.resolve = pg_resolve,
+};
+
+/*
+ * pg_map_column
+ *		Same type and modifier for built-in types; text for the rest.
+ */
+static void
+pg_map_column(CtasLoad *load, CtasColumn *col)
+{
+	bool		same_type;
+
+	col->remote_type = CtasPostgresRemoteType(col->basetypid,
+											  col->basetypmod, &same_type);
+	col->binary_ok = same_type;
+	if (!same_type)
+		ereport(NOTICE,
+				(errmsg("column \"%s\" of type %s is created as %s in catalog \"%s\"",
+						col->name, format_type_be(col->typid),
+						col->remote_type, load->catalog->name),
+				 errhint("Use the column_types option to choose another remote type.")));
+}
+
+/*
+ * pg_check_options
+ *		Options describing ClickHouse tables mean nothing here.
+ */
+static void
+pg_check_options(CtasLoad *load)
+{
+	const char *bad = NULL;
+
+	if (load->opts.engine)
+		bad = "engine";
+	else if (load->opts.order_by)
+		bad = "order_by";
+	else if (load->opts.partition_by)
+		bad = "partition_by";
+	else if (load->opts.settings)
+		bad = "settings";
+	if (bad)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"%s\" is not supported for catalogs of type \"postgres\"",
+						bad)));
+}
+
+static char *
+qualified_name(CtasLoad *load)
+{
+	return psprintf("%s.%s", quote_identifier(load->schema),
+					quote_identifier(load->table));
+}
+
+static bool
+use_binary(CtasLoad *load)
+{
+	int			i;
+
+	for (i = 0; i < load->ncolumns; i++)
+	{
+		if (!load->columns[i].binary_ok)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * create_table_sql
+ *		CREATE TABLE "schema"."table" (...) for the load's columns.
+ */
+static char *
+create_table_sql(CtasLoad *load)
+{
+	StringInfoData sql;
+	int			i;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE TABLE %s (", qualified_name(load));
+	for (i = 0; i < load->ncolumns; i++)
+		appendStringInfo(&sql, "%s%s %s", i > 0 ? ", " : "",
+						 quote_identifier(load->columns[i].name),
+						 load->columns[i].remote_type);
+	appendStringInfoChar(&sql, ')');
+	return sql.data;
+}
+
+static char *
+primary_key_sql(CtasLoad *load)
+{
+	StringInfoData sql;
+	ListCell   *lc;
+	bool		first = true;
+
+	if (load->opts.primary_key == NIL)
+		return NULL;
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "ALTER TABLE %s ADD PRIMARY KEY (",
+					 qualified_name(load));
+	foreach(lc, load->opts.primary_key)
+	{
+		appendStringInfo(&sql, "%s%s", first ? "" : ", ",
+						 quote_identifier(strVal(lfirst(lc))));
+		first = false;
+	}
+	appendStringInfoChar(&sql, ')');
+	return sql.data;
+}
+
+static char *
+copy_sql(CtasLoad *load, bool binary)
+{
+	StringInfoData sql;
+	int			i;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "COPY %s (", qualified_name(load));
+	for (i = 0; i < load->ncolumns; i++)
+		appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "",
+						 quote_identifier(load->columns[i].name));
+	appendStringInfo(&sql, ") FROM STDIN%s", binary ? " (FORMAT binary)" : "");
+	return sql.data;
+}
+
+/*
+ * two_phase_setting
+ *		The catalog's two_phase option: "auto" unless set.
+ */
+static const char *
+two_phase_setting(CtasCatalog *catalog)
+{
+	const char *v = CtasCatalogOption(catalog, "two_phase");
+
+	return v ? v : "auto";
+}
+
+static void
+pg_explain(CtasLoad *load, ExplainState *es)
+{
+	char	   *pk = primary_key_sql(load);
+
+	ExplainPropertyText("Target", psprintf("catalog \"%s\" (postgres): %s",
+										   load->catalog->name, qualified_name(load)),
+						es);
+	ExplainPropertyText("Remote DDL", create_table_sql(load), es);
+	if (pk)
+		ExplainPropertyText("Remote Key", pk, es);
+	if (!load->skip_data)
+		ExplainPropertyText("Remote Load",
+							copy_sql(load, use_binary(load)), es);
+	ExplainPropertyText("Remote Commit",
+						!load->opts.atomic ?
+						psprintf("streaming, every " INT64_FORMAT " rows",
+								 load->opts.commit_every) :
+						psprintf("two-phase (two_phase %s)",
+								 two_phase_setting(load->catalog)), es);
+}
+
+/*
+ * xact_state
+ *		The participant's remote transaction, started on first use: connect,
+ *		decide two-phase or one-phase, BEGIN, and open savepoints up to the
+ *		current local nesting level.  ERROR if the remote transaction was
+ *		lost earlier in this local transaction.
+ */
+static PgXactState *
+xact_state(CtasParticipant *part)
+{
+	PgXactState *st = (PgXactState *) part->private;
+	CtasCatalog *catalog = part->catalog;
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (st == NULL)
+	{
+		const char *setting = two_phase_setting(catalog);
+		CtasConn   *entry = CtasPgGetConnection(catalog);
+
+		if (strcmp(setting, "off") != 0 && entry->max_prepared < 0)
+		{
+			PGresult   *res = CtasPgQuery(entry->conn, catalog,
+										  "SHOW max_prepared_transactions");
+
+			entry->max_prepared = atoi(PQgetvalue(res, 0, 0));
+			PQclear(res);
+		}
+		if (strcmp(setting, "on") == 0 && entry->max_prepared == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("catalog \"%s\" requires two-phase commit, but the remote server does not allow prepared transactions",
+							catalog->name),
+					 errhint("Set max_prepared_transactions on the remote server, or set the option two_phase to 'auto' or 'off'.")));
+
+		CtasPgExec(entry->conn, catalog, "BEGIN");
+		entry->xact_depth = 1;
+
+		st = MemoryContextAllocZero(part->cxt, sizeof(PgXactState));
+		st->entry = entry;
+		st->two_phase = strcmp(setting, "off") != 0 && entry->max_prepared > 0;
+		part->private = st;
+		if (!st->two_phase)
+			ereport(DEBUG1,
+					(errmsg_internal("catalog \"%s\" commits in one phase",
+									 catalog->name)));
+	}
+
+	if (st->lost || st->entry->conn == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("the remote transaction on catalog \"%s\" was lost",
+						catalog->name),
+				 errhint("Roll back the transaction and try again.")));
+
+	while (st->entry->xact_depth < level)
+	{
+		char		sql[64];
+
+		snprintf(sql, sizeof(sql), "SAVEPOINT s%d", st->entry->xact_depth + 1);
+		CtasPgExec(st->entry->conn, catalog, sql);
+		st->entry->xact_depth++;
+	}
+	return st;
+}
+
+/*
+ * remote_table_exists
+ *		Does schema.table exist (any kind of relation) on conn?
+ */
+static bool
+remote_table_exists(PGconn *conn, CtasCatalog *catalog, const char *schema,
+					const char *table)
+{
+	char	   *sql;
+	PGresult   *res;
+	bool		exists;
+
+	sql = psprintf("SELECT 1 FROM pg_catalog.pg_class c "
+				   "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+				   "WHERE n.nspname = %s AND c.relname = %s",
+				   quote_literal_cstr(schema), quote_literal_cstr(table));
+	res = CtasPgQuery(conn, catalog, sql);
+	exists = PQntuples(res) > 0;
+	PQclear(res);
+	return exists;
+}
+
+/* close a streaming load's own connection, whatever happens */
+static void
+close_stream_callback(void *arg)
+{
+	PgLoadState *ls = (PgLoadState *) arg;
+
+	CtasPgCloseFresh(ls->conn);
+	ls->conn = NULL;
+}
+
+/*
+ * start_copy
+ *		Send the COPY command and wait until the remote asks for data.
+ */
+static void
+start_copy(CtasLoad *load, PgLoadState *ls)
+{
+	PGresult   *res;
+
+	if (!PQsendQuery(ls->conn, ls->copy_sql))
+		CtasPgReportError(ERROR, NULL, ls->conn, load->catalog, ls->copy_sql);
+	res = CtasPgGetResult(ls->conn, 0, NULL);
+	if (res == NULL || PQresultStatus(res) != PGRES_COPY_IN)
+	{
+		PGresult   *next;
+
+		/* drain, so the connection is idle again */
+		while ((next = CtasPgGetResult(ls->conn, 0, NULL)) != NULL)
+			PQclear(next);
+		CtasPgReportError(ERROR, res, ls->conn, load->catalog, ls->copy_sql);
+	}
+	PQclear(res);
+	if (ls->entry)
+		ls->entry->in_copy = true;
+
+	resetStringInfo(&ls->buf);
+	if (ls->binary)
+	{
+		/* signature, flags, header extension length */
+		appendBinaryStringInfo(&ls->buf, "PGCOPY\n\377\r\n\0", 11);
+		pq_sendint32(&ls->buf, 0);
+		pq_sendint32(&ls->buf, 0);
+	}
+	ls->chunk_rows = 0;
+}
+
+/*
+ * finish_copy
+ *		Send what is buffered, end the COPY and check the row count the
+ *		remote reports against the rows sent.
+ */
+static void
+finish_copy(CtasLoad *load, PgLoadState *ls)
+{
+	uint64		rows;
+
+	if (ls->binary)
+		pq_sendint16(&ls->buf, -1);
+	if (ls->buf.len > 0)
+		CtasPgPutCopyData(ls->conn, load->catalog, ls->buf.data, ls->buf.len);
+	resetStringInfo(&ls->buf);
+
+	rows = CtasPgEndCopy(ls->conn, load->catalog, ls->copy_sql);
+	if (ls->entry)
+		ls->entry->in_copy = false;
+	if (rows != ls->chunk_rows)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("catalog \"%s\" received " UINT64_FORMAT " rows, but " UINT64_FORMAT " were sent",
+						load->catalog->name, rows, ls->chunk_rows)));
+}
+
+/*
+ * pg_begin_load
+ *		Check the target name, create the table and open the COPY.
+ */
+static void
+pg_begin_load(CtasLoad *load)
+{
+	PgLoadState *ls;
+	bool		exists;
+	bool		create = true;
+
+	ls = palloc0(sizeof(PgLoadState));
+	load->private = ls;
+	ls->qualified = qualified_name(load);
+	initStringInfo(&ls->buf);
+
+	if (load->part != NULL)
+	{
+		PgXactState *st = xact_state(load->part);
+
+		ls->entry = st->entry;
+		ls->conn = st->entry->conn;
+	}
+	else
+	{
+		MemoryContextCallback *cb;
+
+		ls->conn = CtasPgConnectFresh(load->catalog);
+		cb = palloc(sizeof(MemoryContextCallback));
+		cb->func = close_stream_callback;
+		cb->arg = ls;
+		MemoryContextRegisterResetCallback(load->cxt, cb);
+	}
+
+	exists = remote_table_exists(ls->conn, load->catalog, load->schema,
+								 load->table);
+	if (exists)
+	{
+		switch (load->opts.if_exists)
+		{
+			case CTAS_IF_EXISTS_ERROR:
+				ereport(ERROR,
+						(errcode(ERRCODE_DUPLICATE_TABLE),
+						 errmsg("relation \"%s.%s\" already exists in catalog \"%s\"",
+								load->schema, load->table, load->catalog->name),
+						 errhint("Use IF NOT EXISTS, or the option if_exists 'replace' or 'append'.")));
+				break;
+			case CTAS_IF_EXISTS_SKIP:
+				ereport(NOTICE,
+						(errcode(ERRCODE_DUPLICATE_TABLE),
+						 errmsg("relation \"%s.%s\" already exists in catalog \"%s\", skipping",
+								load->schema, load->table, load->catalog->name)));
+				load->skipped = true;
+				return;
+			case CTAS_IF_EXISTS_REPLACE:
+				CtasPgExec(ls->conn, load->catalog,
+						   psprintf("DROP TABLE %s", ls->qualified));
+				break;
+			case CTAS_IF_EXISTS_APPEND:
+				create = false;
+				break;
+		}
+	}
+
+	if (create)
+		CtasPgExec(ls->conn, load->catalog, create_table_sql(load));
+
+	if (load->skip_data)
+		return;
+
+	/* an existing table's column types may differ: let the remote parse */
+	ls->binary = create && use_binary(load);
+	ls->copy_sql = copy_sql(load, ls->binary);
+	load->format = ls->binary ? "binary" : "text";
+	ereport(DEBUG1,
+			(errmsg_internal("COPY into catalog \"%s\" uses the %s format",
+							 load->catalog->name, load->format)));
+	start_copy(load, ls);
+}
+
+/*
+ * pg_put_row
+ *		Encode one row in the COPY format chosen and pass full buffers on.
+ *		Memory: values are converted in load->row_cxt (reset by the caller);
+ *		the buffer is reused.
+ */
+static void
+pg_put_row(CtasLoad *load, TupleTableSlot *slot)
+{
+	PgLoadState *ls = (PgLoadState *) load->private;
+	int			start = ls->buf.len;
+	int			i;
+
+	slot_getallattrs(slot);
+
+	if (ls->binary)
+	{
+		pq_sendint16(&ls->buf, load->ncolumns);
+		for (i = 0; i < load->ncolumns; i++)
+		{
+			if (slot->tts_isnull[i])
+				pq_sendint32(&ls->buf, -1);
+			else
+			{
+				bytea	   *b = SendFunctionCall(&load->columns[i].send_func,
+												 slot->tts_values[i]);
+
+				pq_sendint32(&ls->buf, VARSIZE(b) - VARHDRSZ);
+				appendBinaryStringInfo(&ls->buf, VARDATA(b),
+									   VARSIZE(b) - VARHDRSZ);
+			}
+		}
+	}
+	else
+	{
+		int			nestlevel = CtasBeginTextOutput();
+
+		for (i = 0; i < load->ncolumns; i++)
+		{
+			if (i > 0)
+				appendStringInfoChar(&ls->buf, '\t');
+			if (slot->tts_isnull[i])
+				appendBinaryStringInfo(&ls->buf, "\\N", 2);
+			else
+				CtasAppendCopyText(&ls->buf,
+								   OutputFunctionCall(&load->columns[i].out_func,
+													  slot->tts_values[i]));
+		}
+		appendStringInfoChar(&ls->buf, '\n');
+		CtasEndTextOutput(nestlevel);
+	}
+	load->bytes += ls->buf.len - start;
+	ls->chunk_rows++;
+
+	if (ls->buf.len >= COPY_BUFFER_SIZE)
+	{
+		CtasPgPutCopyData(ls->conn, load->catalog, ls->buf.data, ls->buf.len);
+		resetStringInfo(&ls->buf);
+	}
+
+	/* streaming: every commit_every rows are one committed COPY */
+	if (load->part == NULL && ls->chunk_rows >= load->opts.commit_every)
+	{
+		finish_copy(load, ls);
+		load->rows_committed += ls->chunk_rows;
+		start_copy(load, ls);
+	}
+}
+
+/*
+ * pg_end_load
+ *		End the COPY, add the primary key.
+ */
+static void
+pg_end_load(CtasLoad *load)
+{
+	PgLoadState *ls = (PgLoadState *) load->private;
+	char	   *pk;
+
+	if (load->skipped)
+		return;
+	if (!load->skip_data)
+	{
+		finish_copy(load, ls);
+		if (load->part == NULL)
+			load->rows_committed += ls->chunk_rows;
+	}
+
+	pk = primary_key_sql(load);
+	if (pk && load->opts.if_exists != CTAS_IF_EXISTS_APPEND)
+		CtasPgExec(ls->conn, load->catalog, pk);
+
+	if (load->part == NULL)
+	{
+		CtasPgCloseFresh(ls->conn);
+		ls->conn = NULL;
+	}
+}
+
+/*
+ * pg_drop_table
+ *		DROP TABLE in the remote transaction.
+ */
+static void
+pg_drop_table(CtasLoad *load, bool missing_ok)
+{
+	PgXactState *st = xact_state(load->part);
+
+	CtasPgExec(st->entry->conn, load->catalog,
+			   psprintf("DROP TABLE %s%s", missing_ok ? "IF EXISTS " : "",
+						qualified_name(load)));
+}
+
+/*
+ * pg_pre_commit
+ *		PREPARE TRANSACTION, or COMMIT in one phase.
+ */
+static void
+pg_pre_commit(CtasParticipant *part)
+{
+	PgXactState *st = (PgXactState *) part->private;
+	char	   *sql;
+
+	if (st == NULL)
+		return;
+	if (st->lost || st->entry->conn == NULL || st->entry->in_copy)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("the remote transaction on catalog \"%s\" was lost",
+						part->catalog->name)));
+
+	if (st->two_phase)
+	{
+		st->gid = CtasMakeGid(part);
+		sql = psprintf("PREPARE TRANSACTION %s", quote_literal_cstr(st->gid));
+		CtasPgExec(st->entry->conn, part->catalog, sql);
+		st->prepared = true;
+	}
+	else
+	{
+		CtasPgExec(st->entry->conn, part->catalog, "COMMIT");
+		st->committed = true;
+	}
+	st->entry->xact_depth = 0;
+}
+
+/*
+ * pg_post_commit
+ *		COMMIT PREPARED, bounded in time; never an error.
+ */
+static void
+pg_post_commit(CtasParticipant *part)
+{
+	PgXactState *st = (PgXactState *) part->private;
+	char	   *msg;
+
+	if (st == NULL || !st->prepared)
+		return;
+	if (!CtasPgExecBounded(st->entry->conn,
+						   psprintf("COMMIT PREPARED %s",
+									quote_literal_cstr(st->gid)),
+						   CLEANUP_TIMEOUT_MS, &msg))
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not commit prepared transaction \"%s\" on catalog \"%s\"",
+						st->gid, part->catalog->name),
+				 errdetail_internal("%s", msg),
+				 errhint("The local transaction committed; ctas_fed.resolve_in_doubt() commits the remote one once the catalog is reachable.")));
+		st->entry->broken = true;
+	}
+}
+
+/*
+ * pg_abort
+ *		Undo the remote transaction; never an error.
+ */
+static void
+pg_abort(CtasParticipant *part)
+{
+	PgXactState *st = (PgXactState *) part->private;
+	CtasConn   *entry;
+	char	   *msg;
+
+	if (st == NULL)
+		return;
+	entry = st->entry;
+
+	if (st->prepared)
+	{
+		if (!CtasPgExecBounded(entry->conn,
+							   psprintf("ROLLBACK PREPARED %s",
+										quote_literal_cstr(st->gid)),
+							   CLEANUP_TIMEOUT_MS, &msg))
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not roll back prepared transaction \"%s\" on catalog \"%s\"",
+							st->gid, part->catalog->name),
+					 errdetail_internal("%s", msg),
+					 errhint("ctas_fed.resolve_in_doubt() rolls it back once the catalog is reachable.")));
+			entry->broken = true;
+		}
+	}
+	else if (st->committed)
+	{
+		ereport(WARNING,
+				(errmsg("the remote transaction on catalog \"%s\" was committed in one phase and is not rolled back",
+						part->catalog->name),
+				 errhint("Set max_prepared_transactions on the remote server so that two-phase commit can be used.")));
+	}
+	else if (entry->conn != NULL && entry->xact_depth > 0)
+	{
+		if ((entry->in_copy || PQtransactionStatus(entry->conn) == PQTRANS_ACTIVE) &&
+			!CtasPgCancel(entry->conn, entry->in_copy, CLEANUP_TIMEOUT_MS))
+			entry->broken = true;
+		else if (!CtasPgExecBounded(entry->conn, "ROLLBACK",
+									CLEANUP_TIMEOUT_MS, &msg))
+			entry->broken = true;
+	}
+
+	/* closing the connection rolls back whatever was not prepared */
+	if (entry->broken)
+		CtasPgDisconnect(entry);
+	entry->xact_depth = 0;
+	entry->in_copy = false;
+}
+
+/*
+ * pg_subxact
+ *		Map local subtransaction end to the remote savepoint of that level.
+ */
+static void
+pg_subxact(CtasParticipant *part, SubXactEvent event, int level)
+{
+	PgXactState *st = (PgXactState *) part->private;
+	CtasConn   *entry;
+	char	   *msg;
+
+	if (st == NULL || st->lost)
+		return;
+	entry = st->entry;
+	if (entry->conn == NULL || entry->xact_depth < level)
+		return;
+
+	if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
+	{
+		CtasPgExec(entry->conn, part->catalog,
+				   psprintf("RELEASE SAVEPOINT s%d", level));
+	}
+	else
+	{
+		bool		ok = true;
+
+		if (entry->in_copy ||
+			PQtransactionStatus(entry->conn) == PQTRANS_ACTIVE)
+			ok = CtasPgCancel(entry->conn, entry->in_copy, CLEANUP_TIMEOUT_MS);
+		entry->in_copy = false;
+		if (ok)
+			ok = CtasPgExecBounded(entry->conn,
+								   psprintf("ROLLBACK TO SAVEPOINT s%d; RELEASE SAVEPOINT s%d",
+											level, level),
+								   CLEANUP_TIMEOUT_MS, &msg);
+		if (!ok)
+		{
+			/* the whole remote transaction is gone; commit must fail */
+			st->lost = true;
+			CtasPgDisconnect(entry);
+			ereport(WARNING,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not roll back to a savepoint on catalog \"%s\"",
+							part->catalog->name),
+					 errdetail("The transaction can only be rolled back.")));
+			return;
+		}
+	}
+	entry->xact_depth = level - 1;
+}
+
+/*
+ * pg_list_tables
+ *		Relations of schema on the catalog, with their kind.
+ */
+static void
+pg_list_tables(CtasCatalog *catalog, const char *schema,
+			   void (*emit) (void *arg, const char *name, const char *kind),
+			   void *arg)
+{
+	CtasConn   *entry = CtasPgGetConnection(catalog);
+	PGresult   *res;
+	int			i;
+
+	res = CtasPgQuery(entry->conn, catalog,
+					  psprintf("SELECT c.relname, CASE c.relkind "
+							   "WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' "
+							   "WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view' "
+							   "WHEN 'f' THEN 'foreign table' END "
+							   "FROM pg_catalog.pg_class c "
+							   "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+							   "WHERE n.nspname = %s AND c.relkind IN ('r','p','v','m','f') "
+							   "ORDER BY 1",
+							   quote_literal_cstr(schema)));
+	PG_TRY();
+	{
+		for (i = 0; i < PQntuples(res); i++)
+			emit(arg, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+	}
+	PG_FINALLY();
+	{
+		PQclear(res);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * pg_list_columns
+ *		Columns of schema.table on the catalog.  ERROR when there is no such
+ *		table.
+ */
+static void
+pg_list_columns(CtasCatalog *catalog, const char *schema, const char *table,
+				void (*emit) (void *arg, const char *name, const char *type,
+							  bool nullable),
+				void *arg)
+{
+	CtasConn   *entry = CtasPgGetConnection(catalog);
+	PGresult   *res;
+	int			i;
+
+	if (!remote_table_exists(entry->conn, catalog, schema, table))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation \"%s.%s\" does not exist in catalog \"%s\"",
+						schema, table, catalog->name)));
+
+	res = CtasPgQuery(entry->conn, catalog,
+					  psprintf("SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), "
+							   "NOT a.attnotnull "
+							   "FROM pg_catalog.pg_attribute a "
+							   "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+							   "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+							   "WHERE n.nspname = %s AND c.relname = %s "
+							   "AND a.attnum > 0 AND NOT a.attisdropped "
+							   "ORDER BY a.attnum",
+							   quote_literal_cstr(schema),
+							   quote_literal_cstr(table)));
+	PG_TRY();
+	{
+		for (i = 0; i < PQntuples(res); i++)
+			emit(arg, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+				 strcmp(PQgetvalue(res, i, 2), "t") == 0);
+	}
+	PG_FINALLY();
+	{
+		PQclear(res);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * local_xact_status
+ *		Commit status of the local transaction fxid, as pg_xact_status()
+ *		reports it: "committed", "aborted", "in progress", or NULL when the
+ *		status is no longer known.  Uses SPI.
+ */
+static char *
+local_xact_status(uint64 fxid)
+{
+	MemoryContext outer = CurrentMemoryContext;
+	char	   *status = NULL;
+	char	   *sql;
+	bool		isnull;
+	Datum		d;
+
+	sql = psprintf("SELECT pg_catalog.pg_xact_status('" UINT64_FORMAT "'::pg_catalog.xid8)",
+				   fxid);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read the status of transaction " UINT64_FORMAT,
+			 fxid);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+		status = MemoryContextStrdup(outer, TextDatumGetCString(d));
+	SPI_finish();
+	return status;
+}
+
+/*
+ * pg_resolve
+ *		Decide every prepared transaction of this cluster on the catalog's
+ *		database from the commit status of the local transaction its gid
+ *		names: committed -> COMMIT PREPARED, aborted -> ROLLBACK PREPARED,
+ *		in progress or unknown -> left alone and reported.
+ */
+static void
+pg_resolve(CtasCatalog *catalog,
+		   void (*emit) (void *arg, const char *object, const char *action),
+		   void *arg)
+{
+	PGconn	   *volatile conn = CtasPgConnectFresh(catalog);
+
+	PG_TRY();
+	{
+		const char *prefix = CtasGidPrefix();
+		PGresult   *res;
+		int			i;
+		List	   *gids = NIL;
+		ListCell   *lc;
+
+		res = CtasPgQuery(conn, catalog,
+						  psprintf("SELECT gid FROM pg_catalog.pg_prepared_xacts "
+								   "WHERE database = pg_catalog.current_database() "
+								   "AND pg_catalog.starts_with(gid, %s) ORDER BY prepared",
+								   quote_literal_cstr(prefix)));
+		for (i = 0; i < PQntuples(res); i++)
+			gids = lappend(gids, pstrdup(PQgetvalue(res, i, 0)));
+		PQclear(res);
+
+		foreach(lc, gids)
+		{
+			char	   *gid = lfirst(lc);
+			uint64		fxid;
+			char	   *end;
+			char	   *status;
+
+			fxid = strtou64(gid + strlen(prefix), &end, 10);
+			if (*end != '_')
+			{
+				emit(arg, gid, "skipped: not a gid of ctas_fed");
+				continue;
+			}
+			status = local_xact_status(fxid);
+			if (status == NULL)
+				emit(arg, gid, "left: local transaction status unknown");
+			else if (strcmp(status, "committed") == 0)
+			{
+				CtasPgExec(conn, catalog,
+						   psprintf("COMMIT PREPARED %s", quote_literal_cstr(gid)));
+				emit(arg, gid, "committed");
+			}
+			else if (strcmp(status, "aborted") == 0)
+			{
+				CtasPgExec(conn, catalog,
+						   psprintf("ROLLBACK PREPARED %s", quote_literal_cstr(gid)));
+				emit(arg, gid, "rolled back");
+			}
+			else
+				emit(arg, gid, "left: local transaction in progress");
+		}
+	}
+	PG_FINALLY();
+	{
+		CtasPgCloseFresh(conn);
+	}
+	PG_END_TRY();
+}

@@ -1,0 +1,303 @@
+/*-------------------------------------------------------------------------
+ *
+ * utility.c
+ *		  The ProcessUtility hook: is this CREATE TABLE AS, SELECT INTO,
+ *		  EXPLAIN or DROP TABLE about a catalog?
+ *
+ * A statement is ours when its table has a three-part name
+ * catalog.schema.table whose first part names a ctas_fed server and is not
+ * the current database (which keeps PostgreSQL's own meaning).  Anything
+ * else - a first part naming no ctas_fed server included - goes on to the
+ * next hook or standard_ProcessUtility unchanged, and so keeps PostgreSQL's
+ * own behaviour and errors.
+ *
+ * EXPLAIN of a federated CTAS is handed to PostgreSQL's ExplainQuery with
+ * the CTAS's SELECT in its place, so that option parsing and output formats
+ * are PostgreSQL's; an ExplainOneQuery hook, installed only for the
+ * duration of that call, takes over planning and execution of that SELECT.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/utility.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_class.h"
+#include "commands/dbcommands.h"
+#include "commands/explain.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_node.h"
+#include "tcop/utility.h"
+#include "utils/lsyscache.h"
+
+#include "target.h"
+
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+static ExplainOneQuery_hook_type saved_ExplainOneQuery = NULL;
+
+/* the load whose SELECT is being explained, while ExplainQuery runs */
+static CtasLoad *explain_load = NULL;
+
+static void ctas_process_utility(PlannedStmt *pstmt, const char *queryString,
+								 bool readOnlyTree,
+								 ProcessUtilityContext context,
+								 ParamListInfo params,
+								 QueryEnvironment *queryEnv,
+								 DestReceiver *dest, QueryCompletion *qc);
+static void ctas_explain_one_query(Query *query, int cursorOptions,
+								   IntoClause *into, ExplainState *es,
+								   const char *queryString,
+								   ParamListInfo params,
+								   QueryEnvironment *queryEnv);
+
+/*
+ * CtasUtilityInit
+ *		Install the ProcessUtility hook; called from _PG_init.
+ */
+void
+CtasUtilityInit(void)
+{
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = ctas_process_utility;
+}
+
+/*
+ * catalog_of
+ *		The OID of the ctas_fed server named by the first part of a
+ *		three-part name, or InvalidOid when the statement is not ours.
+ */
+static Oid
+catalog_of(const char *catalogname)
+{
+	if (catalogname == NULL)
+		return InvalidOid;
+	if (strcmp(catalogname, get_database_name(MyDatabaseId)) == 0)
+		return InvalidOid;
+	return CtasCatalogServerOid(catalogname);
+}
+
+/*
+ * check_ctas_supported
+ *		ERROR for the parts of CREATE TABLE AS that have no meaning for a
+ *		table in a catalog.
+ */
+static void
+check_ctas_supported(CreateTableAsStmt *stmt)
+{
+	IntoClause *into = stmt->into;
+	const char *what = NULL;
+
+	if (stmt->objtype == OBJECT_MATVIEW)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot create a materialized view in catalog \"%s\"",
+						into->rel->catalogname),
+				 errhint("Use CREATE TABLE ... AS to copy the rows into the catalog.")));
+
+	if (into->rel->relpersistence == RELPERSISTENCE_TEMP)
+		what = "TEMPORARY";
+	else if (into->rel->relpersistence == RELPERSISTENCE_UNLOGGED)
+		what = "UNLOGGED";
+	else if (into->onCommit != ONCOMMIT_NOOP)
+		what = "ON COMMIT";
+	else if (into->tableSpaceName != NULL)
+		what = "TABLESPACE";
+	else if (into->accessMethod != NULL)
+		what = "USING";
+	if (what)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s is not supported for a table in catalog \"%s\"",
+						what, into->rel->catalogname)));
+}
+
+/*
+ * explain_ctas
+ *		EXPLAIN [ANALYZE] CREATE TABLE catalog.schema.table AS SELECT ...
+ */
+static void
+explain_ctas(PlannedStmt *pstmt, ExplainStmt *stmt, CreateTableAsStmt *ctas,
+			 Oid serverid, const char *queryString,
+			 ProcessUtilityContext context, ParamListInfo params,
+			 QueryEnvironment *queryEnv, DestReceiver *dest,
+			 QueryCompletion *qc)
+{
+	Query	   *select = castNode(Query, ctas->query);
+	ExplainStmt *newstmt;
+	PlannedStmt *newpstmt;
+
+	if (select->commandType == CMD_UTILITY)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("EXPLAIN of CREATE TABLE AS EXECUTE into a catalog is not supported")));
+
+	/* options, columns and types are checked before anything runs */
+	explain_load = CtasPrepareLoad(serverid, ctas);
+
+	newstmt = makeNode(ExplainStmt);
+	newstmt->query = (Node *) select;
+	newstmt->options = stmt->options;
+	newpstmt = makeNode(PlannedStmt);
+	memcpy(newpstmt, pstmt, sizeof(PlannedStmt));
+	newpstmt->utilityStmt = (Node *) newstmt;
+
+	saved_ExplainOneQuery = ExplainOneQuery_hook;
+	ExplainOneQuery_hook = ctas_explain_one_query;
+	PG_TRY();
+	{
+		if (prev_ProcessUtility)
+			prev_ProcessUtility(newpstmt, queryString, false, context, params,
+								queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(newpstmt, queryString, false, context,
+									params, queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		ExplainOneQuery_hook = saved_ExplainOneQuery;
+		explain_load = NULL;
+	}
+	PG_END_TRY();
+}
+
+/*
+ * ctas_explain_one_query
+ *		ExplainOneQuery hook, installed only while explain_ctas runs: the
+ *		SELECT of the federated CTAS goes to CtasExplainLoad; anything else
+ *		to the hook that was there before, or PostgreSQL's own code.
+ */
+static void
+ctas_explain_one_query(Query *query, int cursorOptions, IntoClause *into,
+					   ExplainState *es, const char *queryString,
+					   ParamListInfo params, QueryEnvironment *queryEnv)
+{
+	if (explain_load != NULL && into == NULL &&
+		query->commandType == CMD_SELECT)
+	{
+		CtasLoad   *load = explain_load;
+
+		explain_load = NULL;
+		CtasExplainLoad(load, query, es, queryString, params, queryEnv);
+	}
+	else if (saved_ExplainOneQuery)
+		saved_ExplainOneQuery(query, cursorOptions, into, es, queryString,
+							  params, queryEnv);
+	else
+		CtasStandardExplainOneQuery(query, cursorOptions, into, es,
+									queryString, params, queryEnv);
+}
+
+/*
+ * drop_tables
+ *		DROP TABLE of catalog tables.  Returns false when the statement names
+ *		no catalog table; ERROR when it mixes local and catalog tables.
+ */
+static bool
+drop_tables(DropStmt *stmt, QueryCompletion *qc)
+{
+	ListCell   *lc;
+	int			ours = 0;
+
+	foreach(lc, stmt->objects)
+	{
+		List	   *names = lfirst(lc);
+
+		if (list_length(names) == 3 &&
+			OidIsValid(catalog_of(strVal(linitial(names)))))
+			ours++;
+	}
+	if (ours == 0)
+		return false;
+	if (ours != list_length(stmt->objects))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot drop local tables and catalog tables in one statement")));
+	if (stmt->behavior == DROP_CASCADE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("DROP TABLE ... CASCADE is not supported for catalog tables")));
+	if (stmt->concurrent)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("DROP TABLE CONCURRENTLY is not supported for catalog tables")));
+
+	foreach(lc, stmt->objects)
+	{
+		List	   *names = lfirst(lc);
+
+		CtasExecDrop(catalog_of(strVal(linitial(names))), names,
+					 stmt->missing_ok);
+	}
+	if (qc)
+		SetQueryCompletion(qc, CMDTAG_DROP_TABLE, 0);
+	return true;
+}
+
+/*
+ * ctas_process_utility
+ *		The ProcessUtility hook; see the file header.
+ */
+static void
+ctas_process_utility(PlannedStmt *pstmt, const char *queryString,
+					 bool readOnlyTree, ProcessUtilityContext context,
+					 ParamListInfo params, QueryEnvironment *queryEnv,
+					 DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+
+	if (IsA(parsetree, CreateTableAsStmt))
+	{
+		CreateTableAsStmt *stmt = (CreateTableAsStmt *) parsetree;
+		Oid			serverid = catalog_of(stmt->into->rel->catalogname);
+
+		if (OidIsValid(serverid))
+		{
+			ParseState *pstate = make_parsestate(NULL);
+
+			check_ctas_supported(stmt);
+			pstate->p_sourcetext = queryString;
+			pstate->p_queryEnv = queryEnv;
+			CtasExecCreateTableAs(pstate, stmt, serverid, params, queryEnv,
+								  qc);
+			free_parsestate(pstate);
+			return;
+		}
+	}
+	else if (IsA(parsetree, ExplainStmt))
+	{
+		ExplainStmt *stmt = (ExplainStmt *) parsetree;
+		Query	   *query = castNode(Query, stmt->query);
+
+		if (query->commandType == CMD_UTILITY &&
+			IsA(query->utilityStmt, CreateTableAsStmt))
+		{
+			CreateTableAsStmt *ctas = (CreateTableAsStmt *) query->utilityStmt;
+			Oid			serverid = catalog_of(ctas->into->rel->catalogname);
+
+			if (OidIsValid(serverid))
+			{
+				check_ctas_supported(ctas);
+				explain_ctas(pstmt, stmt, ctas, serverid, queryString,
+							 context, params, queryEnv, dest, qc);
+				return;
+			}
+		}
+	}
+	else if (IsA(parsetree, DropStmt) &&
+			 ((DropStmt *) parsetree)->removeType == OBJECT_TABLE)
+	{
+		if (drop_tables((DropStmt *) parsetree, qc))
+			return;
+	}
+
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+							queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+}

@@ -8,11 +8,15 @@ CREATE DATABASE ctas_remote;
 CREATE DATABASE ctas_remote2;
 SELECT current_setting('unix_socket_directories') AS sockdir,
        current_setting('port') AS port \gset
--- dblink sessions render values like the local digest function does
-SELECT format('host=%s port=%s dbname=ctas_remote options=''%s''', :'sockdir', :'port',
-  '-c timezone=UTC -c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3') AS remote \gset
-SELECT format('host=%s port=%s dbname=ctas_remote2 options=''%s''', :'sockdir', :'port',
-  '-c timezone=UTC -c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3') AS remote2 \gset
+-- dblink sessions that render values like the local digest function does
+-- (pg_regress's PGTZ and PGDATESTYLE reach libpq through the environment)
+SELECT dblink_connect('remote', format('host=%s port=%s dbname=ctas_remote', :'sockdir', :'port'));
+SELECT dblink_connect('remote2', format('host=%s port=%s dbname=ctas_remote2', :'sockdir', :'port'));
+SELECT dblink_exec(c, $$SET timezone = 'UTC'; SET datestyle = 'ISO';
+  SET intervalstyle = 'postgres'; SET extra_float_digits = 3$$)
+  FROM unnest(ARRAY['remote', 'remote2']) c;
+\set remote remote
+\set remote2 remote2
 CREATE SERVER loop FOREIGN DATA WRAPPER ctas_fed
   OPTIONS (type 'postgres', host :'sockdir', port :'port', dbname 'ctas_remote');
 CREATE USER MAPPING FOR CURRENT_USER SERVER loop;

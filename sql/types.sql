@@ -4,8 +4,10 @@
 --
 SELECT current_setting('unix_socket_directories') AS sockdir,
        current_setting('port') AS port \gset
-SELECT format('host=%s port=%s dbname=ctas_remote options=''%s''', :'sockdir', :'port',
-  '-c timezone=UTC -c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3') AS remote \gset
+SELECT dblink_connect('remote', format('host=%s port=%s dbname=ctas_remote', :'sockdir', :'port'));
+SELECT dblink_exec('remote', $$SET timezone = 'UTC'; SET datestyle = 'ISO';
+  SET intervalstyle = 'postgres'; SET extra_float_digits = 3$$);
+\set remote remote
 
 CREATE TABLE special AS
 SELECT * FROM (VALUES

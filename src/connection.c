@@ -541,16 +541,18 @@ CtasPgQuery(PGconn *conn, CtasCatalog *catalog, const char *sql)
 
 /*
  * CtasPgExecBounded
- *		Run sql with interrupts held and a deadline, for the commit and
- *		abort paths.  Never raises an error: returns false (and a message
- *		in *errmsg_out, palloc'd) when the command failed or timed out.
+ *		Run sql and report failure instead of raising it: returns false (and
+ *		a message in *errmsg_out, palloc'd) when the command failed or timed
+ *		out.  With timeout_ms > 0, for the commit and abort paths, the wait
+ *		has that deadline and ignores interrupts, and no error is ever
+ *		raised; with 0 it waits interruptibly (a cancel still raises).
  */
 bool
 CtasPgExecBounded(PGconn *conn, const char *sql, int timeout_ms,
 				  char **errmsg_out)
 {
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   timeout_ms);
+	TimestampTz deadline = timeout_ms <= 0 ? 0 :
+	TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 	PGresult   *res;
 	bool		ok = true;
 	bool		timed_out = false;

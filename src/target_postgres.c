@@ -950,17 +950,22 @@ pg_resolve(CtasCatalog *catalog,
 			status = local_xact_status(fxid);
 			if (status == NULL)
 				emit(arg, gid, "left: local transaction status unknown");
-			else if (strcmp(status, "committed") == 0)
+			else if (strcmp(status, "committed") == 0 ||
+					 strcmp(status, "aborted") == 0)
 			{
-				CtasPgExec(conn, catalog,
-						   psprintf("COMMIT PREPARED %s", quote_literal_cstr(gid)));
-				emit(arg, gid, "committed");
-			}
-			else if (strcmp(status, "aborted") == 0)
-			{
-				CtasPgExec(conn, catalog,
-						   psprintf("ROLLBACK PREPARED %s", quote_literal_cstr(gid)));
-				emit(arg, gid, "rolled back");
+				bool		commit = strcmp(status, "committed") == 0;
+				char	   *msg;
+
+				if (CtasPgExecBounded(conn,
+									  psprintf("%s PREPARED %s",
+											   commit ? "COMMIT" : "ROLLBACK",
+											   quote_literal_cstr(gid)),
+									  0, &msg))
+					emit(arg, gid, commit ? "committed" : "rolled back");
+				else
+					emit(arg, gid, psprintf("failed to %s: %s",
+											commit ? "commit" : "roll back",
+											msg));
 			}
 			else
 				emit(arg, gid, "left: local transaction in progress");

@@ -1,0 +1,323 @@
+
+# Copyright (c) 2026, ctas_fed developers
+
+# CREATE TABLE AS into a separate remote PostgreSQL cluster: every row
+# arrives (checksums on both sides), and every failure - ROLLBACK, an error
+# at row N, cancel, statement_timeout, savepoint rollback, a second catalog
+# failing, the remote backend killed mid-COPY - leaves no table and no
+# prepared transaction.  Also the one-phase fallback, streaming mode, a
+# non-superuser with a real password, cache reconnect, and resolve_in_doubt.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IO::Socket::INET;
+use Time::HiRes qw(time usleep);
+
+use CtasFed::Test;
+
+my $local = new_cluster('local');
+my $remote = new_remote_cluster(
+	'remote',
+	host_auth => 'scram-sha-256',
+	roles     => { loader => 'secret' },
+	databases => { dw => 'loader', dw2 => 'loader' });
+# a remote that cannot prepare transactions
+my $nopre = new_remote_cluster(
+	'nopre',
+	max_prepared_transactions => 0,
+	host_auth                 => 'scram-sha-256',
+	roles                     => { loader => 'secret' },
+	databases                 => { dw => 'loader' });
+
+my $rport = $remote->port;
+my $nport = $nopre->port;
+$local->safe_psql('postgres', qq{
+CREATE EXTENSION ctas_fed;
+CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');
+CREATE SERVER wh2 FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw2');
+CREATE SERVER np FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$nport', dbname 'dw');
+CREATE SERVER np_on FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$nport', dbname 'dw', two_phase 'on');
+CREATE USER MAPPING FOR PUBLIC SERVER wh OPTIONS (user 'loader', password 'secret');
+CREATE USER MAPPING FOR PUBLIC SERVER wh2 OPTIONS (user 'loader', password 'secret');
+CREATE USER MAPPING FOR PUBLIC SERVER np OPTIONS (user 'loader', password 'secret');
+CREATE USER MAPPING FOR PUBLIC SERVER np_on OPTIONS (user 'loader', password 'secret');
+CREATE ROLE analyst LOGIN;
+GRANT USAGE ON FOREIGN SERVER wh TO analyst;
+CREATE TABLE src AS
+  SELECT g AS id,
+         md5(g::text) || E'\\t\\n\\\\' || chr(1000 + g % 500) AS label,
+         (g * 1.01)::numeric(14,2) AS amount,
+         g * 0.5::float8 AS ratio,
+         timestamptz '2024-01-01 00:00:00+00' + g * interval '1 second' AS ts,
+         CASE WHEN g % 7 = 0 THEN NULL ELSE g % 2 = 0 END AS flag,
+         ARRAY[g, g + 1, NULL] AS arr,
+         jsonb_build_object('g', g, 's', 'x' || g) AS doc
+    FROM generate_series(1, 100000) g;
+GRANT SELECT ON src TO analyst;
+});
+
+# digest of a table rendered as text, the same way on both sides
+my $digest_sql = q{
+  SET timezone = 'UTC'; SET extra_float_digits = 3;
+  SELECT count(*) || ':' || coalesce(md5(string_agg(t::text, '|' ORDER BY t.id)), '-') FROM %s t};
+
+sub remote_digest
+{
+	my ($node, $db, $table) = @_;
+	return $node->safe_psql($db, sprintf($digest_sql, $table));
+}
+
+sub remote_tables
+{
+	my ($node, $db) = @_;
+	return $node->safe_psql($db,
+		"SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class "
+		  . "WHERE relnamespace = 'public'::regnamespace AND relkind = 'r'");
+}
+
+sub prepared_count
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		'SELECT count(*) FROM pg_prepared_xacts');
+}
+
+sub nothing_left
+{
+	my ($table, $what) = @_;
+	my $tables = remote_tables($remote, 'dw');
+	unlike(",$tables,", qr/,$table,/, "$what: no remote table");
+	is(prepared_count($remote), '0', "$what: no prepared transaction");
+}
+
+my $local_digest = $local->safe_psql('postgres', sprintf($digest_sql, 'src'));
+
+# --- success: every row, every value
+my ($ret, $out, $err) = $local->psql('postgres',
+	'CREATE TABLE wh.public.big AS SELECT * FROM src',
+	extra_params => [ '--echo-errors', '-v', 'ON_ERROR_STOP=1' ]);
+is($ret, 0, 'CTAS of 100000 rows succeeds') or diag $err;
+is(remote_digest($remote, 'dw', 'big'), $local_digest,
+	'every row arrives unchanged (count and md5 of all rows)');
+is(prepared_count($remote), '0', 'no prepared transaction after commit');
+
+# --- a non-superuser with a password that the remote really checks
+($ret, $out, $err) = $local->psql('postgres',
+	'SET ROLE analyst; CREATE TABLE wh.public.by_analyst AS SELECT id FROM src WHERE id <= 10');
+is($ret, 0, 'non-superuser writes with a password-authenticated mapping')
+  or diag $err;
+is($remote->safe_psql('dw', 'SELECT count(*) FROM by_analyst'),
+	'10', 'rows of the non-superuser arrive');
+$local->safe_psql('postgres',
+	"ALTER USER MAPPING FOR PUBLIC SERVER wh OPTIONS (SET password 'wrong-pw-xyz')");
+($ret, $out, $err) = $local->psql('postgres',
+	'CREATE TABLE wh.public.pw_test AS SELECT 1 AS a');
+like($err, qr/could not connect to catalog "wh"/, 'wrong password: connection error names the catalog');
+unlike($err, qr/wrong-pw-xyz/, 'the password is not in the error');
+$local->safe_psql('postgres',
+	"ALTER USER MAPPING FOR PUBLIC SERVER wh OPTIONS (SET password 'secret')");
+
+# --- ROLLBACK
+$local->safe_psql('postgres',
+	'BEGIN; CREATE TABLE wh.public.rb AS SELECT * FROM src; ROLLBACK;');
+nothing_left('rb', 'ROLLBACK');
+
+# --- an error at row N of the query
+($ret, $out, $err) = $local->psql('postgres',
+	'CREATE TABLE wh.public.err_n AS SELECT id, 1 / (id - 54321) AS x FROM src');
+like($err, qr/division by zero/, 'error at row 54321 is reported');
+like($err, qr/after 54320 rows/, 'the error context says how far the load got');
+nothing_left('err_n', 'error at row N');
+
+# --- cancel mid-COPY: statement_timeout while rows trickle in
+my $t0 = time;
+($ret, $out, $err) = $local->psql('postgres',
+	"SET statement_timeout = '1s'; CREATE TABLE wh.public.slow AS "
+	  . "SELECT g, pg_sleep(0.01) IS NULL AS s FROM generate_series(1, 100000) g");
+my $elapsed = time - $t0;
+like($err, qr/canceling statement due to statement timeout/,
+	'statement_timeout cancels the CTAS');
+cmp_ok($elapsed, '<', 5, 'the cancel takes effect promptly');
+nothing_left('slow', 'statement_timeout mid-COPY');
+
+# --- cancel while the remote itself is busy: a remote lock blocks DROP
+my $locker = $remote->background_psql('dw');
+$locker->query_safe('BEGIN; LOCK TABLE big IN ACCESS EXCLUSIVE MODE;');
+$t0 = time;
+($ret, $out, $err) = $local->psql('postgres',
+	"SET statement_timeout = '1s'; CREATE TABLE wh.public.big "
+	  . "WITH (if_exists = 'replace') AS SELECT 1 AS a");
+$elapsed = time - $t0;
+like($err, qr/canceling statement due to statement timeout/,
+	'statement_timeout cancels a remote command that waits on a lock');
+cmp_ok($elapsed, '<', 5, 'the remote wait is interrupted promptly');
+is( $remote->safe_psql('dw',
+		"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'ctas_fed' AND state = 'active'"),
+	'0',
+	'the remote command was canceled too');
+$locker->query_safe('ROLLBACK;');
+$locker->quit;
+is(remote_digest($remote, 'dw', 'big'), $local_digest,
+	'the table that was to be replaced is intact');
+
+# --- cancel while connecting: a listener that never answers
+my $silent = IO::Socket::INET->new(
+	LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 5, ReuseAddr => 1)
+  or die "could not listen: $!";
+my $sport = $silent->sockport;
+$local->safe_psql('postgres', qq{
+CREATE SERVER silent FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$sport', dbname 'dw', connect_timeout '60');
+CREATE USER MAPPING FOR PUBLIC SERVER silent OPTIONS (user 'loader', password 'secret');
+});
+$t0 = time;
+($ret, $out, $err) = $local->psql('postgres',
+	"SET statement_timeout = '1s'; CREATE TABLE silent.public.t AS SELECT 1 AS a");
+$elapsed = time - $t0;
+like($err, qr/canceling statement due to statement timeout/,
+	'statement_timeout cancels a connection attempt');
+cmp_ok($elapsed, '<', 5, 'the connection attempt is interrupted promptly');
+$local->safe_psql('postgres', qq{
+ALTER SERVER silent OPTIONS (SET connect_timeout '1');
+});
+($ret, $out, $err) = $local->psql('postgres',
+	"CREATE TABLE silent.public.t AS SELECT 1 AS a");
+like($err, qr/could not connect to catalog "silent".*\n.*timed out after 1 seconds/,
+	'connect_timeout bounds a connection attempt');
+close($silent);
+
+# --- pg_cancel_backend from another session, mid-COPY
+sub start_psql
+{
+	my ($sql) = @_;
+	my ($stdout, $stderr) = ('', '');
+	my $h = IPC::Run::start(
+		[ 'psql', '-XAtq', '-d', $local->connstr('postgres'), '-c', $sql ],
+		'>', \$stdout, '2>', \$stderr);
+	return ($h, \$stdout, \$stderr);
+}
+
+sub wait_active
+{
+	my ($pattern) = @_;
+	foreach (1 .. 100)
+	{
+		my $pid = $local->safe_psql('postgres',
+			"SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE '$pattern'");
+		return $pid if $pid ne '';
+		usleep(100_000);
+	}
+	return undef;
+}
+
+my ($h, $hout, $herr) = start_psql(
+	"CREATE TABLE wh.public.canceled AS SELECT g, pg_sleep(0.01) IS NULL AS s FROM generate_series(1, 100000) g");
+my $pid = wait_active('CREATE TABLE wh.public.canceled%');
+ok(defined $pid, 'the CTAS to cancel is running');
+usleep(500_000);
+$t0 = time;
+$local->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
+$h->finish;
+$elapsed = time - $t0;
+like($$herr, qr/canceling statement due to user request/, 'pg_cancel_backend stops the CTAS');
+cmp_ok($elapsed, '<', 5, 'pg_cancel_backend takes effect promptly');
+nothing_left('canceled', 'pg_cancel_backend mid-COPY');
+
+# --- the remote backend dies mid-COPY
+($h, $hout, $herr) = start_psql(
+	"CREATE TABLE wh.public.killed AS SELECT g, pg_sleep(0.005) IS NULL AS s FROM generate_series(1, 100000) g");
+ok(defined wait_active('CREATE TABLE wh.public.killed%'), 'the CTAS to break is running');
+usleep(500_000);
+my $killed = $remote->safe_psql('postgres',
+	"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+	  . "WHERE application_name = 'ctas_fed' AND datname = 'dw'");
+is($killed, '1', 'the remote backend of the load was terminated');
+$h->finish;
+like($$herr, qr/ERROR/, 'the CTAS fails when its remote backend dies');
+nothing_left('killed', 'remote backend killed mid-COPY');
+# the broken cached connection is replaced at the next transaction
+($ret, $out, $err) = $local->psql('postgres',
+	'CREATE TABLE wh.public.after_kill AS SELECT 1 AS a');
+is($ret, 0, 'the next CTAS reconnects') or diag $err;
+
+# --- savepoints
+$local->safe_psql('postgres', q{
+BEGIN;
+CREATE TABLE wh.public.sp_keep AS SELECT 1 AS a;
+SAVEPOINT s1;
+CREATE TABLE wh.public.sp_drop AS SELECT * FROM src;
+ROLLBACK TO SAVEPOINT s1;
+COMMIT;
+});
+is(remote_tables($remote, 'dw') =~ /\bsp_keep\b/ ? 1 : 0, 1, 'savepoint: work before it commits');
+nothing_left('sp_drop', 'ROLLBACK TO SAVEPOINT');
+
+# --- two catalogs in one transaction, the second one failing
+$remote->safe_psql('dw2', 'CREATE TABLE taken (a int)');
+($ret, $out, $err) = $local->psql('postgres', q{
+BEGIN;
+CREATE TABLE wh.public.two_a AS SELECT * FROM src;
+CREATE TABLE wh2.public.taken AS SELECT 1 AS a;
+COMMIT;
+});
+like($err, qr/already exists in catalog "wh2"/, 'second catalog fails');
+nothing_left('two_a', 'two catalogs, one failing');
+is(remote_tables($remote, 'dw2'), 'taken', 'the second catalog is untouched');
+# and both commit together
+$local->safe_psql('postgres', q{
+BEGIN;
+CREATE TABLE wh.public.two_ok AS SELECT 1 AS a;
+CREATE TABLE wh2.public.two_ok AS SELECT 2 AS a;
+COMMIT;
+});
+is($remote->safe_psql('dw', 'SELECT a FROM two_ok') . $remote->safe_psql('dw2', 'SELECT a FROM two_ok'),
+	'12', 'two catalogs commit together');
+
+# --- one-phase fallback: the remote cannot prepare
+($ret, $out, $err) = $local->psql('postgres',
+	'CREATE TABLE np.public.one_phase AS SELECT id FROM src WHERE id <= 100');
+is($ret, 0, 'two_phase auto commits in one phase when the remote cannot prepare') or diag $err;
+is($nopre->safe_psql('dw', 'SELECT count(*) FROM one_phase'), '100', 'one-phase rows arrive');
+($ret, $out, $err) = $local->psql('postgres',
+	'BEGIN; CREATE TABLE np.public.one_phase_rb AS SELECT 1 AS a; ROLLBACK;');
+is($nopre->safe_psql('dw', "SELECT count(*) FROM pg_class WHERE relname = 'one_phase_rb'"),
+	'0', 'one-phase: ROLLBACK before commit still leaves nothing');
+($ret, $out, $err) = $local->psql('postgres',
+	'CREATE TABLE np_on.public.must_prepare AS SELECT 1 AS a');
+like($err, qr/requires two-phase commit/, 'two_phase on refuses a remote that cannot prepare');
+
+# --- streaming mode keeps committed batches
+($ret, $out, $err) = $local->psql('postgres',
+	"CREATE TABLE wh.public.stream WITH (atomic = false, commit_every = 10000) AS "
+	  . "SELECT id, 1 / (id - 25001) AS x FROM (SELECT id FROM src ORDER BY id OFFSET 0) s");
+like($err, qr/20000 rows were committed/, 'streaming error says how many rows were committed');
+is($remote->safe_psql('dw', 'SELECT count(*) FROM stream'), '20000',
+	'streaming: the table and two committed batches stay');
+
+# --- resolve_in_doubt decides from the local transaction's status
+my $sysid = $local->safe_psql('postgres',
+	'SELECT system_identifier FROM pg_control_system()');
+my $aborted = $local->safe_psql('postgres',
+	'BEGIN; SELECT pg_current_xact_id(); ROLLBACK;');
+my $committed = $local->safe_psql('postgres',
+	'BEGIN; SELECT pg_current_xact_id(); CREATE TABLE mark (a int); COMMIT;');
+$remote->safe_psql('dw', "SET ROLE loader; BEGIN; CREATE TABLE doubt_rb (a int); PREPARE TRANSACTION 'ctas_fed_${sysid}_${aborted}_1'");
+$remote->safe_psql('dw', "SET ROLE loader; BEGIN; CREATE TABLE doubt_ok (a int); PREPARE TRANSACTION 'ctas_fed_${sysid}_${committed}_1'");
+$remote->safe_psql('dw', "BEGIN; CREATE TABLE other (a int); PREPARE TRANSACTION 'ctas_fed_1_${committed}_1'");
+my $actions = $local->safe_psql('postgres',
+	"SELECT string_agg(action, ',' ORDER BY object) FROM ctas_fed.resolve_in_doubt('wh')");
+is($actions, 'rolled back,committed', 'resolve_in_doubt acts on this cluster\'s gids only');
+like(remote_tables($remote, 'dw'), qr/\bdoubt_ok\b/, 'committed local transaction: remote committed');
+unlike(remote_tables($remote, 'dw'), qr/\bdoubt_rb\b/, 'aborted local transaction: remote rolled back');
+is(prepared_count($remote), '1', 'another cluster\'s prepared transaction is left alone');
+$remote->safe_psql('dw', "ROLLBACK PREPARED 'ctas_fed_1_${committed}_1'");
+
+done_testing();

@@ -141,6 +141,10 @@ psql_at "$local_port" -d postgres --echo-all -v ON_ERROR_STOP=1 \
 	-v remote_port="$remote_port" -v ch_url="$ch_url" -v ch_password="$ch_password" \
 	-f test/demo.sql || exit 1
 
+echo "== the rows, read on the remote PostgreSQL itself (as loader)"
+psql_at "$remote_port" -d dw -U loader -c "SELECT * FROM public.daily_sales ORDER BY day" || exit 1
+psql_at "$remote_port" -d postgres -c "SELECT count(*) AS prepared_transactions_left FROM pg_prepared_xacts" || exit 1
+
 if [ "${KEEP_RUNNING:-0}" = 1 ]; then
 	cat <<EOF
 == servers are running:

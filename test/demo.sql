@@ -20,3 +20,28 @@ CREATE USER MAPPING FOR CURRENT_USER SERVER lake
 
 SELECT * FROM ctas_fed.catalogs;
 SELECT ctas_fed.catalog_descriptor('warehouse');
+
+-- some local data
+CREATE TABLE sales AS
+  SELECT date '2026-11-01' + (g % 7) AS day, (g % 100) * 1.25 AS amount
+    FROM generate_series(1, 10000) g;
+
+-- what a federated CTAS will do, without doing it
+EXPLAIN (COSTS OFF)
+CREATE TABLE warehouse.public.daily_sales AS
+  SELECT day, sum(amount) AS total, count(*) AS n FROM sales GROUP BY day;
+
+-- federated CTAS into the PostgreSQL catalog: created and filled on the
+-- remote server, committed with the local transaction (two-phase commit)
+CREATE TABLE warehouse.public.daily_sales AS
+  SELECT day, sum(amount) AS total, count(*) AS n FROM sales GROUP BY day;
+
+-- the remote catalog, read back through ctas_fed
+SELECT * FROM ctas_fed.remote_tables('warehouse', 'public');
+SELECT * FROM ctas_fed.remote_columns('warehouse', 'public', 'daily_sales');
+
+-- a rolled-back CTAS leaves nothing behind
+BEGIN;
+CREATE TABLE warehouse.public.never AS SELECT * FROM sales;
+ROLLBACK;
+SELECT * FROM ctas_fed.remote_tables('warehouse', 'public');

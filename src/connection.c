@@ -482,6 +482,44 @@ CtasPgReportError(int elevel, PGresult *res, PGconn *conn,
 	}
 }
 
+static bool
+result_failed(const PGresult *res)
+{
+	ExecStatusType st = PQresultStatus(res);
+
+	return st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK;
+}
+
+/*
+ * run_command
+ *		Send sql and wait for all its results, interruptibly.  Returns the
+ *		first failed result, else the last one, else NULL (connection
+ *		lost); the others are cleared.  The caller clears what it gets.
+ */
+static PGresult *
+run_command(PGconn *conn, CtasCatalog *catalog, const char *sql)
+{
+	PGresult   *res;
+	PGresult   *kept = NULL;
+
+	if (!PQsendQuery(conn, sql))
+		CtasPgReportError(ERROR, NULL, conn, catalog, sql);
+
+	while ((res = CtasPgGetResult(conn, 0, NULL)) != NULL)
+	{
+		/* keep the first failure, else the latest result */
+		if (kept != NULL && result_failed(kept))
+			PQclear(res);
+		else
+		{
+			if (kept)
+				PQclear(kept);
+			kept = res;
+		}
+	}
+	return kept;
+}
+
 /*
  * CtasPgExec
  *		Run sql on conn and wait for it, interruptibly; ERROR if any of its
@@ -490,25 +528,11 @@ CtasPgReportError(int elevel, PGresult *res, PGconn *conn,
 void
 CtasPgExec(PGconn *conn, CtasCatalog *catalog, const char *sql)
 {
-	PGresult   *res;
-	PGresult   *error = NULL;
+	PGresult   *res = run_command(conn, catalog, sql);
 
-	if (!PQsendQuery(conn, sql))
-		CtasPgReportError(ERROR, NULL, conn, catalog, sql);
-
-	while ((res = CtasPgGetResult(conn, 0, NULL)) != NULL)
-	{
-		ExecStatusType st = PQresultStatus(res);
-
-		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && error == NULL)
-			error = res;
-		else
-			PQclear(res);
-	}
-	if (error)
-		CtasPgReportError(ERROR, error, conn, catalog, sql);
-	if (PQstatus(conn) == CONNECTION_BAD)
-		CtasPgReportError(ERROR, NULL, conn, catalog, sql);
+	if (res == NULL || result_failed(res) || PQstatus(conn) == CONNECTION_BAD)
+		CtasPgReportError(ERROR, res, conn, catalog, sql);
+	PQclear(res);
 }
 
 /*
@@ -519,24 +543,11 @@ CtasPgExec(PGconn *conn, CtasCatalog *catalog, const char *sql)
 PGresult *
 CtasPgQuery(PGconn *conn, CtasCatalog *catalog, const char *sql)
 {
-	PGresult   *res;
-	PGresult   *result = NULL;
+	PGresult   *res = run_command(conn, catalog, sql);
 
-	if (!PQsendQuery(conn, sql))
-		CtasPgReportError(ERROR, NULL, conn, catalog, sql);
-
-	while ((res = CtasPgGetResult(conn, 0, NULL)) != NULL)
-	{
-		if (result != NULL)
-			PQclear(res);
-		else
-			result = res;
-	}
-	if (result == NULL)
-		CtasPgReportError(ERROR, NULL, conn, catalog, sql);
-	if (PQresultStatus(result) != PGRES_TUPLES_OK)
-		CtasPgReportError(ERROR, result, conn, catalog, sql);
-	return result;
+	if (res == NULL || PQresultStatus(res) != PGRES_TUPLES_OK)
+		CtasPgReportError(ERROR, res, conn, catalog, sql);
+	return res;
 }
 
 /*

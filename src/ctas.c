@@ -216,6 +216,28 @@ parse_name_list(const char *option, const char *value)
 }
 
 /*
+ * find_column
+ *		Index of the column called name among those derived so far; ERROR
+ *		naming the statement option that referred to it otherwise.
+ */
+static int
+find_column(CtasLoad *load, const char *name, const char *option)
+{
+	int			i;
+
+	for (i = 0; i < load->ncolumns; i++)
+	{
+		if (strcmp(load->columns[i].name, name) == 0)
+			return i;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_COLUMN),
+			 errmsg("column \"%s\" named in option \"%s\" does not exist in the query result",
+					name, option)));
+	return -1;					/* keep compiler quiet */
+}
+
+/*
  * derive_columns
  *		The remote columns from the query's result type: names (the column
  *		name list first), local types with domains stripped, remote types
@@ -276,21 +298,7 @@ derive_columns(CtasLoad *load, TupleDesc tupdesc, List *colnames)
 
 	/* key columns */
 	foreach(lc, load->opts.primary_key)
-	{
-		char	   *name = strVal(lfirst(lc));
-
-		for (i = 0; i < n; i++)
-		{
-			if (strcmp(load->columns[i].name, name) == 0)
-				break;
-		}
-		if (i == n)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("column \"%s\" named in option \"primary_key\" does not exist in the query result",
-							name)));
-		load->columns[i].is_key = true;
-	}
+		load->columns[find_column(load, strVal(lfirst(lc)), "primary_key")].is_key = true;
 
 	/* overrides, then the target's map for the rest */
 	if (load->opts.column_types)
@@ -298,18 +306,8 @@ derive_columns(CtasLoad *load, TupleDesc tupdesc, List *colnames)
 	foreach(lc, overrides)
 	{
 		List	   *pair = lfirst(lc);
-		char	   *name = strVal(linitial(pair));
 
-		for (i = 0; i < n; i++)
-		{
-			if (strcmp(load->columns[i].name, name) == 0)
-				break;
-		}
-		if (i == n)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("column \"%s\" named in option \"column_types\" does not exist in the query result",
-							name)));
+		i = find_column(load, strVal(linitial(pair)), "column_types");
 		load->columns[i].remote_type = strVal(lsecond(pair));
 		load->columns[i].overridden = true;
 	}

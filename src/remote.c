@@ -97,20 +97,33 @@ lookup(const char *name)
 }
 
 /*
+ * begin_srf
+ *		Common start of the set-returning functions: the catalog named by
+ *		the first argument, and the tuplestore to fill.
+ */
+static CtasCatalog *
+begin_srf(FunctionCallInfo fcinfo, EmitState *es)
+{
+	CtasCatalog *catalog;
+
+	CtasCheckPreloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	catalog = lookup(NameStr(*PG_GETARG_NAME(0)));
+	es->rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	es->catalog = catalog->name;
+	return catalog;
+}
+
+/*
  * ctas_fed.remote_tables(catalog name, schema text)
  *		RETURNS TABLE (name text, kind text)
  */
 Datum
 ctas_fed_remote_tables(PG_FUNCTION_ARGS)
 {
-	CtasCatalog *catalog;
 	EmitState	es;
+	CtasCatalog *catalog = begin_srf(fcinfo, &es);
 
-	CtasCheckPreloaded();
-	InitMaterializedSRF(fcinfo, 0);
-	catalog = lookup(NameStr(*PG_GETARG_NAME(0)));
-	es.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	es.catalog = catalog->name;
 	CtasCatalogRoutine(catalog)->list_tables(catalog,
 											 text_to_cstring(PG_GETARG_TEXT_PP(1)),
 											 emit_table, &es);
@@ -124,14 +137,9 @@ ctas_fed_remote_tables(PG_FUNCTION_ARGS)
 Datum
 ctas_fed_remote_columns(PG_FUNCTION_ARGS)
 {
-	CtasCatalog *catalog;
 	EmitState	es;
+	CtasCatalog *catalog = begin_srf(fcinfo, &es);
 
-	CtasCheckPreloaded();
-	InitMaterializedSRF(fcinfo, 0);
-	catalog = lookup(NameStr(*PG_GETARG_NAME(0)));
-	es.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	es.catalog = catalog->name;
 	CtasCatalogRoutine(catalog)->list_columns(catalog,
 											  text_to_cstring(PG_GETARG_TEXT_PP(1)),
 											  text_to_cstring(PG_GETARG_TEXT_PP(2)),

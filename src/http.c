@@ -1,0 +1,1673 @@
+/*-------------------------------------------------------------------------
+ *
+ * http.c
+ *		  A hardened libcurl client for ClickHouse's HTTP interface.
+ *
+ * Everything ctas_fed sends to ClickHouse goes through here: small
+ * queries (DDL, SELECT count(), system tables) and one streamed INSERT per
+ * statement.  The rules, from STYLE.md rule 5 and issue 5:
+ *
+ *	- libcurl never installs signal handlers (CURLOPT_NOSIGNAL: the backend
+ *	  owns SIGALRM), speaks http and https only, also on redirects, follows
+ *	  no redirect, verifies TLS peers and host names, and ignores proxy
+ *	  environment variables: a catalog's url is reached directly.
+ *	- Every wait is a WaitLatchOrSocket on curl's socket, so a query cancel
+ *	  or a termination request wakes us at once.  An interrupt that is about
+ *	  to raise an error aborts the transfer, stops the remote query with
+ *	  KILL QUERY, then lets CHECK_FOR_INTERRUPTS() raise PostgreSQL's own
+ *	  error (57014, or FATAL); we never write a cancel error by hand.
+ *	- Timeouts: connect_timeout (catalog option, default 10 s) for the TCP
+ *	  and TLS handshake; timeout (default 300 s) is an *inactivity* limit:
+ *	  while we wait on the server and no byte moves either way for that
+ *	  long, the request fails.  There is no total limit, so a large healthy
+ *	  load is never cut off.  Requests on commit and abort paths
+ *	  (CTAS_HTTP_CLEANUP) also have a total deadline of 30 s, as
+ *	  postgres_fdw's abort cleanup does.
+ *	- Credentials travel in the X-ClickHouse-User / X-ClickHouse-Key
+ *	  headers, never in a URL; no error message ever shows them.
+ *	- Every request carries a query_id of ours (CtasHttpNewQueryId), so that
+ *	  a request we gave up on can be stopped with KILL QUERY: ClickHouse
+ *	  goes on running an HTTP query whose client has gone.
+ *	- Every response is checked for a ClickHouse exception: the
+ *	  X-ClickHouse-Exception-Code header (newer servers), a non-200 status,
+ *	  and the body, which can end with "Code: N, ..." even after a 200
+ *	  status (18.16 streams the status line before the result).
+ *	- Resources have owners: each curl transfer (multi handle, easy handle,
+ *	  header list, response buffer, file descriptor reservation) is freed by
+ *	  a reset callback of the memory context it was created in, so an ERROR
+ *	  anywhere cannot leak it.  curl callbacks never palloc and never
+ *	  ereport (no longjmp through libcurl): they only copy bytes and set
+ *	  flags; the response buffer is malloc'd for that reason.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/http.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <curl/curl.h>
+#include <limits.h>
+#include <poll.h>
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "http.h"
+
+#define CH_DEFAULT_CONNECT_TIMEOUT	10	/* s, option connect_timeout */
+#define CH_DEFAULT_TIMEOUT			300 /* s, option timeout */
+#define CH_CLEANUP_DEADLINE_MS		30000	/* commit/abort requests */
+#define CH_KILL_DEADLINE_MS			10000	/* KILL QUERY */
+#define CH_MAX_RESPONSE				((size_t) 256 * 1024 * 1024)
+#define CH_MAX_REMOTE_TEXT			1000	/* bytes of remote text shown */
+#define CH_MAX_SQL_TEXT				300 /* bytes of SQL in a context */
+#define CH_MAX_SOCKETS				4
+#define CH_MAX_WAIT_MS				1000	/* re-check deadlines this often */
+
+/* Why ch_xfer_run returned */
+typedef enum ch_run_result
+{
+	CH_RUN_DONE,				/* transfer finished (see result) */
+	CH_RUN_DRAINED,				/* upload buffer consumed, stream paused */
+	CH_RUN_INTERRUPTED,			/* cancel or die pending */
+	CH_RUN_TIMEOUT				/* inactivity limit or deadline reached */
+} ch_run_result;
+
+/*
+ * One curl transfer: a multi handle driving one easy handle, with the
+ * state the callbacks share with us.  Palloc'd, and released by a reset
+ * callback of the context it lives in (ch_xfer_release).
+ */
+typedef struct ch_xfer
+{
+	CURLM	   *multi;
+	CURL	   *easy;
+	struct curl_slist *headers;
+	bool		fd_reserved;	/* one external FD counted for us */
+	bool		attached;		/* easy is added to multi */
+
+	/* sockets curl wants us to watch (socket callback) */
+	int			nsock;
+	curl_socket_t sock[CH_MAX_SOCKETS];
+	int			sock_what[CH_MAX_SOCKETS];
+	long		timer_ms;		/* timer callback; -1: no timer */
+
+	/* response, malloc'd: the callbacks must not palloc */
+	char	   *resp;
+	size_t		resp_len;
+	size_t		resp_cap;
+	bool		resp_overflow;
+	int			exc_header;		/* X-ClickHouse-Exception-Code, or -1 */
+
+	/* request body streamed by the read callback, or NULL */
+	StringInfo	up;
+	size_t		up_off;
+	bool		up_eof;
+	bool		up_paused;
+	uint64		up_total;
+
+	/* progress callback */
+	curl_off_t	seen_ul;
+	curl_off_t	seen_dl;
+	bool		activity;
+	bool		interrupted;
+	bool		allow_interrupt;	/* false on cleanup paths */
+
+	/* outcome */
+	bool		done;
+	CURLcode	result;
+	char		errbuf[CURL_ERROR_SIZE];
+} ch_xfer;
+
+struct CtasHttp
+{
+	MemoryContext cxt;
+	char	   *catalog;		/* catalog name, for messages */
+	char	   *base_url;		/* scheme://host[:port], no slash */
+	char	   *user;			/* or NULL */
+	char	   *password;		/* or NULL; never printed */
+	long		connect_timeout_ms;
+	long		timeout_ms;		/* inactivity limit */
+	int			timeout_s;		/* the same, for messages */
+	ch_xfer    *xfer;			/* reused for queries, or NULL */
+	CtasHttpVersion *version;	/* read once, or NULL */
+};
+
+struct CtasHttpStream
+{
+	CtasHttp   *http;
+	ch_xfer    *xfer;
+	StringInfoData buf;			/* rows not yet taken by curl */
+	char	   *query_id;
+	char	   *sql;			/* for error contexts */
+	char	   *what;
+	bool		closed;			/* finished, failed or aborted */
+	CtasHttpStream **slot;		/* cleared when the stream goes away */
+	void		(*on_failure) (void *arg);	/* before the error is raised */
+	void	   *on_failure_arg;
+};
+
+/* A failed request, described for an ereport */
+typedef struct ch_failure
+{
+	int			sqlstate;
+	char	   *detail;
+} ch_failure;
+
+static bool curl_initialized = false;
+static uint32 query_serial = 0;
+
+static void ch_global_init(void);
+static ch_xfer *ch_xfer_create(CtasHttp *http, MemoryContext cxt,
+							   bool stream, bool must_succeed);
+static void ch_xfer_release(void *arg);
+static void ch_xfer_start(CtasHttp *http, ch_xfer *t, const char *url,
+						  const char *body, StringInfo up);
+static ch_run_result ch_xfer_run(CtasHttp *http, ch_xfer *t, bool drain,
+								 long deadline_ms);
+static void ch_xfer_detach(ch_xfer *t);
+static bool ch_xfer_sent_request(ch_xfer *t);
+static size_t ch_write_cb(char *ptr, size_t size, size_t nmemb, void *arg);
+static size_t ch_header_cb(char *ptr, size_t size, size_t nitems, void *arg);
+static size_t ch_read_cb(char *buf, size_t size, size_t nitems, void *arg);
+static int	ch_xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
+						   curl_off_t ultotal, curl_off_t ulnow);
+static int	ch_socket_cb(CURL *easy, curl_socket_t s, int what, void *arg,
+						 void *socketp);
+static int	ch_timer_cb(CURLM *multi, long timeout_ms, void *arg);
+static void ch_socket_action(ch_xfer *t, curl_socket_t s, int mask);
+static char *ch_url(CtasHttp *http, ch_xfer *t, const char *query_id,
+					const char *sql_in_url, bool wait_end);
+static bool ch_check_response(CtasHttp *http, ch_xfer *t, ch_run_result rr,
+							  ch_failure *f, bool *missing);
+static bool ch_find_exception(const char *body, size_t len, bool at_end_only,
+							  int *code, const char **msg, size_t *msglen);
+static int	ch_code_sqlstate(int code);
+static char *ch_sanitize(const char *s, size_t len, size_t cap);
+static void ch_raise(CtasHttp *http, const char *what, const char *sql,
+					 ch_failure *f) pg_attribute_noreturn();
+static void ch_after_interrupt(CtasHttp *http, const char *what,
+							   const char *sql) pg_attribute_noreturn();
+static void ch_stream_fail(CtasHttpStream *s, ch_run_result rr);
+static void ch_stream_reset_cb(void *arg);
+
+
+/*
+ * ch_global_init
+ *		curl_global_init, once per process.
+ */
+static void
+ch_global_init(void)
+{
+	if (curl_initialized)
+		return;
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYSTEM_ERROR),
+				 errmsg("could not initialize libcurl")));
+	curl_initialized = true;
+}
+
+/*
+ * CtasHttpCreate
+ *		A client for the ClickHouse catalog, allocated in cxt.
+ *
+ * Reads url, connect_timeout and timeout from the server options and user
+ * and password from the user mapping.  No connection is made yet.  All
+ * curl resources the client acquires later are released when cxt is reset
+ * or deleted.  ereport(ERROR) when the catalog has no url.
+ */
+CtasHttp *
+CtasHttpCreate(const CtasCatalog *catalog, MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	CtasHttp   *http;
+	const char *url;
+	const char *v;
+	size_t		len;
+
+	ch_global_init();
+
+	url = CtasCatalogOption(catalog, "url");
+	if (url == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("ClickHouse catalog \"%s\" has no url", catalog->name)));
+
+	http = palloc0(sizeof(CtasHttp));
+	http->cxt = cxt;
+	http->catalog = pstrdup(catalog->name);
+	http->base_url = pstrdup(url);
+	len = strlen(http->base_url);
+	while (len > 0 && http->base_url[len - 1] == '/')
+		http->base_url[--len] = '\0';
+
+	v = CtasCatalogOption(catalog, "user");
+	http->user = v ? pstrdup(v) : NULL;
+	v = CtasCatalogOption(catalog, "password");
+	http->password = v ? pstrdup(v) : NULL;
+
+	v = CtasCatalogOption(catalog, "connect_timeout");
+	http->connect_timeout_ms = 1000L * (v ? atoi(v) : CH_DEFAULT_CONNECT_TIMEOUT);
+	v = CtasCatalogOption(catalog, "timeout");
+	http->timeout_s = v ? atoi(v) : CH_DEFAULT_TIMEOUT;
+	if (http->connect_timeout_ms <= 0)
+		http->connect_timeout_ms = 1000L * CH_DEFAULT_CONNECT_TIMEOUT;
+	if (http->timeout_s <= 0)
+		http->timeout_s = CH_DEFAULT_TIMEOUT;
+	http->timeout_ms = 1000L * http->timeout_s;
+
+	MemoryContextSwitchTo(old);
+	return http;
+}
+
+const char *
+CtasHttpCatalogName(CtasHttp *http)
+{
+	return http->catalog;
+}
+
+/*
+ * CtasHttpNewQueryId
+ *		A query_id that no other running query has:
+ *		ctas_fed_<system identifier>_<top xid or 0>_<pid>_<serial>.
+ *		Palloc'd in the current memory context.
+ */
+char *
+CtasHttpNewQueryId(void)
+{
+	return psprintf("ctas_fed_" UINT64_FORMAT "_%u_%d_%u",
+					GetSystemIdentifier(), GetTopTransactionIdIfAny(),
+					MyProcPid, ++query_serial);
+}
+
+/*
+ * ch_xfer_create
+ *		A transfer in cxt: multi and easy handle with every option that
+ *		does not change between requests.  Counts one external file
+ *		descriptor (the socket), as postgres_fdw does for its connections;
+ *		with must_succeed (commit and abort paths) the descriptor is
+ *		reserved even beyond the limit.  ereport(ERROR) on failure;
+ *		whatever was acquired is released by the reset callback, which is
+ *		registered first.
+ */
+static ch_xfer *
+ch_xfer_create(CtasHttp *http, MemoryContext cxt, bool stream,
+			   bool must_succeed)
+{
+	ch_xfer    *t;
+	MemoryContextCallback *cb;
+	struct curl_slist *h;
+	CURLcode	rc = CURLE_OK;
+
+	t = MemoryContextAllocZero(cxt, sizeof(ch_xfer));
+	t->timer_ms = -1;
+	t->exc_header = -1;
+	cb = MemoryContextAlloc(cxt, sizeof(MemoryContextCallback));
+	cb->func = ch_xfer_release;
+	cb->arg = t;
+	MemoryContextRegisterResetCallback(cxt, cb);
+
+	if (must_succeed)
+		ReserveExternalFD();
+	else if (!AcquireExternalFD())
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to ClickHouse catalog \"%s\"",
+						http->catalog),
+				 errdetail("There are too many open files on the local server."),
+				 errhint("Raise the server's max_files_per_process and/or \"ulimit -n\" limits.")));
+	t->fd_reserved = true;
+
+	t->multi = curl_multi_init();
+	t->easy = curl_easy_init();
+	if (t->multi == NULL || t->easy == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory"),
+				 errdetail("Could not create a libcurl handle.")));
+
+	curl_multi_setopt(t->multi, CURLMOPT_SOCKETFUNCTION, ch_socket_cb);
+	curl_multi_setopt(t->multi, CURLMOPT_SOCKETDATA, t);
+	curl_multi_setopt(t->multi, CURLMOPT_TIMERFUNCTION, ch_timer_cb);
+	curl_multi_setopt(t->multi, CURLMOPT_TIMERDATA, t);
+
+	/* headers: credentials, never in the URL */
+	h = curl_slist_append(NULL, "Expect:");
+	if (h)
+		t->headers = h;
+	if (h && stream)
+		h = curl_slist_append(t->headers, "Transfer-Encoding: chunked");
+	if (h && http->user)
+	{
+		char	   *line = psprintf("X-ClickHouse-User: %s", http->user);
+
+		h = curl_slist_append(t->headers, line);
+		pfree(line);
+	}
+	if (h && http->password)
+	{
+		char	   *line = psprintf("X-ClickHouse-Key: %s", http->password);
+
+		h = curl_slist_append(t->headers, line);
+		memset(line, 0, strlen(line));
+		pfree(line);
+	}
+	if (h == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory"),
+				 errdetail("Could not build the HTTP headers.")));
+
+#define SETOPT(opt, val) \
+	do { if (rc == CURLE_OK) rc = curl_easy_setopt(t->easy, opt, val); } while (0)
+
+	SETOPT(CURLOPT_NOSIGNAL, 1L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+	SETOPT(CURLOPT_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
+	SETOPT(CURLOPT_REDIR_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+	SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
+	SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
+	SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
+	SETOPT(CURLOPT_PROXY, "");
+	SETOPT(CURLOPT_CONNECTTIMEOUT_MS, http->connect_timeout_ms);
+	SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
+	SETOPT(CURLOPT_TCP_NODELAY, 1L);
+	SETOPT(CURLOPT_USERAGENT, "ctas_fed");
+	SETOPT(CURLOPT_HTTPHEADER, t->headers);
+	SETOPT(CURLOPT_ERRORBUFFER, t->errbuf);
+	SETOPT(CURLOPT_NOPROGRESS, 0L);
+	SETOPT(CURLOPT_XFERINFOFUNCTION, ch_xferinfo_cb);
+	SETOPT(CURLOPT_XFERINFODATA, t);
+	SETOPT(CURLOPT_WRITEFUNCTION, ch_write_cb);
+	SETOPT(CURLOPT_WRITEDATA, t);
+	SETOPT(CURLOPT_HEADERFUNCTION, ch_header_cb);
+	SETOPT(CURLOPT_HEADERDATA, t);
+	SETOPT(CURLOPT_POST, 1L);
+	if (stream)
+	{
+		SETOPT(CURLOPT_READFUNCTION, ch_read_cb);
+		SETOPT(CURLOPT_READDATA, t);
+		SETOPT(CURLOPT_UPLOAD_BUFFERSIZE, (long) CTAS_HTTP_STREAM_CHUNK);
+	}
+#undef SETOPT
+
+	if (rc != CURLE_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYSTEM_ERROR),
+				 errmsg("could not configure libcurl: %s",
+						curl_easy_strerror(rc))));
+	return t;
+}
+
+/*
+ * ch_xfer_release
+ *		Free every resource of a transfer; idempotent.  Runs as a memory
+ *		context reset callback, so it must not fail.
+ */
+static void
+ch_xfer_release(void *arg)
+{
+	ch_xfer    *t = (ch_xfer *) arg;
+
+	if (t->attached)
+		curl_multi_remove_handle(t->multi, t->easy);
+	t->attached = false;
+	if (t->easy)
+		curl_easy_cleanup(t->easy);
+	t->easy = NULL;
+	if (t->multi)
+		curl_multi_cleanup(t->multi);
+	t->multi = NULL;
+	if (t->headers)
+		curl_slist_free_all(t->headers);
+	t->headers = NULL;
+	if (t->resp)
+		free(t->resp);
+	t->resp = NULL;
+	t->resp_len = t->resp_cap = 0;
+	if (t->fd_reserved)
+		ReleaseExternalFD();
+	t->fd_reserved = false;
+	t->nsock = 0;
+}
+
+/*
+ * ch_xfer_start
+ *		Reset the per-request state of t and start a POST of url: body is
+ *		the whole request body (a query), or up the buffer streamed by the
+ *		read callback.
+ */
+static void
+ch_xfer_start(CtasHttp *http, ch_xfer *t, const char *url, const char *body,
+			  StringInfo up)
+{
+	CURLcode	rc;
+	CURLMcode	mrc;
+
+	t->resp_len = 0;
+	t->resp_overflow = false;
+	t->exc_header = -1;
+	t->up = up;
+	t->up_off = 0;
+	t->up_eof = false;
+	t->up_paused = false;
+	t->up_total = 0;
+	t->seen_ul = t->seen_dl = 0;
+	t->activity = false;
+	t->interrupted = false;
+	t->done = false;
+	t->result = CURLE_OK;
+	t->errbuf[0] = '\0';
+	t->timer_ms = -1;
+
+	rc = curl_easy_setopt(t->easy, CURLOPT_URL, url);
+	if (rc == CURLE_OK && body != NULL)
+	{
+		rc = curl_easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE_LARGE,
+							  (curl_off_t) strlen(body));
+		if (rc == CURLE_OK)
+			rc = curl_easy_setopt(t->easy, CURLOPT_POSTFIELDS, body);
+	}
+	if (rc != CURLE_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYSTEM_ERROR),
+				 errmsg("could not configure libcurl: %s",
+						curl_easy_strerror(rc))));
+
+	mrc = curl_multi_add_handle(t->multi, t->easy);
+	if (mrc != CURLM_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYSTEM_ERROR),
+				 errmsg("could not start a request to ClickHouse catalog \"%s\": %s",
+						http->catalog, curl_multi_strerror(mrc))));
+	t->attached = true;
+	ch_socket_action(t, CURL_SOCKET_TIMEOUT, 0);
+}
+
+/*
+ * ch_xfer_detach
+ *		After a complete request: take the easy handle out of the multi
+ *		handle, keeping the connection for the next request.
+ */
+static void
+ch_xfer_detach(ch_xfer *t)
+{
+	if (t->attached)
+		curl_multi_remove_handle(t->multi, t->easy);
+	t->attached = false;
+	t->nsock = 0;
+}
+
+/*
+ * ch_xfer_sent_request
+ *		Did any byte of the request reach the wire?  If not, no query can
+ *		be running on the server and there is nothing to kill.
+ */
+static bool
+ch_xfer_sent_request(ch_xfer *t)
+{
+	long		reqsize = 0;
+
+	if (t->easy == NULL)
+		return true;			/* unknown: assume so */
+	if (curl_easy_getinfo(t->easy, CURLINFO_REQUEST_SIZE, &reqsize) != CURLE_OK)
+		return true;
+	return reqsize > 0 || t->up_total > 0;
+}
+
+static void
+ch_socket_action(ch_xfer *t, curl_socket_t s, int mask)
+{
+	int			running;
+
+	(void) curl_multi_socket_action(t->multi, s, mask, &running);
+}
+
+/*
+ * ch_xfer_run
+ *		Drive t until it is done, or with drain until the read callback
+ *		has taken the whole upload buffer and paused.
+ *
+ * Waits on the latch and curl's socket.  Returns CH_RUN_INTERRUPTED when a
+ * cancel or termination is pending and interrupts can be processed (the
+ * caller stops the remote query and then calls CHECK_FOR_INTERRUPTS), and
+ * CH_RUN_TIMEOUT when nothing moved for the catalog's timeout or when
+ * deadline_ms (if > 0) has passed.  Other interrupts are serviced here.
+ */
+static ch_run_result
+ch_xfer_run(CtasHttp *http, ch_xfer *t, bool drain, long deadline_ms)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz last = start;
+
+	for (;;)
+	{
+		CURLMsg    *msg;
+		int			left;
+		long		wait_ms;
+		TimestampTz now;
+
+		while ((msg = curl_multi_info_read(t->multi, &left)) != NULL)
+		{
+			if (msg->msg == CURLMSG_DONE && msg->easy_handle == t->easy)
+			{
+				t->done = true;
+				t->result = msg->data.result;
+			}
+		}
+		if (t->interrupted)
+			return CH_RUN_INTERRUPTED;
+		if (t->done)
+			return CH_RUN_DONE;
+		if (drain && t->up_paused && t->up_off >= (size_t) t->up->len)
+			return CH_RUN_DRAINED;
+
+		now = GetCurrentTimestamp();
+		if (t->activity)
+		{
+			last = now;
+			t->activity = false;
+		}
+		if (TimestampDifferenceExceeds(last, now, (int) Min(http->timeout_ms, INT_MAX)))
+			return CH_RUN_TIMEOUT;
+		if (deadline_ms > 0 &&
+			TimestampDifferenceExceeds(start, now, (int) deadline_ms))
+			return CH_RUN_TIMEOUT;
+
+		wait_ms = t->timer_ms < 0 ? CH_MAX_WAIT_MS : Min(t->timer_ms, CH_MAX_WAIT_MS);
+		if (wait_ms == 0)
+			ch_socket_action(t, CURL_SOCKET_TIMEOUT, 0);
+		else if (t->nsock == 1)
+		{
+			int			events = WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH;
+			int			rc;
+			int			mask = 0;
+
+			if (t->sock_what[0] & CURL_POLL_IN)
+				events |= WL_SOCKET_READABLE;
+			if (t->sock_what[0] & CURL_POLL_OUT)
+				events |= WL_SOCKET_WRITEABLE;
+			rc = WaitLatchOrSocket(MyLatch, events, t->sock[0], wait_ms,
+								   PG_WAIT_EXTENSION);
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			if (rc & WL_SOCKET_READABLE)
+				mask |= CURL_CSELECT_IN;
+			if (rc & WL_SOCKET_WRITEABLE)
+				mask |= CURL_CSELECT_OUT;
+			if (mask != 0)
+				ch_socket_action(t, t->sock[0], mask);
+			else if (rc & WL_TIMEOUT)
+				ch_socket_action(t, CURL_SOCKET_TIMEOUT, 0);
+		}
+		else if (t->nsock > 1)
+		{
+			/* happy eyeballs: several sockets; poll them, 100 ms at most */
+			struct pollfd pfd[CH_MAX_SOCKETS];
+			int			n = t->nsock;
+			int			i;
+			int			rc;
+
+			for (i = 0; i < n; i++)
+			{
+				pfd[i].fd = t->sock[i];
+				pfd[i].events = ((t->sock_what[i] & CURL_POLL_IN) ? POLLIN : 0) |
+					((t->sock_what[i] & CURL_POLL_OUT) ? POLLOUT : 0);
+				pfd[i].revents = 0;
+			}
+			rc = poll(pfd, n, (int) Min(wait_ms, 100));
+			if (rc > 0)
+			{
+				for (i = 0; i < n; i++)
+				{
+					int			mask = 0;
+
+					if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
+						mask |= CURL_CSELECT_IN;
+					if (pfd[i].revents & POLLOUT)
+						mask |= CURL_CSELECT_OUT;
+					if (mask != 0)
+						ch_socket_action(t, pfd[i].fd, mask);
+				}
+			}
+			else
+				ch_socket_action(t, CURL_SOCKET_TIMEOUT, 0);
+		}
+		else
+		{
+			int			rc;
+
+			rc = WaitLatch(MyLatch,
+						   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						   wait_ms, PG_WAIT_EXTENSION);
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			ch_socket_action(t, CURL_SOCKET_TIMEOUT, 0);
+		}
+
+		/* cleanup requests leave interrupts alone: the deadline bounds them */
+		if (t->allow_interrupt && InterruptPending &&
+			INTERRUPTS_CAN_BE_PROCESSED())
+		{
+			if (QueryCancelPending || ProcDiePending)
+			{
+				t->interrupted = true;
+				return CH_RUN_INTERRUPTED;
+			}
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+}
+
+/* curl callbacks: no palloc, no ereport */
+
+static size_t
+ch_write_cb(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+	ch_xfer    *t = (ch_xfer *) arg;
+	size_t		n = size * nmemb;
+
+	t->activity = true;
+	if (t->resp_len + n + 1 > t->resp_cap)
+	{
+		size_t		cap = t->resp_cap ? t->resp_cap : 8192;
+		char	   *p;
+
+		while (cap < t->resp_len + n + 1)
+			cap *= 2;
+		if (cap > CH_MAX_RESPONSE)
+		{
+			t->resp_overflow = true;
+			return 0;			/* CURLE_WRITE_ERROR */
+		}
+		p = realloc(t->resp, cap);
+		if (p == NULL)
+		{
+			t->resp_overflow = true;
+			return 0;
+		}
+		t->resp = p;
+		t->resp_cap = cap;
+	}
+	memcpy(t->resp + t->resp_len, ptr, n);
+	t->resp_len += n;
+	t->resp[t->resp_len] = '\0';
+	return n;
+}
+
+static size_t
+ch_header_cb(char *ptr, size_t size, size_t nitems, void *arg)
+{
+	ch_xfer    *t = (ch_xfer *) arg;
+	size_t		n = size * nitems;
+	static const char name[] = "X-ClickHouse-Exception-Code:";
+
+	t->activity = true;
+	if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0)
+		t->exc_header = -1;		/* a new response (after 100 Continue) */
+	else if (n > sizeof(name) - 1 &&
+			 pg_strncasecmp(ptr, name, sizeof(name) - 1) == 0)
+	{
+		size_t		i = sizeof(name) - 1;
+		int			code = 0;
+
+		while (i < n && (ptr[i] == ' ' || ptr[i] == '\t'))
+			i++;
+		while (i < n && ptr[i] >= '0' && ptr[i] <= '9' && code < 100000)
+			code = code * 10 + (ptr[i++] - '0');
+		t->exc_header = code;
+	}
+	return n;
+}
+
+static size_t
+ch_read_cb(char *buf, size_t size, size_t nitems, void *arg)
+{
+	ch_xfer    *t = (ch_xfer *) arg;
+	size_t		avail;
+	size_t		n = size * nitems;
+
+	if (t->up == NULL)
+		return 0;
+	avail = (size_t) t->up->len - t->up_off;
+	if (avail == 0)
+	{
+		if (t->up_eof)
+			return 0;
+		t->up_paused = true;
+		return CURL_READFUNC_PAUSE;
+	}
+	if (n > avail)
+		n = avail;
+	memcpy(buf, t->up->data + t->up_off, n);
+	t->up_off += n;
+	t->up_total += n;
+	return n;
+}
+
+static int
+ch_xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow,
+			   curl_off_t ultotal, curl_off_t ulnow)
+{
+	ch_xfer    *t = (ch_xfer *) arg;
+
+	if (dlnow != t->seen_dl || ulnow != t->seen_ul)
+	{
+		t->activity = true;
+		t->seen_dl = dlnow;
+		t->seen_ul = ulnow;
+	}
+	/* abort the transfer when the interrupt will raise an error */
+	if (t->allow_interrupt && InterruptPending &&
+		(QueryCancelPending || ProcDiePending) &&
+		INTERRUPTS_CAN_BE_PROCESSED())
+	{
+		t->interrupted = true;
+		return 1;
+	}
+	return 0;
+}
+
+static int
+ch_socket_cb(CURL *easy, curl_socket_t s, int what, void *arg, void *socketp)
+{
+	ch_xfer    *t = (ch_xfer *) arg;
+	int			i;
+
+	for (i = 0; i < t->nsock; i++)
+	{
+		if (t->sock[i] == s)
+			break;
+	}
+	if (what == CURL_POLL_REMOVE)
+	{
+		if (i < t->nsock)
+		{
+			t->nsock--;
+			t->sock[i] = t->sock[t->nsock];
+			t->sock_what[i] = t->sock_what[t->nsock];
+		}
+		return 0;
+	}
+	if (i == t->nsock)
+	{
+		if (t->nsock == CH_MAX_SOCKETS)
+			return -1;			/* cannot happen with one easy handle */
+		t->nsock++;
+	}
+	t->sock[i] = s;
+	t->sock_what[i] = what;
+	return 0;
+}
+
+static int
+ch_timer_cb(CURLM *multi, long timeout_ms, void *arg)
+{
+	ch_xfer    *t = (ch_xfer *) arg;
+
+	t->timer_ms = timeout_ms;
+	return 0;
+}
+
+/*
+ * ch_url
+ *		The URL of a request: base URL, our query_id, and either the SQL of
+ *		a streamed INSERT (in the query parameter, URL-encoded) or
+ *		wait_end_of_query=1 for a query whose SQL is the body (the server
+ *		then buffers the result and reports an error with its status).
+ *		Palloc'd.
+ */
+static char *
+ch_url(CtasHttp *http, ch_xfer *t, const char *query_id,
+	   const char *sql_in_url, bool wait_end)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "%s/?query_id=%s", http->base_url, query_id);
+	if (wait_end)
+		appendStringInfoString(&buf, "&wait_end_of_query=1");
+	if (sql_in_url)
+	{
+		char	   *esc = curl_easy_escape(t->easy, sql_in_url, 0);
+
+		if (esc == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory")));
+		appendStringInfo(&buf, "&query=%s", esc);
+		curl_free(esc);
+	}
+	return buf.data;
+}
+
+/*
+ * ch_find_exception
+ *		Find a ClickHouse exception in a response body: "Code: N, e.display
+ *		Text() = DB::Exception: ..." (18.16) or "Code: N. DB::Exception:
+ *		..." (later versions), at the start of the body or of a line.  With
+ *		at_end_only (a 200 response, whose body may hold data), only on the
+ *		last line.  Sets the code and the message (without the
+ *		"DB::Exception: " prefix and the ", e.what() = ..." suffix).
+ */
+static bool
+ch_find_exception(const char *body, size_t len, bool at_end_only,
+				  int *code, const char **msg, size_t *msglen)
+{
+	const char *p = NULL;
+	const char *end = body + len;
+	const char *q;
+	const char *m;
+	const char *e;
+	int			c = 0;
+
+	if (body == NULL || len == 0)
+		return false;
+
+	if (at_end_only)
+	{
+		/* start of the last non-empty line */
+		q = end;
+		while (q > body && (q[-1] == '\n' || q[-1] == '\r'))
+			q--;
+		while (q > body && q[-1] != '\n')
+			q--;
+		if (end - q >= 6 && strncmp(q, "Code: ", 6) == 0)
+			p = q;
+	}
+	else
+	{
+		for (q = body; q < end; q++)
+		{
+			if ((q == body || q[-1] == '\n') && end - q >= 6 &&
+				strncmp(q, "Code: ", 6) == 0)
+			{
+				p = q;
+				break;
+			}
+		}
+	}
+	if (p == NULL)
+		return false;
+
+	q = p + 6;
+	if (q >= end || *q < '0' || *q > '9')
+		return false;
+	while (q < end && *q >= '0' && *q <= '9' && c < 100000)
+		c = c * 10 + (*q++ - '0');
+
+	if (end - q >= 19 && strncmp(q, ", e.displayText() = ", 19) == 0)
+		m = q + 19;
+	else if (end - q >= 2 && strncmp(q, ". ", 2) == 0)
+		m = q + 2;
+	else if (at_end_only)
+		return false;
+	else
+		m = q;
+	while (m < end && *m == ' ')
+		m++;
+	if (end - m >= 15 && strncmp(m, "DB::Exception: ", 15) == 0)
+		m += 15;
+
+	/* the message ends at ", e.what() = " or at the end of its line */
+	for (e = m; e < end && *e != '\n'; e++)
+	{
+		if (end - e >= 13 && strncmp(e, ", e.what() = ", 13) == 0)
+			break;
+	}
+
+	*code = c;
+	*msg = m;
+	*msglen = e - m;
+	return true;
+}
+
+/*
+ * ch_code_sqlstate
+ *		The SQLSTATE for a ClickHouse error code (ErrorCodes.cpp).
+ */
+static int
+ch_code_sqlstate(int code)
+{
+	switch (code)
+	{
+		case 60:				/* UNKNOWN_TABLE */
+			return ERRCODE_UNDEFINED_TABLE;
+		case 81:				/* UNKNOWN_DATABASE */
+			return ERRCODE_INVALID_SCHEMA_NAME;
+		case 57:				/* TABLE_ALREADY_EXISTS */
+			return ERRCODE_DUPLICATE_TABLE;
+		case 82:				/* DATABASE_ALREADY_EXISTS */
+			return ERRCODE_DUPLICATE_SCHEMA;
+		case 62:				/* SYNTAX_ERROR */
+			return ERRCODE_SYNTAX_ERROR;
+		case 16:				/* NO_SUCH_COLUMN_IN_TABLE */
+		case 47:				/* UNKNOWN_IDENTIFIER */
+			return ERRCODE_UNDEFINED_COLUMN;
+		case 46:				/* UNKNOWN_FUNCTION */
+			return ERRCODE_UNDEFINED_FUNCTION;
+		case 50:				/* UNKNOWN_TYPE */
+		case 56:				/* UNKNOWN_STORAGE */
+		case 115:				/* UNKNOWN_SETTING */
+			return ERRCODE_UNDEFINED_OBJECT;
+		case 44:				/* ILLEGAL_COLUMN */
+		case 42:				/* NUMBER_OF_ARGUMENTS_DOESNT_MATCH */
+		case 36:				/* BAD_ARGUMENTS */
+			return ERRCODE_INVALID_TABLE_DEFINITION;
+		case 43:				/* ILLEGAL_TYPE_OF_ARGUMENT */
+		case 53:				/* TYPE_MISMATCH */
+		case 70:				/* CANNOT_CONVERT_TYPE */
+			return ERRCODE_DATATYPE_MISMATCH;
+		case 69:				/* ARGUMENT_OUT_OF_BOUND */
+			return ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE;
+		case 6:					/* CANNOT_PARSE_TEXT */
+		case 26:				/* CANNOT_PARSE_QUOTED_STRING */
+		case 27:				/* CANNOT_PARSE_INPUT_ASSERTION_FAILED */
+		case 32:				/* ATTEMPT_TO_READ_AFTER_EOF */
+		case 33:				/* CANNOT_READ_ALL_DATA */
+		case 38:				/* CANNOT_PARSE_DATE */
+		case 41:				/* CANNOT_PARSE_DATETIME */
+		case 72:				/* CANNOT_PARSE_NUMBER */
+		case 117:				/* INCORRECT_DATA */
+			return ERRCODE_DATA_EXCEPTION;
+		case 192:				/* UNKNOWN_USER */
+		case 516:				/* AUTHENTICATION_FAILED */
+			return ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION;
+		case 193:				/* WRONG_PASSWORD */
+		case 194:				/* REQUIRED_PASSWORD */
+			return ERRCODE_INVALID_PASSWORD;
+		case 164:				/* READONLY */
+		case 497:				/* ACCESS_DENIED */
+			return ERRCODE_INSUFFICIENT_PRIVILEGE;
+		case 241:				/* MEMORY_LIMIT_EXCEEDED */
+			return ERRCODE_OUT_OF_MEMORY;
+		case 202:				/* TOO_MANY_SIMULTANEOUS_QUERIES */
+			return ERRCODE_TOO_MANY_CONNECTIONS;
+		case 252:				/* TOO_MANY_PARTS */
+			return ERRCODE_PROGRAM_LIMIT_EXCEEDED;
+		default:
+			return ERRCODE_FDW_ERROR;
+	}
+}
+
+/*
+ * ch_sanitize
+ *		A printable copy of remote text, at most cap bytes (then "..."):
+ *		line breaks and tabs become spaces, other control characters and
+ *		bytes that are not valid in the server encoding become '?'.
+ *		Remote messages can quote our binary rows; they must not corrupt
+ *		the log or the client's encoding.  Palloc'd.
+ */
+static char *
+ch_sanitize(const char *s, size_t len, size_t cap)
+{
+	StringInfoData buf;
+	size_t		i = 0;
+	bool		utf8 = GetDatabaseEncoding() == PG_UTF8;
+
+	initStringInfo(&buf);
+	while (i < len)
+	{
+		unsigned char c = (unsigned char) s[i];
+
+		if ((size_t) buf.len >= cap)
+		{
+			appendStringInfoString(&buf, "...");
+			break;
+		}
+		if (c < 0x80)
+		{
+			if (c == '\n' || c == '\r' || c == '\t')
+				appendStringInfoChar(&buf, ' ');
+			else if (c < 0x20 || c == 0x7f)
+				appendStringInfoChar(&buf, '?');
+			else
+				appendStringInfoChar(&buf, (char) c);
+			i++;
+		}
+		else
+		{
+			int			l = pg_utf_mblen((const unsigned char *) s + i);
+
+			if (utf8 && i + l <= len &&
+				pg_utf8_islegal((const unsigned char *) s + i, l))
+			{
+				appendBinaryStringInfo(&buf, s + i, l);
+				i += l;
+			}
+			else
+			{
+				appendStringInfoChar(&buf, '?');
+				i++;
+			}
+		}
+	}
+	/* drop trailing blanks */
+	while (buf.len > 0 && buf.data[buf.len - 1] == ' ')
+		buf.data[--buf.len] = '\0';
+	return buf.data;
+}
+
+/*
+ * ch_check_response
+ *		Classify the outcome of a finished (or abandoned) request.  Returns
+ *		true for a 200 response without exception; otherwise fills f.  With
+ *		missing != NULL, an "unknown table" or "unknown database" error sets
+ *		*missing and returns false.
+ */
+static bool
+ch_check_response(CtasHttp *http, ch_xfer *t, ch_run_result rr,
+				  ch_failure *f, bool *missing)
+{
+	long		status = 0;
+	int			code;
+	const char *msg;
+	size_t		msglen;
+
+	if (missing)
+		*missing = false;
+
+	if (rr == CH_RUN_TIMEOUT)
+	{
+		f->sqlstate = ERRCODE_CONNECTION_FAILURE;
+		f->detail = psprintf("The server did not answer for %d seconds (catalog option \"timeout\").",
+							 http->timeout_s);
+		return false;
+	}
+	if (rr == CH_RUN_INTERRUPTED)
+	{
+		f->sqlstate = ERRCODE_CONNECTION_FAILURE;
+		f->detail = pstrdup("The request was interrupted.");
+		return false;
+	}
+
+	if (t->result != CURLE_OK)
+	{
+		const char *errtext = t->errbuf[0] ? t->errbuf : curl_easy_strerror(t->result);
+
+		if (t->resp_overflow)
+		{
+			f->sqlstate = ERRCODE_PROGRAM_LIMIT_EXCEEDED;
+			f->detail = psprintf("The response is larger than %zu bytes.",
+								 CH_MAX_RESPONSE);
+			return false;
+		}
+		switch (t->result)
+		{
+			case CURLE_COULDNT_RESOLVE_HOST:
+			case CURLE_COULDNT_CONNECT:
+			case CURLE_SSL_CONNECT_ERROR:
+			case CURLE_PEER_FAILED_VERIFICATION:
+			case CURLE_SSL_CACERT_BADFILE:
+			case CURLE_UNSUPPORTED_PROTOCOL:
+				f->sqlstate = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
+				break;
+			case CURLE_OPERATION_TIMEDOUT:
+				/* only the connect timeout is left to curl */
+				f->sqlstate = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
+				break;
+			default:
+				f->sqlstate = ERRCODE_CONNECTION_FAILURE;
+				break;
+		}
+		f->detail = psprintf("libcurl error %d (%s): %s", (int) t->result,
+							 curl_easy_strerror(t->result),
+							 ch_sanitize(errtext, strlen(errtext),
+										 CH_MAX_REMOTE_TEXT));
+		return false;
+	}
+
+	(void) curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+
+	if (ch_find_exception(t->resp, t->resp_len, status == 200,
+						  &code, &msg, &msglen) ||
+		(t->exc_header >= 0 &&
+		 ch_find_exception(t->resp, t->resp_len, false, &code, &msg, &msglen)))
+	{
+		f->sqlstate = ch_code_sqlstate(code);
+		f->detail = psprintf("HTTP status %ld, ClickHouse error %d: %s",
+							 status, code,
+							 ch_sanitize(msg, msglen, CH_MAX_REMOTE_TEXT));
+		if (missing && (code == 60 || code == 81))
+			*missing = true;
+		return false;
+	}
+	if (t->exc_header >= 0)
+	{
+		f->sqlstate = ch_code_sqlstate(t->exc_header);
+		f->detail = psprintf("HTTP status %ld, ClickHouse error %d: %s",
+							 status, t->exc_header,
+							 ch_sanitize(t->resp ? t->resp : "", t->resp_len,
+										 CH_MAX_REMOTE_TEXT));
+		return false;
+	}
+	if (status != 200)
+	{
+		f->sqlstate = ERRCODE_FDW_ERROR;
+		f->detail = psprintf("HTTP status %ld: %s", status,
+							 ch_sanitize(t->resp ? t->resp : "", t->resp_len,
+										 CH_MAX_REMOTE_TEXT));
+		return false;
+	}
+	return true;
+}
+
+/*
+ * ch_raise
+ *		ereport(ERROR) a failed request.  The message names the operation
+ *		and the catalog, the detail the server's answer, the context the
+ *		SQL (capped).
+ */
+static void
+ch_raise(CtasHttp *http, const char *what, const char *sql, ch_failure *f)
+{
+	ereport(ERROR,
+			(errcode(f->sqlstate),
+			 errmsg("could not %s on ClickHouse catalog \"%s\"",
+					what, http->catalog),
+			 errdetail_internal("%s", f->detail),
+			 sql ? errcontext("ClickHouse query: %s",
+							  ch_sanitize(sql, strlen(sql), CH_MAX_SQL_TEXT)) : 0));
+	pg_unreachable();
+}
+
+/*
+ * ch_after_interrupt
+ *		The transfer was abandoned for a pending cancel or termination and
+ *		the remote query stopped: let PostgreSQL raise its own error.  Only
+ *		if that does not happen (the interrupt was absorbed), report the
+ *		abandoned request.
+ */
+static void
+ch_after_interrupt(CtasHttp *http, const char *what, const char *sql)
+{
+	ch_failure	f;
+
+	CHECK_FOR_INTERRUPTS();
+	f.sqlstate = ERRCODE_CONNECTION_FAILURE;
+	f.detail = pstrdup("The request was interrupted.");
+	ch_raise(http, what, sql, &f);
+}
+
+/*
+ * CtasHttpTryQuery
+ *		Run one query (SQL in the body) and return whether it succeeded.
+ *
+ * On success *result is the response body, palloc'd in the current
+ * context.  On a remote or transport failure, *errdetail (if not NULL)
+ * describes it and false is returned: no ERROR, for callers on commit and
+ * abort paths.  With CTAS_HTTP_MISSING_OK, an "unknown table/database"
+ * error counts as success with *result = NULL.  With CTAS_HTTP_CLEANUP the
+ * request has a total deadline and is not cut short by interrupts.
+ *
+ * A cancel pending while waiting (without CTAS_HTTP_CLEANUP) does raise
+ * an ERROR: the query is killed on the server, then CHECK_FOR_INTERRUPTS.
+ */
+bool
+CtasHttpTryQuery(CtasHttp *http, const char *sql, const char *what,
+				 int flags, char **result, char **errdetail)
+{
+	ch_xfer    *t;
+	char	   *qid;
+	char	   *url;
+	ch_run_result rr;
+	ch_failure	f;
+	bool		missing = false;
+	bool		cleanup = (flags & CTAS_HTTP_CLEANUP) != 0;
+
+	*result = NULL;
+	if (errdetail)
+		*errdetail = NULL;
+
+	if (http->xfer == NULL || http->xfer->easy == NULL)
+		http->xfer = ch_xfer_create(http, http->cxt, false, cleanup);
+	t = http->xfer;
+	t->allow_interrupt = !cleanup;
+
+	qid = CtasHttpNewQueryId();
+	url = ch_url(http, t, qid, NULL, true);
+	ch_xfer_start(http, t, url, sql, NULL);
+	rr = ch_xfer_run(http, t, false,
+					 cleanup ? Min(CH_CLEANUP_DEADLINE_MS, http->timeout_ms) : 0);
+
+	if (rr == CH_RUN_DONE && ch_check_response(http, t, rr, &f, &missing))
+	{
+		ch_xfer_detach(t);
+		*result = palloc(t->resp_len + 1);
+		memcpy(*result, t->resp ? t->resp : "", t->resp_len);
+		(*result)[t->resp_len] = '\0';
+		return true;
+	}
+
+	if (rr == CH_RUN_DONE && t->result == CURLE_OK)
+	{
+		/* the server answered with an error: the connection is fine */
+		ch_xfer_detach(t);
+		if (missing && (flags & CTAS_HTTP_MISSING_OK))
+			return true;
+	}
+	else
+	{
+		/* abandoned or broken: close the connection, stop the query */
+		bool		sent;
+
+		if (rr != CH_RUN_DONE)
+			(void) ch_check_response(http, t, rr, &f, NULL);
+		sent = ch_xfer_sent_request(t);
+		ch_xfer_release(t);
+		if (sent)
+			CtasHttpKillQuery(http, qid);
+		if (rr == CH_RUN_INTERRUPTED)
+			ch_after_interrupt(http, what, sql);
+	}
+
+	if (errdetail)
+		*errdetail = f.detail;
+	return false;
+}
+
+/*
+ * CtasHttpQuery
+ *		Run one query and return its response body (palloc'd); ereport
+ *		(ERROR) on any failure, with the SQLSTATE derived from ClickHouse's
+ *		error code.
+ */
+char *
+CtasHttpQuery(CtasHttp *http, const char *sql, const char *what)
+{
+	ch_xfer    *t;
+	char	   *qid;
+	char	   *url;
+	char	   *result;
+	ch_run_result rr;
+	ch_failure	f;
+
+	if (http->xfer == NULL || http->xfer->easy == NULL)
+		http->xfer = ch_xfer_create(http, http->cxt, false, false);
+	t = http->xfer;
+	t->allow_interrupt = true;
+
+	qid = CtasHttpNewQueryId();
+	url = ch_url(http, t, qid, NULL, true);
+	ch_xfer_start(http, t, url, sql, NULL);
+	rr = ch_xfer_run(http, t, false, 0);
+
+	if (rr == CH_RUN_DONE && ch_check_response(http, t, rr, &f, NULL))
+	{
+		ch_xfer_detach(t);
+		result = palloc(t->resp_len + 1);
+		memcpy(result, t->resp ? t->resp : "", t->resp_len);
+		result[t->resp_len] = '\0';
+		return result;
+	}
+
+	if (rr == CH_RUN_DONE && t->result == CURLE_OK)
+		ch_xfer_detach(t);
+	else
+	{
+		bool		sent;
+
+		if (rr != CH_RUN_DONE)
+			(void) ch_check_response(http, t, rr, &f, NULL);
+		sent = ch_xfer_sent_request(t);
+		ch_xfer_release(t);
+		if (sent)
+			CtasHttpKillQuery(http, qid);
+		if (rr == CH_RUN_INTERRUPTED)
+			ch_after_interrupt(http, what, sql);
+	}
+	ch_raise(http, what, sql, &f);
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * CtasHttpKillQuery
+ *		KILL QUERY WHERE query_id = '...' SYNC, on a fresh connection, with
+ *		interrupts held and a deadline of 10 s.  Never raises an ERROR for a
+ *		remote failure (a server that is down has nothing left running);
+ *		the outcome is logged at DEBUG1.
+ */
+void
+CtasHttpKillQuery(CtasHttp *http, const char *query_id)
+{
+	MemoryContext cxt;
+	MemoryContext old;
+	ch_xfer    *t;
+	char	   *sql;
+	char	   *url;
+	ch_run_result rr;
+	ch_failure	f;
+	const char *p;
+	StringInfoData lit;
+
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "ctas_fed kill query",
+								ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	HOLD_INTERRUPTS();
+
+	/* our query ids are [A-Za-z0-9_], but quote anyway */
+	initStringInfo(&lit);
+	appendStringInfoChar(&lit, '\'');
+	for (p = query_id; *p; p++)
+	{
+		if (*p == '\'' || *p == '\\')
+			appendStringInfoChar(&lit, '\\');
+		appendStringInfoChar(&lit, *p);
+	}
+	appendStringInfoChar(&lit, '\'');
+	sql = psprintf("KILL QUERY WHERE query_id = %s SYNC", lit.data);
+
+	t = ch_xfer_create(http, cxt, false, true);
+	t->allow_interrupt = false;
+	url = ch_url(http, t, CtasHttpNewQueryId(), NULL, true);
+	ch_xfer_start(http, t, url, sql, NULL);
+	rr = ch_xfer_run(http, t, false, CH_KILL_DEADLINE_MS);
+	if (rr == CH_RUN_DONE && ch_check_response(http, t, rr, &f, NULL))
+		elog(DEBUG1, "ctas_fed: killed ClickHouse query %s on catalog \"%s\": %s",
+			 query_id, http->catalog,
+			 ch_sanitize(t->resp, t->resp_len, CH_MAX_REMOTE_TEXT));
+	else
+	{
+		if (rr != CH_RUN_DONE)
+			(void) ch_check_response(http, t, rr, &f, NULL);
+		elog(DEBUG1, "ctas_fed: could not kill ClickHouse query %s on catalog \"%s\": %s",
+			 query_id, http->catalog, f.detail);
+	}
+
+	RESUME_INTERRUPTS();
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);	/* releases the transfer */
+}
+
+/*
+ * CtasHttpServerVersion
+ *		The server's version, read with SELECT version() on first use and
+ *		kept for the client's lifetime.  ereport(ERROR) if it cannot be read.
+ */
+const CtasHttpVersion *
+CtasHttpServerVersion(CtasHttp *http)
+{
+	char	   *body;
+	CtasHttpVersion *v;
+	MemoryContext old;
+
+	if (http->version)
+		return http->version;
+
+	body = CtasHttpQuery(http, "SELECT version()", "read the server version");
+	old = MemoryContextSwitchTo(http->cxt);
+	v = palloc0(sizeof(CtasHttpVersion));
+	v->text = pstrdup(ch_sanitize(body, strlen(body), 64));
+	if (sscanf(v->text, "%d.%d.%d", &v->major, &v->minor, &v->patch) < 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("could not read the server version of ClickHouse catalog \"%s\"",
+						http->catalog),
+				 errdetail_internal("SELECT version() returned \"%s\".", v->text)));
+	MemoryContextSwitchTo(old);
+	http->version = v;
+	return v;
+}
+
+/*
+ * CtasHttpVersionAtLeast
+ *		Is the server's version at least major.minor?
+ */
+bool
+CtasHttpVersionAtLeast(CtasHttp *http, int major, int minor)
+{
+	const CtasHttpVersion *v = CtasHttpServerVersion(http);
+
+	return v->major > major || (v->major == major && v->minor >= minor);
+}
+
+/*
+ * CtasHttpStreamOpen
+ *		Start a streamed POST of sql (an INSERT ... FORMAT ...), whose data
+ *		the caller appends to CtasHttpStreamBuffer() and hands over with
+ *		CtasHttpStreamFlush().  One chunked request for the whole stream,
+ *		with bounded memory: the buffer is sent whenever it reaches
+ *		CTAS_HTTP_STREAM_CHUNK bytes.  The stream and its curl resources
+ *		live in cxt.  Errors come out of Flush or Finish.
+ */
+CtasHttpStream *
+CtasHttpStreamOpen(CtasHttp *http, const char *sql, const char *what,
+				   MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	CtasHttpStream *s;
+	MemoryContextCallback *cb;
+	char	   *url;
+
+	s = palloc0(sizeof(CtasHttpStream));
+	s->http = http;
+	s->sql = pstrdup(sql);
+	s->what = pstrdup(what);
+	s->query_id = CtasHttpNewQueryId();
+	initStringInfo(&s->buf);
+	enlargeStringInfo(&s->buf, CTAS_HTTP_STREAM_CHUNK + 64 * 1024);
+
+	cb = palloc(sizeof(MemoryContextCallback));
+	cb->func = ch_stream_reset_cb;
+	cb->arg = s;
+	MemoryContextRegisterResetCallback(cxt, cb);
+
+	s->xfer = ch_xfer_create(http, cxt, true, false);
+	s->xfer->allow_interrupt = true;
+	url = ch_url(http, s->xfer, s->query_id, sql, false);
+	ch_xfer_start(http, s->xfer, url, NULL, &s->buf);
+	MemoryContextSwitchTo(old);
+	return s;
+}
+
+/* reset callback: the stream is gone, tell whoever watches it */
+static void
+ch_stream_reset_cb(void *arg)
+{
+	CtasHttpStream *s = (CtasHttpStream *) arg;
+
+	if (s->slot && *s->slot == s)
+		*s->slot = NULL;
+	s->slot = NULL;
+}
+
+/*
+ * CtasHttpStreamWatch
+ *		Make *slot point to the stream until the stream is finished,
+ *		closed, or freed with its memory context; then *slot is set to
+ *		NULL.  The owner of slot must call CtasHttpStreamClose (or clear the
+ *		slot) before slot's own memory goes away.
+ */
+void
+CtasHttpStreamWatch(CtasHttpStream *s, CtasHttpStream **slot)
+{
+	s->slot = slot;
+	*slot = s;
+}
+
+/*
+ * CtasHttpStreamUnwatch
+ *		Forget the slot of CtasHttpStreamWatch without touching it (its
+ *		memory may be about to go).
+ */
+void
+CtasHttpStreamUnwatch(CtasHttpStream *s)
+{
+	s->slot = NULL;
+}
+
+/*
+ * CtasHttpStreamOnFailure
+ *		Call cb(arg) when the stream fails, after the connection is closed
+ *		and the remote INSERT killed, before the error is raised: the place
+ *		to find out what the server kept.  cb must not raise an ERROR and
+ *		should only run requests with CTAS_HTTP_CLEANUP.
+ */
+void
+CtasHttpStreamOnFailure(CtasHttpStream *s, void (*cb) (void *arg), void *arg)
+{
+	s->on_failure = cb;
+	s->on_failure_arg = arg;
+}
+
+StringInfo
+CtasHttpStreamBuffer(CtasHttpStream *s)
+{
+	return &s->buf;
+}
+
+const char *
+CtasHttpStreamQueryId(CtasHttpStream *s)
+{
+	return s->query_id;
+}
+
+uint64
+CtasHttpStreamBytes(CtasHttpStream *s)
+{
+	return s->xfer ? s->xfer->up_total + (uint64) s->buf.len : 0;
+}
+
+/*
+ * ch_stream_fail
+ *		The stream failed (early answer from the server, broken connection,
+ *		timeout, interrupt): close the connection, stop the remote INSERT,
+ *		and raise the error.
+ */
+static void
+ch_stream_fail(CtasHttpStream *s, ch_run_result rr)
+{
+	CtasHttp   *http = s->http;
+	ch_xfer    *t = s->xfer;
+	ch_failure	f;
+	bool		sent;
+
+	if (!ch_check_response(http, t, rr, &f, NULL))
+	{
+		/* f is filled */
+	}
+	else
+	{
+		/* a 200 before the end of our data: the server stopped reading */
+		f.sqlstate = ERRCODE_CONNECTION_FAILURE;
+		f.detail = pstrdup("The server answered before the end of the data.");
+	}
+	sent = ch_xfer_sent_request(t);
+	ch_xfer_release(t);
+	s->closed = true;
+	if (s->slot && *s->slot == s)
+		*s->slot = NULL;
+	s->slot = NULL;
+	if (sent)
+		CtasHttpKillQuery(http, s->query_id);
+	if (s->on_failure)
+		s->on_failure(s->on_failure_arg);
+	if (rr == CH_RUN_INTERRUPTED)
+		ch_after_interrupt(http, s->what, s->sql);
+	ch_raise(http, s->what, s->sql, &f);
+}
+
+/*
+ * CtasHttpStreamFlush
+ *		Call after appending to the buffer: when it holds a chunk or more,
+ *		wait until curl has taken all of it (back-pressure from the
+ *		server), then empty it.  ereport(ERROR) when the stream fails; the
+ *		remote query is killed first.
+ */
+void
+CtasHttpStreamFlush(CtasHttpStream *s)
+{
+	ch_xfer    *t = s->xfer;
+	ch_run_result rr;
+
+	if (s->buf.len < CTAS_HTTP_STREAM_CHUNK)
+		return;
+	if (s->closed)
+		elog(ERROR, "ClickHouse stream used after close");
+
+	if (t->up_paused)
+	{
+		t->up_paused = false;
+		curl_easy_pause(t->easy, CURLPAUSE_CONT);
+		ch_socket_action(t, CURL_SOCKET_TIMEOUT, 0);
+	}
+	rr = ch_xfer_run(s->http, t, true, 0);
+	if (rr != CH_RUN_DRAINED)
+		ch_stream_fail(s, rr);
+	resetStringInfo(&s->buf);
+	t->up_off = 0;
+}
+
+/*
+ * CtasHttpStreamFinish
+ *		Send the rest of the buffer and the end of the body, wait for the
+ *		server's answer and check it.  ereport(ERROR) on failure (after
+ *		killing the remote query); the stream is closed either way.
+ */
+void
+CtasHttpStreamFinish(CtasHttpStream *s)
+{
+	ch_xfer    *t = s->xfer;
+	ch_run_result rr;
+	ch_failure	f;
+
+	if (s->closed)
+		elog(ERROR, "ClickHouse stream used after close");
+
+	t->up_eof = true;
+	if (t->up_paused)
+	{
+		t->up_paused = false;
+		curl_easy_pause(t->easy, CURLPAUSE_CONT);
+		ch_socket_action(t, CURL_SOCKET_TIMEOUT, 0);
+	}
+	rr = ch_xfer_run(s->http, t, false, 0);
+	if (rr != CH_RUN_DONE || !ch_check_response(s->http, t, rr, &f, NULL))
+		ch_stream_fail(s, rr);
+
+	ch_xfer_release(t);
+	resetStringInfo(&s->buf);
+	s->closed = true;
+	if (s->slot && *s->slot == s)
+		*s->slot = NULL;
+	s->slot = NULL;
+}
+
+/*
+ * CtasHttpStreamClose
+ *		Abandon the stream without error: close the connection and, when
+ *		the request had started, kill the remote INSERT.  Idempotent; for
+ *		abort paths (interrupts are held there, and the kill has a short
+ *		deadline).
+ */
+void
+CtasHttpStreamClose(CtasHttpStream *s)
+{
+	bool		sent;
+
+	if (s->slot && *s->slot == s)
+		*s->slot = NULL;
+	s->slot = NULL;
+	if (s->closed)
+		return;
+	s->closed = true;
+	sent = s->xfer->easy != NULL && ch_xfer_sent_request(s->xfer);
+	ch_xfer_release(s->xfer);
+	if (sent)
+		CtasHttpKillQuery(s->http, s->query_id);
+}

@@ -17,7 +17,9 @@ OBJS = \
 	src/target_postgres.o \
 	src/typemap.o \
 	src/utility.o \
-	src/xact.o
+	src/xact.o \
+	src/http.o \
+	src/target_clickhouse.o
 
 EXTENSION = ctas_fed
 DATA = ctas_fed--0.1.sql

@@ -164,7 +164,7 @@ static const char *const clickhouse_required[] = {"url", NULL};
  */
 static const CtasCatalogType catalog_types[] = {
 	{"postgres", &CtasPostgresTarget, postgres_options, NULL},
-	{"clickhouse", NULL, clickhouse_options, clickhouse_required},
+	{"clickhouse", &CtasClickHouseTarget, clickhouse_options, clickhouse_required},
 	{NULL}
 };
 

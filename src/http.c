@@ -141,6 +141,7 @@ struct CtasHttp
 	int			timeout_s;		/* the same, for messages */
 	ch_xfer    *xfer;			/* reused for queries, or NULL */
 	CtasHttpVersion *version;	/* read once, or NULL */
+	char	   *settings;		/* "&name=value..." on every URL, or NULL */
 };
 
 struct CtasHttpStream
@@ -840,6 +841,8 @@ ch_url(CtasHttp *http, ch_xfer *t, const char *query_id,
 
 	initStringInfo(&buf);
 	appendStringInfo(&buf, "%s/?query_id=%s", http->base_url, query_id);
+	if (http->settings)
+		appendStringInfoString(&buf, http->settings);
 	if (wait_end)
 		appendStringInfoString(&buf, "&wait_end_of_query=1");
 	if (sql_in_url)
@@ -1394,6 +1397,13 @@ CtasHttpKillQuery(CtasHttp *http, const char *query_id)
 	MemoryContextDelete(cxt);	/* releases the transfer */
 }
 
+/* Has the server version been read already? */
+bool
+CtasHttpServerVersionKnown(CtasHttp *http)
+{
+	return http->version != NULL;
+}
+
 /*
  * CtasHttpServerVersion
  *		The server's version, read with SELECT version() on first use and
@@ -1422,6 +1432,33 @@ CtasHttpServerVersion(CtasHttp *http)
 	MemoryContextSwitchTo(old);
 	http->version = v;
 	return v;
+}
+
+/*
+ * CtasHttpAddSetting
+ *		Send the ClickHouse setting name=value with every later request of
+ *		this client (URL parameters; name and value are URL-encoded).
+ */
+void
+CtasHttpAddSetting(CtasHttp *http, const char *name, const char *value)
+{
+	MemoryContext old = MemoryContextSwitchTo(http->cxt);
+	char	   *n = curl_easy_escape(NULL, name, 0);
+	char	   *v = curl_easy_escape(NULL, value, 0);
+
+	if (n == NULL || v == NULL)
+	{
+		curl_free(n);
+		curl_free(v);
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	}
+	http->settings = psprintf("%s&%s=%s", http->settings ? http->settings : "",
+							  n, v);
+	curl_free(n);
+	curl_free(v);
+	MemoryContextSwitchTo(old);
 }
 
 /*

@@ -51,7 +51,10 @@ extern CtasHttp *CtasHttpCreate(const CtasCatalog *catalog,
 								MemoryContext cxt);
 extern const char *CtasHttpCatalogName(CtasHttp *http);
 extern const CtasHttpVersion *CtasHttpServerVersion(CtasHttp *http);
+extern bool CtasHttpServerVersionKnown(CtasHttp *http);
 extern bool CtasHttpVersionAtLeast(CtasHttp *http, int major, int minor);
+extern void CtasHttpAddSetting(CtasHttp *http, const char *name,
+							   const char *value);
 extern char *CtasHttpQuery(CtasHttp *http, const char *sql,
 						   const char *what);
 extern bool CtasHttpTryQuery(CtasHttp *http, const char *sql,

@@ -13,13 +13,16 @@ OBJS = \
 	src/catalog.o \
 	src/connection.o \
 	src/ctas.o \
+	src/http.o \
+	src/jobs.o \
+	src/metrics.o \
 	src/remote.o \
+	src/target_clickhouse.o \
 	src/target_postgres.o \
 	src/typemap.o \
 	src/utility.o \
-	src/xact.o \
-	src/http.o \
-	src/target_clickhouse.o
+	src/worker.o \
+	src/xact.o
 
 EXTENSION = ctas_fed
 DATA = ctas_fed--0.1.sql

@@ -89,3 +89,28 @@ COMMENT ON FUNCTION @extschema@.resolve_in_doubt(name)
   IS 'commit or roll back what this cluster left in doubt in catalogs';
 
 REVOKE ALL ON FUNCTION @extschema@.resolve_in_doubt(name) FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.jobs(
+    OUT job_id bigint, OUT catalog text, OUT target text, OUT mode text,
+    OUT state text, OUT rows bigint, OUT bytes bigint,
+    OUT started_at timestamptz, OUT finished_at timestamptz,
+    OUT error text, OUT pid integer, OUT local_xid xid8, OUT gid text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'ctas_fed_jobs'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE VIEW @extschema@.jobs AS
+  SELECT * FROM @extschema@.jobs() ORDER BY job_id;
+
+COMMENT ON VIEW @extschema@.jobs
+  IS 'federated CTAS, DROP and streaming jobs: running ones and a bounded history';
+
+GRANT SELECT ON @extschema@.jobs TO PUBLIC;
+
+CREATE FUNCTION @extschema@.metrics()
+RETURNS text
+AS 'MODULE_PATHNAME', 'ctas_fed_metrics'
+LANGUAGE C STRICT VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.metrics()
+  IS 'the job registry in the Prometheus text exposition format';

@@ -46,6 +46,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 #include "target.h"
 
@@ -54,7 +55,16 @@ typedef struct CtasDest
 {
 	DestReceiver pub;
 	CtasLoad   *load;
+	TimestampTz started;		/* for progress NOTICEs */
+	TimestampTz last_notice;
 } CtasDest;
+
+/* GUCs */
+bool		CtasProgress = false;
+int			CtasProgressInterval = 10;
+
+/* rows between two publications of a running job's counters */
+#define PROGRESS_EVERY_ROWS	1000
 
 static const char *const statement_options[] = {
 	"atomic", "if_exists", "commit_every", "column_types", "primary_key",
@@ -66,6 +76,13 @@ static void derive_columns(CtasLoad *load, TupleDesc tupdesc, List *colnames);
 static List *parse_name_list(const char *option, const char *value);
 static DestReceiver *create_dest(CtasLoad *load);
 static void load_error_context(void *arg);
+static void explain_load(CtasLoad *load, Query *query, ExplainState *es,
+						 const char *queryString, ParamListInfo params,
+						 QueryEnvironment *queryEnv);
+static void start_job(CtasLoad *load, const char *mode);
+static void fail_job(CtasLoad *load);
+static void run_load(CtasLoad *load, ParseState *pstate, Query *query,
+					 ParamListInfo params, QueryEnvironment *queryEnv);
 
 /* seconds since *start */
 static double
@@ -418,8 +435,44 @@ CtasBeginLoad(CtasLoad *load)
 
 	if (load->opts.atomic)
 		load->part = CtasJoinTransaction(load->catalog);
+	start_job(load, load->opts.atomic ? "atomic" : "streaming");
 	load->routine->begin_load(load);
 	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * start_job
+ *		Register the load in ctas_fed.jobs; an atomic one moves on with its
+ *		transaction.
+ */
+static void
+start_job(CtasLoad *load, const char *mode)
+{
+	load->job = CtasJobStart(load->catalog,
+							 psprintf("%s.%s", quote_identifier(load->schema),
+									  quote_identifier(load->table)),
+							 mode,
+							 load->catalog->notify_url ? load->catalog->notify_url :
+							 CtasNotifyUrl);
+	if (load->part)
+		CtasXactAddJob(load->part, load->job);
+}
+
+/*
+ * fail_job
+ *		In a PG_CATCH block: mark the load's job failed with the message of
+ *		the error being handled.
+ */
+static void
+fail_job(CtasLoad *load)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(load->cxt);
+	ErrorData  *edata = CopyErrorData();
+
+	MemoryContextSwitchTo(oldcxt);
+	CtasJobProgress(load->job, load->rows, load->bytes);
+	CtasJobSetState(load->job, CTAS_JOB_FAILED, edata->message);
+	FreeErrorData(edata);
 }
 
 void
@@ -442,66 +495,90 @@ CtasExecCreateTableAs(ParseState *pstate, CreateTableAsStmt *stmt,
 					  Oid serverid, ParamListInfo params,
 					  QueryEnvironment *queryEnv, QueryCompletion *qc)
 {
-	Query	   *query = castNode(Query, stmt->query);
 	CtasLoad   *load;
-	ErrorContextCallback errcallback;
 
 	PreventCommandIfReadOnly("CREATE TABLE AS");
 
 	load = CtasPrepareLoad(serverid, stmt);
 
-	CtasBeginLoad(load);
-
-	errcallback.callback = load_error_context;
-	errcallback.arg = load;
-	errcallback.previous = error_context_stack;
-	error_context_stack = &errcallback;
-
-	if (!load->skipped && !load->skip_data)
+	PG_TRY();
 	{
-		DestReceiver *dest = create_dest(load);
+		ErrorContextCallback errcallback;
 
-		if (query->commandType == CMD_UTILITY &&
-			IsA(query->utilityStmt, ExecuteStmt))
-		{
-			ExecuteQuery(pstate, (ExecuteStmt *) query->utilityStmt, NULL,
-						 params, dest, NULL);
-		}
-		else
-		{
-			List	   *rewritten;
-			PlannedStmt *plan;
-			QueryDesc  *queryDesc;
+		CtasBeginLoad(load);
 
-			rewritten = QueryRewrite(copyObject(query));
-			if (list_length(rewritten) != 1)
-				elog(ERROR, "unexpected rewrite result for CREATE TABLE AS SELECT");
-			query = linitial_node(Query, rewritten);
-			Assert(query->commandType == CMD_SELECT);
+		errcallback.callback = load_error_context;
+		errcallback.arg = load;
+		errcallback.previous = error_context_stack;
+		error_context_stack = &errcallback;
 
-			plan = pg_plan_query(query, pstate->p_sourcetext,
-								 CURSOR_OPT_PARALLEL_OK, params);
+		if (!load->skipped && !load->skip_data)
+			run_load(load, pstate, castNode(Query, stmt->query), params,
+					 queryEnv);
+		CtasEndLoad(load);
 
-			PushCopiedSnapshot(GetActiveSnapshot());
-			UpdateActiveSnapshotCommandId();
-			queryDesc = CreateQueryDesc(plan, pstate->p_sourcetext,
-										GetActiveSnapshot(), InvalidSnapshot,
-										dest, params, queryEnv, 0);
-			ExecutorStart(queryDesc, 0);
-			ExecutorRun(queryDesc, ForwardScanDirection, 0L, true);
-			ExecutorFinish(queryDesc);
-			ExecutorEnd(queryDesc);
-			FreeQueryDesc(queryDesc);
-			PopActiveSnapshot();
-		}
+		error_context_stack = errcallback.previous;
 	}
+	PG_CATCH();
+	{
+		fail_job(load);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 
-	CtasEndLoad(load);
-	error_context_stack = errcallback.previous;
+	CtasJobProgress(load->job, load->rows, load->bytes);
+	if (!load->opts.atomic || load->skipped)
+		CtasJobSetState(load->job, CTAS_JOB_COMMITTED, NULL);
 
 	if (qc)
 		SetQueryCompletion(qc, CMDTAG_SELECT, load->rows);
 	MemoryContextDelete(load->cxt);
+}
+
+/*
+ * run_load
+ *		Execute the query of a CTAS (a SELECT, or EXECUTE of a prepared
+ *		one) into the load's DestReceiver.
+ */
+static void
+run_load(CtasLoad *load, ParseState *pstate, Query *query,
+		 ParamListInfo params, QueryEnvironment *queryEnv)
+{
+	DestReceiver *dest = create_dest(load);
+
+	if (query->commandType == CMD_UTILITY &&
+		IsA(query->utilityStmt, ExecuteStmt))
+	{
+		ExecuteQuery(pstate, (ExecuteStmt *) query->utilityStmt, NULL,
+					 params, dest, NULL);
+	}
+	else
+	{
+		List	   *rewritten;
+		PlannedStmt *plan;
+		QueryDesc  *queryDesc;
+
+		rewritten = QueryRewrite(copyObject(query));
+		if (list_length(rewritten) != 1)
+			elog(ERROR, "unexpected rewrite result for CREATE TABLE AS SELECT");
+		query = linitial_node(Query, rewritten);
+		Assert(query->commandType == CMD_SELECT);
+
+		plan = pg_plan_query(query, pstate->p_sourcetext,
+							 CURSOR_OPT_PARALLEL_OK, params);
+
+		PushCopiedSnapshot(GetActiveSnapshot());
+		UpdateActiveSnapshotCommandId();
+		queryDesc = CreateQueryDesc(plan, pstate->p_sourcetext,
+									GetActiveSnapshot(), InvalidSnapshot,
+									dest, params, queryEnv, 0);
+		ExecutorStart(queryDesc, 0);
+		ExecutorRun(queryDesc, ForwardScanDirection, 0L, true);
+		ExecutorFinish(queryDesc);
+		ExecutorEnd(queryDesc);
+		FreeQueryDesc(queryDesc);
+		PopActiveSnapshot();
+	}
 }
 
 /*
@@ -560,10 +637,10 @@ CtasStandardExplainOneQuery(Query *query, int cursorOptions,
  *		plan and the target's description; with it, the load runs exactly
  *		as the CTAS would (atomically), with instrumentation.
  */
-void
-CtasExplainLoad(CtasLoad *load, Query *query, ExplainState *es,
-				const char *queryString, ParamListInfo params,
-				QueryEnvironment *queryEnv)
+static void
+explain_load(CtasLoad *load, Query *query, ExplainState *es,
+			 const char *queryString, ParamListInfo params,
+			 QueryEnvironment *queryEnv)
 {
 	PlannedStmt *plan;
 	instr_time	planduration;
@@ -654,6 +731,30 @@ CtasExplainLoad(CtasLoad *load, Query *query, ExplainState *es,
 	ExplainCloseGroup("Federated Target", NULL, true, es);
 }
 
+void
+CtasExplainLoad(CtasLoad *load, Query *query, ExplainState *es,
+				const char *queryString, ParamListInfo params,
+				QueryEnvironment *queryEnv)
+{
+	PG_TRY();
+	{
+		explain_load(load, query, es, queryString, params, queryEnv);
+	}
+	PG_CATCH();
+	{
+		fail_job(load);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (es->analyze)
+	{
+		CtasJobProgress(load->job, load->rows, load->bytes);
+		if (!load->opts.atomic || load->skipped)
+			CtasJobSetState(load->job, CTAS_JOB_COMMITTED, NULL);
+	}
+}
+
 /*
  * CtasExecDrop
  *		DROP TABLE [IF EXISTS] catalog.schema.table, in the local
@@ -668,16 +769,29 @@ CtasExecDrop(Oid serverid, List *names, bool missing_ok)
 	PreventCommandIfReadOnly("DROP TABLE");
 	load = CtasNewLoad(serverid, rel, NIL);
 	load->part = CtasJoinTransaction(load->catalog);
-	load->routine->drop_table(load, missing_ok);
+	start_job(load, "drop");
+	PG_TRY();
+	{
+		load->routine->drop_table(load, missing_ok);
+	}
+	PG_CATCH();
+	{
+		fail_job(load);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	MemoryContextDelete(load->cxt);
 }
 
 /* DestReceiver callbacks */
 
+static void report_progress(CtasDest *dest);
+
 static bool
 ctas_dest_receive(TupleTableSlot *slot, DestReceiver *self)
 {
-	CtasLoad   *load = ((CtasDest *) self)->load;
+	CtasDest   *dest = (CtasDest *) self;
+	CtasLoad   *load = dest->load;
 	MemoryContext oldcxt;
 
 	oldcxt = MemoryContextSwitchTo(load->row_cxt);
@@ -685,7 +799,38 @@ ctas_dest_receive(TupleTableSlot *slot, DestReceiver *self)
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextReset(load->row_cxt);
 	load->rows++;
+
+	if (load->rows % PROGRESS_EVERY_ROWS == 0)
+	{
+		CtasJobProgress(load->job, load->rows, load->bytes);
+		if (CtasProgress)
+			report_progress(dest);
+	}
 	return true;
+}
+
+/*
+ * report_progress
+ *		NOTICE with rows, bytes and rate, every ctas_fed.progress_interval
+ *		seconds.
+ */
+static void
+report_progress(CtasDest *dest)
+{
+	CtasLoad   *load = dest->load;
+	TimestampTz now = GetCurrentTimestamp();
+	double		secs;
+
+	if (!TimestampDifferenceExceeds(dest->last_notice, now,
+									CtasProgressInterval * 1000))
+		return;
+	dest->last_notice = now;
+	secs = (double) (now - dest->started) / USECS_PER_SEC;
+	ereport(NOTICE,
+			(errmsg("loading into %s.%s.%s: " UINT64_FORMAT " rows, " UINT64_FORMAT " bytes, %.0f rows/s",
+					load->catalog->name, load->schema, load->table,
+					load->rows, load->bytes,
+					secs > 0 ? load->rows / secs : 0.0)));
 }
 
 static void
@@ -728,5 +873,7 @@ create_dest(CtasLoad *load)
 	self->pub.rDestroy = ctas_dest_destroy;
 	self->pub.mydest = DestNone;
 	self->load = load;
+	self->started = GetCurrentTimestamp();
+	self->last_notice = self->started;
 	return (DestReceiver *) self;
 }

@@ -4,11 +4,16 @@
  *		  Library entry point: GUCs, hooks, shared memory, background worker.
  *
  * ctas_fed must be loaded through shared_preload_libraries: its hooks
- * decide whether a CREATE TABLE AS is about an external catalog, and
- * without them a federated CTAS would be ordinary PostgreSQL's business.
- * When the library is loaded any other way, _PG_init installs nothing and
- * every entry point (the foreign-data wrapper validator included, which
- * CREATE EXTENSION calls) fails with a hint naming the setting.
+ * decide whether a CREATE TABLE AS is about an external catalog, its job
+ * registry lives in shared memory, and its worker resolves what crashes
+ * leave in doubt.  When the library is loaded any other way, _PG_init
+ * installs nothing and every entry point (the foreign-data wrapper
+ * validator included, which CREATE EXTENSION calls) fails with a hint
+ * naming the setting.
+ *
+ * Shared memory is set up in the two steps of PostgreSQL 15, as
+ * pg_stat_statements does: shmem_request_hook asks for the space and the
+ * lock, shmem_startup_hook attaches (jobs.c).
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -19,10 +24,14 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/ipc.h"
 #include "utils/guc.h"
 
+#include "jobs.h"
 #include "target.h"
 
 PG_MODULE_MAGIC;
@@ -30,24 +39,103 @@ PG_MODULE_MAGIC;
 /* true when loaded by shared_preload_libraries */
 bool		CtasPreloaded = false;
 
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
 void		_PG_init(void);
+static void ctas_shmem_request(void);
+static void ctas_shmem_startup(void);
+static void define_gucs(void);
 
 /*
  * _PG_init
- *		Define GUCs; when preloading, install hooks and request shared
- *		memory.
+ *		Define GUCs; when preloading, install hooks, request shared memory
+ *		and register the worker.
  */
 void
 _PG_init(void)
 {
-	MarkGUCPrefixReserved("ctas_fed");
-
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 
+	define_gucs();
+
 	CtasPreloaded = true;
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = ctas_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = ctas_shmem_startup;
 	CtasUtilityInit();
 	CtasXactInit();
+	CtasWorkerRegister();
+}
+
+static void
+ctas_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	CtasJobsShmemRequest();
+}
+
+static void
+ctas_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	CtasJobsShmemStartup();
+}
+
+/*
+ * define_gucs
+ *		Every setting of ctas_fed, by meaning: sizes of shared memory are
+ *		postmaster settings, the worker's are reloadable, the webhook and
+ *		the fault point are superuser-only, progress reporting is the
+ *		user's.
+ */
+static void
+define_gucs(void)
+{
+	DefineCustomIntVariable("ctas_fed.max_jobs",
+							"Maximum number of jobs running at once.",
+							NULL, &CtasMaxJobs, 64, 1, 10000,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("ctas_fed.history_size",
+							"Number of finished jobs kept in ctas_fed.jobs.",
+							NULL, &CtasHistorySize, 1000, 0, 100000,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("ctas_fed.database",
+							   "Database the ctas_fed worker connects to.",
+							   "The worker resolves the catalogs defined in this database.",
+							   &CtasWorkerDatabase, "postgres",
+							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("ctas_fed.resolver_naptime",
+							"Time between two rounds of in-doubt resolution.",
+							NULL, &CtasResolverNaptime, 60, 1, 86400,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomStringVariable("ctas_fed.notify_url",
+							   "Status webhook for catalogs without a notify_url of their own.",
+							   NULL, &CtasNotifyUrl, "",
+							   PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("ctas_fed.pushgateway_url",
+							   "Prometheus Pushgateway that receives the metrics when jobs end.",
+							   NULL, &CtasPushgatewayUrl, "",
+							   PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("ctas_fed.progress",
+							 "Report the progress of long loads with NOTICEs.",
+							 NULL, &CtasProgress, false,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("ctas_fed.progress_interval",
+							"Time between two progress NOTICEs.",
+							NULL, &CtasProgressInterval, 10, 1, 3600,
+							PGC_USERSET, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomStringVariable("ctas_fed.fault_point",
+							   "For tests only: stop the backend at this point of the commit protocol.",
+							   "after_prepare, after_commit_record or after_rename.",
+							   &CtasFaultPoint, "",
+							   PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("ctas_fed");
 }
 
 /*

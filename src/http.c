@@ -1708,3 +1708,112 @@ CtasHttpStreamClose(CtasHttpStream *s)
 	if (sent)
 		CtasHttpKillQuery(s->http, s->query_id);
 }
+
+/* discard a response body */
+static size_t
+send_discard_cb(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+	return size * nmemb;
+}
+
+/*
+ * CtasHttpSend
+ *		One request with a body to an http(s) URL that is not a ClickHouse
+ *		catalog: status webhooks and the Pushgateway, sent by the worker.
+ *
+ * Hardened like the catalog client (no signals, http/https only, no
+ * redirects, TLS verified, no proxy from the environment), with a total
+ * deadline of timeout_secs since a webhook body is small.  It blocks, which
+ * only the worker may do.  Never raises an error: returns false with a
+ * palloc'd message in *error for a transport failure or a status other than
+ * 2xx.  The curl handle and header list are released before returning, on
+ * every path.
+ */
+bool
+CtasHttpSend(const char *url, const char *method, const char *content_type,
+			 const char *body, int timeout_secs, char **error)
+{
+	CURL	   *easy;
+	struct curl_slist *headers = NULL;
+	struct curl_slist *h;
+	char	   *ct_line;
+	char		errbuf[CURL_ERROR_SIZE];
+	CURLcode	rc = CURLE_OK;
+	long		status = 0;
+
+	*error = NULL;
+	if (!curl_initialized)
+	{
+		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		{
+			*error = pstrdup("could not initialize libcurl");
+			return false;
+		}
+		curl_initialized = true;
+	}
+
+	easy = curl_easy_init();
+	ct_line = psprintf("Content-Type: %s", content_type);
+	h = curl_slist_append(NULL, ct_line);
+	if (h)
+		headers = h;
+	if (h)
+		h = curl_slist_append(headers, "Expect:");
+	if (easy == NULL || h == NULL)
+	{
+		if (easy)
+			curl_easy_cleanup(easy);
+		curl_slist_free_all(headers);
+		*error = pstrdup("out of memory");
+		return false;
+	}
+	errbuf[0] = '\0';
+
+#define SETOPT(opt, val) \
+	do { if (rc == CURLE_OK) rc = curl_easy_setopt(easy, opt, val); } while (0)
+
+	SETOPT(CURLOPT_NOSIGNAL, 1L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+	SETOPT(CURLOPT_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
+	SETOPT(CURLOPT_REDIR_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+	SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
+	SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
+	SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
+	SETOPT(CURLOPT_PROXY, "");
+	SETOPT(CURLOPT_CONNECTTIMEOUT, (long) Min(timeout_secs, 5));
+	SETOPT(CURLOPT_TIMEOUT, (long) timeout_secs);
+	SETOPT(CURLOPT_USERAGENT, "ctas_fed");
+	SETOPT(CURLOPT_URL, url);
+	SETOPT(CURLOPT_CUSTOMREQUEST, method);
+	SETOPT(CURLOPT_POSTFIELDS, body);
+	SETOPT(CURLOPT_POSTFIELDSIZE, (long) strlen(body));
+	SETOPT(CURLOPT_HTTPHEADER, headers);
+	SETOPT(CURLOPT_ERRORBUFFER, errbuf);
+	SETOPT(CURLOPT_WRITEFUNCTION, send_discard_cb);
+#undef SETOPT
+
+	if (rc == CURLE_OK)
+		rc = curl_easy_perform(easy);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+
+	curl_easy_cleanup(easy);
+	curl_slist_free_all(headers);
+	pfree(ct_line);
+
+	if (rc != CURLE_OK)
+	{
+		*error = psprintf("%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
+		return false;
+	}
+	if (status < 200 || status > 299)
+	{
+		*error = psprintf("HTTP status %ld", status);
+		return false;
+	}
+	return true;
+}

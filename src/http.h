@@ -62,6 +62,9 @@ extern bool CtasHttpTryQuery(CtasHttp *http, const char *sql,
 							 char **result, char **errdetail);
 extern void CtasHttpKillQuery(CtasHttp *http, const char *query_id);
 extern char *CtasHttpNewQueryId(void);
+extern bool CtasHttpSend(const char *url, const char *method,
+						 const char *content_type, const char *body,
+						 int timeout_secs, char **error);
 
 extern CtasHttpStream *CtasHttpStreamOpen(CtasHttp *http, const char *sql,
 										  const char *what,

@@ -73,6 +73,12 @@ emit_action(void *arg, const char *object, const char *action)
 	values[0] = CStringGetTextDatum(es->catalog);
 	values[1] = CStringGetTextDatum(object);
 	values[2] = CStringGetTextDatum(action);
+
+	/* jobs left in doubt on this object are settled now */
+	if (strcmp(action, "committed") == 0)
+		CtasJobsResolveGid(object, CTAS_JOB_COMMITTED);
+	else if (strcmp(action, "rolled back") == 0)
+		CtasJobsResolveGid(object, CTAS_JOB_ABORTED);
 	tuplestore_putvalues(es->rsinfo->setResult, es->rsinfo->setDesc,
 						 values, nulls);
 }
@@ -195,6 +201,14 @@ ctas_fed_resolve_in_doubt(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	es.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
+	if (!CtasJobsResolverAcquire())
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("another resolution of in-doubt transactions is running"),
+				 errhint("Try again in a moment.")));
+
+	PG_TRY();
+	{
 	if (!PG_ARGISNULL(0))
 		catalogs = list_make1_oid(lookup(NameStr(*PG_GETARG_NAME(0)))->serverid);
 	else
@@ -216,5 +230,11 @@ ctas_fed_resolve_in_doubt(PG_FUNCTION_ARGS)
 		if (routine->resolve)
 			routine->resolve(catalog, emit_action, &es);
 	}
+	}
+	PG_FINALLY();
+	{
+		CtasJobsResolverRelease();
+	}
+	PG_END_TRY();
 	return (Datum) 0;
 }

@@ -45,6 +45,7 @@
 #include "tcop/cmdtag.h"
 
 #include "ctas_fed.h"
+#include "jobs.h"
 
 /* WITH (if_exists = ...) */
 typedef enum CtasIfExists
@@ -105,6 +106,7 @@ typedef struct CtasLoad
 	uint64		rows;			/* rows written so far */
 	uint64		bytes;			/* payload bytes sent so far */
 	uint64		rows_committed; /* streaming: rows the remote has committed */
+	CtasJobRef	job;			/* the job in ctas_fed.jobs */
 	const char *format;			/* wire format chosen, for EXPLAIN/DEBUG */
 	MemoryContext cxt;			/* lives as long as the statement */
 	MemoryContext row_cxt;		/* reset by the caller after every row */
@@ -121,6 +123,13 @@ struct CtasParticipant
 	MemoryContext cxt;			/* until end of top-level transaction */
 	int			serial;			/* distinguishes participants of one xact */
 	bool		prepared;		/* pre_commit done */
+	List	   *jobs;			/* the jobs of this participant (xact.c) */
+
+	/* set by the target, read by xact.c for the jobs' records */
+	char	   *gid;			/* remote gid or staging table, once known */
+	bool		one_phase;		/* committed at pre-commit, in one phase */
+	bool		in_doubt;		/* post_commit left the outcome to the
+								 * resolver */
 	void	   *private;		/* target's per-transaction state */
 };
 
@@ -207,6 +216,8 @@ struct CtasTargetRoutine
 extern const CtasTargetRoutine *CtasCatalogRoutine(const CtasCatalog *catalog);
 
 /* in ctas.c */
+extern bool CtasProgress;
+extern int	CtasProgressInterval;
 extern CtasLoad *CtasNewLoad(Oid serverid, RangeVar *rel, List *options);
 extern CtasLoad *CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt);
 extern void CtasBeginLoad(CtasLoad *load);
@@ -233,6 +244,9 @@ extern void CtasXactInit(void);
 extern CtasParticipant *CtasJoinTransaction(CtasCatalog *catalog);
 extern char *CtasMakeGid(CtasParticipant *part);
 extern char *CtasScratchName(const char *kind);
+extern void CtasXactAddJob(CtasParticipant *part, CtasJobRef job);
+extern char *CtasLocalXactStatus(uint64 fxid);
+extern char *CtasFaultPoint;
 extern const char *CtasGidPrefix(void);
 
 /* in typemap.c */

@@ -38,7 +38,6 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "executor/spi.h"
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -649,6 +648,7 @@ pg_pre_commit(CtasParticipant *part)
 	if (st->two_phase)
 	{
 		st->gid = CtasMakeGid(part);
+		part->gid = st->gid;
 		sql = psprintf("PREPARE TRANSACTION %s", quote_literal_cstr(st->gid));
 		CtasPgExec(st->entry->conn, part->catalog, sql);
 		st->prepared = true;
@@ -657,6 +657,7 @@ pg_pre_commit(CtasParticipant *part)
 	{
 		CtasPgExec(st->entry->conn, part->catalog, "COMMIT");
 		st->committed = true;
+		part->one_phase = true;
 	}
 	st->entry->xact_depth = 0;
 }
@@ -685,6 +686,7 @@ pg_post_commit(CtasParticipant *part)
 				 errdetail_internal("%s", msg),
 				 errhint("The local transaction committed; ctas_fed.resolve_in_doubt() commits the remote one once the catalog is reachable.")));
 		st->entry->broken = true;
+		part->in_doubt = true;
 	}
 }
 
@@ -717,6 +719,7 @@ pg_abort(CtasParticipant *part)
 					 errdetail_internal("%s", msg),
 					 errhint("ctas_fed.resolve_in_doubt() rolls it back once the catalog is reachable.")));
 			entry->broken = true;
+			part->in_doubt = true;
 		}
 	}
 	else if (st->committed)
@@ -875,35 +878,6 @@ pg_list_columns(CtasCatalog *catalog, const char *schema, const char *table,
 }
 
 /*
- * local_xact_status
- *		Commit status of the local transaction fxid, as pg_xact_status()
- *		reports it: "committed", "aborted", "in progress", or NULL when the
- *		status is no longer known.  Uses SPI.
- */
-static char *
-local_xact_status(uint64 fxid)
-{
-	MemoryContext outer = CurrentMemoryContext;
-	char	   *status = NULL;
-	char	   *sql;
-	bool		isnull;
-	Datum		d;
-
-	sql = psprintf("SELECT pg_catalog.pg_xact_status('" UINT64_FORMAT "'::pg_catalog.xid8)",
-				   fxid);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not read the status of transaction " UINT64_FORMAT,
-			 fxid);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (!isnull)
-		status = MemoryContextStrdup(outer, TextDatumGetCString(d));
-	SPI_finish();
-	return status;
-}
-
-/*
  * pg_resolve
  *		Decide every prepared transaction of this cluster on the catalog's
  *		database from the commit status of the local transaction its gid
@@ -928,7 +902,9 @@ pg_resolve(CtasCatalog *catalog,
 		res = CtasPgQuery(conn, catalog,
 						  psprintf("SELECT gid FROM pg_catalog.pg_prepared_xacts "
 								   "WHERE database = pg_catalog.current_database() "
-								   "AND pg_catalog.starts_with(gid, %s) ORDER BY prepared",
+								   "AND pg_catalog.starts_with(gid, %s) "
+								   "AND (owner = current_user OR (SELECT rolsuper FROM pg_catalog.pg_roles "
+								   "WHERE rolname = current_user)) ORDER BY prepared",
 								   quote_literal_cstr(prefix)));
 		for (i = 0; i < PQntuples(res); i++)
 			gids = lappend(gids, pstrdup(PQgetvalue(res, i, 0)));
@@ -947,7 +923,12 @@ pg_resolve(CtasCatalog *catalog,
 				emit(arg, gid, "skipped: not a gid of ctas_fed");
 				continue;
 			}
-			status = local_xact_status(fxid);
+			if (CtasJobsGidIsLive(gid))
+			{
+				emit(arg, gid, "left: its backend is finishing it");
+				continue;
+			}
+			status = CtasLocalXactStatus(fxid);
 			if (status == NULL)
 				emit(arg, gid, "left: local transaction status unknown");
 			else if (strcmp(status, "committed") == 0 ||

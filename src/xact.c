@@ -40,12 +40,27 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "nodes/pg_list.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 
 #include "target.h"
 
 static List *participants = NIL;
 static int	scratch_counter = 0;
+
+/* GUC ctas_fed.fault_point (tests only, superuser only) */
+char	   *CtasFaultPoint = NULL;
+
+/* a job of a participant, with the nesting level that did it */
+typedef struct XactJob
+{
+	CtasJobRef	ref;
+	int			level;
+} XactJob;
 
 static void ctas_xact_callback(XactEvent event, void *arg);
 static void ctas_subxact_callback(SubXactEvent event,
@@ -173,6 +188,95 @@ CtasScratchName(const char *kind)
 					U64FromFullTransactionId(fxid), ++scratch_counter);
 }
 
+/*
+ * CtasXactAddJob
+ *		Let the transaction move job through prepared, committed, aborted
+ *		with part.
+ */
+void
+CtasXactAddJob(CtasParticipant *part, CtasJobRef job)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(part->cxt);
+	XactJob    *xj = palloc(sizeof(XactJob));
+
+	xj->ref = job;
+	xj->level = GetCurrentTransactionNestLevel();
+	part->jobs = lappend(part->jobs, xj);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+static void
+set_jobs_state(CtasParticipant *part, CtasJobState state)
+{
+	ListCell   *lc;
+
+	foreach(lc, part->jobs)
+	{
+		XactJob    *xj = lfirst(lc);
+
+		if (state == CTAS_JOB_PREPARED)
+		{
+			if (part->gid)
+				CtasJobSetGid(xj->ref, part->gid);
+			else if (part->one_phase)
+				CtasJobSetGid(xj->ref, "(one-phase commit)");
+		}
+		CtasJobSetState(xj->ref, state, NULL);
+	}
+}
+
+/*
+ * fault_point
+ *		Test support: when ctas_fed.fault_point names this point, log it and
+ *		wait here until the server is stopped (immediate) or the backend is
+ *		killed.  Interrupts are not serviced, so nothing else moves the
+ *		backend on; this is how crash tests stop at exact points.
+ */
+static void
+fault_point(const char *name)
+{
+	if (CtasFaultPoint == NULL || strcmp(CtasFaultPoint, name) != 0)
+		return;
+	ereport(LOG,
+			(errmsg("ctas_fed: stopped at fault point \"%s\"", name)));
+	for (;;)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/*
+ * CtasLocalXactStatus
+ *		Commit status of the local transaction fxid, as pg_xact_status()
+ *		reports it: "committed", "aborted", "in progress", or NULL when the
+ *		status is no longer known.  Needs a transaction; uses SPI.  The
+ *		result is palloc'd in the caller's memory context.
+ */
+char *
+CtasLocalXactStatus(uint64 fxid)
+{
+	MemoryContext outer = CurrentMemoryContext;
+	char	   *status = NULL;
+	char	   *sql;
+	bool		isnull;
+	Datum		d;
+
+	sql = psprintf("SELECT pg_catalog.pg_xact_status('" UINT64_FORMAT "'::pg_catalog.xid8)",
+				   fxid);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read the status of transaction " UINT64_FORMAT,
+			 fxid);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+		status = MemoryContextStrdup(outer, TextDatumGetCString(d));
+	SPI_finish();
+	return status;
+}
+
 static void
 forget_participants(void)
 {
@@ -208,7 +312,9 @@ ctas_xact_callback(XactEvent event, void *arg)
 						continue;
 					part->routine->pre_commit(part);
 					part->prepared = true;
+					set_jobs_state(part, CTAS_JOB_PREPARED);
 				}
+				fault_point(order == 0 ? "after_prepare" : "after_rename");
 			}
 			break;
 
@@ -221,11 +327,15 @@ ctas_xact_callback(XactEvent event, void *arg)
 
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_COMMIT:
+			/* the local commit record is durable here */
+			fault_point("after_commit_record");
 			foreach(lc, participants)
 			{
 				CtasParticipant *part = lfirst(lc);
 
 				part->routine->post_commit(part);
+				set_jobs_state(part, part->in_doubt ? CTAS_JOB_IN_DOUBT :
+							   CTAS_JOB_COMMITTED);
 			}
 			forget_participants();
 			break;
@@ -237,6 +347,8 @@ ctas_xact_callback(XactEvent event, void *arg)
 				CtasParticipant *part = lfirst(lc);
 
 				part->routine->abort(part);
+				set_jobs_state(part, part->in_doubt ? CTAS_JOB_IN_DOUBT :
+							   CTAS_JOB_ABORTED);
 			}
 			forget_participants();
 			break;
@@ -270,7 +382,21 @@ ctas_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	foreach(lc, participants)
 	{
 		CtasParticipant *part = lfirst(lc);
+		ListCell   *jc;
 
 		part->routine->subxact(part, event, level);
+
+		/* jobs of the ending level: aborted, or now the parent's */
+		foreach(jc, part->jobs)
+		{
+			XactJob    *xj = lfirst(jc);
+
+			if (xj->level < level)
+				continue;
+			if (event == SUBXACT_EVENT_ABORT_SUB)
+				CtasJobSetState(xj->ref, CTAS_JOB_ABORTED, NULL);
+			else
+				xj->level = level - 1;
+		}
 	}
 }

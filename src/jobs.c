@@ -1,0 +1,737 @@
+/*-------------------------------------------------------------------------
+ *
+ * jobs.c
+ *		  The shared-memory job registry: running jobs, a bounded history,
+ *		  per-catalog counters, the queue of status events for webhooks, and
+ *		  the file that makes all of it survive a restart.
+ *
+ * Every federated CTAS, DROP and streaming load is a job.  Its backend
+ * owns its slot while it runs: it publishes rows and bytes with atomic
+ * writes (no lock per row) and takes the lock only to change the state.  A
+ * job that reaches a final state (committed, aborted, failed) moves to the
+ * history ring; an in-doubt job stays in the history until the resolver
+ * decides it.
+ *
+ * An aborted transaction cannot write a row of its own, so nothing here is
+ * a table: the registry lives in shared memory, and the background worker
+ * (worker.c) writes it to pg_stat/ctas_fed_jobs.stat shortly after every
+ * change and at shutdown.  The postmaster loads that file when shared
+ * memory is created, so the history survives a clean restart and a crash
+ * restart (minus at most the last moments before a crash); jobs that were
+ * running when the server went down come back as in_doubt, for the worker
+ * to decide from the local transaction's commit status.
+ *
+ * Locking: "lock" (one LWLock of our tranche) protects everything but the
+ * rows/bytes counters of a running slot, which only its owner writes.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/jobs.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "access/xact.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "port/atomics.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+
+#include "jobs.h"
+
+#define JOBS_FILE		PGSTAT_STAT_PERMANENT_DIRECTORY "/ctas_fed_jobs.stat"
+#define JOBS_FILE_TMP	JOBS_FILE ".tmp"
+#define JOBS_MAGIC		0x43544a31	/* "CTJ1" */
+#define MAX_CATALOG_STATS	64
+#define EVENT_QUEUE_SIZE	256
+
+/* upper bounds of the duration histogram, in seconds */
+const double CtasDurationBuckets[CTAS_DURATION_BUCKETS] = {
+	0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800, 3600
+};
+
+/* GUCs */
+int			CtasMaxJobs = 64;
+int			CtasHistorySize = 1000;
+
+typedef struct JobsShared
+{
+	LWLock	   *lock;
+	int64		next_job_id;
+	uint64		change_count;	/* bumped on every change to persist */
+	int			history_head;	/* next history slot to write */
+	int			history_count;
+	int			ncatalogs;
+	CtasCatalogStats catalogs[MAX_CATALOG_STATS];
+	uint64		events_written;
+	uint64		events_read;
+	uint64		events_dropped;
+	pid_t		worker_pid;
+	Latch	   *worker_latch;
+	bool		resolver_busy;
+	pid_t		resolver_pid;
+	CtasJobEvent events[EVENT_QUEUE_SIZE];
+	CtasJob		jobs[FLEXIBLE_ARRAY_MEMBER];	/* running, then history */
+} JobsShared;
+
+static JobsShared *shared = NULL;
+
+#define RUNNING(i)	(&shared->jobs[(i)])
+#define HISTORY(i)	(&shared->jobs[CtasMaxJobs + (i)])
+
+static Size jobs_shmem_size(void);
+static CtasCatalogStats *catalog_stats(const char *name);
+static void load_jobs_file(void);
+static void add_to_history(const CtasJob *job);
+static void count_finished(const CtasJob *job);
+static void enqueue_event(const CtasJob *job);
+
+static Size
+jobs_shmem_size(void)
+{
+	return add_size(offsetof(JobsShared, jobs),
+					mul_size(CtasMaxJobs + CtasHistorySize, sizeof(CtasJob)));
+}
+
+/*
+ * CtasJobsShmemRequest
+ *		Called from the shmem_request_hook.
+ */
+void
+CtasJobsShmemRequest(void)
+{
+	RequestAddinShmemSpace(jobs_shmem_size());
+	RequestNamedLWLockTranche("ctas_fed", 1);
+}
+
+/*
+ * CtasJobsShmemStartup
+ *		Called from the shmem_startup_hook: attach, or create and load the
+ *		saved registry (in the postmaster).
+ */
+void
+CtasJobsShmemStartup(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	shared = ShmemInitStruct("ctas_fed jobs", jobs_shmem_size(), &found);
+	if (!found)
+	{
+		int			i;
+
+		memset(shared, 0, jobs_shmem_size());
+		shared->lock = &(GetNamedLWLockTranche("ctas_fed"))->lock;
+		shared->next_job_id = 1;
+		for (i = 0; i < CtasMaxJobs + CtasHistorySize; i++)
+		{
+			pg_atomic_init_u64(&shared->jobs[i].rows, 0);
+			pg_atomic_init_u64(&shared->jobs[i].bytes, 0);
+		}
+		if (!IsUnderPostmaster)
+			load_jobs_file();
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+const char *
+CtasJobStateName(CtasJobState state)
+{
+	switch (state)
+	{
+		case CTAS_JOB_RUNNING:
+			return "running";
+		case CTAS_JOB_PREPARED:
+			return "prepared";
+		case CTAS_JOB_COMMITTED:
+			return "committed";
+		case CTAS_JOB_ABORTED:
+			return "aborted";
+		case CTAS_JOB_FAILED:
+			return "failed";
+		case CTAS_JOB_IN_DOUBT:
+			return "in_doubt";
+	}
+	return "unknown";
+}
+
+static bool
+state_is_final(CtasJobState state)
+{
+	return state == CTAS_JOB_COMMITTED || state == CTAS_JOB_ABORTED ||
+		state == CTAS_JOB_FAILED;
+}
+
+static void
+notify_worker(void)
+{
+	shared->change_count++;
+	if (shared->worker_latch)
+		SetLatch(shared->worker_latch);
+}
+
+/*
+ * CtasJobStart
+ *		Register a running job of this backend.  When every slot is taken
+ *		the job is not tracked (ref.slot = -1) and a WARNING says so: the
+ *		registry must never fail a statement.
+ */
+CtasJobRef
+CtasJobStart(const CtasCatalog *catalog, const char *target, const char *mode,
+			 const char *notify_url)
+{
+	CtasJobRef	ref = {-1, 0};
+	int			i;
+
+	if (shared == NULL)
+		return ref;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < CtasMaxJobs; i++)
+	{
+		CtasJob    *job = RUNNING(i);
+
+		if (job->in_use)
+			continue;
+		job->in_use = true;
+		job->job_id = shared->next_job_id++;
+		strlcpy(job->catalog, catalog->name, sizeof(job->catalog));
+		strlcpy(job->target, target, sizeof(job->target));
+		strlcpy(job->mode, mode, sizeof(job->mode));
+		strlcpy(job->notify_url, notify_url ? notify_url : "",
+				sizeof(job->notify_url));
+		job->state = CTAS_JOB_RUNNING;
+		pg_atomic_write_u64(&job->rows, 0);
+		pg_atomic_write_u64(&job->bytes, 0);
+		job->started_at = GetCurrentTimestamp();
+		job->finished_at = 0;
+		job->error[0] = '\0';
+		job->gid[0] = '\0';
+		job->pid = MyProcPid;
+		job->dbid = MyDatabaseId;
+		job->userid = GetUserId();
+		job->serverid = catalog->serverid;
+		job->umid = catalog->umid;
+		job->fxid = U64FromFullTransactionId(GetTopFullTransactionIdIfAny());
+		ref.slot = i;
+		ref.id = job->job_id;
+		(void) catalog_stats(job->catalog);
+		enqueue_event(job);
+		notify_worker();
+		break;
+	}
+	LWLockRelease(shared->lock);
+
+	if (ref.slot < 0)
+		ereport(WARNING,
+				(errmsg("ctas_fed.jobs is full; this job is not tracked"),
+				 errhint("Raise ctas_fed.max_jobs.")));
+	return ref;
+}
+
+/* the running slot of ref, or NULL when it is no longer ours */
+static CtasJob *
+running_job(CtasJobRef ref)
+{
+	CtasJob    *job;
+
+	if (shared == NULL || ref.slot < 0)
+		return NULL;
+	job = RUNNING(ref.slot);
+	if (!job->in_use || job->job_id != ref.id)
+		return NULL;
+	return job;
+}
+
+/*
+ * CtasJobProgress
+ *		Publish rows and bytes.  No lock: only the owner writes them.
+ */
+void
+CtasJobProgress(CtasJobRef ref, uint64 rows, uint64 bytes)
+{
+	CtasJob    *job = running_job(ref);
+
+	if (job == NULL)
+		return;
+	pg_atomic_write_u64(&job->rows, rows);
+	pg_atomic_write_u64(&job->bytes, bytes);
+}
+
+/*
+ * CtasJobSetGid
+ *		Record the gid (or staging table) of the job, and its local xid.
+ */
+void
+CtasJobSetGid(CtasJobRef ref, const char *gid)
+{
+	CtasJob    *job = running_job(ref);
+
+	if (job == NULL)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	strlcpy(job->gid, gid, sizeof(job->gid));
+	job->fxid = U64FromFullTransactionId(GetTopFullTransactionIdIfAny());
+	notify_worker();
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * CtasJobSetState
+ *		Move a job to state; a final state (or in_doubt) frees its running
+ *		slot into the history.  error (may be NULL) is kept for failed jobs.
+ *		Never raises an error: called on commit and abort paths.
+ */
+void
+CtasJobSetState(CtasJobRef ref, CtasJobState state, const char *error)
+{
+	CtasJob    *job = running_job(ref);
+
+	if (job == NULL)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (job->state != state)
+	{
+		job->state = state;
+		if (error)
+			strlcpy(job->error, error, sizeof(job->error));
+		if (state_is_final(state) || state == CTAS_JOB_IN_DOUBT)
+		{
+			job->finished_at = GetCurrentTimestamp();
+			enqueue_event(job);
+			add_to_history(job);
+			count_finished(job);
+			job->in_use = false;
+		}
+		else
+			enqueue_event(job);
+		notify_worker();
+	}
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * add_to_history
+ *		Copy job into the history ring, overwriting the oldest entry.
+ *		Caller holds the lock.
+ */
+static void
+add_to_history(const CtasJob *job)
+{
+	CtasJob    *h;
+
+	if (CtasHistorySize <= 0)
+		return;
+	h = HISTORY(shared->history_head);
+	/* the owner no longer writes the counters: a plain copy is exact */
+	memcpy(h, job, sizeof(CtasJob));
+	h->in_use = true;
+	shared->history_head = (shared->history_head + 1) % CtasHistorySize;
+	if (shared->history_count < CtasHistorySize)
+		shared->history_count++;
+}
+
+/*
+ * catalog_stats
+ *		The counters of catalog name, created on first use; NULL when the
+ *		table is full.  Caller holds the lock.
+ */
+static CtasCatalogStats *
+catalog_stats(const char *name)
+{
+	int			i;
+
+	for (i = 0; i < shared->ncatalogs; i++)
+	{
+		if (strcmp(shared->catalogs[i].catalog, name) == 0)
+			return &shared->catalogs[i];
+	}
+	if (shared->ncatalogs >= MAX_CATALOG_STATS)
+		return NULL;
+	strlcpy(shared->catalogs[i].catalog, name, NAMEDATALEN);
+	shared->ncatalogs++;
+	return &shared->catalogs[i];
+}
+
+/*
+ * count_finished
+ *		Add a job that ended to the cumulative counters of its catalog.
+ */
+static void
+count_finished(const CtasJob *job)
+{
+	CtasCatalogStats *st = catalog_stats(job->catalog);
+	double		secs;
+	int			b;
+
+	if (st == NULL)
+		return;
+	st->jobs[job->state]++;
+	st->rows += pg_atomic_read_u64((pg_atomic_uint64 *) &job->rows);
+	st->bytes += pg_atomic_read_u64((pg_atomic_uint64 *) &job->bytes);
+	secs = (double) (job->finished_at - job->started_at) / USECS_PER_SEC;
+	for (b = 0; b < CTAS_DURATION_BUCKETS; b++)
+	{
+		if (secs <= CtasDurationBuckets[b])
+			st->duration_buckets[b]++;
+	}
+	st->duration_count++;
+	st->duration_sum += secs;
+}
+
+/*
+ * enqueue_event
+ *		Queue a snapshot of job for the webhook, when it has a notify_url.
+ *		A full queue drops the oldest event (and counts it).  Caller holds
+ *		the lock.
+ */
+static void
+enqueue_event(const CtasJob *job)
+{
+	CtasJobEvent *ev;
+
+	if (job->notify_url[0] == '\0')
+		return;
+	if (shared->events_written - shared->events_read >= EVENT_QUEUE_SIZE)
+	{
+		shared->events_read++;
+		shared->events_dropped++;
+	}
+	ev = &shared->events[shared->events_written % EVENT_QUEUE_SIZE];
+	ev->job_id = job->job_id;
+	strlcpy(ev->catalog, job->catalog, sizeof(ev->catalog));
+	strlcpy(ev->target, job->target, sizeof(ev->target));
+	strlcpy(ev->mode, job->mode, sizeof(ev->mode));
+	strlcpy(ev->error, job->error, sizeof(ev->error));
+	strlcpy(ev->notify_url, job->notify_url, sizeof(ev->notify_url));
+	ev->state = job->state;
+	ev->rows = pg_atomic_read_u64((pg_atomic_uint64 *) &job->rows);
+	ev->bytes = pg_atomic_read_u64((pg_atomic_uint64 *) &job->bytes);
+	ev->started_at = job->started_at;
+	ev->finished_at = job->finished_at;
+	shared->events_written++;
+}
+
+/*
+ * CtasJobsNextEvent
+ *		Copy the oldest queued webhook event into *ev; false when none.
+ */
+bool
+CtasJobsNextEvent(CtasJobEvent *ev)
+{
+	bool		found = false;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (shared->events_read < shared->events_written)
+	{
+		memcpy(ev, &shared->events[shared->events_read % EVENT_QUEUE_SIZE],
+			   sizeof(CtasJobEvent));
+		shared->events_read++;
+		found = true;
+	}
+	LWLockRelease(shared->lock);
+	return found;
+}
+
+/*
+ * CtasJobsSnapshot
+ *		A palloc'd copy of every job (running first, then history from the
+ *		oldest), of the catalog counters, and of change_count.  Taken under
+ *		the lock; rows and bytes of running jobs as of now.
+ */
+CtasJobsSnapshotData *
+CtasJobsSnapshot(void)
+{
+	CtasJobsSnapshotData *snap = palloc0(sizeof(CtasJobsSnapshotData));
+	int			i;
+
+	if (shared == NULL)
+		return snap;
+	snap->jobs = palloc(sizeof(CtasJob) * (CtasMaxJobs + CtasHistorySize));
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (i = 0; i < CtasMaxJobs; i++)
+	{
+		if (RUNNING(i)->in_use)
+			memcpy(&snap->jobs[snap->njobs++], RUNNING(i), sizeof(CtasJob));
+	}
+	for (i = 0; i < shared->history_count; i++)
+	{
+		int			idx = (shared->history_head - shared->history_count + i +
+						   CtasHistorySize) % CtasHistorySize;
+
+		memcpy(&snap->jobs[snap->njobs++], HISTORY(idx), sizeof(CtasJob));
+	}
+	snap->ncatalogs = shared->ncatalogs;
+	memcpy(snap->catalogs, shared->catalogs,
+		   sizeof(CtasCatalogStats) * shared->ncatalogs);
+	snap->change_count = shared->change_count;
+	snap->events_dropped = shared->events_dropped;
+	LWLockRelease(shared->lock);
+	return snap;
+}
+
+/*
+ * CtasJobsResolveHistory
+ *		Set the state of the in-doubt history entry job_id (after the
+ *		resolver decided it).  Returns false when there is no such entry.
+ */
+bool
+CtasJobsResolveHistory(int64 job_id, CtasJobState state, const char *note)
+{
+	bool		found = false;
+	int			i;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < shared->history_count; i++)
+	{
+		CtasJob    *job = HISTORY(i);
+
+		if (job->job_id != job_id || job->state != CTAS_JOB_IN_DOUBT)
+			continue;
+		job->state = state;
+		if (note)
+			strlcpy(job->error, note, sizeof(job->error));
+		if (job->finished_at == 0)
+			job->finished_at = GetCurrentTimestamp();
+		count_finished(job);
+		enqueue_event(job);
+		notify_worker();
+		found = true;
+		break;
+	}
+	LWLockRelease(shared->lock);
+	return found;
+}
+
+/*
+ * CtasJobsResolveGid
+ *		Settle the in-doubt history entries whose gid (or staging table) is
+ *		gid, after a resolver acted on it.
+ */
+void
+CtasJobsResolveGid(const char *gid, CtasJobState state)
+{
+	CtasJobsSnapshotData *snap = CtasJobsSnapshot();
+	int			i;
+
+	for (i = 0; i < snap->njobs; i++)
+	{
+		if (snap->jobs[i].state == CTAS_JOB_IN_DOUBT &&
+			strcmp(snap->jobs[i].gid, gid) == 0)
+			CtasJobsResolveHistory(snap->jobs[i].job_id, state, NULL);
+	}
+}
+
+/*
+ * CtasJobsGidIsLive
+ *		Is a running job of a live backend about to finish gid itself?  The
+ *		resolver leaves such gids alone.
+ */
+bool
+CtasJobsGidIsLive(const char *gid)
+{
+	bool		live = false;
+	int			i;
+
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (i = 0; i < CtasMaxJobs; i++)
+	{
+		CtasJob    *job = RUNNING(i);
+
+		if (job->in_use && strcmp(job->gid, gid) == 0)
+			live = true;
+	}
+	LWLockRelease(shared->lock);
+	return live;
+}
+
+/*
+ * CtasJobsSetWorker
+ *		Register (or with NULL, unregister) the worker's latch.
+ */
+void
+CtasJobsSetWorker(Latch *latch)
+{
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	shared->worker_latch = latch;
+	shared->worker_pid = latch ? MyProcPid : 0;
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * CtasJobsResolverAcquire / Release
+ *		One resolver at a time (the worker or a manual call), so that no
+ *		gid is acted on twice.  Acquire returns false when another process
+ *		holds it.
+ */
+bool
+CtasJobsResolverAcquire(void)
+{
+	bool		ok = false;
+
+	if (shared == NULL)
+		return true;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (!shared->resolver_busy ||
+		(shared->resolver_pid != MyProcPid && kill(shared->resolver_pid, 0) != 0))
+	{
+		shared->resolver_busy = true;
+		shared->resolver_pid = MyProcPid;
+		ok = true;
+	}
+	LWLockRelease(shared->lock);
+	return ok;
+}
+
+void
+CtasJobsResolverRelease(void)
+{
+	if (shared == NULL)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (shared->resolver_pid == MyProcPid)
+		shared->resolver_busy = false;
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * File format: JOBS_MAGIC, sizeof(CtasJob), count, the history jobs (oldest
+ * first) with running ones last, the catalog counters, next_job_id.
+ */
+
+/*
+ * CtasJobsSave
+ *		Write the registry to JOBS_FILE (write, fsync, durable rename).
+ *		Called by the worker.  Returns the change_count saved; LOG on
+ *		failure (never ERROR: the worker must go on).
+ */
+uint64
+CtasJobsSave(void)
+{
+	CtasJobsSnapshotData *snap = CtasJobsSnapshot();
+	FILE	   *f;
+	int32		header[3];
+	int64		next_id;
+	int			i;
+
+	LWLockAcquire(shared->lock, LW_SHARED);
+	next_id = shared->next_job_id;
+	LWLockRelease(shared->lock);
+
+	f = AllocateFile(JOBS_FILE_TMP, PG_BINARY_W);
+	if (f == NULL)
+		goto error;
+	header[0] = JOBS_MAGIC;
+	header[1] = sizeof(CtasJob);
+	header[2] = snap->njobs;
+	if (fwrite(header, sizeof(header), 1, f) != 1)
+		goto error;
+	/* history first, then running jobs, so that a reload keeps the order */
+	for (i = 0; i < snap->njobs; i++)
+	{
+		if (snap->jobs[i].state == CTAS_JOB_RUNNING ||
+			snap->jobs[i].state == CTAS_JOB_PREPARED)
+			continue;
+		if (fwrite(&snap->jobs[i], sizeof(CtasJob), 1, f) != 1)
+			goto error;
+	}
+	for (i = 0; i < snap->njobs; i++)
+	{
+		if (snap->jobs[i].state != CTAS_JOB_RUNNING &&
+			snap->jobs[i].state != CTAS_JOB_PREPARED)
+			continue;
+		if (fwrite(&snap->jobs[i], sizeof(CtasJob), 1, f) != 1)
+			goto error;
+	}
+	if (fwrite(&snap->ncatalogs, sizeof(int), 1, f) != 1 ||
+		fwrite(snap->catalogs, sizeof(CtasCatalogStats), snap->ncatalogs, f) != (size_t) snap->ncatalogs ||
+		fwrite(&next_id, sizeof(int64), 1, f) != 1)
+		goto error;
+	if (fflush(f) != 0 || pg_fsync(fileno(f)) != 0)
+		goto error;
+	if (FreeFile(f) != 0)
+	{
+		f = NULL;
+		goto error;
+	}
+	f = NULL;
+	if (durable_rename(JOBS_FILE_TMP, JOBS_FILE, LOG) != 0)
+		goto error;
+	return snap->change_count;
+
+error:
+	ereport(LOG,
+			(errcode_for_file_access(),
+			 errmsg("could not write file \"%s\": %m", JOBS_FILE_TMP)));
+	if (f)
+		FreeFile(f);
+	unlink(JOBS_FILE_TMP);
+	return 0;
+}
+
+/*
+ * load_jobs_file
+ *		Fill freshly created shared memory from JOBS_FILE.  Jobs that were
+ *		running or prepared when it was written come back as in_doubt.  A
+ *		missing or foreign file is ignored (LOG for a bad one).
+ */
+static void
+load_jobs_file(void)
+{
+	FILE	   *f;
+	int32		header[3];
+	int			i;
+	int			ncatalogs;
+	CtasJob		job;
+
+	f = AllocateFile(JOBS_FILE, PG_BINARY_R);
+	if (f == NULL)
+	{
+		if (errno != ENOENT)
+			ereport(LOG,
+					(errcode_for_file_access(),
+					 errmsg("could not read file \"%s\": %m", JOBS_FILE)));
+		return;
+	}
+	if (fread(header, sizeof(header), 1, f) != 1 ||
+		header[0] != JOBS_MAGIC || header[1] != sizeof(CtasJob))
+		goto bad;
+	for (i = 0; i < header[2]; i++)
+	{
+		if (fread(&job, sizeof(CtasJob), 1, f) != 1)
+			goto bad;
+		if (job.state == CTAS_JOB_RUNNING || job.state == CTAS_JOB_PREPARED)
+		{
+			job.state = CTAS_JOB_IN_DOUBT;
+			strlcpy(job.error, "the server stopped while the job was running",
+					sizeof(job.error));
+			job.notify_url[0] = '\0';
+		}
+		add_to_history(&job);
+	}
+	if (fread(&ncatalogs, sizeof(int), 1, f) != 1 ||
+		ncatalogs < 0 || ncatalogs > MAX_CATALOG_STATS ||
+		fread(shared->catalogs, sizeof(CtasCatalogStats), ncatalogs, f) != (size_t) ncatalogs ||
+		fread(&shared->next_job_id, sizeof(int64), 1, f) != 1)
+		goto bad;
+	shared->ncatalogs = ncatalogs;
+	FreeFile(f);
+	return;
+
+bad:
+	ereport(LOG,
+			(errmsg("ignoring invalid ctas_fed job file \"%s\"", JOBS_FILE)));
+	FreeFile(f);
+}

@@ -1,0 +1,141 @@
+/*-------------------------------------------------------------------------
+ *
+ * jobs.h
+ *		  The shared-memory job registry (jobs.c), its SQL view and metrics
+ *		  (metrics.c) and the background worker (worker.c).
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/jobs.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CTAS_JOBS_H
+#define CTAS_JOBS_H
+
+#include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
+#include "port/atomics.h"
+#include "storage/latch.h"
+
+#include "ctas_fed.h"
+
+typedef enum CtasJobState
+{
+	CTAS_JOB_RUNNING,
+	CTAS_JOB_PREPARED,
+	CTAS_JOB_COMMITTED,
+	CTAS_JOB_ABORTED,
+	CTAS_JOB_FAILED,
+	CTAS_JOB_IN_DOUBT
+} CtasJobState;
+
+#define CTAS_JOB_NSTATES		6
+#define CTAS_DURATION_BUCKETS	10
+
+/* One job, running or in the history */
+typedef struct CtasJob
+{
+	bool		in_use;
+	int64		job_id;
+	char		catalog[NAMEDATALEN];
+	char		target[3 * NAMEDATALEN + 8];
+	char		mode[16];		/* atomic, streaming, drop */
+	CtasJobState state;
+	int			pid;
+	Oid			dbid;
+	Oid			userid;
+	Oid			serverid;
+	Oid			umid;
+	uint64		fxid;			/* local transaction */
+	char		gid[200];		/* remote gid or staging table */
+	char		notify_url[512];
+	char		error[512];
+	pg_atomic_uint64 rows;		/* written by the owner only */
+	pg_atomic_uint64 bytes;
+	TimestampTz started_at;
+	TimestampTz finished_at;
+} CtasJob;
+
+/* A backend's handle on its running job */
+typedef struct CtasJobRef
+{
+	int			slot;			/* -1: not tracked */
+	int64		id;
+} CtasJobRef;
+
+/* A state change queued for the webhook */
+typedef struct CtasJobEvent
+{
+	int64		job_id;
+	char		catalog[NAMEDATALEN];
+	char		target[3 * NAMEDATALEN + 8];
+	char		mode[16];
+	CtasJobState state;
+	uint64		rows;
+	uint64		bytes;
+	char		error[512];
+	char		notify_url[512];
+	TimestampTz started_at;
+	TimestampTz finished_at;
+} CtasJobEvent;
+
+/* Cumulative counters of one catalog, for the metrics */
+typedef struct CtasCatalogStats
+{
+	char		catalog[NAMEDATALEN];
+	uint64		jobs[CTAS_JOB_NSTATES];	/* ended jobs by final state */
+	uint64		rows;
+	uint64		bytes;
+	uint64		duration_buckets[CTAS_DURATION_BUCKETS];
+	uint64		duration_count;
+	double		duration_sum;
+} CtasCatalogStats;
+
+typedef struct CtasJobsSnapshotData
+{
+	CtasJob    *jobs;
+	int			njobs;
+	CtasCatalogStats catalogs[64];
+	int			ncatalogs;
+	uint64		change_count;
+	uint64		events_dropped;
+} CtasJobsSnapshotData;
+
+/* in jobs.c */
+extern int	CtasMaxJobs;
+extern int	CtasHistorySize;
+extern const double CtasDurationBuckets[CTAS_DURATION_BUCKETS];
+extern void CtasJobsShmemRequest(void);
+extern void CtasJobsShmemStartup(void);
+extern const char *CtasJobStateName(CtasJobState state);
+extern CtasJobRef CtasJobStart(const CtasCatalog *catalog, const char *target,
+							   const char *mode, const char *notify_url);
+extern void CtasJobProgress(CtasJobRef ref, uint64 rows, uint64 bytes);
+extern void CtasJobSetGid(CtasJobRef ref, const char *gid);
+extern void CtasJobSetState(CtasJobRef ref, CtasJobState state,
+							const char *error);
+extern bool CtasJobsNextEvent(CtasJobEvent *ev);
+extern CtasJobsSnapshotData *CtasJobsSnapshot(void);
+extern bool CtasJobsResolveHistory(int64 job_id, CtasJobState state,
+								   const char *note);
+extern bool CtasJobsGidIsLive(const char *gid);
+extern void CtasJobsResolveGid(const char *gid, CtasJobState state);
+extern void CtasJobsSetWorker(Latch *latch);
+extern bool CtasJobsResolverAcquire(void);
+extern void CtasJobsResolverRelease(void);
+extern uint64 CtasJobsSave(void);
+
+/* in metrics.c */
+extern char *CtasMetricsText(void);
+extern char *CtasJobEventJson(const CtasJobEvent *ev);
+
+/* in worker.c */
+extern char *CtasWorkerDatabase;
+extern int	CtasResolverNaptime;
+extern char *CtasNotifyUrl;
+extern char *CtasPushgatewayUrl;
+extern void CtasWorkerRegister(void);
+
+#endif							/* CTAS_JOBS_H */

@@ -1,0 +1,270 @@
+/*-------------------------------------------------------------------------
+ *
+ * metrics.c
+ *		  What the job registry shows: the ctas_fed.jobs view, the
+ *		  Prometheus text exposition of ctas_fed.metrics() (also pushed to a
+ *		  Pushgateway by the worker), and the JSON body of status webhooks.
+ *
+ * Nothing here holds a secret: jobs never record credentials, and error
+ * texts are ctas_fed's own messages, which never print one.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/metrics.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+#include "utils/xid8.h"
+
+#include "jobs.h"
+
+PG_FUNCTION_INFO_V1(ctas_fed_jobs);
+PG_FUNCTION_INFO_V1(ctas_fed_metrics);
+
+#define JOBS_COLS	13
+
+/*
+ * ctas_fed.jobs() - the rows of the ctas_fed.jobs view: running jobs, then
+ * the history, oldest first.
+ */
+Datum
+ctas_fed_jobs(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	CtasJobsSnapshotData *snap;
+	int			i;
+
+	CtasCheckPreloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	snap = CtasJobsSnapshot();
+
+	for (i = 0; i < snap->njobs; i++)
+	{
+		CtasJob    *job = &snap->jobs[i];
+		Datum		values[JOBS_COLS];
+		bool		nulls[JOBS_COLS];
+
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = Int64GetDatum(job->job_id);
+		values[1] = CStringGetTextDatum(job->catalog);
+		values[2] = CStringGetTextDatum(job->target);
+		values[3] = CStringGetTextDatum(job->mode);
+		values[4] = CStringGetTextDatum(CtasJobStateName(job->state));
+		values[5] = Int64GetDatum((int64) pg_atomic_read_u64(&job->rows));
+		values[6] = Int64GetDatum((int64) pg_atomic_read_u64(&job->bytes));
+		values[7] = TimestampTzGetDatum(job->started_at);
+		values[8] = TimestampTzGetDatum(job->finished_at);
+		nulls[8] = job->finished_at == 0;
+		values[9] = CStringGetTextDatum(job->error);
+		nulls[9] = job->error[0] == '\0';
+		values[10] = Int32GetDatum(job->pid);
+		values[11] = FullTransactionIdGetDatum(FullTransactionIdFromU64(job->fxid));
+		nulls[11] = job->fxid == 0;
+		values[12] = CStringGetTextDatum(job->gid);
+		nulls[12] = job->gid[0] == '\0';
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/* a Prometheus label value: backslash, double quote and newline escaped */
+static void
+append_label(StringInfo buf, const char *value)
+{
+	const char *p;
+
+	for (p = value; *p; p++)
+	{
+		if (*p == '\\' || *p == '"')
+			appendStringInfoChar(buf, '\\');
+		if (*p == '\n')
+			appendStringInfoString(buf, "\\n");
+		else
+			appendStringInfoChar(buf, *p);
+	}
+}
+
+static void
+header(StringInfo buf, const char *name, const char *type, const char *help)
+{
+	appendStringInfo(buf, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/*
+ * CtasMetricsText
+ *		The registry in the Prometheus text exposition format.  Palloc'd.
+ */
+char *
+CtasMetricsText(void)
+{
+	CtasJobsSnapshotData *snap = CtasJobsSnapshot();
+	StringInfoData buf;
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz oldest = 0;
+	int			in_doubt = 0;
+	int			i;
+	int			s;
+	int			b;
+
+	initStringInfo(&buf);
+
+	header(&buf, "ctas_fed_jobs", "gauge",
+		   "Jobs in the registry (running ones and the history), by catalog and state.");
+	for (i = 0; i < snap->ncatalogs; i++)
+	{
+		for (s = 0; s < CTAS_JOB_NSTATES; s++)
+		{
+			int			n = 0;
+			int			j;
+
+			for (j = 0; j < snap->njobs; j++)
+			{
+				if (snap->jobs[j].state == (CtasJobState) s &&
+					strcmp(snap->jobs[j].catalog, snap->catalogs[i].catalog) == 0)
+					n++;
+			}
+			appendStringInfoString(&buf, "ctas_fed_jobs{catalog=\"");
+			append_label(&buf, snap->catalogs[i].catalog);
+			appendStringInfo(&buf, "\",state=\"%s\"} %d\n",
+							 CtasJobStateName((CtasJobState) s), n);
+		}
+	}
+
+	header(&buf, "ctas_fed_jobs_ended_total", "counter",
+		   "Jobs that ended, by catalog and final state.");
+	for (i = 0; i < snap->ncatalogs; i++)
+	{
+		for (s = CTAS_JOB_COMMITTED; s <= CTAS_JOB_FAILED; s++)
+		{
+			appendStringInfoString(&buf, "ctas_fed_jobs_ended_total{catalog=\"");
+			append_label(&buf, snap->catalogs[i].catalog);
+			appendStringInfo(&buf, "\",state=\"%s\"} " UINT64_FORMAT "\n",
+							 CtasJobStateName((CtasJobState) s),
+							 snap->catalogs[i].jobs[s]);
+		}
+	}
+
+	header(&buf, "ctas_fed_rows_total", "counter",
+		   "Rows written by jobs that ended, by catalog.");
+	for (i = 0; i < snap->ncatalogs; i++)
+	{
+		appendStringInfoString(&buf, "ctas_fed_rows_total{catalog=\"");
+		append_label(&buf, snap->catalogs[i].catalog);
+		appendStringInfo(&buf, "\"} " UINT64_FORMAT "\n", snap->catalogs[i].rows);
+	}
+
+	header(&buf, "ctas_fed_bytes_total", "counter",
+		   "Payload bytes sent by jobs that ended, by catalog.");
+	for (i = 0; i < snap->ncatalogs; i++)
+	{
+		appendStringInfoString(&buf, "ctas_fed_bytes_total{catalog=\"");
+		append_label(&buf, snap->catalogs[i].catalog);
+		appendStringInfo(&buf, "\"} " UINT64_FORMAT "\n", snap->catalogs[i].bytes);
+	}
+
+	header(&buf, "ctas_fed_job_duration_seconds", "histogram",
+		   "Duration of jobs that ended, by catalog.");
+	for (i = 0; i < snap->ncatalogs; i++)
+	{
+		CtasCatalogStats *st = &snap->catalogs[i];
+
+		for (b = 0; b < CTAS_DURATION_BUCKETS; b++)
+		{
+			appendStringInfoString(&buf, "ctas_fed_job_duration_seconds_bucket{catalog=\"");
+			append_label(&buf, st->catalog);
+			appendStringInfo(&buf, "\",le=\"%g\"} " UINT64_FORMAT "\n",
+							 CtasDurationBuckets[b], st->duration_buckets[b]);
+		}
+		appendStringInfoString(&buf, "ctas_fed_job_duration_seconds_bucket{catalog=\"");
+		append_label(&buf, st->catalog);
+		appendStringInfo(&buf, "\",le=\"+Inf\"} " UINT64_FORMAT "\n", st->duration_count);
+		appendStringInfoString(&buf, "ctas_fed_job_duration_seconds_sum{catalog=\"");
+		append_label(&buf, st->catalog);
+		appendStringInfo(&buf, "\"} %.6f\n", st->duration_sum);
+		appendStringInfoString(&buf, "ctas_fed_job_duration_seconds_count{catalog=\"");
+		append_label(&buf, st->catalog);
+		appendStringInfo(&buf, "\"} " UINT64_FORMAT "\n", st->duration_count);
+	}
+
+	for (i = 0; i < snap->njobs; i++)
+	{
+		if (snap->jobs[i].state != CTAS_JOB_IN_DOUBT)
+			continue;
+		in_doubt++;
+		if (oldest == 0 || snap->jobs[i].started_at < oldest)
+			oldest = snap->jobs[i].started_at;
+	}
+	header(&buf, "ctas_fed_in_doubt", "gauge",
+		   "Jobs whose remote outcome is not decided yet.");
+	appendStringInfo(&buf, "ctas_fed_in_doubt %d\n", in_doubt);
+	header(&buf, "ctas_fed_oldest_in_doubt_age_seconds", "gauge",
+		   "Age of the oldest job in doubt (0 when there is none).");
+	appendStringInfo(&buf, "ctas_fed_oldest_in_doubt_age_seconds %.3f\n",
+					 oldest ? (double) (now - oldest) / USECS_PER_SEC : 0.0);
+	header(&buf, "ctas_fed_webhook_events_dropped_total", "counter",
+		   "Status events dropped because the webhook queue was full.");
+	appendStringInfo(&buf, "ctas_fed_webhook_events_dropped_total " UINT64_FORMAT "\n",
+					 snap->events_dropped);
+	return buf.data;
+}
+
+/*
+ * ctas_fed.metrics() RETURNS text
+ */
+Datum
+ctas_fed_metrics(PG_FUNCTION_ARGS)
+{
+	CtasCheckPreloaded();
+	PG_RETURN_TEXT_P(cstring_to_text(CtasMetricsText()));
+}
+
+static void
+append_json_time(StringInfo buf, const char *key, TimestampTz t)
+{
+	appendStringInfo(buf, ", \"%s\": ", key);
+	if (t == 0)
+		appendStringInfoString(buf, "null");
+	else
+		escape_json(buf, timestamptz_to_str(t));
+}
+
+/*
+ * CtasJobEventJson
+ *		The webhook body of one status event.  Palloc'd.
+ */
+char *
+CtasJobEventJson(const CtasJobEvent *ev)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "{\"job_id\": " INT64_FORMAT ", \"catalog\": ",
+					 ev->job_id);
+	escape_json(&buf, ev->catalog);
+	appendStringInfoString(&buf, ", \"target\": ");
+	escape_json(&buf, ev->target);
+	appendStringInfoString(&buf, ", \"mode\": ");
+	escape_json(&buf, ev->mode);
+	appendStringInfoString(&buf, ", \"state\": ");
+	escape_json(&buf, CtasJobStateName(ev->state));
+	appendStringInfo(&buf, ", \"rows\": " UINT64_FORMAT ", \"bytes\": " UINT64_FORMAT,
+					 ev->rows, ev->bytes);
+	appendStringInfoString(&buf, ", \"error\": ");
+	if (ev->error[0])
+		escape_json(&buf, ev->error);
+	else
+		appendStringInfoString(&buf, "null");
+	append_json_time(&buf, "started_at", ev->started_at);
+	append_json_time(&buf, "finished_at", ev->finished_at);
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}

@@ -1,0 +1,379 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *		  The ctas_fed background worker: keeps the job history on disk,
+ *		  delivers status webhooks, pushes metrics to a Pushgateway, and
+ *		  resolves what crashes and failed commits left in doubt.
+ *
+ * It is the analogue of Flink's job-status hook, off every commit path:
+ * backends only put events into shared memory and set the worker's latch.
+ *
+ * One worker per cluster, connected to the database named by
+ * ctas_fed.database (default "postgres"), as pg_cron does: catalogs are
+ * foreign servers, which live in one database, so the worker resolves the
+ * catalogs of that database; catalogs defined in other databases are
+ * resolved there with ctas_fed.resolve_in_doubt().  The history, webhooks
+ * and metrics cover jobs of every database.
+ *
+ * Each loop: save the registry if it changed; deliver queued webhooks
+ * (bounded retries and timeouts); push metrics when jobs ended; every
+ * ctas_fed.resolver_naptime, resolve.  SIGHUP reloads the configuration;
+ * SIGTERM ends the loop after saving.
+ *
+ * Resolution connects to each PostgreSQL catalog once per user mapping, so
+ * that a prepared transaction is finished by the remote role that prepared
+ * it, and decides each of this cluster's gids from the commit status of the
+ * local transaction it names (see target_postgres.c).  Gids of jobs whose
+ * backend is still finishing them are left to that backend.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/worker.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "http.h"
+#include "jobs.h"
+#include "target.h"
+
+/* GUCs */
+char	   *CtasWorkerDatabase = NULL;
+int			CtasResolverNaptime = 60;
+char	   *CtasNotifyUrl = NULL;
+char	   *CtasPushgatewayUrl = NULL;
+
+#define WEBHOOK_ATTEMPTS	3
+#define WEBHOOK_TIMEOUT		5	/* seconds per attempt */
+
+PGDLLEXPORT void ctas_fed_worker_main(Datum main_arg);
+
+static void resolve_all(void);
+static void decide_in_doubt_jobs(List *unresolved);
+
+/*
+ * CtasWorkerRegister
+ *		Register the worker; called from _PG_init when preloading.
+ */
+void
+CtasWorkerRegister(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 10;
+	strcpy(worker.bgw_library_name, "ctas_fed");
+	strcpy(worker.bgw_function_name, "ctas_fed_worker_main");
+	strcpy(worker.bgw_name, "ctas_fed worker");
+	strcpy(worker.bgw_type, "ctas_fed worker");
+	RegisterBackgroundWorker(&worker);
+}
+
+/*
+ * deliver_webhooks
+ *		POST every queued status event to its URL, each with bounded
+ *		retries.  A dead endpoint costs this worker at most
+ *		WEBHOOK_ATTEMPTS * WEBHOOK_TIMEOUT seconds per event, never a
+ *		backend anything.
+ */
+static void
+deliver_webhooks(MemoryContext cxt)
+{
+	CtasJobEvent ev;
+
+	while (!ShutdownRequestPending && CtasJobsNextEvent(&ev))
+	{
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+		char	   *body = CtasJobEventJson(&ev);
+		char	   *err = NULL;
+		int			attempt;
+
+		for (attempt = 1; attempt <= WEBHOOK_ATTEMPTS; attempt++)
+		{
+			if (CtasHttpSend(ev.notify_url, "POST", "application/json", body,
+							 WEBHOOK_TIMEOUT, &err))
+				break;
+			if (attempt < WEBHOOK_ATTEMPTS)
+				pg_usleep(200000L * attempt);
+		}
+		if (attempt > WEBHOOK_ATTEMPTS)
+			ereport(LOG,
+					(errmsg("ctas_fed could not deliver the status of job " INT64_FORMAT " to its webhook",
+							ev.job_id),
+					 errdetail_internal("%s", err ? err : "")));
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(cxt);
+	}
+}
+
+/*
+ * push_metrics
+ *		PUT the metrics to the Pushgateway, grouped by this cluster.
+ */
+static void
+push_metrics(MemoryContext cxt)
+{
+	MemoryContext old;
+	char	   *url;
+	char	   *err = NULL;
+
+	if (CtasPushgatewayUrl == NULL || CtasPushgatewayUrl[0] == '\0')
+		return;
+	old = MemoryContextSwitchTo(cxt);
+	url = psprintf("%s%s/metrics/job/ctas_fed/instance/" UINT64_FORMAT,
+				   CtasPushgatewayUrl,
+				   CtasPushgatewayUrl[strlen(CtasPushgatewayUrl) - 1] == '/' ? "" : "",
+				   GetSystemIdentifier());
+	if (!CtasHttpSend(url, "PUT", "text/plain; version=0.0.4",
+					  CtasMetricsText(), WEBHOOK_TIMEOUT, &err))
+		ereport(LOG,
+				(errmsg("ctas_fed could not push metrics to the Pushgateway"),
+				 errdetail_internal("%s", err ? err : "")));
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(cxt);
+}
+
+/*
+ * ctas_fed_worker_main
+ */
+void
+ctas_fed_worker_main(Datum main_arg)
+{
+	MemoryContext cxt;
+	uint64		saved = 0;
+	uint64		pushed_ended = 0;
+	TimestampTz last_resolve = 0;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+
+	BackgroundWorkerInitializeConnection(CtasWorkerDatabase, NULL, 0);
+	pgstat_report_appname("ctas_fed worker");
+
+	cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed worker",
+								ALLOCSET_DEFAULT_SIZES);
+	CtasJobsSetWorker(MyLatch);
+
+	while (!ShutdownRequestPending)
+	{
+		CtasJobsSnapshotData *snap;
+		uint64		ended = 0;
+		int			i;
+		long		timeout;
+
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		/* the history on disk first: it is what a crash would lose */
+		snap = CtasJobsSnapshot();
+		if (snap->change_count != saved)
+			saved = CtasJobsSave();
+		for (i = 0; i < snap->ncatalogs; i++)
+			ended += snap->catalogs[i].duration_count;
+
+		deliver_webhooks(cxt);
+
+		if (ended != pushed_ended)
+		{
+			push_metrics(cxt);
+			pushed_ended = ended;
+		}
+
+		if (TimestampDifferenceExceeds(last_resolve, GetCurrentTimestamp(),
+									   CtasResolverNaptime * 1000))
+		{
+			resolve_all();
+			last_resolve = GetCurrentTimestamp();
+		}
+
+		timeout = Min(1000L, CtasResolverNaptime * 1000L);
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 timeout, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+
+	CtasJobsSave();
+	CtasJobsSetWorker(NULL);
+	proc_exit(0);
+}
+
+/* the resolver's emit callback: remember what stays unresolved */
+typedef struct ResolveState
+{
+	List	   *unresolved;		/* gids left or failed */
+	const char *catalog;
+} ResolveState;
+
+static void
+worker_emit(void *arg, const char *object, const char *action)
+{
+	ResolveState *rs = (ResolveState *) arg;
+
+	if (strcmp(action, "committed") == 0)
+		CtasJobsResolveGid(object, CTAS_JOB_COMMITTED);
+	else if (strcmp(action, "rolled back") == 0)
+		CtasJobsResolveGid(object, CTAS_JOB_ABORTED);
+	else if (strncmp(action, "dropped", 7) != 0)
+		rs->unresolved = lappend(rs->unresolved, pstrdup(object));
+	ereport(LOG,
+			(errmsg("ctas_fed resolver: catalog \"%s\": %s: %s",
+					rs->catalog, object, action)));
+}
+
+/*
+ * resolve_all
+ *		One round of resolution over the catalogs of the worker's database,
+ *		then the decision of in-doubt jobs.  Errors are logged and the
+ *		round is abandoned; the next one tries again.
+ */
+static void
+resolve_all(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResolveState rs = {NIL, NULL};
+
+	if (!CtasJobsResolverAcquire())
+		return;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "ctas_fed: resolving");
+
+	PG_TRY();
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		if (SPI_execute("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'ctas_fed'",
+						true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+		{
+			uint64		i;
+			List	   *pairs = NIL;
+			ListCell   *lc;
+
+			/* every (server, mapped user) of the ctas_fed wrapper */
+			if (SPI_execute("SELECT s.oid, um.umuser FROM pg_catalog.pg_foreign_server s "
+							"JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw "
+							"JOIN pg_catalog.pg_user_mapping um ON um.umserver = s.oid "
+							"WHERE w.fdwname = 'ctas_fed' ORDER BY s.srvname, um.umuser",
+							true, 0) != SPI_OK_SELECT)
+				elog(ERROR, "could not list catalogs");
+			for (i = 0; i < SPI_processed; i++)
+			{
+				bool		isnull;
+				Oid			srv = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+																 SPI_tuptable->tupdesc, 1, &isnull));
+				Oid			usr = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+																 SPI_tuptable->tupdesc, 2, &isnull));
+				MemoryContext old = MemoryContextSwitchTo(cxt);
+
+				pairs = lappend(pairs, list_make2_oid(srv, usr));
+				MemoryContextSwitchTo(old);
+			}
+			SPI_finish();
+
+			foreach(lc, pairs)
+			{
+				List	   *pair = lfirst(lc);
+				CtasCatalog *catalog = CtasGetCatalog(linitial_oid(pair),
+													  lsecond_oid(pair),
+													  false, true);
+				const CtasTargetRoutine *routine = CtasCatalogRoutine(catalog);
+
+				rs.catalog = catalog->name;
+				if (routine->resolve)
+					routine->resolve(catalog, worker_emit, &rs);
+			}
+		}
+		else
+			SPI_finish();
+
+		decide_in_doubt_jobs(rs.unresolved);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		EmitErrorReport();
+		FlushErrorState();
+		CtasJobsResolverRelease();
+		AbortCurrentTransaction();
+		pgstat_report_activity(STATE_IDLE, NULL);
+		return;
+	}
+	PG_END_TRY();
+
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+	CtasJobsResolverRelease();
+}
+
+/*
+ * decide_in_doubt_jobs
+ *		Settle the history entries left in doubt, from the commit status of
+ *		their local transaction: aborted -> aborted; committed -> committed
+ *		unless their gid is still unresolved on a catalog; in progress or
+ *		unknown -> left in doubt.  Runs inside resolve_all's transaction.
+ */
+static void
+decide_in_doubt_jobs(List *unresolved)
+{
+	CtasJobsSnapshotData *snap = CtasJobsSnapshot();
+	int			i;
+
+	for (i = 0; i < snap->njobs; i++)
+	{
+		CtasJob    *job = &snap->jobs[i];
+		char	   *status;
+		ListCell   *lc;
+		bool		pending = false;
+
+		if (job->state != CTAS_JOB_IN_DOUBT || job->pid == MyProcPid)
+			continue;
+		if (job->fxid == 0)
+		{
+			/* no xid: the job never got as far as any remote effect */
+			CtasJobsResolveHistory(job->job_id, CTAS_JOB_ABORTED, NULL);
+			continue;
+		}
+		status = CtasLocalXactStatus(job->fxid);
+		if (status == NULL || strcmp(status, "in progress") == 0)
+			continue;
+		foreach(lc, unresolved)
+		{
+			if (job->gid[0] && strcmp((char *) lfirst(lc), job->gid) == 0)
+				pending = true;
+		}
+		if (strcmp(status, "aborted") == 0)
+			CtasJobsResolveHistory(job->job_id, CTAS_JOB_ABORTED, NULL);
+		else if (!pending)
+			CtasJobsResolveHistory(job->job_id, CTAS_JOB_COMMITTED, NULL);
+	}
+}

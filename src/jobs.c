@@ -78,8 +78,8 @@ typedef struct JobsShared
 	uint64		events_written;
 	uint64		events_read;
 	uint64		events_dropped;
-	pid_t		worker_pid;
-	Latch	   *worker_latch;
+	Latch	   *worker_latch;	/* registry on disk, resolution */
+	Latch	   *notifier_latch;	/* webhooks, Pushgateway */
 	bool		resolver_busy;
 	pid_t		resolver_pid;
 	CtasJobEvent events[EVENT_QUEUE_SIZE];
@@ -180,6 +180,8 @@ notify_worker(void)
 	shared->change_count++;
 	if (shared->worker_latch)
 		SetLatch(shared->worker_latch);
+	if (shared->notifier_latch)
+		SetLatch(shared->notifier_latch);
 }
 
 /*
@@ -379,8 +381,12 @@ count_finished(const CtasJob *job)
 	if (st == NULL)
 		return;
 	st->jobs[job->state]++;
-	st->rows += pg_atomic_read_u64((pg_atomic_uint64 *) &job->rows);
-	st->bytes += pg_atomic_read_u64((pg_atomic_uint64 *) &job->bytes);
+	if (job->state == CTAS_JOB_COMMITTED)
+	{
+		/* what reached the catalog for good */
+		st->rows += pg_atomic_read_u64((pg_atomic_uint64 *) &job->rows);
+		st->bytes += pg_atomic_read_u64((pg_atomic_uint64 *) &job->bytes);
+	}
 	secs = (double) (job->finished_at - job->started_at) / USECS_PER_SEC;
 	for (b = 0; b < CTAS_DURATION_BUCKETS; b++)
 	{
@@ -558,15 +564,18 @@ CtasJobsGidIsLive(const char *gid)
 }
 
 /*
- * CtasJobsSetWorker
- *		Register (or with NULL, unregister) the worker's latch.
+ * CtasJobsSetLatch
+ *		Register (or with NULL, unregister) the latch of the worker
+ *		(notifier false) or of the notifier, set on every change.
  */
 void
-CtasJobsSetWorker(Latch *latch)
+CtasJobsSetLatch(Latch *latch, bool notifier)
 {
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	shared->worker_latch = latch;
-	shared->worker_pid = latch ? MyProcPid : 0;
+	if (notifier)
+		shared->notifier_latch = latch;
+	else
+		shared->worker_latch = latch;
 	LWLockRelease(shared->lock);
 }
 
@@ -624,6 +633,7 @@ CtasJobsSave(void)
 	FILE	   *f;
 	int32		header[3];
 	int64		next_id;
+	uint64		saved;
 	int			i;
 
 	LWLockAcquire(shared->lock, LW_SHARED);
@@ -669,7 +679,10 @@ CtasJobsSave(void)
 	f = NULL;
 	if (durable_rename(JOBS_FILE_TMP, JOBS_FILE, LOG) != 0)
 		goto error;
-	return snap->change_count;
+	saved = snap->change_count;
+	pfree(snap->jobs);
+	pfree(snap);
+	return saved;
 
 error:
 	ereport(LOG,
@@ -678,6 +691,8 @@ error:
 	if (f)
 		FreeFile(f);
 	unlink(JOBS_FILE_TMP);
+	pfree(snap->jobs);
+	pfree(snap);
 	return 0;
 }
 

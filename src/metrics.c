@@ -154,7 +154,7 @@ CtasMetricsText(void)
 	}
 
 	header(&buf, "ctas_fed_rows_total", "counter",
-		   "Rows written by jobs that ended, by catalog.");
+		   "Rows of committed jobs, by catalog.");
 	for (i = 0; i < snap->ncatalogs; i++)
 	{
 		appendStringInfoString(&buf, "ctas_fed_rows_total{catalog=\"");
@@ -163,7 +163,7 @@ CtasMetricsText(void)
 	}
 
 	header(&buf, "ctas_fed_bytes_total", "counter",
-		   "Payload bytes sent by jobs that ended, by catalog.");
+		   "Payload bytes of committed jobs, by catalog.");
 	for (i = 0; i < snap->ncatalogs; i++)
 	{
 		appendStringInfoString(&buf, "ctas_fed_bytes_total{catalog=\"");

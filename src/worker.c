@@ -5,8 +5,11 @@
  *		  delivers status webhooks, pushes metrics to a Pushgateway, and
  *		  resolves what crashes and failed commits left in doubt.
  *
- * It is the analogue of Flink's job-status hook, off every commit path:
- * backends only put events into shared memory and set the worker's latch.
+ * They are the analogue of Flink's job-status hook, off every commit path:
+ * backends only put events into shared memory and set the workers'
+ * latches.  Two processes, so that a slow or dead webhook endpoint, which
+ * may cost the notifier seconds per event, never delays saving the history
+ * or resolving transactions.
  *
  * One worker per cluster, connected to the database named by
  * ctas_fed.database (default "postgres"), as pg_cron does: catalogs are
@@ -15,10 +18,11 @@
  * resolved there with ctas_fed.resolve_in_doubt().  The history, webhooks
  * and metrics cover jobs of every database.
  *
- * Each loop: save the registry if it changed; deliver queued webhooks
- * (bounded retries and timeouts); push metrics when jobs ended; every
- * ctas_fed.resolver_naptime, resolve.  SIGHUP reloads the configuration;
- * SIGTERM ends the loop after saving.
+ * The worker's loop: save the registry if it changed; every
+ * ctas_fed.resolver_naptime, resolve.  The notifier's loop: deliver queued
+ * webhooks (bounded retries and timeouts); push metrics when jobs ended.
+ * SIGHUP reloads the configuration; SIGTERM ends the loops (the worker
+ * saves first).
  *
  * Resolution connects to each PostgreSQL catalog once per user mapping, so
  * that a prepared transaction is finished by the remote role that prepared
@@ -65,6 +69,7 @@ char	   *CtasPushgatewayUrl = NULL;
 #define WEBHOOK_TIMEOUT		5	/* seconds per attempt */
 
 PGDLLEXPORT void ctas_fed_worker_main(Datum main_arg);
+PGDLLEXPORT void ctas_fed_notifier_main(Datum main_arg);
 
 static void resolve_all(void);
 static void decide_in_doubt_jobs(List *unresolved);
@@ -87,6 +92,14 @@ CtasWorkerRegister(void)
 	strcpy(worker.bgw_function_name, "ctas_fed_worker_main");
 	strcpy(worker.bgw_name, "ctas_fed worker");
 	strcpy(worker.bgw_type, "ctas_fed worker");
+	RegisterBackgroundWorker(&worker);
+
+	/* the notifier needs no database */
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
+	strcpy(worker.bgw_function_name, "ctas_fed_notifier_main");
+	strcpy(worker.bgw_name, "ctas_fed notifier");
+	strcpy(worker.bgw_type, "ctas_fed notifier");
 	RegisterBackgroundWorker(&worker);
 }
 
@@ -141,10 +154,10 @@ push_metrics(MemoryContext cxt)
 	if (CtasPushgatewayUrl == NULL || CtasPushgatewayUrl[0] == '\0')
 		return;
 	old = MemoryContextSwitchTo(cxt);
-	url = psprintf("%s%s/metrics/job/ctas_fed/instance/" UINT64_FORMAT,
-				   CtasPushgatewayUrl,
-				   CtasPushgatewayUrl[strlen(CtasPushgatewayUrl) - 1] == '/' ? "" : "",
-				   GetSystemIdentifier());
+	url = psprintf("%.*s/metrics/job/ctas_fed/instance/" UINT64_FORMAT,
+				   (int) strcspn(CtasPushgatewayUrl, "?#") -
+				   (CtasPushgatewayUrl[strlen(CtasPushgatewayUrl) - 1] == '/'),
+				   CtasPushgatewayUrl, GetSystemIdentifier());
 	if (!CtasHttpSend(url, "PUT", "text/plain; version=0.0.4",
 					  CtasMetricsText(), WEBHOOK_TIMEOUT, &err))
 		ereport(LOG,
@@ -156,13 +169,12 @@ push_metrics(MemoryContext cxt)
 
 /*
  * ctas_fed_worker_main
+ *		Save the registry after changes; resolve every naptime.
  */
 void
 ctas_fed_worker_main(Datum main_arg)
 {
-	MemoryContext cxt;
 	uint64		saved = 0;
-	uint64		pushed_ended = 0;
 	TimestampTz last_resolve = 0;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -171,17 +183,11 @@ ctas_fed_worker_main(Datum main_arg)
 
 	BackgroundWorkerInitializeConnection(CtasWorkerDatabase, NULL, 0);
 	pgstat_report_appname("ctas_fed worker");
-
-	cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed worker",
-								ALLOCSET_DEFAULT_SIZES);
-	CtasJobsSetWorker(MyLatch);
+	CtasJobsSetLatch(MyLatch, false);
 
 	while (!ShutdownRequestPending)
 	{
 		CtasJobsSnapshotData *snap;
-		uint64		ended = 0;
-		int			i;
-		long		timeout;
 
 		if (ConfigReloadPending)
 		{
@@ -193,16 +199,8 @@ ctas_fed_worker_main(Datum main_arg)
 		snap = CtasJobsSnapshot();
 		if (snap->change_count != saved)
 			saved = CtasJobsSave();
-		for (i = 0; i < snap->ncatalogs; i++)
-			ended += snap->catalogs[i].duration_count;
-
-		deliver_webhooks(cxt);
-
-		if (ended != pushed_ended)
-		{
-			push_metrics(cxt);
-			pushed_ended = ended;
-		}
+		pfree(snap->jobs);
+		pfree(snap);
 
 		if (TimestampDifferenceExceeds(last_resolve, GetCurrentTimestamp(),
 									   CtasResolverNaptime * 1000))
@@ -211,16 +209,69 @@ ctas_fed_worker_main(Datum main_arg)
 			last_resolve = GetCurrentTimestamp();
 		}
 
-		timeout = Min(1000L, CtasResolverNaptime * 1000L);
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 timeout, PG_WAIT_EXTENSION);
+						 Min(1000L, CtasResolverNaptime * 1000L),
+						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
 
 	CtasJobsSave();
-	CtasJobsSetWorker(NULL);
+	CtasJobsSetLatch(NULL, false);
+	proc_exit(0);
+}
+
+/*
+ * ctas_fed_notifier_main
+ *		Deliver webhooks; push metrics when jobs ended.
+ */
+void
+ctas_fed_notifier_main(Datum main_arg)
+{
+	MemoryContext cxt;
+	uint64		pushed_ended = 0;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+
+	cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed notifier",
+								ALLOCSET_DEFAULT_SIZES);
+	CtasJobsSetLatch(MyLatch, true);
+
+	while (!ShutdownRequestPending)
+	{
+		CtasJobsSnapshotData *snap;
+		uint64		ended = 0;
+		int			i;
+
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		deliver_webhooks(cxt);
+
+		snap = CtasJobsSnapshot();
+		for (i = 0; i < snap->ncatalogs; i++)
+			ended += snap->catalogs[i].duration_count;
+		pfree(snap->jobs);
+		pfree(snap);
+		if (ended != pushed_ended)
+		{
+			push_metrics(cxt);
+			pushed_ended = ended;
+		}
+
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	CtasJobsSetLatch(NULL, true);
 	proc_exit(0);
 }
 

@@ -41,11 +41,13 @@
 #include "access/xlog.h"
 #include "nodes/pg_list.h"
 #include "executor/spi.h"
+#include "replication/message.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "target.h"
 
@@ -80,6 +82,33 @@ CtasXactInit(void)
 }
 
 /*
+ * burn_xid
+ *		Give the top-level transaction an xid and make that xid durable
+ *		before any remote effect.
+ *
+ * Gids and staging names carry the local xid, and the resolver decides
+ * from that xid's commit status.  An xid that was assigned but never
+ * written to WAL is handed out again after a crash: a later transaction
+ * could then commit under the id of a crashed one, and its remote leftovers
+ * would be committed instead of rolled back.  A small transactional WAL
+ * message, flushed, carries the xid; crash recovery replays it and moves
+ * the next xid past it, so after a crash the xid is simply "aborted".
+ * Once per transaction.
+ */
+static void
+burn_xid(void)
+{
+	static const char msg[] = "joined";
+	XLogRecPtr	lsn;
+
+	if (participants != NIL)
+		return;
+	(void) GetTopTransactionId();
+	lsn = LogLogicalMessage("ctas_fed", msg, sizeof(msg) - 1, true);
+	XLogFlush(lsn);
+}
+
+/*
  * CtasJoinTransaction
  *		The participant of the current transaction for catalog's user
  *		mapping, created on first use.  Assigns the local transaction an xid
@@ -106,7 +135,7 @@ CtasJoinTransaction(CtasCatalog *catalog)
 	}
 
 	/* durable evidence of the outcome for the resolver */
-	(void) GetTopTransactionId();
+	burn_xid();
 	ForceSyncCommit();
 
 	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
@@ -227,22 +256,35 @@ set_jobs_state(CtasParticipant *part, CtasJobState state)
 
 /*
  * fault_point
- *		Test support: when ctas_fed.fault_point names this point, log it and
- *		wait here until the server is stopped (immediate) or the backend is
- *		killed.  Interrupts are not serviced, so nothing else moves the
- *		backend on; this is how crash tests stop at exact points.
+ *		Test support.  When ctas_fed.fault_point is "name", log it and wait
+ *		here until the server is stopped (immediate) or the backend is
+ *		killed; when it is "name:N", wait N seconds and go on (so that a
+ *		test can stop a remote server at that point).  Interrupts are not
+ *		serviced while waiting; this is how crash tests stop at exact
+ *		points of the commit protocol.
  */
 static void
 fault_point(const char *name)
 {
-	if (CtasFaultPoint == NULL || strcmp(CtasFaultPoint, name) != 0)
+	size_t		len = strlen(name);
+	long		secs = -1;
+	TimestampTz start;
+
+	if (CtasFaultPoint == NULL || strncmp(CtasFaultPoint, name, len) != 0)
 		return;
+	if (CtasFaultPoint[len] == ':')
+		secs = atol(CtasFaultPoint + len + 1);
+	else if (CtasFaultPoint[len] != '\0')
+		return;
+
 	ereport(LOG,
 			(errmsg("ctas_fed: stopped at fault point \"%s\"", name)));
-	for (;;)
+	start = GetCurrentTimestamp();
+	while (secs < 0 ||
+		   !TimestampDifferenceExceeds(start, GetCurrentTimestamp(), secs * 1000))
 	{
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 1000L, PG_WAIT_EXTENSION);
+						 100L, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
 }

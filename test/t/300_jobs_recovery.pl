@@ -1,0 +1,268 @@
+
+# Copyright (c) 2026, ctas_fed developers
+
+# Jobs, status webhooks, metrics and crash recovery:
+#  - ctas_fed.jobs shows a running job's rows growing from another session;
+#  - a local crash after the remote PREPARE is rolled back by the worker;
+#  - a local crash after the local commit record is committed by the worker;
+#  - the remote down during COMMIT PREPARED: COMMIT succeeds with a WARNING
+#    naming the gid, and the worker commits once the remote is back;
+#  - the history of committed and aborted jobs survives a crash restart;
+#  - webhooks arrive for running -> committed and running -> aborted, and a
+#    dead endpoint does not slow commits down;
+#  - ctas_fed.metrics() passes promtool, and the Pushgateway holds the
+#    pushed series.
+
+use strict;
+use warnings;
+
+use IO::Socket::INET;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+use CtasFed::Test;
+
+my $pgw = start_pushgateway();
+
+# --- a webhook receiver: records every request body, one per line
+my $hook_log = PostgreSQL::Test::Utils::tempdir() . '/hooks.log';
+my $hook_sock = IO::Socket::INET->new(
+	LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 20, ReuseAddr => 1)
+  or die "could not listen: $!";
+my $hook_port = $hook_sock->sockport;
+my $hook_pid = fork();
+die "fork failed" unless defined $hook_pid;
+# the receiver must not outlive the test, whatever happens to it
+END { kill 'TERM', $hook_pid if $hook_pid; }
+if ($hook_pid == 0)
+{
+	$SIG{TERM} = sub { exit 0 };
+	while (my $c = $hook_sock->accept)
+	{
+		my ($head, $body) = ('', '');
+		while (my $line = <$c>)
+		{
+			$head .= $line;
+			last if $line eq "\r\n";
+		}
+		my ($len) = $head =~ /Content-Length:\s*(\d+)/i;
+		read($c, $body, $len // 0);
+		open my $f, '>>', $hook_log or die;
+		print $f "$body\n";
+		close $f;
+		print $c "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+		close $c;
+	}
+	exit 0;
+}
+close $hook_sock;
+
+# a port where nothing answers: connections are accepted, never served
+my $dead = IO::Socket::INET->new(
+	LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 100, ReuseAddr => 1)
+  or die "could not listen: $!";
+my $dead_port = $dead->sockport;
+
+my $remote = new_remote_cluster(
+	'remote',
+	host_auth => 'scram-sha-256',
+	roles     => { loader => 'secret' },
+	databases => { dw => 'loader' });
+my $rport = $remote->port;
+
+my $local = new_cluster('local',
+	conf => "ctas_fed.resolver_naptime = 1\n"
+	  . "ctas_fed.pushgateway_url = '" . $pgw->{url} . "'\n");
+$local->safe_psql('postgres', qq{
+CREATE EXTENSION ctas_fed;
+CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw',
+           notify_url 'http://127.0.0.1:$hook_port/hook');
+CREATE SERVER wh_dead FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw',
+           notify_url 'http://127.0.0.1:$dead_port/hook');
+CREATE SERVER wh_quiet FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');
+CREATE USER MAPPING FOR PUBLIC SERVER wh OPTIONS (user 'loader', password 'secret');
+CREATE USER MAPPING FOR PUBLIC SERVER wh_dead OPTIONS (user 'loader', password 'secret');
+CREATE USER MAPPING FOR PUBLIC SERVER wh_quiet OPTIONS (user 'loader', password 'secret');
+CREATE TABLE src AS SELECT g AS id, md5(g::text) AS t FROM generate_series(1, 20000) g;
+});
+
+sub remote_has
+{
+	my ($table) = @_;
+	return $remote->safe_psql('dw',
+		"SELECT count(*) FROM pg_class WHERE relname = '$table'");
+}
+
+sub prepared { return $remote->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'); }
+
+sub job_state
+{
+	my ($target) = @_;
+	return $local->safe_psql('postgres',
+		"SELECT state FROM ctas_fed.jobs WHERE target = 'public.$target' ORDER BY job_id DESC LIMIT 1");
+}
+
+sub wait_for
+{
+	my ($sql, $expected, $what, $node) = @_;
+	$node //= $local;
+	foreach (1 .. 300)
+	{
+		return 1 if $node->safe_psql('postgres', $sql) eq $expected;
+		usleep(100_000);
+	}
+	diag "$what: " . $node->safe_psql('postgres', $sql);
+	return 0;
+}
+
+sub start_psql
+{
+	my ($sql) = @_;
+	my ($stdout, $stderr) = ('', '');
+	my $h = IPC::Run::start(
+		[ 'psql', '-XAtq', '-d', $local->connstr('postgres'), '-c', $sql ],
+		'>', \$stdout, '2>', \$stderr);
+	return ($h, \$stdout, \$stderr);
+}
+
+# --- a running job's rows advance, seen from another session
+my ($h, $out, $err) = start_psql(
+	"CREATE TABLE wh_quiet.public.slow AS SELECT id, t, pg_sleep(0.0005) IS NULL AS s FROM src");
+ok(wait_for("SELECT count(*) > 0 FROM ctas_fed.jobs WHERE target = 'public.slow' AND state = 'running' AND rows > 0",
+		't', 'running job visible'), 'a running job is visible with rows');
+my $r1 = $local->safe_psql('postgres', "SELECT rows FROM ctas_fed.jobs WHERE target = 'public.slow'");
+usleep(1_500_000);
+my $r2 = $local->safe_psql('postgres', "SELECT rows FROM ctas_fed.jobs WHERE target = 'public.slow'");
+cmp_ok($r2, '>', $r1, "its rows advance ($r1 -> $r2)");
+$h->finish;
+is(job_state('slow'), 'committed', 'the job ends committed');
+is($local->safe_psql('postgres', "SELECT rows FROM ctas_fed.jobs WHERE target = 'public.slow'"),
+	'20000', 'with all its rows');
+
+# --- webhooks: running -> committed, running -> aborted
+$local->safe_psql('postgres', 'CREATE TABLE wh.public.hooked AS SELECT * FROM src');
+$local->safe_psql('postgres', 'BEGIN; CREATE TABLE wh.public.hooked_rb AS SELECT * FROM src WHERE id <= 10; ROLLBACK;');
+my $hooks = '';
+foreach (1 .. 100)
+{
+	$hooks = -f $hook_log ? slurp_file($hook_log) : '';
+	last if $hooks =~ /"public.hooked_rb".*"state": "aborted"/;
+	usleep(100_000);
+}
+like($hooks, qr/"target": "public.hooked", "mode": "atomic", "state": "running"/, 'webhook: running');
+like($hooks, qr/"target": "public.hooked", "mode": "atomic", "state": "committed", "rows": 20000/,
+	'webhook: committed with its rows');
+like($hooks, qr/"target": "public.hooked_rb", "mode": "atomic", "state": "aborted", "rows": 10/,
+	'webhook: aborted with its rows');
+unlike($hooks, qr/secret/, 'no secret in any webhook');
+
+# --- a dead webhook endpoint does not slow commits down
+sub time_commits
+{
+	my ($server) = @_;
+	my $t0 = time;
+	foreach my $i (1 .. 5)
+	{
+		$local->safe_psql('postgres',
+			"CREATE TABLE $server.public.lat_${server}_$i AS SELECT 1 AS a");
+	}
+	return time - $t0;
+}
+my $t_quiet = time_commits('wh_quiet');
+my $t_dead = time_commits('wh_dead');
+cmp_ok($t_dead, '<', $t_quiet + 1.0,
+	sprintf('commits with a dead webhook take as long (%.2fs vs %.2fs)', $t_dead, $t_quiet));
+is(job_state('lat_wh_dead_5'), 'committed', 'and the jobs still finish');
+
+# --- metrics: promtool, Pushgateway
+my $metrics = $local->safe_psql('postgres', 'SELECT ctas_fed.metrics()');
+my $mfile = PostgreSQL::Test::Utils::tempdir() . '/metrics.txt';
+open my $mf, '>', $mfile or die;
+print $mf "$metrics\n";
+close $mf;
+my $promtool = `which promtool`;
+chomp $promtool;
+ok($promtool ne '', 'promtool is installed');
+my $check = `$promtool check metrics < $mfile 2>&1`;
+is($?, 0, 'promtool check metrics passes') or diag $check;
+like($metrics, qr/ctas_fed_rows_total\{catalog="wh"\} 20000/, 'rows by catalog');
+my $pushed = '';
+foreach (1 .. 100)
+{
+	$pushed = $pgw->get('/metrics');
+	last if $pushed =~ /ctas_fed_rows_total\{.*catalog="wh"/;
+	usleep(100_000);
+}
+like($pushed, qr/ctas_fed_rows_total\{[^}]*catalog="wh"[^}]*\} 20000/,
+	'the Pushgateway holds the pushed series');
+
+# --- local crash after the remote PREPARE: the worker rolls back
+($h, $out, $err) = start_psql(
+	"SET ctas_fed.fault_point = 'after_prepare'; CREATE TABLE wh_quiet.public.crash_prep AS SELECT * FROM src");
+ok(wait_for("SELECT count(*) FROM pg_prepared_xacts", '1', 'prepared on the remote', $remote),
+	'the remote transaction is prepared');
+usleep(1_500_000);    # the worker saves the registry
+$local->stop('immediate');
+$h->finish;
+is(remote_has('crash_prep'), '0', 'not visible while in doubt');
+$local->start;
+ok(wait_for("SELECT count(*) FROM pg_prepared_xacts", '0', 'resolved', $remote),
+	'after restart the worker resolves the prepared transaction');
+is(remote_has('crash_prep'), '0', 'crash after PREPARE: rolled back, no table');
+ok(wait_for("SELECT state FROM ctas_fed.jobs WHERE target = 'public.crash_prep'", 'aborted', 'job state'),
+	'the job is recorded as aborted');
+
+# --- local crash after the local commit record: the worker commits
+($h, $out, $err) = start_psql(
+	"SET ctas_fed.fault_point = 'after_commit_record'; CREATE TABLE wh_quiet.public.crash_commit AS SELECT * FROM src");
+ok(wait_for("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'Extension' AND query LIKE 'SET ctas_fed.fault_point%'",
+		'1', 'at the fault point'), 'the backend waits after its commit record');
+usleep(1_500_000);
+$local->stop('immediate');
+$h->finish;
+is(prepared(), '1', 'the remote transaction is in doubt');
+$local->start;
+ok(wait_for("SELECT count(*) FROM pg_prepared_xacts", '0', 'resolved', $remote),
+	'after restart the worker resolves it');
+is($remote->safe_psql('dw', 'SELECT count(*) FROM crash_commit'), '20000',
+	'crash after the commit record: committed, with all rows');
+ok(wait_for("SELECT state FROM ctas_fed.jobs WHERE target = 'public.crash_commit'", 'committed', 'job state'),
+	'the job is recorded as committed');
+
+# --- history survives a crash restart
+my $before = $local->safe_psql('postgres',
+	"SELECT string_agg(target || ':' || state, ',' ORDER BY job_id) FROM ctas_fed.jobs WHERE target IN ('public.hooked', 'public.hooked_rb')");
+is($before, 'public.hooked:committed,public.hooked_rb:aborted', 'committed and aborted jobs in the history');
+usleep(1_500_000);
+$local->stop('immediate');
+$local->start;
+is($local->safe_psql('postgres',
+		"SELECT string_agg(target || ':' || state, ',' ORDER BY job_id) FROM ctas_fed.jobs WHERE target IN ('public.hooked', 'public.hooked_rb')"),
+	$before, 'the history survives a crash restart');
+
+# --- the remote goes down during COMMIT PREPARED
+($h, $out, $err) = start_psql(
+	"SET ctas_fed.fault_point = 'after_commit_record:4'; CREATE TABLE wh_quiet.public.remote_down AS SELECT * FROM src");
+ok(wait_for("SELECT count(*) FROM pg_prepared_xacts", '1', 'prepared', $remote), 'prepared before the remote stops');
+$remote->stop('fast');
+$h->finish;
+like($$err, qr/WARNING:  could not commit prepared transaction "ctas_fed_\d+_\d+_1" on catalog "wh_quiet"/,
+	'COMMIT warns with the gid');
+unlike($$err, qr/ERROR/, 'and succeeds');
+is(job_state('remote_down'), 'in_doubt', 'the job is in doubt');
+$remote->start;
+ok(wait_for("SELECT count(*) FROM pg_prepared_xacts", '0', 'resolved', $remote),
+	'once the remote is back the worker commits it');
+is($remote->safe_psql('dw', 'SELECT count(*) FROM remote_down'), '20000', 'all rows are there');
+ok(wait_for("SELECT state FROM ctas_fed.jobs WHERE target = 'public.remote_down'", 'committed', 'job state'),
+	'the job is recorded as committed');
+
+kill 'TERM', $hook_pid;
+waitpid($hook_pid, 0);
+close $dead;
+done_testing();

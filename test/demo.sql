@@ -45,3 +45,11 @@ BEGIN;
 CREATE TABLE warehouse.public.never AS SELECT * FROM sales;
 ROLLBACK;
 SELECT * FROM ctas_fed.remote_tables('warehouse', 'public');
+
+-- every federated CTAS and DROP is a job, visible live from any session and
+-- kept in a bounded history that survives restarts
+SELECT job_id, catalog, target, mode, state, rows, bytes, error
+  FROM ctas_fed.jobs ORDER BY job_id;
+
+-- the same registry in the Prometheus text format
+SELECT ctas_fed.metrics();

@@ -531,11 +531,20 @@ ch_xfer_sent_request(ch_xfer *t)
 	return reqsize > 0 || t->up_total > 0;
 }
 
+/*
+ * ch_socket_action
+ *		Let curl act on socket s (mask: what is ready), or on its timer
+ *		(CURL_SOCKET_TIMEOUT).  curl's timer is single-shot: once we call
+ *		for it, it is spent unless curl sets a new one during the call;
+ *		keeping a stale 0 would spin without ever waiting on the socket.
+ */
 static void
 ch_socket_action(ch_xfer *t, curl_socket_t s, int mask)
 {
 	int			running;
 
+	if (s == CURL_SOCKET_TIMEOUT)
+		t->timer_ms = -1;
 	(void) curl_multi_socket_action(t->multi, s, mask, &running);
 }
 

@@ -73,6 +73,7 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "replication/message.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
@@ -193,6 +194,7 @@ typedef struct ChAction
 	char	   *table;			/* the target */
 	char	   *stage;			/* staging table, or NULL (CH_DROP) */
 	char	   *old;			/* replace/drop: where the target goes */
+	char	   *marker;			/* create: commit marker, see ch_pre_commit */
 	char	   *source;			/* append: table the stage copies */
 	int			level;			/* subtransaction nesting level */
 	bool		loaded;			/* end_load checked the stage */
@@ -201,6 +203,7 @@ typedef struct ChAction
 	bool		old_moved;
 	bool		stage_moved;
 	bool		appended;
+	bool		marker_made;
 } ChAction;
 
 /* Per transaction and user mapping: part->private */
@@ -2040,9 +2043,13 @@ ch_new_action(CtasParticipant *part, ChXact *xs, ChActionKind kind,
 	a->level = GetCurrentTransactionNestLevel();
 	if (kind != CH_DROP)
 		a->stage = CtasScratchName("stage");
+	/* names of the same action share its <sysid>_<xid>_<n> */
 	if (kind == CH_REPLACE)
 		a->old = psprintf("_ctas_fed_old_%s_%s",
 						  a->stage + strlen("_ctas_fed_stage_"), table);
+	else if (kind == CH_CREATE)
+		a->marker = psprintf("_ctas_fed_new_%s_%s",
+							 a->stage + strlen("_ctas_fed_stage_"), table);
 	else if (kind == CH_DROP)
 		a->old = psprintf("%s_%s", CtasScratchName("drop"), table);
 	xs->actions = lappend(xs->actions, a);
@@ -2544,6 +2551,27 @@ ch_pre_commit(CtasParticipant *part)
 	if (xs->stream)
 		elog(ERROR, "ClickHouse INSERT still open at commit");
 
+	/*
+	 * What is published now carries this transaction's id in its names,
+	 * and resolve decides by that transaction's outcome.  An xid that no
+	 * WAL record carries can be handed out again after a crash (and then
+	 * commit for someone else), so make it durable before the first
+	 * rename.
+	 */
+	if (xs->actions != NIL)
+		XLogFlush(LogLogicalMessage("ctas_fed", "clickhouse", 10, true));
+
+	/* for ctas_fed.jobs: the object resolve reports on, and no 2PC */
+	if (xs->actions != NIL)
+	{
+		ChAction   *first = linitial(xs->actions);
+		const char *obj = first->marker ? first->marker :
+			first->old ? first->old : first->stage;
+
+		part->gid = MemoryContextStrdup(part->cxt, ch_display(first->db, obj));
+		part->one_phase = true;
+	}
+
 	foreach(lc, xs->actions)
 	{
 		ChAction   *a = lfirst(lc);
@@ -2554,6 +2582,16 @@ ch_pre_commit(CtasParticipant *part)
 		switch (a->kind)
 		{
 			case CH_CREATE:
+				/*
+				 * The marker outlives a crash between the rename and the
+				 * local commit record: resolve then finds it and, the local
+				 * transaction having aborted, drops the published table.
+				 */
+				a->marker_made = true;
+				CtasHttpQuery(xs->http,
+							  psprintf("CREATE TABLE %s (x UInt8) ENGINE = TinyLog",
+									   ch_qname(a->db, a->marker)),
+							  "record the publication");
 				CtasHttpQuery(xs->http, ch_rename_sql(a->db, a->stage, a->table),
 							  "publish the new table");
 				a->stage_moved = true;
@@ -2605,6 +2643,10 @@ ch_post_commit(CtasParticipant *part)
 			ch_cleanup_query(xs->http,
 							 psprintf("DROP TABLE IF EXISTS %s", ch_qname(a->db, a->old)),
 							 "drop the old table", ch_display(a->db, a->old));
+		else if (a->kind == CH_CREATE && a->marker_made)
+			ch_cleanup_query(xs->http,
+							 psprintf("DROP TABLE IF EXISTS %s", ch_qname(a->db, a->marker)),
+							 "drop the commit marker", ch_display(a->db, a->marker));
 		else if (a->kind == CH_APPEND)
 			ch_cleanup_query(xs->http,
 							 psprintf("DROP TABLE IF EXISTS %s", ch_qname(a->db, a->stage)),
@@ -2619,7 +2661,7 @@ ch_post_commit(CtasParticipant *part)
  *		Undo one action, whatever stage it reached.  WARNINGs only.
  */
 static void
-ch_undo(ChXact *xs, ChAction *a)
+ch_undo(CtasParticipant *part, ChXact *xs, ChAction *a)
 {
 	CtasHttp   *http = xs->http;
 
@@ -2641,6 +2683,14 @@ ch_undo(ChXact *xs, ChAction *a)
 				ch_cleanup_query(http,
 								 psprintf("DROP TABLE IF EXISTS %s", ch_qname(a->db, a->stage)),
 								 "drop the staging table", ch_display(a->db, a->stage));
+			/* the marker goes last: resolve needs it while anything is left */
+			if (a->marker_made && !a->stage_moved &&
+				ch_cleanup_query(http,
+								 psprintf("DROP TABLE IF EXISTS %s", ch_qname(a->db, a->marker)),
+								 "drop the commit marker", ch_display(a->db, a->marker)))
+				a->marker_made = false;
+			if (a->stage_moved || a->old_moved)
+				part->in_doubt = true;	/* published, and not taken back */
 			break;
 		case CH_APPEND:
 			if (a->appended)
@@ -2659,6 +2709,8 @@ ch_undo(ChXact *xs, ChAction *a)
 								 "restore the dropped table",
 								 ch_display(a->db, a->old)))
 				a->old_moved = false;
+			if (a->old_moved)
+				part->in_doubt = true;
 			break;
 	}
 }
@@ -2703,7 +2755,7 @@ ch_abort(CtasParticipant *part)
 	old = MemoryContextSwitchTo(cxt);
 	ch_kill_stream(xs);
 	for (i = list_length(xs->actions) - 1; i >= 0; i--)
-		ch_undo(xs, list_nth(xs->actions, i));
+		ch_undo(part, xs, list_nth(xs->actions, i));
 	xs->actions = NIL;
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
@@ -2763,7 +2815,7 @@ ch_subxact(CtasParticipant *part, SubXactEvent event, int level)
 			ChAction   *a = list_nth(xs->actions, i);
 
 			if (a->level >= level)
-				ch_undo(xs, a);
+				ch_undo(part, xs, a);
 		}
 		MemoryContextSwitchTo(part->cxt);
 		foreach(lc, xs->actions)
@@ -2974,14 +3026,25 @@ ch_parse_scratch(const char *name, char **kind, uint64 *sysid, uint64 *fxid,
 /*
  * ch_resolve
  *		resolve of the writer: find the scratch tables of this cluster
- *		(names carry its system identifier and the local transaction id) in
- *		every database, and finish or undo what their transaction left:
+ *		(their names carry its system identifier and the full id of the
+ *		local transaction) in every database, and finish or undo what their
+ *		transaction left, as the commit status of that transaction says:
  *
- *		stage		dropped when its transaction is over (committed or not,
- *					a staging table is never needed afterwards);
- *		old, drop	committed: dropped.  Aborted: put back under the target
- *					name (for old: if the replacement had been published,
- *					it is moved aside and dropped first).  Unknown: left.
+ *		stage	dropped once its transaction is over (a staging table is
+ *				never needed afterwards, whatever the outcome);
+ *		new		the marker of a published CREATE.  Committed: dropped.
+ *				Aborted: the published table is taken back (renamed to the
+ *				staging name and dropped), then the marker.  If the staging
+ *				table still exists, the rename never happened.
+ *		old		a table being replaced.  Committed: dropped.  Aborted: put
+ *				back under the target name, after the replacement (if it
+ *				was published) is taken back.
+ *		drop	a table being dropped.  Committed: dropped.  Aborted: put
+ *				back.
+ *
+ * Transactions in progress and outcomes no longer known are left alone.
+ * Actions: "dropped staging table", "committed", "rolled back", or
+ * "left: <why>"; the object is db.table of the scratch table.
  */
 static void
 ch_resolve(CtasCatalog *catalog,
@@ -3003,7 +3066,7 @@ ch_resolve(CtasCatalog *catalog,
 	if (nf != 2)
 		return;
 
-	/* old and drop tables first: they look at the staging tables */
+	/* markers first: they look at the staging tables */
 	for (pass = 0; pass < 2; pass++)
 	{
 		foreach(lc, rows)
@@ -3014,15 +3077,19 @@ ch_resolve(CtasCatalog *catalog,
 			char	   *kind;
 			char	   *serial;
 			char	   *target;
+			char	   *stage;
 			uint64		sysid;
 			uint64		fxid;
 			ChXidStatus st;
 			char	   *object;
+			bool		is_stage;
 
-			if (!ch_parse_scratch(name, &kind, &sysid, &fxid, &serial, &target) ||
+			if (db == NULL || name == NULL ||
+				!ch_parse_scratch(name, &kind, &sysid, &fxid, &serial, &target) ||
 				sysid != mysysid)
 				continue;
-			if ((pass == 0) != (strcmp(kind, "stage") != 0))
+			is_stage = strcmp(kind, "stage") == 0;
+			if ((pass == 0) == is_stage)
 				continue;
 			object = ch_display(db, name);
 			st = ch_xid_status(fxid);
@@ -3032,56 +3099,67 @@ ch_resolve(CtasCatalog *catalog,
 				emit(arg, object, "left: its transaction is in progress");
 				continue;
 			}
-			if (strcmp(kind, "stage") == 0)
+			if (is_stage)
 			{
 				CtasHttpQuery(http, psprintf("DROP TABLE IF EXISTS %s", ch_qname(db, name)),
 							  "drop a staging table");
 				emit(arg, object, "dropped staging table");
 				continue;
 			}
-			if ((strcmp(kind, "old") != 0 && strcmp(kind, "drop") != 0) ||
-				target == NULL)
+			if ((strcmp(kind, "new") != 0 && strcmp(kind, "old") != 0 &&
+				 strcmp(kind, "drop") != 0) || target == NULL)
 			{
-				emit(arg, object, "left: unknown kind of table");
+				emit(arg, object, "left: not a table ctas_fed makes");
 				continue;
 			}
 			if (st == CH_XID_UNKNOWN)
 			{
-				emit(arg, object, "left: the outcome of its transaction is unknown");
+				emit(arg, object, "left: local transaction status unknown");
 				continue;
 			}
 			if (st == CH_XID_COMMITTED)
 			{
 				CtasHttpQuery(http, psprintf("DROP TABLE IF EXISTS %s", ch_qname(db, name)),
-							  "drop a replaced table");
-				emit(arg, object, strcmp(kind, "old") == 0 ?
-					 "dropped replaced table (transaction committed)" :
-					 "dropped table (transaction committed)");
+							  "drop a leftover of a committed transaction");
+				emit(arg, object, "committed");
 				continue;
 			}
 
-			/* aborted: put the table back */
+			/* aborted */
+			stage = psprintf("_ctas_fed_stage_" UINT64_FORMAT "_" UINT64_FORMAT "_%s",
+							 sysid, fxid, serial);
+			if (strcmp(kind, "new") == 0)
+			{
+				if (!ch_remote_exists(http, db, stage) &&
+					ch_remote_exists(http, db, target))
+				{
+					/* published, never taken back */
+					CtasHttpQuery(http, ch_rename_sql(db, target, stage),
+								  "take back a published table");
+				}
+				CtasHttpQuery(http, psprintf("DROP TABLE IF EXISTS %s", ch_qname(db, stage)),
+							  "drop a staging table");
+				CtasHttpQuery(http, psprintf("DROP TABLE IF EXISTS %s", ch_qname(db, name)),
+							  "drop a commit marker");
+				emit(arg, object, "rolled back");
+				continue;
+			}
 			if (ch_remote_exists(http, db, target))
 			{
-				char	   *stage = psprintf("_ctas_fed_stage_" UINT64_FORMAT "_" UINT64_FORMAT "_%s",
-											 sysid, fxid, serial);
-
 				if (strcmp(kind, "old") != 0 || ch_remote_exists(http, db, stage))
 				{
 					emit(arg, object,
 						 psprintf("left: table \"%s\" exists again", ch_display(db, target)));
 					continue;
 				}
-				/* the replacement was published: move it aside first */
+				/* the replacement was published: take it back first */
 				CtasHttpQuery(http, ch_rename_sql(db, target, stage),
 							  "take back a published table");
 				CtasHttpQuery(http, psprintf("DROP TABLE IF EXISTS %s", ch_qname(db, stage)),
 							  "drop a staging table");
 			}
-			CtasHttpQuery(http, ch_rename_sql(db, name, target),
-						  "restore a table");
-			emit(arg, object,
-				 psprintf("restored as \"%s\" (transaction aborted)", ch_display(db, target)));
+			CtasHttpQuery(http, ch_rename_sql(db, name, target), "restore a table");
+			emit(arg, object, "rolled back");
 		}
 	}
 }

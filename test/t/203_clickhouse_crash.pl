@@ -1,0 +1,120 @@
+
+# Copyright (c) 2026, ctas_fed developers
+
+# The local server crashes in the commit protocol of a transaction that did
+# a CREATE, a replace and a DROP in ClickHouse:
+#   - after the renames (pre-commit), before the local commit record: the
+#     published tables are visible (the documented window), and after the
+#     restart the resolver, deciding from the local transaction's status
+#     (aborted), takes all three back;
+#   - after the local commit record, before post-commit: the resolver
+#     (committed) drops what post-commit would have dropped.
+# Either way no _ctas_fed_ table is left.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+use IPC::Run;
+
+use CtasFed::Test;
+
+my $ch    = start_clickhouse();
+my $local = new_cluster('local');
+my $chpw  = $ch->{password};
+my $churl = $ch->{url};
+
+$local->safe_psql('postgres', qq{
+CREATE EXTENSION ctas_fed;
+CREATE SERVER lake FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'clickhouse', url '$churl');
+CREATE USER MAPPING FOR PUBLIC SERVER lake OPTIONS (user 'default', password '$chpw');
+});
+$ch->query('CREATE DATABASE dw');
+
+sub scratch_tables
+{
+	return $ch->query(
+		"SELECT count() FROM system.tables WHERE startsWith(name, '_ctas_fed_')") + 0;
+}
+
+sub ch_exists
+{
+	my ($t) = @_;
+	return $ch->query("EXISTS TABLE dw.$t") + 0;
+}
+
+# Run the transaction in a session that stops at the fault point; crash
+# the server there; start it again.
+sub crash_at
+{
+	my ($point, $sql) = @_;
+	my ($in, $out, $err) = ('', '', '');
+	my $offset = -s $local->logfile;
+	my $h = IPC::Run::start([ 'psql', '-XAtq', '-d', $local->connstr('postgres') ],
+		'<', \$in, '>', \$out, '2>', \$err);
+	$in .= "SET ctas_fed.fault_point = '$point';\nBEGIN;\n$sql\nCOMMIT;\n";
+	$h->pump while $h->pumpable && $in ne '';
+	$local->wait_for_log(qr/stopped at fault point "$point"/, $offset);
+	return $h;
+}
+
+# wait for the worker (or ask resolve_in_doubt) until nothing is left
+sub resolved
+{
+	foreach my $i (1 .. 150)
+	{
+		return 1 if scratch_tables() == 0;
+		$local->safe_psql('postgres', q{SELECT count(*) FROM ctas_fed.resolve_in_doubt('lake')})
+		  if $i % 50 == 0;
+		usleep(100_000);
+	}
+	return scratch_tables() == 0;
+}
+
+$local->safe_psql('postgres', q{
+CREATE TABLE lake.dw.rep1 AS SELECT 'old' AS v;
+CREATE TABLE lake.dw.gone1 AS SELECT 'kept' AS v;
+CREATE TABLE lake.dw.rep2 AS SELECT 'old' AS v;
+CREATE TABLE lake.dw.gone2 AS SELECT 'kept' AS v;
+});
+
+# --- crash after the renames, before the local commit record
+my $h = crash_at('after_rename', q{
+CREATE TABLE lake.dw.new1 AS SELECT g FROM generate_series(1, 1000) g;
+CREATE TABLE lake.dw.rep1 WITH (if_exists = 'replace') AS SELECT 'new' AS v;
+DROP TABLE lake.dw.gone1;});
+is(ch_exists('new1'), 1, 'after the rename, the new table is visible (the documented window)');
+is($ch->query('SELECT v FROM dw.rep1'), "new\n", 'so is the replacement');
+is(ch_exists('gone1'), 0, 'and the dropped table is gone');
+$local->stop('immediate');
+$h->finish;
+$local->start;
+ok(resolved(), 'the resolver finishes the aborted transaction');
+is(ch_exists('new1'), 0, 'the table of the aborted CREATE was taken back');
+is($ch->query('SELECT v FROM dw.rep1'), "old\n", 'the replaced table is back');
+is($ch->query('SELECT v FROM dw.gone1'), "kept\n", 'the dropped table is back');
+
+# --- crash after the local commit record, before post-commit
+$h = crash_at('after_commit_record', q{
+CREATE TABLE lake.dw.new2 AS SELECT g FROM generate_series(1, 1000) g;
+CREATE TABLE lake.dw.rep2 WITH (if_exists = 'replace') AS SELECT 'new' AS v;
+DROP TABLE lake.dw.gone2;});
+ok(scratch_tables() > 0, 'post-commit has not run: leftovers are there');
+$local->stop('immediate');
+$h->finish;
+$local->start;
+ok(resolved(), 'the resolver finishes the committed transaction');
+is($ch->query('SELECT count() FROM dw.new2'), "1000\n", 'the committed CREATE stays');
+is($ch->query('SELECT v FROM dw.rep2'), "new\n", 'the replacement stays');
+is(ch_exists('gone2'), 0, 'the dropped table stays dropped');
+
+like($local->safe_psql('postgres', q{SELECT string_agg(state, ',') FROM ctas_fed.jobs WHERE catalog = 'lake'}),
+	qr/committed/, 'ctas_fed.jobs shows the outcome');
+
+$local->stop;
+$ch->stop;
+done_testing();

@@ -142,6 +142,7 @@ struct CtasHttp
 	ch_xfer    *xfer;			/* reused for queries, or NULL */
 	CtasHttpVersion *version;	/* read once, or NULL */
 	char	   *settings;		/* "&name=value..." on every URL, or NULL */
+	char		inflight[96];	/* query_id of the query on xfer, or "" */
 };
 
 struct CtasHttpStream
@@ -1217,6 +1218,29 @@ ch_after_interrupt(CtasHttp *http, const char *what, const char *sql)
 }
 
 /*
+ * ch_query_xfer
+ *		The client's transfer for a query.  A transfer still busy with an
+ *		earlier query means that query was abandoned by an ERROR thrown
+ *		while we waited: its connection is closed and the query killed
+ *		first.
+ */
+static ch_xfer *
+ch_query_xfer(CtasHttp *http, bool cleanup)
+{
+	if (http->xfer != NULL && http->xfer->attached)
+	{
+		ch_xfer_release(http->xfer);
+		if (http->inflight[0] != '\0')
+			CtasHttpKillQuery(http, http->inflight);
+	}
+	http->inflight[0] = '\0';
+	if (http->xfer == NULL || http->xfer->easy == NULL)
+		http->xfer = ch_xfer_create(http, http->cxt, false, cleanup);
+	http->xfer->allow_interrupt = !cleanup;
+	return http->xfer;
+}
+
+/*
  * CtasHttpTryQuery
  *		Run one query (SQL in the body) and return whether it succeeded.
  *
@@ -1246,16 +1270,14 @@ CtasHttpTryQuery(CtasHttp *http, const char *sql, const char *what,
 	if (errdetail)
 		*errdetail = NULL;
 
-	if (http->xfer == NULL || http->xfer->easy == NULL)
-		http->xfer = ch_xfer_create(http, http->cxt, false, cleanup);
-	t = http->xfer;
-	t->allow_interrupt = !cleanup;
-
+	t = ch_query_xfer(http, cleanup);
 	qid = CtasHttpNewQueryId();
 	url = ch_url(http, t, qid, NULL, true);
+	strlcpy(http->inflight, qid, sizeof(http->inflight));
 	ch_xfer_start(http, t, url, sql, NULL);
 	rr = ch_xfer_run(http, t, false,
 					 cleanup ? Min(CH_CLEANUP_DEADLINE_MS, http->timeout_ms) : 0);
+	http->inflight[0] = '\0';
 
 	if (rr == CH_RUN_DONE && ch_check_response(http, t, rr, &f, &missing))
 	{
@@ -1309,15 +1331,13 @@ CtasHttpQuery(CtasHttp *http, const char *sql, const char *what)
 	ch_run_result rr;
 	ch_failure	f;
 
-	if (http->xfer == NULL || http->xfer->easy == NULL)
-		http->xfer = ch_xfer_create(http, http->cxt, false, false);
-	t = http->xfer;
-	t->allow_interrupt = true;
-
+	t = ch_query_xfer(http, false);
 	qid = CtasHttpNewQueryId();
 	url = ch_url(http, t, qid, NULL, true);
+	strlcpy(http->inflight, qid, sizeof(http->inflight));
 	ch_xfer_start(http, t, url, sql, NULL);
 	rr = ch_xfer_run(http, t, false, 0);
+	http->inflight[0] = '\0';
 
 	if (rr == CH_RUN_DONE && ch_check_response(http, t, rr, &f, NULL))
 	{

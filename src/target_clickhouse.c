@@ -19,12 +19,15 @@
  *				exactly the rows sent (a dropped connection makes ClickHouse
  *				keep what it got, so the count is the proof).
  *	pre_commit	after every two-phase participant has prepared (commit
- *				order 1, "last resource"): RENAME TABLE stage TO target.
- *				if_exists 'replace': target is renamed to
- *				_ctas_fed_old_..._<target> first; 'append': the staged parts
- *				are attached to the target (or inserted, for engines that
- *				have no partitions); DROP TABLE renames the table away.
- *	post_commit	the renamed-away tables and appended stages are dropped.
+ *				order 1, "last resource"): the local xid is made durable in
+ *				the WAL, a marker _ctas_fed_new_..._<target> is created, then
+ *				RENAME TABLE stage TO target.  if_exists 'replace': target
+ *				is renamed to _ctas_fed_old_..._<target> first; 'append':
+ *				the staged parts are attached to the target (or inserted,
+ *				for engines without partitions); DROP TABLE renames the
+ *				table to _ctas_fed_drop_..._<target>.
+ *	post_commit	the renamed-away tables, markers and appended stages are
+ *				dropped.
  *	abort		everything is undone in reverse order: a running INSERT is
  *				killed, renames are reverted, staging tables dropped.
  *				Failures are WARNINGs; resolve (ctas_fed.resolve_in_doubt)

@@ -19,9 +19,9 @@
  *				exactly the rows sent (a dropped connection makes ClickHouse
  *				keep what it got, so the count is the proof).
  *	pre_commit	after every two-phase participant has prepared (commit
- *				order 1, "last resource"): the local xid is made durable in
- *				the WAL, a marker _ctas_fed_new_..._<target> is created, then
- *				RENAME TABLE stage TO target.  if_exists 'replace': target
+ *				order 1, "last resource"): a marker
+ *				_ctas_fed_new_..._<target> is created, then RENAME TABLE
+ *				stage TO target.  if_exists 'replace': target
  *				is renamed to _ctas_fed_old_..._<target> first; 'append':
  *				the staged parts are attached to the target (or inserted,
  *				for engines without partitions); DROP TABLE renames the
@@ -76,7 +76,6 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "replication/message.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
@@ -2556,14 +2555,9 @@ ch_pre_commit(CtasParticipant *part)
 
 	/*
 	 * What is published now carries this transaction's id in its names,
-	 * and resolve decides by that transaction's outcome.  An xid that no
-	 * WAL record carries can be handed out again after a crash (and then
-	 * commit for someone else), so make it durable before the first
-	 * rename.
+	 * and resolve decides by that transaction's outcome; xact.c made that
+	 * xid durable when the transaction joined (CtasJoinTransaction).
 	 */
-	if (xs->actions != NIL)
-		XLogFlush(LogLogicalMessage("ctas_fed", "clickhouse", 10, true));
-
 	/* for ctas_fed.jobs: the object resolve reports on, and no 2PC */
 	if (xs->actions != NIL)
 	{

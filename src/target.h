@@ -245,7 +245,7 @@ extern CtasParticipant *CtasJoinTransaction(CtasCatalog *catalog);
 extern char *CtasMakeGid(CtasParticipant *part);
 extern char *CtasScratchName(const char *kind);
 extern void CtasXactAddJob(CtasParticipant *part, CtasJobRef job);
-extern char *CtasLocalXactStatus(uint64 fxid);
+extern const char *CtasLocalXactStatus(uint64 fxid);
 extern char *CtasFaultPoint;
 extern const char *CtasGidPrefix(void);
 

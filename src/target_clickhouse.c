@@ -2948,28 +2948,16 @@ typedef enum ChXidStatus
 /*
  * ch_xid_status
  *		Outcome of the local transaction with full id fxid, from the commit
- *		log (pg_xact_status): durable evidence, never a guess.  UNKNOWN for
- *		ids from the future or too old for the commit log.
+ *		log (CtasLocalXactStatus): durable evidence, never a guess.  UNKNOWN
+ *		for ids from the future or too old for the commit log.
  */
 static ChXidStatus
 ch_xid_status(uint64 fxid)
 {
-	FullTransactionId f = FullTransactionIdFromU64(fxid);
-	LOCAL_FCINFO(fcinfo, 1);
-	Datum		result;
-	char	   *s;
+	const char *s = CtasLocalXactStatus(fxid);
 
-	if (!FullTransactionIdPrecedes(f, ReadNextFullTransactionId()) ||
-		!TransactionIdIsNormal(XidFromFullTransactionId(f)))
+	if (s == NULL)
 		return CH_XID_UNKNOWN;
-
-	InitFunctionCallInfoData(*fcinfo, NULL, 1, InvalidOid, NULL, NULL);
-	fcinfo->args[0].value = FullTransactionIdGetDatum(f);
-	fcinfo->args[0].isnull = false;
-	result = pg_xact_status(fcinfo);
-	if (fcinfo->isnull)
-		return CH_XID_UNKNOWN;
-	s = text_to_cstring(DatumGetTextPP(result));
 	if (strcmp(s, "in progress") == 0)
 		return CH_XID_IN_PROGRESS;
 	if (strcmp(s, "committed") == 0)

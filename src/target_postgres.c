@@ -915,7 +915,7 @@ pg_resolve(CtasCatalog *catalog,
 			char	   *gid = lfirst(lc);
 			uint64		fxid;
 			char	   *end;
-			char	   *status;
+			const char *status;
 
 			fxid = strtou64(gid + strlen(prefix), &end, 10);
 			if (*end != '_')

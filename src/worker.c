@@ -402,7 +402,7 @@ decide_in_doubt_jobs(List *unresolved)
 	for (i = 0; i < snap->njobs; i++)
 	{
 		CtasJob    *job = &snap->jobs[i];
-		char	   *status;
+		const char *status;
 		ListCell   *lc;
 		bool		pending = false;
 

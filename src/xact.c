@@ -40,7 +40,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "nodes/pg_list.h"
-#include "executor/spi.h"
+#include "storage/procarray.h"
 #include "replication/message.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -291,31 +291,38 @@ fault_point(const char *name)
 
 /*
  * CtasLocalXactStatus
- *		Commit status of the local transaction fxid, as pg_xact_status()
- *		reports it: "committed", "aborted", "in progress", or NULL when the
- *		status is no longer known.  Needs a transaction; uses SPI.  The
- *		result is palloc'd in the caller's memory context.
+ *		Commit status of the local transaction fxid: "committed",
+ *		"aborted", "in progress", or NULL when it is not known - an id that
+ *		is in the future (e.g. after a restore from an older backup) or so
+ *		old that the commit log no longer has it.  The checks are those of
+ *		pg_xact_status(), which raises an error for an id in the future
+ *		instead.  Static result.
  */
-char *
-CtasLocalXactStatus(uint64 fxid)
+const char *
+CtasLocalXactStatus(uint64 fxid_u64)
 {
-	MemoryContext outer = CurrentMemoryContext;
-	char	   *status = NULL;
-	char	   *sql;
-	bool		isnull;
-	Datum		d;
+	FullTransactionId fxid = FullTransactionIdFromU64(fxid_u64);
+	FullTransactionId next = ReadNextFullTransactionId();
+	TransactionId xid = XidFromFullTransactionId(fxid);
+	const char *status;
 
-	sql = psprintf("SELECT pg_catalog.pg_xact_status('" UINT64_FORMAT "'::pg_catalog.xid8)",
-				   fxid);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not read the status of transaction " UINT64_FORMAT,
-			 fxid);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (!isnull)
-		status = MemoryContextStrdup(outer, TextDatumGetCString(d));
-	SPI_finish();
+	if (!FullTransactionIdPrecedes(fxid, next) ||
+		U64FromFullTransactionId(next) - fxid_u64 > (uint64) MaxTransactionId / 2 ||
+		!TransactionIdIsNormal(xid))
+		return NULL;
+
+	/* the commit log must still cover xid, and stay so while we look */
+	LWLockAcquire(XactTruncationLock, LW_SHARED);
+	if (TransactionIdPrecedes(xid, ShmemVariableCache->oldestClogXid))
+		status = NULL;
+	else if (TransactionIdIsCurrentTransactionId(xid) ||
+			 TransactionIdIsInProgress(xid))
+		status = "in progress";
+	else if (TransactionIdDidCommit(xid))
+		status = "committed";
+	else
+		status = "aborted";
+	LWLockRelease(XactTruncationLock);
 	return status;
 }
 

@@ -145,6 +145,12 @@ echo "== the rows, read on the remote PostgreSQL itself (as loader)"
 psql_at "$remote_port" -d dw -U loader -c "SELECT * FROM public.daily_sales ORDER BY day" || exit 1
 psql_at "$remote_port" -d postgres -c "SELECT count(*) AS prepared_transactions_left FROM pg_prepared_xacts" || exit 1
 
+echo "== the rows, read on ClickHouse itself"
+curl -sS --fail -H 'X-ClickHouse-User: default' -H "X-ClickHouse-Key: $ch_password" \
+	"$ch_url/" --data-binary 'SELECT * FROM default.daily_sales ORDER BY day FORMAT PrettyCompactNoEscapes' || exit 1
+curl -sS --fail -H 'X-ClickHouse-User: default' -H "X-ClickHouse-Key: $ch_password" \
+	"$ch_url/" --data-binary "SELECT count() AS staging_tables_left FROM system.tables WHERE startsWith(name, '_ctas_fed_') FORMAT PrettyCompactNoEscapes" || exit 1
+
 if [ "${KEEP_RUNNING:-0}" = 1 ]; then
 	cat <<EOF
 == servers are running:

@@ -46,6 +46,25 @@ CREATE TABLE warehouse.public.never AS SELECT * FROM sales;
 ROLLBACK;
 SELECT * FROM ctas_fed.remote_tables('warehouse', 'public');
 
+-- federated CTAS into the ClickHouse catalog: rows streamed into a staging
+-- table, published with RENAME TABLE when the local transaction commits
+EXPLAIN (COSTS OFF)
+CREATE TABLE lake.default.daily_sales
+  WITH (order_by = 'day')
+  AS SELECT day, sum(amount) AS total, count(*) AS n FROM sales GROUP BY day;
+
+CREATE TABLE lake.default.daily_sales
+  WITH (order_by = 'day')
+  AS SELECT day, sum(amount) AS total, count(*) AS n FROM sales GROUP BY day;
+
+SELECT * FROM ctas_fed.remote_columns('lake', 'default', 'daily_sales');
+
+-- a rolled-back CTAS leaves no table and no staging table in ClickHouse
+BEGIN;
+CREATE TABLE lake.default.never AS SELECT * FROM sales;
+ROLLBACK;
+SELECT * FROM ctas_fed.remote_tables('lake', 'default');
+
 -- every federated CTAS and DROP is a job, visible live from any session and
 -- kept in a bounded history that survives restarts
 SELECT job_id, catalog, target, mode, state, rows, bytes, error

@@ -202,6 +202,7 @@ static void ch_after_interrupt(CtasHttp *http, const char *what,
 							   const char *sql) pg_attribute_noreturn();
 static void ch_stream_fail(CtasHttpStream *s, ch_run_result rr);
 static void ch_stream_reset_cb(void *arg);
+static CURLcode ch_harden(CURL *easy);
 
 
 /*
@@ -218,6 +219,38 @@ ch_global_init(void)
 				(errcode(ERRCODE_SYSTEM_ERROR),
 				 errmsg("could not initialize libcurl")));
 	curl_initialized = true;
+}
+
+/*
+ * ch_harden
+ *		The options every handle of ctas_fed gets (STYLE rule 5): no
+ *		signals (the backend owns SIGALRM), http and https only - also on
+ *		redirects, which are not followed anyway -, TLS peer and host
+ *		verified, no proxy taken from the environment.
+ */
+static CURLcode
+ch_harden(CURL *easy)
+{
+	CURLcode	rc = CURLE_OK;
+
+#define SETOPT(opt, val) \
+	do { if (rc == CURLE_OK) rc = curl_easy_setopt(easy, opt, val); } while (0)
+
+	SETOPT(CURLOPT_NOSIGNAL, 1L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+	SETOPT(CURLOPT_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
+	SETOPT(CURLOPT_REDIR_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+	SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
+	SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
+	SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
+	SETOPT(CURLOPT_PROXY, "");
+	SETOPT(CURLOPT_USERAGENT, "ctas_fed");
+#undef SETOPT
+	return rc;
 }
 
 /*
@@ -371,25 +404,14 @@ ch_xfer_create(CtasHttp *http, MemoryContext cxt, bool stream,
 				 errmsg("out of memory"),
 				 errdetail("Could not build the HTTP headers.")));
 
+	rc = ch_harden(t->easy);
+
 #define SETOPT(opt, val) \
 	do { if (rc == CURLE_OK) rc = curl_easy_setopt(t->easy, opt, val); } while (0)
 
-	SETOPT(CURLOPT_NOSIGNAL, 1L);
-#if LIBCURL_VERSION_NUM >= 0x075500
-	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
-	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-#else
-	SETOPT(CURLOPT_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
-	SETOPT(CURLOPT_REDIR_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
-	SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
-	SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
-	SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
-	SETOPT(CURLOPT_PROXY, "");
 	SETOPT(CURLOPT_CONNECTTIMEOUT_MS, http->connect_timeout_ms);
 	SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
 	SETOPT(CURLOPT_TCP_NODELAY, 1L);
-	SETOPT(CURLOPT_USERAGENT, "ctas_fed");
 	SETOPT(CURLOPT_HTTPHEADER, t->headers);
 	SETOPT(CURLOPT_ERRORBUFFER, t->errbuf);
 	SETOPT(CURLOPT_NOPROGRESS, 0L);
@@ -1241,6 +1263,29 @@ ch_query_xfer(CtasHttp *http, bool cleanup)
 }
 
 /*
+ * ch_abandon
+ *		A query that did not get an answer (interrupted, timed out, broken
+ *		connection): fill *f, close the connection, stop the query on the
+ *		server if the request went out, and let an interrupt raise its own
+ *		error.
+ */
+static void
+ch_abandon(CtasHttp *http, ch_xfer *t, ch_run_result rr, ch_failure *f,
+		   const char *qid, const char *what, const char *sql)
+{
+	bool		sent;
+
+	if (rr != CH_RUN_DONE)
+		(void) ch_check_response(http, t, rr, f, NULL);
+	sent = ch_xfer_sent_request(t);
+	ch_xfer_release(t);
+	if (sent)
+		CtasHttpKillQuery(http, qid);
+	if (rr == CH_RUN_INTERRUPTED)
+		ch_after_interrupt(http, what, sql);
+}
+
+/*
  * CtasHttpTryQuery
  *		Run one query (SQL in the body) and return whether it succeeded.
  *
@@ -1296,19 +1341,7 @@ CtasHttpTryQuery(CtasHttp *http, const char *sql, const char *what,
 			return true;
 	}
 	else
-	{
-		/* abandoned or broken: close the connection, stop the query */
-		bool		sent;
-
-		if (rr != CH_RUN_DONE)
-			(void) ch_check_response(http, t, rr, &f, NULL);
-		sent = ch_xfer_sent_request(t);
-		ch_xfer_release(t);
-		if (sent)
-			CtasHttpKillQuery(http, qid);
-		if (rr == CH_RUN_INTERRUPTED)
-			ch_after_interrupt(http, what, sql);
-	}
+		ch_abandon(http, t, rr, &f, qid, what, sql);
 
 	if (errdetail)
 		*errdetail = f.detail;
@@ -1351,18 +1384,7 @@ CtasHttpQuery(CtasHttp *http, const char *sql, const char *what)
 	if (rr == CH_RUN_DONE && t->result == CURLE_OK)
 		ch_xfer_detach(t);
 	else
-	{
-		bool		sent;
-
-		if (rr != CH_RUN_DONE)
-			(void) ch_check_response(http, t, rr, &f, NULL);
-		sent = ch_xfer_sent_request(t);
-		ch_xfer_release(t);
-		if (sent)
-			CtasHttpKillQuery(http, qid);
-		if (rr == CH_RUN_INTERRUPTED)
-			ch_after_interrupt(http, what, sql);
-	}
+		ch_abandon(http, t, rr, &f, qid, what, sql);
 	ch_raise(http, what, sql, &f);
 	return NULL;				/* keep compiler quiet */
 }
@@ -1798,24 +1820,13 @@ CtasHttpSend(const char *url, const char *method, const char *content_type,
 	}
 	errbuf[0] = '\0';
 
+	rc = ch_harden(easy);
+
 #define SETOPT(opt, val) \
 	do { if (rc == CURLE_OK) rc = curl_easy_setopt(easy, opt, val); } while (0)
 
-	SETOPT(CURLOPT_NOSIGNAL, 1L);
-#if LIBCURL_VERSION_NUM >= 0x075500
-	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
-	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-#else
-	SETOPT(CURLOPT_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
-	SETOPT(CURLOPT_REDIR_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
-	SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
-	SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
-	SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
-	SETOPT(CURLOPT_PROXY, "");
 	SETOPT(CURLOPT_CONNECTTIMEOUT, (long) Min(timeout_secs, 5));
 	SETOPT(CURLOPT_TIMEOUT, (long) timeout_secs);
-	SETOPT(CURLOPT_USERAGENT, "ctas_fed");
 	SETOPT(CURLOPT_URL, url);
 	SETOPT(CURLOPT_CUSTOMREQUEST, method);
 	SETOPT(CURLOPT_POSTFIELDS, body);

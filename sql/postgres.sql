@@ -184,6 +184,21 @@ EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   CREATE TABLE loop.public.t_explain AS SELECT id, label FROM src WHERE id < 10;
 SELECT remote_digest(:'remote', 't_explain');
 
+-- EXPLAIN from a cached plan (PL/pgSQL) over a view, twice
+CREATE VIEW src_view AS SELECT id, label FROM src WHERE id <= 3;
+CREATE FUNCTION explain_twice() RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE r record;
+BEGIN
+  FOR i IN 1..2 LOOP
+    FOR r IN EXPLAIN (COSTS OFF) CREATE TABLE loop2.public.t_ex AS SELECT * FROM src_view LOOP
+      RETURN NEXT r."QUERY PLAN";
+    END LOOP;
+  END LOOP;
+END $$;
+SELECT * FROM explain_twice();
+DROP FUNCTION explain_twice();
+DROP VIEW src_view;
+
 -- the wire format used is visible
 SET client_min_messages = debug1;
 CREATE TABLE loop.public.t_fmt AS SELECT 1 AS a;
@@ -218,6 +233,15 @@ CREATE TABLE t_fmt_local (a int);
 PREPARE ins AS INSERT INTO t_fmt_local VALUES (1);
 CREATE TABLE loop.public.t_bad AS EXECUTE ins;
 SELECT count(*) AS not_inserted FROM t_fmt_local;
+-- column_types is one type name per column, never more SQL
+CREATE TABLE loop.public.t_bad
+  WITH (column_types = 'a int); DROP TABLE public.t_into; CREATE TABLE public.t_x (z int')
+  AS SELECT 1 AS a;
+SELECT 't_into' IN (SELECT remote_tables(:'remote')) AS t_into_still_there;
+-- money depends on lc_monetary on each side: refused
+CREATE TABLE loop.public.t_bad AS SELECT 12.34::money AS m;
+CREATE TABLE loop.public.t_bad AS SELECT 12.34::money::numeric AS m;
+DROP TABLE loop.public.t_bad;
 DROP TABLE t_fmt_local;
 SELECT 't_bad' IN (SELECT remote_tables(:'remote')) AS exists;
 

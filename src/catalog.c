@@ -380,6 +380,14 @@ check_url(const CtasOption *opt, const char *value)
 	bool		has_fragment = false;
 	bool		has_path = false;
 
+	/* a value curl cannot parse is echoed below: never one with userinfo */
+	if (strchr(value, '@') != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("option \"%s\" must not contain credentials",
+						opt->name),
+				 errhint("Put the user and password in the user mapping.")));
+
 	h = curl_url();
 	if (h == NULL)
 		ereport(ERROR,

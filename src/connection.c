@@ -142,9 +142,15 @@ CtasPgGetConnection(CtasCatalog *catalog)
 			   sizeof(CtasConn) - sizeof(Oid));
 	}
 
+	/*
+	 * Outside a remote transaction the connection must be idle; one that
+	 * an interrupt left with a command in flight (or in a transaction that
+	 * nobody ended) is replaced, as postgres_fdw does.
+	 */
 	if (entry->conn != NULL && entry->xact_depth == 0 &&
 		(entry->invalidated || entry->broken ||
-		 PQstatus(entry->conn) != CONNECTION_OK))
+		 PQstatus(entry->conn) != CONNECTION_OK ||
+		 PQtransactionStatus(entry->conn) != PQTRANS_IDLE))
 		CtasPgDisconnect(entry);
 
 	if (entry->conn == NULL)
@@ -340,9 +346,11 @@ connect_catalog(CtasCatalog *catalog)
 		 * formats.
 		 */
 		CtasPgExec(conn, catalog,
-				   "SET search_path = pg_catalog; SET timezone = 'UTC'; "
-				   "SET datestyle = ISO; SET intervalstyle = postgres; "
-				   "SET extra_float_digits = 3");
+				   "SELECT pg_catalog.set_config('search_path', 'pg_catalog', false), "
+				   "pg_catalog.set_config('timezone', 'UTC', false), "
+				   "pg_catalog.set_config('datestyle', 'ISO', false), "
+				   "pg_catalog.set_config('intervalstyle', 'postgres', false), "
+				   "pg_catalog.set_config('extra_float_digits', '3', false)");
 	}
 	PG_CATCH();
 	{
@@ -415,9 +423,13 @@ CtasPgGetResult(PGconn *conn, TimestampTz deadline, bool *timed_out)
 	while (PQisBusy(conn))
 	{
 		/* flush anything still queued (non-blocking connection) */
-		if (PQflush(conn) < 0)
+		int			pending = PQflush(conn);
+
+		if (pending < 0)
 			return NULL;
-		if (!wait_socket(conn, WL_SOCKET_READABLE, deadline, deadline == 0))
+		if (!wait_socket(conn, WL_SOCKET_READABLE |
+						 (pending ? WL_SOCKET_WRITEABLE : 0),
+						 deadline, deadline == 0))
 		{
 			if (timed_out)
 				*timed_out = true;
@@ -502,7 +514,11 @@ run_command(PGconn *conn, CtasCatalog *catalog, const char *sql)
 	PGresult   *res;
 	PGresult   *kept = NULL;
 
-	if (!PQsendQuery(conn, sql))
+	/*
+	 * The extended protocol runs exactly one statement: whatever text ends
+	 * up in a command, it cannot smuggle in a second one.
+	 */
+	if (!PQsendQueryParams(conn, sql, 0, NULL, NULL, NULL, NULL, 0))
 		CtasPgReportError(ERROR, NULL, conn, catalog, sql);
 
 	while ((res = CtasPgGetResult(conn, 0, NULL)) != NULL)
@@ -574,7 +590,7 @@ CtasPgExecBounded(PGconn *conn, const char *sql, int timeout_ms,
 		*errmsg_out = pstrdup("connection lost");
 		return false;
 	}
-	if (!PQsendQuery(conn, sql))
+	if (!PQsendQueryParams(conn, sql, 0, NULL, NULL, NULL, NULL, 0))
 	{
 		*errmsg_out = pchomp(PQerrorMessage(conn));
 		return false;
@@ -633,7 +649,10 @@ CtasPgCancel(PGconn *conn, bool in_copy, int timeout_ms)
 		PGcancel   *cancel = PQgetCancel(conn);
 		char		errbuf[256];
 
-		/* PQcancel blocks, but only for a local TCP round trip */
+		/*
+		 * PQcancel blocks while it opens a new connection to the remote;
+		 * that is bounded by the OS connect timeout.
+		 */
 		if (cancel != NULL)
 		{
 			(void) PQcancel(cancel, errbuf, sizeof(errbuf));
@@ -687,7 +706,10 @@ CtasPgPutCopyData(PGconn *conn, CtasCatalog *catalog, const char *data,
 	if (PQflush(conn) < 0)
 		CtasPgReportError(ERROR, NULL, conn, catalog, "COPY");
 
-	/* the remote may have failed the COPY already: notice it early */
+	/*
+	 * Read what the remote sent, so that a lost connection is noticed now.
+	 * (libpq reports a remote COPY error only at PQputCopyEnd.)
+	 */
 	if (PQconsumeInput(conn) == 0)
 		CtasPgReportError(ERROR, NULL, conn, catalog, "COPY");
 }
@@ -737,5 +759,7 @@ CtasPgEndCopy(PGconn *conn, CtasCatalog *catalog, const char *sql)
 	}
 	if (error)
 		CtasPgReportError(ERROR, error, conn, catalog, sql);
+	if (PQstatus(conn) == CONNECTION_BAD)
+		CtasPgReportError(ERROR, NULL, conn, catalog, sql);
 	return rows;
 }

@@ -185,6 +185,43 @@ notify_worker(void)
 }
 
 /*
+ * jobs_on_exit
+ *		on_shmem_exit callback, so it runs after the transaction of an
+ *		exiting backend was aborted (which settles its atomic jobs): a job
+ *		still running here - a streaming load cut by FATAL, which skips
+ *		every PG_CATCH - is marked failed (streaming) or in doubt, so that
+ *		no slot stays taken by a dead process.
+ */
+static void
+jobs_on_exit(int code, Datum arg)
+{
+	int			i;
+
+	if (shared == NULL)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < CtasMaxJobs; i++)
+	{
+		CtasJob    *job = RUNNING(i);
+
+		if (!job->in_use || job->pid != MyProcPid)
+			continue;
+		job->state = strcmp(job->mode, "streaming") == 0 ?
+			CTAS_JOB_FAILED : CTAS_JOB_IN_DOUBT;
+		strlcpy(job->error, "the backend exited while the job was running",
+				sizeof(job->error));
+		job->finished_at = GetCurrentTimestamp();
+		enqueue_event(job);
+		add_to_history(job);
+		if (job->state != CTAS_JOB_IN_DOUBT)
+			count_finished(job);
+		job->in_use = false;
+		notify_worker();
+	}
+	LWLockRelease(shared->lock);
+}
+
+/*
  * CtasJobStart
  *		Register a running job of this backend.  When every slot is taken
  *		the job is not tracked (ref.slot = -1) and a WARNING says so: the
@@ -194,11 +231,17 @@ CtasJobRef
 CtasJobStart(const CtasCatalog *catalog, const char *target, const char *mode,
 			 const char *notify_url)
 {
+	static bool exit_registered = false;
 	CtasJobRef	ref = {-1, 0};
 	int			i;
 
 	if (shared == NULL)
 		return ref;
+	if (!exit_registered)
+	{
+		on_shmem_exit(jobs_on_exit, (Datum) 0);
+		exit_registered = true;
+	}
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < CtasMaxJobs; i++)
@@ -314,7 +357,9 @@ CtasJobSetState(CtasJobRef ref, CtasJobState state, const char *error)
 			job->finished_at = GetCurrentTimestamp();
 			enqueue_event(job);
 			add_to_history(job);
-			count_finished(job);
+			/* an in-doubt job is counted when it is decided */
+			if (state != CTAS_JOB_IN_DOUBT)
+				count_finished(job);
 			job->in_use = false;
 		}
 		else
@@ -729,7 +774,9 @@ load_jobs_file(void)
 			goto bad;
 		if (job.state == CTAS_JOB_RUNNING || job.state == CTAS_JOB_PREPARED)
 		{
-			job.state = CTAS_JOB_IN_DOUBT;
+			/* a streaming load keeps what it committed: nothing to decide */
+			job.state = strcmp(job.mode, "streaming") == 0 ?
+				CTAS_JOB_FAILED : CTAS_JOB_IN_DOUBT;
 			strlcpy(job.error, "the server stopped while the job was running",
 					sizeof(job.error));
 			job.notify_url[0] = '\0';

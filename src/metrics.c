@@ -17,7 +17,10 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_authid.h"
 #include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
@@ -43,9 +46,17 @@ ctas_fed_jobs(PG_FUNCTION_ARGS)
 	CtasJobsSnapshotData *snap;
 	int			i;
 
+	bool		see_all;
+
 	CtasCheckPreloaded();
 	InitMaterializedSRF(fcinfo, 0);
 	snap = CtasJobsSnapshot();
+
+	/*
+	 * Error texts can quote row values: as pg_stat_activity does with query
+	 * texts, only the job's user and pg_read_all_stats see them.
+	 */
+	see_all = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
 
 	for (i = 0; i < snap->njobs; i++)
 	{
@@ -64,7 +75,10 @@ ctas_fed_jobs(PG_FUNCTION_ARGS)
 		values[7] = TimestampTzGetDatum(job->started_at);
 		values[8] = TimestampTzGetDatum(job->finished_at);
 		nulls[8] = job->finished_at == 0;
-		values[9] = CStringGetTextDatum(job->error);
+		if (see_all || job->userid == GetUserId())
+			values[9] = CStringGetTextDatum(job->error);
+		else
+			values[9] = CStringGetTextDatum("<insufficient privilege>");
 		nulls[9] = job->error[0] == '\0';
 		values[10] = Int32GetDatum(job->pid);
 		values[11] = FullTransactionIdGetDatum(FullTransactionIdFromU64(job->fxid));

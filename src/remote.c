@@ -22,6 +22,8 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "foreign/foreign.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 
@@ -209,27 +211,35 @@ ctas_fed_resolve_in_doubt(PG_FUNCTION_ARGS)
 
 	PG_TRY();
 	{
-	if (!PG_ARGISNULL(0))
-		catalogs = list_make1_oid(lookup(NameStr(*PG_GETARG_NAME(0)))->serverid);
-	else
-		catalogs = all_catalogs();
+		if (!PG_ARGISNULL(0))
+			catalogs = list_make1_oid(lookup(NameStr(*PG_GETARG_NAME(0)))->serverid);
+		else
+			catalogs = all_catalogs();
 
-	foreach(lc, catalogs)
-	{
-		CtasCatalog *catalog = CtasGetCatalog(lfirst_oid(lc), GetUserId(),
-											  true, false);
-		const CtasTargetRoutine *routine;
-
-		es.catalog = catalog->name;
-		if (!OidIsValid(catalog->umid))
+		foreach(lc, catalogs)
 		{
-			emit_action(&es, "", "skipped: no user mapping for the current user");
-			continue;
+			CtasCatalog *catalog;
+			const CtasTargetRoutine *routine;
+
+			if (PG_ARGISNULL(0) &&
+				pg_foreign_server_aclcheck(lfirst_oid(lc), GetUserId(),
+										   ACL_USAGE) != ACLCHECK_OK)
+			{
+				es.catalog = GetForeignServer(lfirst_oid(lc))->servername;
+				emit_action(&es, "", "skipped: no USAGE privilege");
+				continue;
+			}
+			catalog = CtasGetCatalog(lfirst_oid(lc), GetUserId(), true, false);
+			es.catalog = catalog->name;
+			if (!OidIsValid(catalog->umid))
+			{
+				emit_action(&es, "", "skipped: no user mapping for the current user");
+				continue;
+			}
+			routine = CtasCatalogRoutine(catalog);
+			if (routine->resolve)
+				routine->resolve(catalog, emit_action, &es);
 		}
-		routine = CtasCatalogRoutine(catalog);
-		if (routine->resolve)
-			routine->resolve(catalog, emit_action, &es);
-	}
 	}
 	PG_FINALLY();
 	{

@@ -40,6 +40,8 @@
 #include "access/xact.h"
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
+#include "catalog/pg_type.h"
+#include "parser/parser.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -129,6 +131,14 @@ pg_map_column(CtasLoad *load, CtasColumn *col)
 {
 	bool		same_type;
 
+	/* money's text and binary forms depend on lc_monetary */
+	if (col->basetypid == CASHOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" of type money cannot be copied exactly to catalog \"%s\"",
+						col->name, load->catalog->name),
+				 errhint("Cast the column to numeric in the query.")));
+
 	col->remote_type = CtasPostgresRemoteType(col->basetypid,
 											  col->basetypmod, &same_type);
 	col->binary_ok = same_type;
@@ -144,6 +154,37 @@ pg_map_column(CtasLoad *load, CtasColumn *col)
  * pg_check_options
  *		Options describing ClickHouse tables mean nothing here.
  */
+/*
+ * check_remote_type
+ *		A column_types override must be one type name, nothing else: it is
+ *		spliced into the remote CREATE TABLE.  Checked with the raw parser,
+ *		without any catalog lookup (the type is the remote's business).
+ */
+static void
+check_remote_type(CtasColumn *col)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	bool		ok = true;
+
+	/* a syntax error holds no resource: no subtransaction needed */
+	PG_TRY();
+	{
+		(void) raw_parser(col->remote_type, RAW_PARSE_TYPE_NAME);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		ok = false;
+	}
+	PG_END_TRY();
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid type \"%s\" for column \"%s\" in option \"column_types\"",
+						col->remote_type, col->name)));
+}
+
 static void
 pg_check_options(CtasLoad *load)
 {
@@ -196,6 +237,11 @@ create_table_sql(CtasLoad *load)
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE TABLE %s (", qualified_name(load));
+	for (i = 0; i < load->ncolumns; i++)
+	{
+		if (load->columns[i].overridden)
+			check_remote_type(&load->columns[i]);
+	}
 	for (i = 0; i < load->ncolumns; i++)
 		appendStringInfo(&sql, "%s%s %s", i > 0 ? ", " : "",
 						 quote_identifier(load->columns[i].name),
@@ -645,6 +691,16 @@ pg_pre_commit(CtasParticipant *part)
 				 errmsg("the remote transaction on catalog \"%s\" was lost",
 						part->catalog->name)));
 
+	/*
+	 * PREPARE TRANSACTION (and COMMIT) of a failed remote transaction
+	 * "succeed" by rolling it back: make sure it is healthy first.
+	 */
+	if (PQtransactionStatus(st->entry->conn) != PQTRANS_INTRANS)
+		ereport(ERROR,
+				(errcode(ERRCODE_IN_FAILED_SQL_TRANSACTION),
+				 errmsg("the remote transaction on catalog \"%s\" has failed and cannot be committed",
+						part->catalog->name)));
+
 	if (st->two_phase)
 	{
 		st->gid = CtasMakeGid(part);
@@ -705,6 +761,19 @@ pg_abort(CtasParticipant *part)
 		return;
 	entry = st->entry;
 
+	/*
+	 * In error recursion trouble, do nothing that could fail again: closing
+	 * the connection rolls back what was not prepared, and a prepared
+	 * transaction is left to the resolver.
+	 */
+	if (in_error_recursion_trouble())
+	{
+		if (st->prepared)
+			part->in_doubt = true;
+		CtasPgDisconnect(entry);
+		return;
+	}
+
 	if (st->prepared)
 	{
 		if (!CtasPgExecBounded(entry->conn,
@@ -725,7 +794,8 @@ pg_abort(CtasParticipant *part)
 	else if (st->committed)
 	{
 		ereport(WARNING,
-				(errmsg("the remote transaction on catalog \"%s\" was committed in one phase and is not rolled back",
+				(errcode(ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN),
+				 errmsg("the remote transaction on catalog \"%s\" was committed in one phase and is not rolled back",
 						part->catalog->name),
 				 errhint("Set max_prepared_transactions on the remote server so that two-phase commit can be used.")));
 	}
@@ -778,9 +848,11 @@ pg_subxact(CtasParticipant *part, SubXactEvent event, int level)
 		entry->in_copy = false;
 		if (ok)
 			ok = CtasPgExecBounded(entry->conn,
-								   psprintf("ROLLBACK TO SAVEPOINT s%d; RELEASE SAVEPOINT s%d",
-											level, level),
-								   CLEANUP_TIMEOUT_MS, &msg);
+								   psprintf("ROLLBACK TO SAVEPOINT s%d", level),
+								   CLEANUP_TIMEOUT_MS, &msg) &&
+				CtasPgExecBounded(entry->conn,
+								  psprintf("RELEASE SAVEPOINT s%d", level),
+								  CLEANUP_TIMEOUT_MS, &msg);
 		if (!ok)
 		{
 			/* the whole remote transaction is gone; commit must fail */
@@ -798,6 +870,64 @@ pg_subxact(CtasParticipant *part, SubXactEvent event, int level)
 }
 
 /*
+ * list_query
+ *		Run a catalog query on a connection of its own (never the one of a
+ *		remote transaction, whose savepoints it would not respect) and hand
+ *		each row to emit_row.  The connection and the result are released
+ *		on every path.
+ */
+static void
+list_query(CtasCatalog *catalog, const char *sql,
+		   void (*emit_row) (PGresult *res, int row, void *arg), void *arg)
+{
+	PGconn	   *volatile conn = CtasPgConnectFresh(catalog);
+	PGresult   *volatile res = NULL;
+
+	PG_TRY();
+	{
+		int			i;
+
+		res = CtasPgQuery(conn, catalog, sql);
+		for (i = 0; i < PQntuples(res); i++)
+			emit_row(res, i, arg);
+	}
+	PG_FINALLY();
+	{
+		if (res)
+			PQclear(res);
+		CtasPgCloseFresh(conn);
+	}
+	PG_END_TRY();
+}
+
+typedef struct ListArg
+{
+	void		(*emit_table) (void *arg, const char *name, const char *kind);
+	void		(*emit_column) (void *arg, const char *name, const char *type,
+								bool nullable);
+	void	   *arg;
+	int			rows;
+} ListArg;
+
+static void
+table_row(PGresult *res, int row, void *arg)
+{
+	ListArg    *la = (ListArg *) arg;
+
+	la->emit_table(la->arg, PQgetvalue(res, row, 0), PQgetvalue(res, row, 1));
+}
+
+static void
+column_row(PGresult *res, int row, void *arg)
+{
+	ListArg    *la = (ListArg *) arg;
+
+	la->emit_column(la->arg, PQgetvalue(res, row, 0), PQgetvalue(res, row, 1),
+					strcmp(PQgetvalue(res, row, 2), "t") == 0);
+	la->rows++;
+}
+
+/*
  * pg_list_tables
  *		Relations of schema on the catalog, with their kind.
  */
@@ -806,30 +936,19 @@ pg_list_tables(CtasCatalog *catalog, const char *schema,
 			   void (*emit) (void *arg, const char *name, const char *kind),
 			   void *arg)
 {
-	CtasConn   *entry = CtasPgGetConnection(catalog);
-	PGresult   *res;
-	int			i;
+	ListArg		la = {emit, NULL, arg, 0};
 
-	res = CtasPgQuery(entry->conn, catalog,
-					  psprintf("SELECT c.relname, CASE c.relkind "
-							   "WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' "
-							   "WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view' "
-							   "WHEN 'f' THEN 'foreign table' END "
-							   "FROM pg_catalog.pg_class c "
-							   "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-							   "WHERE n.nspname = %s AND c.relkind IN ('r','p','v','m','f') "
-							   "ORDER BY 1",
-							   quote_literal_cstr(schema)));
-	PG_TRY();
-	{
-		for (i = 0; i < PQntuples(res); i++)
-			emit(arg, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
-	}
-	PG_FINALLY();
-	{
-		PQclear(res);
-	}
-	PG_END_TRY();
+	list_query(catalog,
+			   psprintf("SELECT c.relname, CASE c.relkind "
+						"WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' "
+						"WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view' "
+						"WHEN 'f' THEN 'foreign table' END "
+						"FROM pg_catalog.pg_class c "
+						"JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+						"WHERE n.nspname = %s AND c.relkind IN ('r','p','v','m','f') "
+						"ORDER BY 1",
+						quote_literal_cstr(schema)),
+			   table_row, &la);
 }
 
 /*
@@ -843,38 +962,25 @@ pg_list_columns(CtasCatalog *catalog, const char *schema, const char *table,
 							  bool nullable),
 				void *arg)
 {
-	CtasConn   *entry = CtasPgGetConnection(catalog);
-	PGresult   *res;
-	int			i;
+	ListArg		la = {NULL, emit, arg, 0};
 
-	if (!remote_table_exists(entry->conn, catalog, schema, table))
+	list_query(catalog,
+			   psprintf("SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), "
+						"NOT a.attnotnull "
+						"FROM pg_catalog.pg_attribute a "
+						"JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+						"JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+						"WHERE n.nspname = %s AND c.relname = %s "
+						"AND a.attnum > 0 AND NOT a.attisdropped "
+						"ORDER BY a.attnum",
+						quote_literal_cstr(schema),
+						quote_literal_cstr(table)),
+			   column_row, &la);
+	if (la.rows == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation \"%s.%s\" does not exist in catalog \"%s\"",
 						schema, table, catalog->name)));
-
-	res = CtasPgQuery(entry->conn, catalog,
-					  psprintf("SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), "
-							   "NOT a.attnotnull "
-							   "FROM pg_catalog.pg_attribute a "
-							   "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-							   "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-							   "WHERE n.nspname = %s AND c.relname = %s "
-							   "AND a.attnum > 0 AND NOT a.attisdropped "
-							   "ORDER BY a.attnum",
-							   quote_literal_cstr(schema),
-							   quote_literal_cstr(table)));
-	PG_TRY();
-	{
-		for (i = 0; i < PQntuples(res); i++)
-			emit(arg, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
-				 strcmp(PQgetvalue(res, i, 2), "t") == 0);
-	}
-	PG_FINALLY();
-	{
-		PQclear(res);
-	}
-	PG_END_TRY();
 }
 
 /*
@@ -941,7 +1047,7 @@ pg_resolve(CtasCatalog *catalog,
 									  psprintf("%s PREPARED %s",
 											   commit ? "COMMIT" : "ROLLBACK",
 											   quote_literal_cstr(gid)),
-									  0, &msg))
+									  CLEANUP_TIMEOUT_MS, &msg))
 					emit(arg, gid, commit ? "committed" : "rolled back");
 				else
 					emit(arg, gid, psprintf("failed to %s: %s",

@@ -139,7 +139,8 @@ explain_ctas(PlannedStmt *pstmt, ExplainStmt *stmt, CreateTableAsStmt *ctas,
 	explain_load = CtasPrepareLoad(serverid, ctas);
 
 	newstmt = makeNode(ExplainStmt);
-	newstmt->query = (Node *) select;
+	/* ExplainQuery rewrites in place: never the caller's (cached) tree */
+	newstmt->query = (Node *) copyObject(select);
 	newstmt->options = stmt->options;
 	newpstmt = makeNode(PlannedStmt);
 	memcpy(newpstmt, pstmt, sizeof(PlannedStmt));
@@ -212,6 +213,7 @@ drop_tables(DropStmt *stmt, QueryCompletion *qc)
 	}
 	if (ours == 0)
 		return false;
+	PreventCommandIfParallelMode("DROP TABLE");
 	if (ours != list_length(stmt->objects))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -258,6 +260,7 @@ ctas_process_utility(PlannedStmt *pstmt, const char *queryString,
 		{
 			ParseState *pstate = make_parsestate(NULL);
 
+			PreventCommandIfParallelMode("CREATE TABLE AS");
 			check_ctas_supported(stmt);
 			pstate->p_sourcetext = queryString;
 			pstate->p_queryEnv = queryEnv;

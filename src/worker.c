@@ -49,6 +49,7 @@
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "utils/resowner.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -72,7 +73,8 @@ PGDLLEXPORT void ctas_fed_worker_main(Datum main_arg);
 PGDLLEXPORT void ctas_fed_notifier_main(Datum main_arg);
 
 static void resolve_all(void);
-static void decide_in_doubt_jobs(List *unresolved);
+static void worker_on_exit(int code, Datum arg);
+static void decide_in_doubt_jobs(List *unresolved, List *scanned);
 
 /*
  * CtasWorkerRegister
@@ -177,18 +179,24 @@ ctas_fed_worker_main(Datum main_arg)
 	uint64		saved = 0;
 	TimestampTz last_resolve = 0;
 
+	/*
+	 * SIGTERM is die(): a resolver waiting on a remote server is
+	 * interrupted at once; the registry is saved by the exit callback.
+	 */
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
 	BackgroundWorkerInitializeConnection(CtasWorkerDatabase, NULL, 0);
 	pgstat_report_appname("ctas_fed worker");
 	CtasJobsSetLatch(MyLatch, false);
+	before_shmem_exit(worker_on_exit, (Datum) 0);
 
-	while (!ShutdownRequestPending)
+	for (;;)
 	{
 		CtasJobsSnapshotData *snap;
 
+		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
@@ -214,12 +222,15 @@ ctas_fed_worker_main(Datum main_arg)
 						 Min(1000L, CtasResolverNaptime * 1000L),
 						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
 	}
+}
 
+/* save the registry when the worker exits (die() included) */
+static void
+worker_on_exit(int code, Datum arg)
+{
 	CtasJobsSave();
 	CtasJobsSetLatch(NULL, false);
-	proc_exit(0);
 }
 
 /*
@@ -275,10 +286,12 @@ ctas_fed_notifier_main(Datum main_arg)
 	proc_exit(0);
 }
 
-/* the resolver's emit callback: remember what stays unresolved */
+/* what one resolution round saw */
 typedef struct ResolveState
 {
 	List	   *unresolved;		/* gids left or failed */
+	List	   *scanned;		/* (serverid, umid) pairs resolved without
+								 * error, as two-element OID lists */
 	const char *catalog;
 } ResolveState;
 
@@ -299,102 +312,136 @@ worker_emit(void *arg, const char *object, const char *action)
 }
 
 /*
- * resolve_all
- *		One round of resolution over the catalogs of the worker's database,
- *		then the decision of in-doubt jobs.  Errors are logged and the
- *		round is abandoned; the next one tries again.
+ * resolve_one
+ *		Resolve one (catalog, user mapping) in a subtransaction: an
+ *		unreachable or broken catalog is logged and skipped, and the others
+ *		are still resolved.
  */
 static void
-resolve_all(void)
+resolve_one(Oid serverid, Oid userid, ResolveState *rs)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	ResolveState rs = {NIL, NULL};
+	ResourceOwner owner = CurrentResourceOwner;
 
-	if (!CtasJobsResolverAcquire())
-		return;
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, "ctas_fed: resolving");
-
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		if (SPI_execute("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'ctas_fed'",
-						true, 1) == SPI_OK_SELECT && SPI_processed == 1)
-		{
-			uint64		i;
-			List	   *pairs = NIL;
-			ListCell   *lc;
+		CtasCatalog *catalog = CtasGetCatalog(serverid, userid, false, true);
+		const CtasTargetRoutine *routine = CtasCatalogRoutine(catalog);
 
-			/* every (server, mapped user) of the ctas_fed wrapper */
-			if (SPI_execute("SELECT s.oid, um.umuser FROM pg_catalog.pg_foreign_server s "
-							"JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw "
-							"JOIN pg_catalog.pg_user_mapping um ON um.umserver = s.oid "
-							"WHERE w.fdwname = 'ctas_fed' ORDER BY s.srvname, um.umuser",
-							true, 0) != SPI_OK_SELECT)
-				elog(ERROR, "could not list catalogs");
-			for (i = 0; i < SPI_processed; i++)
-			{
-				bool		isnull;
-				Oid			srv = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-																 SPI_tuptable->tupdesc, 1, &isnull));
-				Oid			usr = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-																 SPI_tuptable->tupdesc, 2, &isnull));
-				MemoryContext old = MemoryContextSwitchTo(cxt);
-
-				pairs = lappend(pairs, list_make2_oid(srv, usr));
-				MemoryContextSwitchTo(old);
-			}
-			SPI_finish();
-
-			foreach(lc, pairs)
-			{
-				List	   *pair = lfirst(lc);
-				CtasCatalog *catalog = CtasGetCatalog(linitial_oid(pair),
-													  lsecond_oid(pair),
-													  false, true);
-				const CtasTargetRoutine *routine = CtasCatalogRoutine(catalog);
-
-				rs.catalog = catalog->name;
-				if (routine->resolve)
-					routine->resolve(catalog, worker_emit, &rs);
-			}
-		}
-		else
-			SPI_finish();
-
-		decide_in_doubt_jobs(rs.unresolved);
+		rs->catalog = catalog->name;
+		if (routine->resolve)
+			routine->resolve(catalog, worker_emit, rs);
+		rs->scanned = lappend(rs->scanned,
+							  list_make2_oid(serverid, catalog->umid));
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
 	}
 	PG_CATCH();
 	{
 		MemoryContextSwitchTo(cxt);
 		EmitErrorReport();
 		FlushErrorState();
-		CtasJobsResolverRelease();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_END_TRY();
+}
+
+/*
+ * resolve_all
+ *		One round of resolution over the catalogs of the worker's database,
+ *		each (catalog, user mapping) on its own, then the decision of the
+ *		in-doubt jobs that round could see.  Everything is allocated in a
+ *		memory context of the round.
+ */
+static void
+resolve_all(void)
+{
+	MemoryContext round_cxt;
+	MemoryContext old;
+	ResolveState rs = {NIL, NIL, NULL};
+
+	if (!CtasJobsResolverAcquire())
+		return;
+
+	round_cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed resolver round",
+									  ALLOCSET_DEFAULT_SIZES);
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "ctas_fed: resolving");
+	old = MemoryContextSwitchTo(round_cxt);
+
+	PG_TRY();
+	{
+		List	   *pairs = NIL;
+		ListCell   *lc;
+		uint64		i;
+
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		/* every (server, mapped user) of the ctas_fed wrapper, if installed */
+		if (SPI_execute("SELECT s.oid, um.umuser FROM pg_catalog.pg_foreign_server s "
+						"JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw "
+						"JOIN pg_catalog.pg_user_mapping um ON um.umserver = s.oid "
+						"WHERE w.fdwname = 'ctas_fed' ORDER BY s.srvname, um.umuser",
+						true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not list catalogs");
+		for (i = 0; i < SPI_processed; i++)
+		{
+			bool		isnull;
+			Oid			srv = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+															 SPI_tuptable->tupdesc, 1, &isnull));
+			Oid			usr = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+															 SPI_tuptable->tupdesc, 2, &isnull));
+
+			MemoryContextSwitchTo(round_cxt);
+			pairs = lappend(pairs, list_make2_oid(srv, usr));
+		}
+		SPI_finish();
+		MemoryContextSwitchTo(round_cxt);
+
+		foreach(lc, pairs)
+			resolve_one(linitial_oid(lfirst(lc)), lsecond_oid(lfirst(lc)), &rs);
+
+		decide_in_doubt_jobs(rs.unresolved, rs.scanned);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(old);
+		EmitErrorReport();
+		FlushErrorState();
 		AbortCurrentTransaction();
+		CtasJobsResolverRelease();
+		MemoryContextDelete(round_cxt);
 		pgstat_report_activity(STATE_IDLE, NULL);
 		return;
 	}
 	PG_END_TRY();
 
+	MemoryContextSwitchTo(old);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	MemoryContextDelete(round_cxt);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	CtasJobsResolverRelease();
 }
 
 /*
  * decide_in_doubt_jobs
- *		Settle the history entries left in doubt, from the commit status of
- *		their local transaction: aborted -> aborted; committed -> committed
- *		unless their gid is still unresolved on a catalog; in progress or
- *		unknown -> left in doubt.  Runs inside resolve_all's transaction.
+ *		Settle the history entries left in doubt that this round can speak
+ *		for: jobs of this database whose catalog and user mapping were
+ *		resolved without error.  From the commit status of their local
+ *		transaction: aborted -> aborted; committed -> committed unless their
+ *		gid is still unresolved; in progress or unknown -> left in doubt.
+ *		A job that never got an xid had no remote effect: aborted.
  */
 static void
-decide_in_doubt_jobs(List *unresolved)
+decide_in_doubt_jobs(List *unresolved, List *scanned)
 {
 	CtasJobsSnapshotData *snap = CtasJobsSnapshot();
 	int			i;
@@ -405,15 +452,23 @@ decide_in_doubt_jobs(List *unresolved)
 		const char *status;
 		ListCell   *lc;
 		bool		pending = false;
+		bool		seen = false;
 
-		if (job->state != CTAS_JOB_IN_DOUBT || job->pid == MyProcPid)
+		if (job->state != CTAS_JOB_IN_DOUBT || job->dbid != MyDatabaseId)
 			continue;
 		if (job->fxid == 0)
 		{
-			/* no xid: the job never got as far as any remote effect */
 			CtasJobsResolveHistory(job->job_id, CTAS_JOB_ABORTED, NULL);
 			continue;
 		}
+		foreach(lc, scanned)
+		{
+			if (linitial_oid(lfirst(lc)) == job->serverid &&
+				lsecond_oid(lfirst(lc)) == job->umid)
+				seen = true;
+		}
+		if (!seen)
+			continue;
 		status = CtasLocalXactStatus(job->fxid);
 		if (status == NULL || strcmp(status, "in progress") == 0)
 			continue;

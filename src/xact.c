@@ -342,6 +342,7 @@ static void
 ctas_xact_callback(XactEvent event, void *arg)
 {
 	ListCell   *lc;
+	List	   *parts;
 	int			order;
 
 	if (participants == NIL)
@@ -378,7 +379,10 @@ ctas_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 			/* the local commit record is durable here */
 			fault_point("after_commit_record");
-			foreach(lc, participants)
+			/* detach first: a failure must not make us walk them twice */
+			parts = participants;
+			forget_participants();
+			foreach(lc, parts)
 			{
 				CtasParticipant *part = lfirst(lc);
 
@@ -386,12 +390,13 @@ ctas_xact_callback(XactEvent event, void *arg)
 				set_jobs_state(part, part->in_doubt ? CTAS_JOB_IN_DOUBT :
 							   CTAS_JOB_COMMITTED);
 			}
-			forget_participants();
 			break;
 
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_ABORT:
-			foreach(lc, participants)
+			parts = participants;
+			forget_participants();
+			foreach(lc, parts)
 			{
 				CtasParticipant *part = lfirst(lc);
 
@@ -399,7 +404,6 @@ ctas_xact_callback(XactEvent event, void *arg)
 				set_jobs_state(part, part->in_doubt ? CTAS_JOB_IN_DOUBT :
 							   CTAS_JOB_ABORTED);
 			}
-			forget_participants();
 			break;
 
 		case XACT_EVENT_PREPARE:

@@ -195,32 +195,10 @@ like($err, qr/could not connect to catalog "silent".*\n.*timed out after 1 secon
 close($silent);
 
 # --- pg_cancel_backend from another session, mid-COPY
-sub start_psql
-{
-	my ($sql) = @_;
-	my ($stdout, $stderr) = ('', '');
-	my $h = IPC::Run::start(
-		[ 'psql', '-XAtq', '-d', $local->connstr('postgres'), '-c', $sql ],
-		'>', \$stdout, '2>', \$stderr);
-	return ($h, \$stdout, \$stderr);
-}
 
-sub wait_active
-{
-	my ($pattern) = @_;
-	foreach (1 .. 100)
-	{
-		my $pid = $local->safe_psql('postgres',
-			"SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE '$pattern'");
-		return $pid if $pid ne '';
-		usleep(100_000);
-	}
-	return undef;
-}
 
-my ($h, $hout, $herr) = start_psql(
-	"CREATE TABLE wh.public.canceled AS SELECT g, pg_sleep(0.01) IS NULL AS s FROM generate_series(1, 100000) g");
-my $pid = wait_active('CREATE TABLE wh.public.canceled%');
+my ($h, $hout, $herr) = start_psql($local, "CREATE TABLE wh.public.canceled AS SELECT g, pg_sleep(0.01) IS NULL AS s FROM generate_series(1, 100000) g");
+my $pid = wait_active($local, 'CREATE TABLE wh.public.canceled%');
 ok(defined $pid, 'the CTAS to cancel is running');
 usleep(500_000);
 $t0 = time;
@@ -232,9 +210,8 @@ cmp_ok($elapsed, '<', 5, 'pg_cancel_backend takes effect promptly');
 nothing_left('canceled', 'pg_cancel_backend mid-COPY');
 
 # --- the remote backend dies mid-COPY
-($h, $hout, $herr) = start_psql(
-	"CREATE TABLE wh.public.killed AS SELECT g, pg_sleep(0.005) IS NULL AS s FROM generate_series(1, 100000) g");
-ok(defined wait_active('CREATE TABLE wh.public.killed%'), 'the CTAS to break is running');
+($h, $hout, $herr) = start_psql($local, "CREATE TABLE wh.public.killed AS SELECT g, pg_sleep(0.005) IS NULL AS s FROM generate_series(1, 100000) g");
+ok(defined wait_active($local, 'CREATE TABLE wh.public.killed%'), 'the CTAS to break is running');
 usleep(500_000);
 my $killed = $remote->safe_psql('postgres',
 	"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "

@@ -111,29 +111,7 @@ sub nothing_left
 	is(our_queries(),    0, "$name: no query of ours running");
 }
 
-sub start_psql
-{
-	my ($sql) = @_;
-	my ($stdout, $stderr) = ('', '');
-	my $h = IPC::Run::start(
-		[ 'psql', '-XAtq', '-d', $local->connstr('postgres'), '-c', $sql ],
-		'>', \$stdout, '2>', \$stderr);
-	return ($h, \$stdout, \$stderr);
-}
 
-# pid of the backend running a statement like $pattern
-sub wait_active
-{
-	my ($pattern) = @_;
-	foreach (1 .. 200)
-	{
-		my $pid = $local->safe_psql('postgres',
-			"SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE '$pattern'");
-		return $pid if $pid ne '';
-		usleep(100_000);
-	}
-	return undef;
-}
 
 # wait until ClickHouse runs our INSERT into a staging table
 sub wait_ch_insert
@@ -316,8 +294,8 @@ is(scratch_tables(), 0, 'append failure: no scratch table left');
 $ch->query('DROP TABLE dw.second8');
 
 # --- cancel mid-INSERT
-my ($h, $hout, $herr) = start_psql("CREATE TABLE lake.dw.canceled AS $slow");
-my $pid = wait_active('CREATE TABLE lake.dw.canceled%');
+my ($h, $hout, $herr) = start_psql($local, "CREATE TABLE lake.dw.canceled AS $slow");
+my $pid = wait_active($local, 'CREATE TABLE lake.dw.canceled%');
 ok(defined $pid, 'the CTAS to cancel is running');
 ok(wait_ch_insert(), 'ClickHouse is running its INSERT');
 usleep(300_000);
@@ -371,8 +349,8 @@ sub ch_start_again
 	return 0;
 }
 
-($h, $hout, $herr) = start_psql("CREATE TABLE lake.dw.killed AS $slow");
-ok(defined wait_active('CREATE TABLE lake.dw.killed%'), 'the CTAS to break is running');
+($h, $hout, $herr) = start_psql($local, "CREATE TABLE lake.dw.killed AS $slow");
+ok(defined wait_active($local, 'CREATE TABLE lake.dw.killed%'), 'the CTAS to break is running');
 ok(wait_ch_insert(), 'ClickHouse is running its INSERT');
 usleep(500_000);
 ch_kill9();

@@ -45,15 +45,6 @@ sub count_of
 	return $ch->query("SELECT count() FROM dw.$t") + 0;
 }
 
-sub start_psql
-{
-	my ($sql) = @_;
-	my ($stdout, $stderr) = ('', '');
-	my $h = IPC::Run::start(
-		[ 'psql', '-XAtq', '-d', $local->connstr('postgres'), '-c', $sql ],
-		'>', \$stdout, '2>', \$stderr);
-	return ($h, \$stdout, \$stderr);
-}
 
 # --- success
 my ($ret, $out, $err) = $local->psql('postgres',
@@ -64,8 +55,7 @@ is($ch->query('SELECT sum(id), uniqExact(h) FROM dw.s1'), "55130250\t10500\n", '
 is(scratch_tables(), 0, 'no staging table in streaming mode');
 
 # --- the table is visible while the load runs, growing by commit_every
-my ($h, $hout, $herr) = start_psql(
-	q{CREATE TABLE lake.dw.s2 WITH (atomic = false, commit_every = 200) AS SELECT g AS id, pg_sleep(0.002) IS NULL AS s FROM generate_series(1, 3000) g});
+my ($h, $hout, $herr) = start_psql($local, q{CREATE TABLE lake.dw.s2 WITH (atomic = false, commit_every = 200) AS SELECT g AS id, pg_sleep(0.002) IS NULL AS s FROM generate_series(1, 3000) g});
 my $seen = 0;
 foreach (1 .. 100)
 {
@@ -91,8 +81,7 @@ like($err, qr/5000 rows were committed in the remote table and stay there/,
 is(count_of('s3'), 5000, 'and ClickHouse holds exactly those');
 
 # --- cancel: the same
-($h, $hout, $herr) = start_psql(
-	q{CREATE TABLE lake.dw.s4 WITH (atomic = false, commit_every = 300) AS SELECT g AS id, pg_sleep(0.002) IS NULL AS s FROM generate_series(1, 100000) g});
+($h, $hout, $herr) = start_psql($local, q{CREATE TABLE lake.dw.s4 WITH (atomic = false, commit_every = 300) AS SELECT g AS id, pg_sleep(0.002) IS NULL AS s FROM generate_series(1, 100000) g});
 my $pid;
 foreach (1 .. 100)
 {
@@ -133,8 +122,7 @@ like($err, qr/ERROR:  option if_exists = 'replace' needs atomic = true/, 'stream
 is(count_of('s1'), 11000, 'and the table is untouched');
 
 # --- the server dies mid-stream: committed blocks stay
-($h, $hout, $herr) = start_psql(
-	q{CREATE TABLE lake.dw.s6 WITH (atomic = false, commit_every = 500) AS SELECT g AS id, pg_sleep(0.002) IS NULL AS s FROM generate_series(1, 100000) g});
+($h, $hout, $herr) = start_psql($local, q{CREATE TABLE lake.dw.s6 WITH (atomic = false, commit_every = 500) AS SELECT g AS id, pg_sleep(0.002) IS NULL AS s FROM generate_series(1, 100000) g});
 foreach (1 .. 100)
 {
 	last if ($ch->query('EXISTS TABLE dw.s6') + 0) && count_of('s6') >= 1000;

@@ -120,19 +120,9 @@ sub wait_for
 	return 0;
 }
 
-sub start_psql
-{
-	my ($sql) = @_;
-	my ($stdout, $stderr) = ('', '');
-	my $h = IPC::Run::start(
-		[ 'psql', '-XAtq', '-d', $local->connstr('postgres'), '-c', $sql ],
-		'>', \$stdout, '2>', \$stderr);
-	return ($h, \$stdout, \$stderr);
-}
 
 # --- a running job's rows advance, seen from another session
-my ($h, $out, $err) = start_psql(
-	"CREATE TABLE wh_quiet.public.slow AS SELECT id, t, pg_sleep(0.0005) IS NULL AS s FROM src");
+my ($h, $out, $err) = start_psql($local, "CREATE TABLE wh_quiet.public.slow AS SELECT id, t, pg_sleep(0.0005) IS NULL AS s FROM src");
 ok(wait_for("SELECT count(*) > 0 FROM ctas_fed.jobs WHERE target = 'public.slow' AND state = 'running' AND rows > 0",
 		't', 'running job visible'), 'a running job is visible with rows');
 my $r1 = $local->safe_psql('postgres', "SELECT rows FROM ctas_fed.jobs WHERE target = 'public.slow'");
@@ -202,8 +192,7 @@ like($pushed, qr/ctas_fed_rows_total\{[^}]*catalog="wh"[^}]*\} 20000/,
 	'the Pushgateway holds the pushed series');
 
 # --- local crash after the remote PREPARE: the worker rolls back
-($h, $out, $err) = start_psql(
-	"SET ctas_fed.fault_point = 'after_prepare'; CREATE TABLE wh_quiet.public.crash_prep AS SELECT * FROM src");
+($h, $out, $err) = start_psql($local, "SET ctas_fed.fault_point = 'after_prepare'; CREATE TABLE wh_quiet.public.crash_prep AS SELECT * FROM src");
 ok(wait_for("SELECT count(*) FROM pg_prepared_xacts", '1', 'prepared on the remote', $remote),
 	'the remote transaction is prepared');
 usleep(1_500_000);    # the worker saves the registry
@@ -218,8 +207,7 @@ ok(wait_for("SELECT state FROM ctas_fed.jobs WHERE target = 'public.crash_prep'"
 	'the job is recorded as aborted');
 
 # --- local crash after the local commit record: the worker commits
-($h, $out, $err) = start_psql(
-	"SET ctas_fed.fault_point = 'after_commit_record'; CREATE TABLE wh_quiet.public.crash_commit AS SELECT * FROM src");
+($h, $out, $err) = start_psql($local, "SET ctas_fed.fault_point = 'after_commit_record'; CREATE TABLE wh_quiet.public.crash_commit AS SELECT * FROM src");
 ok(wait_for("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'Extension' AND query LIKE 'SET ctas_fed.fault_point%'",
 		'1', 'at the fault point'), 'the backend waits after its commit record');
 usleep(1_500_000);
@@ -246,8 +234,7 @@ is($local->safe_psql('postgres',
 	$before, 'the history survives a crash restart');
 
 # --- the remote goes down during COMMIT PREPARED
-($h, $out, $err) = start_psql(
-	"SET ctas_fed.fault_point = 'after_commit_record:4'; CREATE TABLE wh_quiet.public.remote_down AS SELECT * FROM src");
+($h, $out, $err) = start_psql($local, "SET ctas_fed.fault_point = 'after_commit_record:4'; CREATE TABLE wh_quiet.public.remote_down AS SELECT * FROM src");
 ok(wait_for("SELECT count(*) FROM pg_prepared_xacts", '1', 'prepared', $remote), 'prepared before the remote stops');
 $remote->stop('fast');
 $h->finish;

@@ -70,6 +70,7 @@ use Exporter 'import';
 use File::Basename qw(dirname);
 use File::Spec;
 use HTTP::Tiny;
+use IPC::Run ();
 use IO::Socket::INET;
 use POSIX qw(WNOHANG);
 use Time::HiRes qw(usleep);
@@ -78,6 +79,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils ();
 
 our @EXPORT = qw(
+  start_psql
+  wait_active
   new_cluster
   new_remote_cluster
   tcp_connstr
@@ -616,6 +619,53 @@ The last $n lines of the error log and the main log.
 
 =cut
 
+=pod
+
+=head2 Statements in the background
+
+=over
+
+=item start_psql($node, $sql)
+
+Start C<psql -c $sql> against database postgres of $node without waiting
+for it; returns the IPC::Run handle and references to its stdout and
+stderr.  C<< $h->finish >> waits for it.
+
+=cut
+
+sub start_psql
+{
+	my ($node, $sql) = @_;
+	my ($stdout, $stderr) = ('', '');
+	my $h = IPC::Run::start(
+		[ 'psql', '-XAtq', '-d', $node->connstr('postgres'), '-c', $sql ],
+		'>', \$stdout, '2>', \$stderr);
+	return ($h, \$stdout, \$stderr);
+}
+
+=item wait_active($node, $pattern)
+
+The pid of the backend of $node whose active statement is LIKE $pattern,
+waiting up to 20 s for one; undef if none shows up.
+
+=back
+
+=cut
+
+sub wait_active
+{
+	my ($node, $pattern) = @_;
+	foreach (1 .. 200)
+	{
+		my $pid = $node->safe_psql('postgres',
+			"SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE '$pattern'");
+		return $pid if $pid ne '';
+		usleep(100_000);
+	}
+	return undef;
+}
+
+
 package CtasFed::Test::ClickHouse;
 
 use strict;
@@ -623,6 +673,7 @@ use warnings;
 
 use Carp;
 use HTTP::Tiny;
+use IPC::Run ();
 
 sub _read_pid
 {
@@ -737,6 +788,7 @@ use warnings;
 
 use Carp;
 use HTTP::Tiny;
+use IPC::Run ();
 
 sub get
 {

@@ -679,39 +679,39 @@ CtasPgCancel(PGconn *conn, bool in_copy, int timeout_ms)
 
 /*
  * CtasPgPutCopyData
- *		Queue len bytes of COPY data, waiting (interruptibly) while libpq's
- *		output buffer is full: this is the back-pressure that keeps memory
- *		bounded when the remote is slower than the query.
+ *		Send len bytes of COPY data and wait (interruptibly) until libpq's
+ *		output buffer has drained into the socket.  This is the
+ *		back-pressure that keeps memory bounded when the remote is slower
+ *		than the query: in non-blocking mode PQputCopyData() never refuses
+ *		data, it enlarges its buffer, so the wait has to be here.  Callers
+ *		hand over about 64 kB at a time, which keeps the socket busy.
  */
 void
 CtasPgPutCopyData(PGconn *conn, CtasCatalog *catalog, const char *data,
 				  int len)
 {
+	if (PQputCopyData(conn, data, len) != 1)
+		CtasPgReportError(ERROR, NULL, conn, catalog, "COPY");
+
 	for (;;)
 	{
-		int			rc = PQputCopyData(conn, data, len);
+		int			rc = PQflush(conn);
 
-		if (rc == 1)
-			break;
 		if (rc < 0)
 			CtasPgReportError(ERROR, NULL, conn, catalog, "COPY");
-		/* rc == 0: buffer full, wait until the socket drains */
-		if (!wait_socket(conn, WL_SOCKET_WRITEABLE, 0, true))
-			continue;
-		if (PQflush(conn) < 0)
+		if (rc == 0)
+			break;
+		(void) wait_socket(conn, WL_SOCKET_WRITEABLE | WL_SOCKET_READABLE,
+						   0, true);
+
+		/*
+		 * Read what the remote sent meanwhile, so that a lost connection is
+		 * noticed now.  (libpq reports a remote COPY error only at
+		 * PQputCopyEnd.)
+		 */
+		if (PQconsumeInput(conn) == 0)
 			CtasPgReportError(ERROR, NULL, conn, catalog, "COPY");
 	}
-
-	/* keep the socket moving, but do not wait for it to drain */
-	if (PQflush(conn) < 0)
-		CtasPgReportError(ERROR, NULL, conn, catalog, "COPY");
-
-	/*
-	 * Read what the remote sent, so that a lost connection is noticed now.
-	 * (libpq reports a remote COPY error only at PQputCopyEnd.)
-	 */
-	if (PQconsumeInput(conn) == 0)
-		CtasPgReportError(ERROR, NULL, conn, catalog, "COPY");
 }
 
 /*

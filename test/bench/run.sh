@@ -1,0 +1,117 @@
+#!/bin/bash
+# test/bench/run.sh - "make bench": the bootstrap of test/run.sh, then
+# each benchmark of test/bench/ (postgres.sh, clickhouse.sh) on throwaway
+# servers, as the OS user "postgres" when we are root.
+#
+#   make bench                                 1M and 5M rows (postgres.sh:
+#                                              3 runs each, about 8 minutes
+#                                              on 2 cores)
+#   BENCH_TARGETS=postgres bash test/bench/run.sh   only test/bench/postgres.sh
+#   BENCH_ROWS=100000 bash test/bench/run.sh   quick smoke check
+#   BENCH_ROWS="1000000 5000000" BENCH_RUNS=3 bash test/bench/run.sh
+#   BENCH_SKIP_BOOTSTRAP=1 bash test/bench/run.sh
+#                        no apt-get, make or make install: use the ctas_fed
+#                        already installed (checked to be there)
+#   BENCH_TARGETS=postgres BENCH_METHODS="ctas_fed copy_pipe"
+#                        a subset of the methods of one target (the names
+#                        are in the head of each script)
+#   BENCH_TIMEOUT=3600   seconds before a target's benchmark is stopped
+#   BENCH_KEEP=1         keep the folder (servers' logs, results) on
+#                        success too; test/bench/postgres.sh --summary
+#                        FOLDER/postgres/results.txt prints the table again
+# BENCH_ROWS, BENCH_RUNS and BENCH_METHODS are passed on only when set:
+# each script has its own defaults.
+#
+# Everything runs in a fresh copy of the repository's test files under /tmp
+# (the repository may be unreadable to "postgres"); the servers' data and
+# logs live there too.  The folder is removed on success (unless
+# BENCH_KEEP=1) and kept, with its path printed, on failure.
+#
+# Ctrl-C reaches every process of the benchmark (timeout --foreground keeps
+# them in the terminal's process group): psql cancels its statement and
+# test/bench/postgres.sh stops its servers.  Servers still running at the
+# end (a benchmark killed before it could stop them) are stopped by pid.
+
+set -u
+
+cd "$(dirname "$0")/../.." || exit 2
+. test/bootstrap.sh
+
+stage=
+status=1
+
+finish()
+{
+	trap - EXIT INT TERM HUP
+	if [ -n "$stage" ]; then
+		ctas_stop_leftovers "$stage" || status=1
+		if [ "$status" = 0 ] && [ "${BENCH_KEEP:-0}" != 1 ]; then
+			rm -rf "$stage"
+		else
+			echo "benchmark files (logs included) kept in $stage"
+		fi
+	fi
+	exit "$status"
+}
+trap finish EXIT
+trap 'echo "interrupted"; status=1; finish' INT TERM HUP
+
+if [ "${BENCH_SKIP_BOOTSTRAP:-0}" = 1 ]; then
+	pkglibdir=$("$CTAS_PG_CONFIG" --pkglibdir) || exit 1
+	sharedir=$("$CTAS_PG_CONFIG" --sharedir) || exit 1
+	for f in "$pkglibdir/ctas_fed.so" "$sharedir/extension/ctas_fed.control"; do
+		[ -f "$f" ] || { echo "$f is missing: run make install, or drop BENCH_SKIP_BOOTSTRAP"; exit 1; }
+	done
+	ctas_check_runner || exit 1
+elif ! ctas_bootstrap 2>&1; then
+	echo "bootstrap failed: see above"
+	exit 1
+fi
+
+stage=$(mktemp -d /tmp/ctas_fed_bench.XXXXXX) || exit 1
+ctas_stage "$stage" || exit 1
+chmod 755 "$stage"
+
+so=$("$CTAS_PG_CONFIG" --pkglibdir)/ctas_fed.so
+echo "== ctas_fed: source $(git describe --always --dirty 2> /dev/null || echo '(not a git checkout)');" \
+	"$so of $(date -r "$so" '+%Y-%m-%d %H:%M:%S')"
+# the targets: test/bench/<target>.sh, each in a folder of its own
+targets=${BENCH_TARGETS:-}
+if [ -z "$targets" ]; then
+	for t in postgres clickhouse; do
+		[ -f "test/bench/$t.sh" ] && targets+=" $t"
+	done
+fi
+# only what the user set: each script has its own defaults
+pass=()
+for v in BENCH_ROWS BENCH_RUNS BENCH_METHODS; do
+	[ -n "${!v:-}" ] && pass+=("$v=${!v}")
+done
+
+echo "== benchmark in $stage (targets:$targets; ${pass[*]:-default sizes and runs})"
+status=0
+for t in $targets; do
+	[ -f "test/bench/$t.sh" ] || { echo "no test/bench/$t.sh"; status=1; continue; }
+	mkdir -p "$stage/$t" && ctas_is_root && chown "$CTAS_RUNNER:" "$stage/$t"
+	echo
+	echo "==== $t"
+	(cd "$stage" && ctas_as_runner env \
+		"PATH=$CTAS_PG_BINDIR:$PATH" \
+		"CTAS_PG_BINDIR=$CTAS_PG_BINDIR" \
+		"${pass[@]}" \
+		"LC_ALL=C.UTF-8" \
+		timeout --foreground -k 60 "${BENCH_TIMEOUT:-3600}" \
+		bash "test/bench/$t.sh" "$stage/$t")
+	rc=$?
+	[ "$rc" = 124 ] && echo "$t: stopped after BENCH_TIMEOUT=${BENCH_TIMEOUT:-3600} seconds"
+	if [ "$rc" != 0 ]; then
+		echo "$t: benchmark failed (exit $rc); server logs:"
+		for log in "$stage/$t"/*.log; do
+			[ -f "$log" ] && { echo "----- $log"; tail -n 40 "$log"; }
+		done
+		status=1
+		# interrupted: do not start the next one
+		[ "$rc" -ge 124 ] && break
+	fi
+done
+finish

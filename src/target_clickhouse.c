@@ -232,6 +232,7 @@ typedef struct ChLoad
 	int			ncols;
 	ChColumn   *cols;
 	CtasHttpStream *stream;
+	MemoryContext stream_cxt;	/* owns stream; deleted when it is done */
 	uint64		rows;			/* rows encoded */
 	uint64		block_rows;		/* streaming: rows in the open INSERT */
 	uint64		count_before;	/* streaming append: rows already there */
@@ -1051,6 +1052,100 @@ ch_check_expr(const char *option, const char *value)
 				 errdetail("The value contains %s.", why)));
 }
 
+/*
+ * Engines a CTAS may create: tables that keep their own rows.  An engine
+ * that writes elsewhere or reads other tables (Buffer, Distributed, Merge,
+ * File, URL, Replicated*, ...) would let a user of a shared user mapping
+ * reach other data, and would break the staging protocol.
+ */
+static const char *const ch_allowed_engines[] = {
+	"MergeTree", "ReplacingMergeTree", "SummingMergeTree",
+	"AggregatingMergeTree", "CollapsingMergeTree",
+	"VersionedCollapsingMergeTree", "Memory", "Log", "TinyLog", "StripeLog",
+	NULL
+};
+
+/*
+ * ch_check_engine
+ *		engine must be an allowed engine name, optionally with arguments
+ *		made of column names, numbers, commas and brackets only (the old
+ *		MergeTree(date, key, 8192) syntax, ReplacingMergeTree(ver), ...).
+ */
+static void
+ch_check_engine(const char *engine)
+{
+	const char *const *e;
+	const char *p = engine;
+	size_t		len;
+
+	while (*p == ' ')
+		p++;
+	len = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+	for (e = ch_allowed_engines; *e; e++)
+	{
+		if (strlen(*e) == len && strncmp(*e, p, len) == 0)
+			break;
+	}
+	if (*e == NULL ||
+		p[len + strspn(p + len,
+					   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_,() ")] != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for option \"engine\": \"%s\"", engine),
+				 errdetail("A table created by ctas_fed must use one of the engines MergeTree, ReplacingMergeTree, SummingMergeTree, AggregatingMergeTree, CollapsingMergeTree, VersionedCollapsingMergeTree, Memory, Log, TinyLog or StripeLog, with column names and numbers as arguments.")));
+}
+
+/*
+ * ch_check_settings
+ *		settings must be "name = number" or "name = 'literal'" pairs.
+ */
+static void
+ch_check_settings(const char *settings)
+{
+	const char *p = settings;
+
+	for (;;)
+	{
+		size_t		n;
+
+		p += strspn(p, " ");
+		n = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+		if (n == 0)
+			break;
+		p += n;
+		p += strspn(p, " ");
+		if (*p++ != '=')
+			break;
+		p += strspn(p, " ");
+		if (*p == '\'')
+		{
+			for (p++; *p && *p != '\''; p++)
+			{
+				if (*p == '\\' && p[1])
+					p++;
+			}
+			if (*p++ != '\'')
+				break;
+		}
+		else
+		{
+			n = strspn(p, "0123456789.");
+			if (n == 0)
+				break;
+			p += n;
+		}
+		p += strspn(p, " ");
+		if (*p == '\0')
+			return;
+		if (*p++ != ',')
+			break;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid value for option \"settings\": \"%s\"", settings),
+			 errdetail("Write table settings as name = number or name = 'text' pairs separated by commas.")));
+}
+
 static void
 ch_check_options(CtasLoad *load)
 {
@@ -1060,6 +1155,10 @@ ch_check_options(CtasLoad *load)
 	ch_check_expr("order_by", o->order_by);
 	ch_check_expr("partition_by", o->partition_by);
 	ch_check_expr("settings", o->settings);
+	if (o->engine)
+		ch_check_engine(o->engine);
+	if (o->settings)
+		ch_check_settings(o->settings);
 
 	if (!o->atomic && o->if_exists == CTAS_IF_EXISTS_REPLACE)
 		ereport(ERROR,
@@ -1400,6 +1499,14 @@ ch_range_error(ChEnc *e, Datum v, int sqlstate, const char *detail)
  *		Parse the text of a numeric ("-12.50", "NaN") into an integer scaled
  *		by 10^scale.  false when it is not finite, has non-zero digits
  *		beyond scale, or 38 digits or more.
+  *
+ * XXX: a column_types override to a narrower type (Float32 for float8,
+ * Float64 for a large int8 or a numeric) rounds without an error; a
+ * round-trip check per value would make it an error naming the column.
+  *
+ * XXX: timestamp values are written as UTC wall-clock time, exact for
+ * DateTime('UTC') (the default map); an override to a DateTime of another
+ * time zone shifts them.
  */
 static bool
 ch_decimal_from_text(const char *s, int scale, int128 *out)
@@ -2103,8 +2210,15 @@ ch_stream_open(ChLoad *cl)
 {
 	CtasLoad   *load = cl->load;
 
+	/*
+	 * Each stream (one per block in streaming mode) lives in a context of
+	 * its own, deleted when it is done: its 1 MB buffer and curl handles
+	 * do not pile up over the blocks of a long load.
+	 */
+	cl->stream_cxt = AllocSetContextCreate(load->cxt, "ctas_fed ClickHouse stream",
+										   ALLOCSET_DEFAULT_SIZES);
 	cl->stream = CtasHttpStreamOpen(cl->http, cl->insert_sql, "insert rows",
-									load->cxt);
+									cl->stream_cxt);
 	cl->block_rows = 0;
 	if (cl->streaming)
 		CtasHttpStreamOnFailure(cl->stream, ch_streaming_count, cl);
@@ -2131,6 +2245,8 @@ ch_stream_done(ChLoad *cl)
 			pfree(cl->xs->stream_qid);
 		cl->xs->stream_qid = NULL;
 	}
+	MemoryContextDelete(cl->stream_cxt);
+	cl->stream_cxt = NULL;
 }
 
 /*
@@ -2270,6 +2386,20 @@ ch_begin_load(CtasLoad *load)
 			char	   *create;
 
 			a->source = MemoryContextStrdup(load->part->cxt, phys);
+
+			/*
+			 * A copy of a Buffer, Distributed, Merge, View ... table would
+			 * write to (and read from) the underlying data at once: no
+			 * staging possible.
+			 */
+			if (ch_count_check_mode(engine) == 0 &&
+				!(strncmp(engine, "Replicated", 10) == 0 &&
+				  ch_is_mergetree(engine)))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot append atomically to %s, a table of engine %s",
+								ch_display(db, table), engine),
+						 errhint("Append to the table that holds the rows, or use atomic = false.")));
 			if (strncmp(engine, "Replicated", 10) == 0)
 			{
 				/* a copy would share the replica path: stage as MergeTree */
@@ -2541,6 +2671,10 @@ ch_append_move(CtasHttp *http, ChAction *a)
  *		pre_commit of the writer: publish every action, in statement order.
  *		Runs after all two-phase participants have prepared.  An ERROR here
  *		aborts the local transaction, and ch_abort undoes what was done.
+  *
+ * XXX: appends are published in statement order, interleaved with the
+ * renames; moving them after every rename (and every other participant)
+ * would narrow the window in which a later failure leaves appended rows.
  */
 static void
 ch_pre_commit(CtasParticipant *part)
@@ -3030,6 +3164,10 @@ ch_parse_scratch(const char *name, char **kind, uint64 *sysid, uint64 *fxid,
  * Transactions in progress and outcomes no longer known are left alone.
  * Actions: "dropped staging table", "committed", "rolled back", or
  * "left: <why>"; the object is db.table of the scratch table.
+  *
+ * XXX: a table is taken back from its marker alone; recording in the marker
+ * that the rename happened would protect a table someone else created under
+ * that name after an abort failed to drop the marker.
  */
 static void
 ch_resolve(CtasCatalog *catalog,
@@ -3082,6 +3220,12 @@ ch_resolve(CtasCatalog *catalog,
 			if (st == CH_XID_IN_PROGRESS)
 			{
 				emit(arg, object, "left: its transaction is in progress");
+				continue;
+			}
+			/* a clone with our system identifier may own it: no evidence */
+			if (st == CH_XID_UNKNOWN)
+			{
+				emit(arg, object, "left: local transaction status unknown");
 				continue;
 			}
 			if (is_stage)

@@ -1499,14 +1499,6 @@ ch_range_error(ChEnc *e, Datum v, int sqlstate, const char *detail)
  *		Parse the text of a numeric ("-12.50", "NaN") into an integer scaled
  *		by 10^scale.  false when it is not finite, has non-zero digits
  *		beyond scale, or 38 digits or more.
-  *
- * XXX: a column_types override to a narrower type (Float32 for float8,
- * Float64 for a large int8 or a numeric) rounds without an error; a
- * round-trip check per value would make it an error naming the column.
-  *
- * XXX: timestamp values are written as UTC wall-clock time, exact for
- * DateTime('UTC') (the default map); an override to a DateTime of another
- * time zone shifts them.
  */
 static bool
 ch_decimal_from_text(const char *s, int scale, int128 *out)
@@ -1659,6 +1651,11 @@ ch_put_int(ChEnc *e, StringInfo buf, ChSrc src, Datum v, Datum orig)
 	ch_put_le(buf, (uint64) x, nbytes);
 }
 
+/*
+ * XXX: a column_types override to a narrower type (Float32 for float8,
+ * Float64 for a large int8 or a numeric) rounds without an error; a
+ * round-trip check per value would make it an error naming the column.
+ */
 static void
 ch_put_float(ChEnc *e, StringInfo buf, ChSrc src, Datum v)
 {
@@ -1811,6 +1808,11 @@ ch_put_date(ChEnc *e, StringInfo buf, ChSrc src, Datum v, Datum orig)
 					   "ClickHouse Date holds 1970-01-01 to 2105-12-31.");
 	ch_put_le(buf, (uint64) day, 2);
 }
+/*
+ * XXX: timestamp values are written as UTC wall-clock time, exact for
+ * DateTime('UTC') (the default map); an override to a DateTime of another
+ * time zone shifts them.
+ */
 
 static void
 ch_put_datetime(ChEnc *e, StringInfo buf, ChSrc src, Datum v, Datum orig)

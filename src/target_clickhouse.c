@@ -1808,12 +1808,12 @@ ch_put_date(ChEnc *e, StringInfo buf, ChSrc src, Datum v, Datum orig)
 					   "ClickHouse Date holds 1970-01-01 to 2105-12-31.");
 	ch_put_le(buf, (uint64) day, 2);
 }
+
 /*
  * XXX: timestamp values are written as UTC wall-clock time, exact for
  * DateTime('UTC') (the default map); an override to a DateTime of another
  * time zone shifts them.
  */
-
 static void
 ch_put_datetime(ChEnc *e, StringInfo buf, ChSrc src, Datum v, Datum orig)
 {
@@ -2673,7 +2673,7 @@ ch_append_move(CtasHttp *http, ChAction *a)
  *		pre_commit of the writer: publish every action, in statement order.
  *		Runs after all two-phase participants have prepared.  An ERROR here
  *		aborts the local transaction, and ch_abort undoes what was done.
-  *
+ *
  * XXX: appends are published in statement order, interleaved with the
  * renames; moving them after every rename (and every other participant)
  * would narrow the window in which a later failure leaves appended rows.
@@ -3166,7 +3166,7 @@ ch_parse_scratch(const char *name, char **kind, uint64 *sysid, uint64 *fxid,
  * Transactions in progress and outcomes no longer known are left alone.
  * Actions: "dropped staging table", "committed", "rolled back", or
  * "left: <why>"; the object is db.table of the scratch table.
-  *
+ *
  * XXX: a table is taken back from its marker alone; recording in the marker
  * that the rename happened would protect a table someone else created under
  * that name after an abort failed to drop the marker.

@@ -322,8 +322,14 @@ like($ch->query('SHOW CREATE TABLE dw.opts'), qr/id Int32,  k Int32,  d Date,  s
 is($ch->query('SELECT count() FROM dw.opts'), "100\n", 'all rows (count checked with merges stopped)');
 
 fails_like(q{CREATE TABLE lake.dw.e3 WITH (engine = 'NoSuchEngine') AS SELECT 1 AS a},
-	qr/could not create the staging table on ClickHouse catalog "lake".*\nDETAIL:  HTTP status \d+, ClickHouse error 56: Unknown table engine NoSuchEngine/s,
-	'bad engine: ClickHouse says why');
+	qr/invalid value for option "engine": "NoSuchEngine".*\nDETAIL:  A table created by ctas_fed must use one of the engines MergeTree/s,
+	'unknown engine: refused before any remote work');
+fails_like(q{CREATE TABLE lake.dw.e3 WITH (engine = 'Buffer(dw, opts, 16, 10, 100, 10000, 1000000, 10000000, 100000000)') AS SELECT 1 AS k},
+	qr/invalid value for option "engine"/, 'an engine that writes into another table is refused');
+fails_like(q{CREATE TABLE lake.dw.e3 WITH (engine = 'MergeTree(''/x'')') AS SELECT 1 AS k},
+	qr/invalid value for option "engine"/, 'engine arguments are column names and numbers only');
+fails_like(q{CREATE TABLE lake.dw.e3 WITH (settings = 'index_granularity = 8192, x = (SELECT 1)') AS SELECT 1 AS k},
+	qr/invalid value for option "settings"/, 'settings are name = value pairs');
 fails_like(q{CREATE TABLE lake.dw.e3 WITH (order_by = 'nosuchcol') AS SELECT 1 AS a},
 	qr/ClickHouse error 47: Unknown identifier: nosuchcol/, 'bad order_by');
 fails_like(q{CREATE TABLE lake.dw.e3 WITH (order_by = 'a; DROP TABLE dw.opts') AS SELECT 1 AS a},

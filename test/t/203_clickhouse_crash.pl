@@ -115,6 +115,33 @@ is(ch_exists('gone2'), 0, 'the dropped table stays dropped');
 like($local->safe_psql('postgres', q{SELECT string_agg(state, ',') FROM ctas_fed.jobs WHERE catalog = 'lake'}),
 	qr/committed/, 'ctas_fed.jobs shows the outcome');
 
+# --- crash mid-load: the worker alone drops the staging table
+$local->append_conf('postgresql.conf', "ctas_fed.resolver_naptime = 1\n");
+$local->restart;
+my ($lh, $lout, $lerr) = start_psql($local,
+	"CREATE TABLE lake.dw.midload AS SELECT g, pg_sleep(0.001) IS NULL AS s FROM generate_series(1, 100000) g");
+my $staged = 0;
+foreach (1 .. 200)
+{
+	$staged = $ch->query(
+		"SELECT count() FROM system.tables WHERE startsWith(name, '_ctas_fed_stage_')") + 0;
+	last if $staged;
+	usleep(100_000);
+}
+ok($staged, 'the load is streaming into a staging table');
+usleep(500_000);
+$local->stop('immediate');
+$lh->finish;
+$local->start;
+my $clean = 0;
+foreach (1 .. 200)
+{
+	if (scratch_tables() == 0) { $clean = 1; last; }
+	usleep(100_000);
+}
+ok($clean, 'after a crash mid-load the worker drops the staging table');
+is(ch_exists('midload'), 0, 'and no target table appears');
+
 $local->stop;
 $ch->stop;
 done_testing();

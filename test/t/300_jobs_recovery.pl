@@ -134,6 +134,14 @@ is(job_state('slow'), 'committed', 'the job ends committed');
 is($local->safe_psql('postgres', "SELECT rows FROM ctas_fed.jobs WHERE target = 'public.slow'"),
 	'20000', 'with all its rows');
 
+# --- progress NOTICEs, when asked for
+($h, $out, $err) = start_psql($local,
+	"SET ctas_fed.progress = on; SET ctas_fed.progress_interval = 1; "
+	  . "CREATE TABLE wh_quiet.public.prog AS SELECT id, pg_sleep(0.0005) IS NULL AS s FROM src WHERE id <= 6000");
+$h->finish;
+like($$err, qr/NOTICE:  loading into wh_quiet\.public\.prog: \d+ rows, \d+ bytes, \d+ rows\/s/,
+	'ctas_fed.progress reports rows, bytes and rate');
+
 # --- webhooks: running -> committed, running -> aborted
 $local->safe_psql('postgres', 'CREATE TABLE wh.public.hooked AS SELECT * FROM src');
 $local->safe_psql('postgres', 'BEGIN; CREATE TABLE wh.public.hooked_rb AS SELECT * FROM src WHERE id <= 10; ROLLBACK;');

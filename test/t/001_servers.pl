@@ -1,5 +1,5 @@
 
-# Copyright (c) 2024, ctas_fed authors
+# Copyright (c) 2026, ctas_fed developers
 
 # Smoke test of the test machinery: the servers every later test uses start,
 # answer, and are gone after they are stopped.

@@ -1,5 +1,5 @@
 
-# Copyright (c) 2024, ctas_fed authors
+# Copyright (c) 2026, ctas_fed developers
 
 =pod
 

@@ -1652,14 +1652,18 @@ ch_put_int(ChEnc *e, StringInfo buf, ChSrc src, Datum v, Datum orig)
 }
 
 /*
- * XXX: a column_types override to a narrower type (Float32 for float8,
- * Float64 for a large int8 or a numeric) rounds without an error; a
- * round-trip check per value would make it an error naming the column.
+ * ch_put_float
+ *		Float32/Float64 from a number.  A value that the ClickHouse type
+ *		cannot hold exactly (a column_types override to Float32 for a
+ *		float8, to Float64 for a large int8 or a long numeric) is an error
+ *		naming the column and the value, never a silent rounding.  NaN and
+ *		the infinities pass.
  */
 static void
 ch_put_float(ChEnc *e, StringInfo buf, ChSrc src, Datum v)
 {
 	double		d;
+	bool		exact = true;
 
 	if (src == SRC_FLOAT4 && e->type->kind == CHK_FLOAT32)
 	{
@@ -1677,8 +1681,13 @@ ch_put_float(ChEnc *e, StringInfo buf, ChSrc src, Datum v)
 			d = DatumGetInt32(v);
 			break;
 		case SRC_INT8:
-			d = (double) DatumGetInt64(v);
-			break;
+			{
+				int64		x = DatumGetInt64(v);
+
+				d = (double) x;
+				exact = d < 9223372036854775808.0 && (int64) d == x;
+				break;
+			}
 		case SRC_FLOAT4:
 			d = DatumGetFloat4(v);
 			break;
@@ -1687,16 +1696,29 @@ ch_put_float(ChEnc *e, StringInfo buf, ChSrc src, Datum v)
 			break;
 		default:
 			d = DatumGetFloat8(DirectFunctionCall1(numeric_float8, v));
+			exact = DatumGetInt32(DirectFunctionCall2(numeric_cmp, v,
+													  DirectFunctionCall1(float8_numeric,
+																		  Float8GetDatum(d)))) == 0;
 			break;
 	}
 	if (e->type->kind == CHK_FLOAT32)
 	{
 		float4		f = (float4) d;
 
+		if (!isnan(d) && (double) f != d)
+			exact = false;
+		if (!exact)
+			ch_range_error(e, v, ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+						   "The value cannot be represented exactly in Float32.");
 		appendBinaryStringInfoNT(buf, (char *) &f, 4);
 	}
 	else
+	{
+		if (!exact)
+			ch_range_error(e, v, ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+						   "The value cannot be represented exactly in Float64.");
 		appendBinaryStringInfoNT(buf, (char *) &d, 8);
+	}
 }
 
 static void

@@ -339,6 +339,17 @@ fails_like(q{CREATE TABLE lake.dw.e3 WITH (partition_by = 'a) ENGINE = Memory --
 	qr/invalid value for option "partition_by"/, 'an unbalanced table option is refused');
 is(ch_exists('dw', 'opts'), 1, 'nothing was injected');
 
+# --- overrides into narrower floating types: exact or an error naming the value
+fails_like(q{CREATE TABLE lake.dw.f32 WITH (column_types = 'x Float32') AS SELECT 0.1::float8 AS x},
+	qr/value "0.1" of column "x" does not fit ClickHouse type (Nullable\()?Float32.*\nDETAIL:  The value cannot be represented exactly in Float32/s,
+	'float8 -> Float32 that would round is an error');
+fails_like(q{CREATE TABLE lake.dw.f64 WITH (column_types = 'x Float64') AS SELECT 9007199254740993::int8 AS x},
+	qr/value "9007199254740993" of column "x" does not fit ClickHouse type (Nullable\()?Float64/,
+	'int8 beyond 2^53 -> Float64 is an error');
+$local->safe_psql('postgres', q{CREATE TABLE lake.dw.f32ok WITH (column_types = 'x Float32') AS SELECT x::float8 FROM (VALUES (0.5), (-2.25), ('Infinity'), ('NaN')) v(x)});
+is($ch->query('SELECT count() FROM dw.f32ok'), "4\n", 'values Float32 holds exactly arrive');
+is(ch_exists('dw', 'f32'), 0, 'nothing is left of the refused load');
+
 # --- identifiers that need quoting on both sides
 ($ret, $out, $err) = psql_err(q{CREATE TABLE lake.dw."we`ird\\name" AS SELECT 1 AS "a b", 'x' AS "c`d"});
 is($ret, 0, 'table and column names with backquotes and backslashes') or diag $err;

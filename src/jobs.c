@@ -534,14 +534,15 @@ CtasJobsSnapshot(void)
 }
 
 /*
- * CtasJobsResolveHistory
- *		Set the state of the in-doubt history entry job_id (after the
- *		resolver decided it).  Returns false when there is no such entry.
+ * settle_in_doubt
+ *		Give the in-doubt history entries that match (job_id, or gid when
+ *		job_id is 0) their decided state.  Returns how many matched.
  */
-bool
-CtasJobsResolveHistory(int64 job_id, CtasJobState state, const char *note)
+static int
+settle_in_doubt(int64 job_id, const char *gid, CtasJobState state,
+				const char *note)
 {
-	bool		found = false;
+	int			n = 0;
 	int			i;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -549,7 +550,8 @@ CtasJobsResolveHistory(int64 job_id, CtasJobState state, const char *note)
 	{
 		CtasJob    *job = HISTORY(i);
 
-		if (job->job_id != job_id || job->state != CTAS_JOB_IN_DOUBT)
+		if (job->state != CTAS_JOB_IN_DOUBT ||
+			(job_id != 0 ? job->job_id != job_id : strcmp(job->gid, gid) != 0))
 			continue;
 		job->state = state;
 		if (note)
@@ -558,12 +560,23 @@ CtasJobsResolveHistory(int64 job_id, CtasJobState state, const char *note)
 			job->finished_at = GetCurrentTimestamp();
 		count_finished(job);
 		enqueue_event(job);
-		notify_worker();
-		found = true;
-		break;
+		n++;
 	}
+	if (n > 0)
+		notify_worker();
 	LWLockRelease(shared->lock);
-	return found;
+	return n;
+}
+
+/*
+ * CtasJobsResolveHistory
+ *		Set the state of the in-doubt history entry job_id (after the
+ *		resolver decided it).  Returns false when there is no such entry.
+ */
+bool
+CtasJobsResolveHistory(int64 job_id, CtasJobState state, const char *note)
+{
+	return settle_in_doubt(job_id, NULL, state, note) > 0;
 }
 
 /*
@@ -574,15 +587,27 @@ CtasJobsResolveHistory(int64 job_id, CtasJobState state, const char *note)
 void
 CtasJobsResolveGid(const char *gid, CtasJobState state)
 {
-	CtasJobsSnapshotData *snap = CtasJobsSnapshot();
+	if (gid[0] != '\0')
+		(void) settle_in_doubt(0, gid, state, NULL);
+}
+
+/*
+ * CtasJobsCounters
+ *		change_count (bumped by every change) and the number of jobs that
+ *		ended so far, read under the lock without copying the registry:
+ *		what the workers poll every second.
+ */
+void
+CtasJobsCounters(uint64 *change_count, uint64 *ended)
+{
 	int			i;
 
-	for (i = 0; i < snap->njobs; i++)
-	{
-		if (snap->jobs[i].state == CTAS_JOB_IN_DOUBT &&
-			strcmp(snap->jobs[i].gid, gid) == 0)
-			CtasJobsResolveHistory(snap->jobs[i].job_id, state, NULL);
-	}
+	LWLockAcquire(shared->lock, LW_SHARED);
+	*change_count = shared->change_count;
+	*ended = 0;
+	for (i = 0; i < shared->ncatalogs; i++)
+		*ended += shared->catalogs[i].duration_count;
+	LWLockRelease(shared->lock);
 }
 
 /*

@@ -122,6 +122,7 @@ extern bool CtasJobsResolveHistory(int64 job_id, CtasJobState state,
 								   const char *note);
 extern bool CtasJobsGidIsLive(const char *gid);
 extern void CtasJobsResolveGid(const char *gid, CtasJobState state);
+extern void CtasJobsCounters(uint64 *change_count, uint64 *ended);
 extern void CtasJobsSetLatch(Latch *latch, bool notifier);
 extern bool CtasJobsResolverAcquire(void);
 extern void CtasJobsResolverRelease(void);

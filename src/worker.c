@@ -194,7 +194,8 @@ ctas_fed_worker_main(Datum main_arg)
 
 	for (;;)
 	{
-		CtasJobsSnapshotData *snap;
+		uint64		changes;
+		uint64		ended;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -204,11 +205,9 @@ ctas_fed_worker_main(Datum main_arg)
 		}
 
 		/* the history on disk first: it is what a crash would lose */
-		snap = CtasJobsSnapshot();
-		if (snap->change_count != saved)
+		CtasJobsCounters(&changes, &ended);
+		if (changes != saved)
 			saved = CtasJobsSave();
-		pfree(snap->jobs);
-		pfree(snap);
 
 		if (TimestampDifferenceExceeds(last_resolve, GetCurrentTimestamp(),
 									   CtasResolverNaptime * 1000))
@@ -253,9 +252,8 @@ ctas_fed_notifier_main(Datum main_arg)
 
 	while (!ShutdownRequestPending)
 	{
-		CtasJobsSnapshotData *snap;
-		uint64		ended = 0;
-		int			i;
+		uint64		changes;
+		uint64		ended;
 
 		if (ConfigReloadPending)
 		{
@@ -265,11 +263,7 @@ ctas_fed_notifier_main(Datum main_arg)
 
 		deliver_webhooks(cxt);
 
-		snap = CtasJobsSnapshot();
-		for (i = 0; i < snap->ncatalogs; i++)
-			ended += snap->catalogs[i].duration_count;
-		pfree(snap->jobs);
-		pfree(snap);
+		CtasJobsCounters(&changes, &ended);
 		if (ended != pushed_ended)
 		{
 			push_metrics(cxt);

@@ -335,6 +335,32 @@ forget_participants(void)
 }
 
 /*
+ * end_participants
+ *		After the local commit or abort: let every participant finish or
+ *		undo (never an error), and record the outcome of its jobs.  The list
+ *		is detached first, so that a failure cannot make us walk it twice.
+ */
+static void
+end_participants(bool commit)
+{
+	List	   *parts = participants;
+	ListCell   *lc;
+
+	forget_participants();
+	foreach(lc, parts)
+	{
+		CtasParticipant *part = lfirst(lc);
+
+		if (commit)
+			part->routine->post_commit(part);
+		else
+			part->routine->abort(part);
+		set_jobs_state(part, part->in_doubt ? CTAS_JOB_IN_DOUBT :
+					   commit ? CTAS_JOB_COMMITTED : CTAS_JOB_ABORTED);
+	}
+}
+
+/*
  * ctas_xact_callback
  *		The transaction callback of ctas_fed; see the file header.
  */
@@ -342,7 +368,6 @@ static void
 ctas_xact_callback(XactEvent event, void *arg)
 {
 	ListCell   *lc;
-	List	   *parts;
 	int			order;
 
 	if (participants == NIL)
@@ -379,31 +404,12 @@ ctas_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 			/* the local commit record is durable here */
 			fault_point("after_commit_record");
-			/* detach first: a failure must not make us walk them twice */
-			parts = participants;
-			forget_participants();
-			foreach(lc, parts)
-			{
-				CtasParticipant *part = lfirst(lc);
-
-				part->routine->post_commit(part);
-				set_jobs_state(part, part->in_doubt ? CTAS_JOB_IN_DOUBT :
-							   CTAS_JOB_COMMITTED);
-			}
+			end_participants(true);
 			break;
 
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_ABORT:
-			parts = participants;
-			forget_participants();
-			foreach(lc, parts)
-			{
-				CtasParticipant *part = lfirst(lc);
-
-				part->routine->abort(part);
-				set_jobs_state(part, part->in_doubt ? CTAS_JOB_IN_DOUBT :
-							   CTAS_JOB_ABORTED);
-			}
+			end_participants(false);
 			break;
 
 		case XACT_EVENT_PREPARE:

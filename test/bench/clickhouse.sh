@@ -243,8 +243,6 @@ CREATE USER MAPPING FOR CURRENT_USER SERVER lake
   OPTIONS (user 'default', password '$chpw');
 EOF
 
-columns="id bigint, label text, amount numeric(12,2), ratio double precision,
-  ts timestamp with time zone, flag boolean, arr integer[], doc jsonb"
 # what the pipe sends: PostgreSQL's text, with the conversions TabSeparated needs
 pipe_select="id, label, amount, ratio, ts, flag::int, translate(arr::text, '{}', '[]'), doc"
 
@@ -303,22 +301,7 @@ echo "== machine: $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.0f GB", $2 / 1048
 	"load average $(cut -d' ' -f1-3 /proc/loadavg) at start; $runs runs, best kept"
 for n in $rows_list; do
 	echo "== generating src_$n ($n rows)"
-	lsql > /dev/null <<EOF || die "generating src_$n"
-CREATE TABLE src_$n ($columns);
-INSERT INTO src_$n
-SELECT g,
-       md5(g::text) || repeat(chr(97 + g % 26), g % 24),
-       ((g::int8 * 7919) % 100000000) / 100.0,
-       g / 7.0::float8,
-       timestamptz '2024-01-01 00:00:00+00' + g * interval '1 second',
-       CASE WHEN g % 7 = 0 THEN NULL ELSE g % 2 = 0 END,
-       ARRAY[g % 1000, g % 7, g % 13]::int4[],
-       jsonb_build_object('k', g % 100, 's', 'v' || (g % 1000), 'ok', g % 3 = 0)
-  FROM generate_series(1, $n) g;
-VACUUM (FREEZE, ANALYZE) src_$n;
-CHECKPOINT;
-SELECT count(*) FROM src_$n;
-EOF
+	make_source "$n" | lsql > /dev/null || die "generating src_$n"
 	echo "   $(lsql -At -c "SELECT pg_size_pretty(pg_table_size('src_$n'))")"
 
 	plan=$(lsql -At -c "EXPLAIN (COSTS OFF) CREATE TABLE lake.bench.t AS SELECT * FROM src_$n") ||

@@ -316,8 +316,6 @@ EOF
 
 # the columns of every table here; the remote table that ctas_fed creates
 # has exactly these types (checked below against its EXPLAIN)
-columns="id bigint, label text, amount numeric(12,2), ratio double precision,
-  ts timestamp with time zone, flag boolean, arr integer[], doc jsonb"
 
 # remote table t, empty, owned by loader (untimed)
 create_remote_t()
@@ -487,22 +485,7 @@ echo "== settings: shared_buffers 256MB, max_wal_size 8GB, autovacuum off," \
 for n in $rows_list; do
 	echo "== generating src_$n ($n rows)"
 	t0=$(date +%s)
-	lsql > /dev/null <<EOF || die "generating src_$n"
-CREATE TABLE src_$n ($columns);
-INSERT INTO src_$n
-SELECT g,
-       md5(g::text) || repeat(chr(97 + g % 26), g % 24),
-       ((g::int8 * 7919) % 100000000) / 100.0,
-       g / 7.0::float8,
-       timestamptz '2024-01-01 00:00:00+00' + g * interval '1.5 second',
-       CASE WHEN g % 7 = 0 THEN NULL ELSE g % 2 = 0 END,
-       ARRAY[g % 1000, g % 7, g % 13]::int4[],
-       jsonb_build_object('k', g % 100, 's', 'v' || (g % 1000), 'ok', g % 3 = 0)
-  FROM generate_series(1, $n) g;
-VACUUM (FREEZE, ANALYZE) src_$n;
-CHECKPOINT;
-SELECT count(*) FROM src_$n;
-EOF
+	make_source "$n" | lsql > /dev/null || die "generating src_$n"
 	size=$(lsql -At -c "SELECT pg_size_pretty(pg_table_size('src_$n'))")
 	echo "   $(($(date +%s) - t0)) s, $size"
 

@@ -394,6 +394,22 @@ sub _terminate
 	return !_alive($pid);
 }
 
+# stop the server of a handle started by this process: SIGTERM, wait up to
+# $timeout seconds (then SIGKILL); forget it and its pid file once gone
+sub _stop_server
+{
+	my ($self, $timeout, $pidfile) = @_;
+	return 1 unless $self->{pid} && $self->{owner} == $$;
+	my $gone = _terminate($self->{pid}, $timeout);
+	if ($gone)
+	{
+		_unregister($self);
+		unlink $pidfile if defined $pidfile;
+		$self->{pid} = undef;
+	}
+	return $gone;
+}
+
 sub _register
 {
 	my ($server) = @_;
@@ -745,14 +761,7 @@ sub log_tail
 sub stop
 {
 	my ($self) = @_;
-	return 1 unless $self->{pid} && $self->{owner} == $$;
-	my $gone = CtasFed::Test::_terminate($self->{pid}, 60);
-	if ($gone)
-	{
-		CtasFed::Test::_unregister($self);
-		$self->{pid} = undef;
-	}
-	return $gone;
+	return CtasFed::Test::_stop_server($self, 60);
 }
 
 sub DESTROY
@@ -809,15 +818,7 @@ sub is_running
 sub stop
 {
 	my ($self) = @_;
-	return 1 unless $self->{pid} && $self->{owner} == $$;
-	my $gone = CtasFed::Test::_terminate($self->{pid}, 10);
-	if ($gone)
-	{
-		CtasFed::Test::_unregister($self);
-		unlink "$self->{dir}/pushgateway.pid";
-		$self->{pid} = undef;
-	}
-	return $gone;
+	return CtasFed::Test::_stop_server($self, 10, "$self->{dir}/pushgateway.pid");
 }
 
 sub DESTROY

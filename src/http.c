@@ -32,6 +32,13 @@
  *	  X-ClickHouse-Exception-Code header (newer servers), a non-200 status,
  *	  and the body, which can end with "Code: N, ..." even after a 200
  *	  status (18.16 streams the status line before the result).
+ *	- Only ClickHouse's own answers are read: one without an X-ClickHouse-*
+ *	  header and without a ClickHouse exception is "not a ClickHouse
+ *	  server", and nothing of its body reaches an error, a result or a log
+ *	  (a non-superuser's catalog can name any HTTP endpoint).
+ *	- A non-superuser's catalog needs a password and, when the superuser
+ *	  setting ctas_fed.allowed_hosts is set, a listed host (at the end of
+ *	  this file; catalog.c and connection.c call the host check too).
  *	- Resources have owners: each curl transfer (multi handle, easy handle,
  *	  header list, response buffer, file descriptor reservation) is freed by
  *	  a reset callback of the memory context it was created in, so an ERROR

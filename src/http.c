@@ -283,7 +283,10 @@ ch_harden(CURL *easy)
  * Reads url, connect_timeout and timeout from the server options and user
  * and password from the user mapping.  No connection is made yet.  All
  * curl resources the client acquires later are released when cxt is reset
- * or deleted.  ereport(ERROR) when the catalog has no url.
+ * or deleted.  ereport(ERROR) when the catalog has no url, when a
+ * non-superuser's mapping has no password (2F003) and when the catalog of
+ * a non-superuser names a host that ctas_fed.allowed_hosts does not list
+ * (42501).
  */
 CtasHttp *
 CtasHttpCreate(const CtasCatalog *catalog, MemoryContext cxt)
@@ -2257,7 +2260,8 @@ ch_url_host(const char *url)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory")));
-	if (curl_url_set(h, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME) == CURLUE_OK &&
+	if (curl_url_set(h, CURLUPART_URL, url,
+					 CURLU_NON_SUPPORT_SCHEME) == CURLUE_OK &&
 		curl_url_get(h, CURLUPART_HOST, &part, 0) == CURLUE_OK)
 	{
 		size_t		len = strlen(part);

@@ -371,6 +371,18 @@ sub wait_ch_insert
 	return 0;
 }
 
+# no query of ours runs any more on ClickHouse (bounded wait)
+sub no_query_left
+{
+	foreach (1 .. 150)
+	{
+		return 1 if $ch->query(
+			"SELECT count() FROM system.processes WHERE startsWith(query_id, 'ctas_fed_')") + 0 == 0;
+		usleep(200_000);
+	}
+	return 0;
+}
+
 # after SIGCONT: resolve until nothing of ours is left (bounded)
 sub resolved_clean
 {
@@ -410,6 +422,7 @@ like($s->{err}, qr/ERROR:  canceling statement due to statement timeout/, 'as a 
 
 kill 'CONT', $ch_pid;
 ok(resolved_clean(), 'once ClickHouse runs again, the resolver leaves no scratch table');
+ok(no_query_left(), 'and no query of ours runs on ClickHouse');
 is($ch->query('EXISTS TABLE dw.stall_cancel') + 0, 0, 'no canceled table');
 is($ch->query('EXISTS TABLE dw.stall_timeout') + 0, 0, 'no timed-out table');
 
@@ -445,6 +458,7 @@ ok($gone, 'the terminated backend exited');
 cmp_ok($took, '<', 5, 'pg_terminate_backend against a stopped ClickHouse takes seconds');
 kill 'CONT', $ch_pid;
 ok(resolved_clean(), 'after termination, the resolver leaves no scratch table');
+ok(no_query_left(), 'and no query of ours runs on ClickHouse');
 is($ch->query('EXISTS TABLE dw.stall_term') + 0, 0, 'no terminated table');
 is($local->safe_psql('postgres', 'SELECT 1'), '1', 'the server is up');
 

@@ -2223,6 +2223,20 @@ CtasAllowedHostsCheck(char **newval, void **extra, GucSource source)
 }
 
 /*
+ * ch_hosts_limited
+ *		Does ctas_fed.allowed_hosts list anything?  A setting of blanks and
+ *		commas only is as empty as ''.
+ */
+static bool
+ch_hosts_limited(void)
+{
+	const char *p = CtasAllowedHosts;
+	char		entry[NAMEDATALEN * 4];
+
+	return p != NULL && ch_next_entry(&p, entry, sizeof(entry));
+}
+
+/*
  * CtasHostAllowed
  *		Is host (a name or an address literal) one that non-superusers'
  *		catalogs may reach?  Any host is while ctas_fed.allowed_hosts is
@@ -2234,7 +2248,7 @@ CtasHostAllowed(const char *host)
 	const char *p = CtasAllowedHosts;
 	char		entry[NAMEDATALEN * 4];
 
-	if (p == NULL || *p == '\0')
+	if (!ch_hosts_limited())
 		return true;
 	while (ch_next_entry(&p, entry, sizeof(entry)))
 	{
@@ -2339,7 +2353,7 @@ ch_check_host_option(const CtasCatalog *catalog, const char *option,
 void
 CtasCheckHostOption(const char *option, const char *value)
 {
-	if (CtasAllowedHosts == NULL || CtasAllowedHosts[0] == '\0')
+	if (!ch_hosts_limited())
 		return;
 	ch_check_host_option(NULL, option, value);
 }
@@ -2361,7 +2375,7 @@ CtasCheckCatalogHosts(const CtasCatalog *catalog)
 	const char *const *opt;
 	bool		any = false;
 
-	if (CtasAllowedHosts == NULL || CtasAllowedHosts[0] == '\0')
+	if (!ch_hosts_limited())
 		return;
 	if (superuser_arg(GetForeignServer(catalog->serverid)->owner))
 		return;

@@ -321,6 +321,9 @@ set_allowed_hosts('127.0.0.0/8');
 ($ret, $out, $err) = as_alice('CREATE TABLE alake.dw.allowed AS SELECT g FROM generate_series(1, 7) g');
 is($ret, 0, 'once listed, alice loads') or diag($err);
 is($ch->query('SELECT count() FROM dw.allowed') + 0, 7, 'all 7 rows');
+set_allowed_hosts(' , ');
+($ret, $out, $err) = as_alice('CREATE TABLE alake.dw.open AS SELECT 1 AS a');
+is($ret, 0, 'a list of blanks and commas limits nothing') or diag($err);
 set_allowed_hosts('');
 
 # --- class 10: a ClickHouse server that stops answering

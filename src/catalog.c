@@ -48,6 +48,7 @@
 #include "utils/numeric.h"
 #include "utils/syscache.h"
 
+#include "http.h"
 #include "target.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_handler);
@@ -77,6 +78,7 @@ typedef struct CtasOption
 	int			max;
 	const char *const *choices; /* CTAS_OPT_ENUM only, NULL-terminated */
 	bool		secret;			/* never shown anywhere */
+	bool		names_host;		/* limited by ctas_fed.allowed_hosts */
 } CtasOption;
 
 struct CtasCatalogType
@@ -118,8 +120,8 @@ static const CtasOption common_options[] = {
  * are set by ctas_fed itself.
  */
 static const CtasOption postgres_options[] = {
-	{"host", SRV, CTAS_OPT_STRING},
-	{"hostaddr", SRV, CTAS_OPT_STRING},
+	{"host", SRV, CTAS_OPT_STRING, 0, 0, NULL, false, true},
+	{"hostaddr", SRV, CTAS_OPT_STRING, 0, 0, NULL, false, true},
 	{"port", SRV, CTAS_OPT_INT, 1, 65535},
 	{"dbname", SRV, CTAS_OPT_STRING},
 	{"options", SRV, CTAS_OPT_STRING},
@@ -149,7 +151,7 @@ static const CtasOption postgres_options[] = {
 
 /* type 'clickhouse': the HTTP interface */
 static const CtasOption clickhouse_options[] = {
-	{"url", SRV, CTAS_OPT_SERVICE_URL},
+	{"url", SRV, CTAS_OPT_SERVICE_URL, 0, 0, NULL, false, true},
 	{"database", SRV, CTAS_OPT_STRING},
 	{"connect_timeout", SRV, CTAS_OPT_INT, 1, 3600},
 	{"timeout", SRV, CTAS_OPT_INT, 1, 86400},
@@ -482,7 +484,10 @@ check_url(const CtasOption *opt, const char *value)
  * foreign table (a catalog is written to with CTAS, not mapped); a server
  * without a known "type"; an option unknown for the server's type or the
  * object; a credential on a server; a malformed value; a line break in any
- * value; password_required = false set by a non-superuser.
+ * value; password_required = false set by a non-superuser; a host that
+ * ctas_fed.allowed_hosts does not list, set by a non-superuser (checked
+ * again at connect time, since the owner need not be the one who sets it
+ * and the setting can change).
  */
 Datum
 ctas_fed_validator(PG_FUNCTION_ARGS)
@@ -581,6 +586,9 @@ ctas_fed_validator(PG_FUNCTION_ARGS)
 							def->defname)));
 
 		check_option_value(opt, value);
+
+		if (opt->names_host && !superuser())
+			CtasCheckHostOption(opt->name, value);
 
 		if (strcmp(opt->name, "password_required") == 0 &&
 			!defGetBoolean(def) && !superuser())

@@ -42,6 +42,7 @@
 #include "utils/timestamp.h"
 
 #include "connection.h"
+#include "http.h"
 
 /* The cache: one entry per user mapping */
 static HTAB *conn_cache = NULL;
@@ -278,6 +279,9 @@ connect_catalog(CtasCatalog *catalog)
 				 errmsg("password is required"),
 				 errdetail("Non-superusers must provide a password in the user mapping of catalog \"%s\".",
 						   catalog->name)));
+
+	/* ctas_fed.allowed_hosts, for a non-superuser's server */
+	CtasCheckCatalogHosts(catalog);
 
 	if (!AcquireExternalFD())
 		ereport(ERROR,

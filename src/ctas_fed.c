@@ -31,6 +31,7 @@
 #include "storage/ipc.h"
 #include "utils/guc.h"
 
+#include "http.h"
 #include "jobs.h"
 #include "target.h"
 
@@ -134,6 +135,12 @@ define_gucs(void)
 							   "after_prepare, after_commit_record or after_rename.",
 							   &CtasFaultPoint, "",
 							   PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomStringVariable("ctas_fed.allowed_hosts",
+							   "Hosts that the catalogs of non-superusers may reach.",
+							   "Comma-separated host names, IP addresses and address/prefix lengths; empty allows every host.",
+							   &CtasAllowedHosts, "",
+							   PGC_SUSET, 0,
+							   CtasAllowedHostsCheck, NULL, NULL);
 
 	MarkGUCPrefixReserved("ctas_fed");
 }

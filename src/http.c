@@ -32,6 +32,13 @@
  *	  X-ClickHouse-Exception-Code header (newer servers), a non-200 status,
  *	  and the body, which can end with "Code: N, ..." even after a 200
  *	  status (18.16 streams the status line before the result).
+ *	- Only ClickHouse's own answers are read: one without an X-ClickHouse-*
+ *	  header and without a ClickHouse exception is "not a ClickHouse
+ *	  server", and nothing of its body reaches an error, a result or a log
+ *	  (a non-superuser's catalog can name any HTTP endpoint).
+ *	- A non-superuser's catalog needs a password and, when the superuser
+ *	  setting ctas_fed.allowed_hosts is set, a listed host (at the end of
+ *	  this file; catalog.c and connection.c call the host check too).
  *	- Resources have owners: each curl transfer (multi handle, easy handle,
  *	  header list, response buffer, file descriptor reservation) is freed by
  *	  a reset callback of the memory context it was created in, so an ERROR
@@ -48,16 +55,20 @@
  */
 #include "postgres.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <limits.h>
 #include <poll.h>
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "commands/defrem.h"
+#include "foreign/foreign.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "storage/latch.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -67,7 +78,7 @@
 #define CH_DEFAULT_CONNECT_TIMEOUT	10	/* s, option connect_timeout */
 #define CH_DEFAULT_TIMEOUT			300 /* s, option timeout */
 #define CH_CLEANUP_DEADLINE_MS		30000	/* commit/abort requests */
-#define CH_KILL_DEADLINE_MS			10000	/* KILL QUERY */
+#define CH_KILL_DEADLINE_MS			1000	/* KILL QUERY */
 #define CH_MAX_RESPONSE				((size_t) 256 * 1024 * 1024)
 #define CH_MAX_REMOTE_TEXT			1000	/* bytes of remote text shown */
 #define CH_MAX_SQL_TEXT				300 /* bytes of SQL in a context */
@@ -108,6 +119,7 @@ typedef struct ch_xfer
 	size_t		resp_cap;
 	bool		resp_overflow;
 	int			exc_header;		/* X-ClickHouse-Exception-Code, or -1 */
+	bool		from_clickhouse;	/* an X-ClickHouse-* header was seen */
 
 	/* request body streamed by the read callback, or NULL */
 	StringInfo	up;
@@ -143,6 +155,7 @@ struct CtasHttp
 	CtasHttpVersion *version;	/* read once, or NULL */
 	char	   *settings;		/* "&name=value..." on every URL, or NULL */
 	char		inflight[96];	/* query_id of the query on xfer, or "" */
+	bool		unresponsive;	/* a request or KILL QUERY got no answer */
 };
 
 struct CtasHttpStream
@@ -164,10 +177,14 @@ typedef struct ch_failure
 {
 	int			sqlstate;
 	char	   *detail;
+	long		not_clickhouse; /* HTTP status of a foreign response, or 0 */
 } ch_failure;
 
 static bool curl_initialized = false;
 static uint32 query_serial = 0;
+
+/* ctas_fed.allowed_hosts, defined in ctas_fed.c */
+char	   *CtasAllowedHosts = NULL;
 
 static void ch_global_init(void);
 static ch_xfer *ch_xfer_create(CtasHttp *http, MemoryContext cxt,
@@ -201,6 +218,12 @@ static void ch_raise(CtasHttp *http, const char *what, const char *sql,
 static void ch_after_interrupt(CtasHttp *http, const char *what,
 							   const char *sql) pg_attribute_noreturn();
 static void ch_stream_fail(CtasHttpStream *s, ch_run_result rr);
+static bool ch_password_required(const CtasCatalog *catalog);
+static bool ch_next_entry(const char **p, char *buf, size_t bufsize);
+static bool ch_entry_valid(const char *entry);
+static bool ch_entry_matches(const char *entry, const char *host);
+static void ch_check_host(const CtasCatalog *catalog, const char *option,
+						  const char *host);
 static void ch_stream_reset_cb(void *arg);
 static CURLcode ch_harden(CURL *easy);
 
@@ -260,7 +283,10 @@ ch_harden(CURL *easy)
  * Reads url, connect_timeout and timeout from the server options and user
  * and password from the user mapping.  No connection is made yet.  All
  * curl resources the client acquires later are released when cxt is reset
- * or deleted.  ereport(ERROR) when the catalog has no url.
+ * or deleted.  ereport(ERROR) when the catalog has no url, when a
+ * non-superuser's mapping has no password (2F003) and when the catalog of
+ * a non-superuser names a host that ctas_fed.allowed_hosts does not list
+ * (42501).
  */
 CtasHttp *
 CtasHttpCreate(const CtasCatalog *catalog, MemoryContext cxt)
@@ -291,6 +317,17 @@ CtasHttpCreate(const CtasCatalog *catalog, MemoryContext cxt)
 	http->user = v ? pstrdup(v) : NULL;
 	v = CtasCatalogOption(catalog, "password");
 	http->password = v ? pstrdup(v) : NULL;
+
+	/* the rules of a non-superuser's catalog, checked on every use */
+	CtasCheckCatalogHosts(catalog);
+	if ((http->password == NULL || http->password[0] == '\0') &&
+		ch_password_required(catalog))
+		ereport(ERROR,
+				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
+				 errmsg("password is required"),
+				 errdetail("Non-superusers must provide a password in the user mapping of ClickHouse catalog \"%s\".",
+						   catalog->name),
+				 errhint("Set the password option of the user mapping, or have a superuser set password_required 'false' on it.")));
 
 	v = CtasCatalogOption(catalog, "connect_timeout");
 	http->connect_timeout_ms = 1000L * (v ? atoi(v) : CH_DEFAULT_CONNECT_TIMEOUT);
@@ -486,6 +523,7 @@ ch_xfer_start(CtasHttp *http, ch_xfer *t, const char *url, const char *body,
 	t->resp_len = 0;
 	t->resp_overflow = false;
 	t->exc_header = -1;
+	t->from_clickhouse = false;
 	t->up = up;
 	t->up_off = 0;
 	t->up_eof = false;
@@ -623,6 +661,14 @@ ch_xfer_run(CtasHttp *http, ch_xfer *t, bool drain, long deadline_ms)
 			return CH_RUN_TIMEOUT;
 
 		wait_ms = t->timer_ms < 0 ? CH_MAX_WAIT_MS : Min(t->timer_ms, CH_MAX_WAIT_MS);
+		if (deadline_ms > 0 && wait_ms > 0)
+		{
+			/* wake up at the deadline, not up to a second after it */
+			long		left_ms = deadline_ms -
+				(long) ((now - start) / 1000) + 1;
+
+			wait_ms = Max(Min(wait_ms, left_ms), 1);
+		}
 		if (wait_ms == 0)
 			ch_socket_action(t, CURL_SOCKET_TIMEOUT, 0);
 		else if (t->nsock == 1)
@@ -749,12 +795,21 @@ ch_header_cb(char *ptr, size_t size, size_t nitems, void *arg)
 	ch_xfer    *t = (ch_xfer *) arg;
 	size_t		n = size * nitems;
 	static const char name[] = "X-ClickHouse-Exception-Code:";
+	static const char prefix[] = "X-ClickHouse-";
 
 	t->activity = true;
 	if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0)
-		t->exc_header = -1;		/* a new response (after 100 Continue) */
-	else if (n > sizeof(name) - 1 &&
-			 pg_strncasecmp(ptr, name, sizeof(name) - 1) == 0)
+	{
+		/* a new response (after 100 Continue) */
+		t->exc_header = -1;
+		t->from_clickhouse = false;
+	}
+	else if (n > sizeof(prefix) - 1 &&
+			 pg_strncasecmp(ptr, prefix, sizeof(prefix) - 1) == 0)
+		t->from_clickhouse = true;
+
+	if (n > sizeof(name) - 1 &&
+		pg_strncasecmp(ptr, name, sizeof(name) - 1) == 0)
 	{
 		size_t		i = sizeof(name) - 1;
 		int			code = 0;
@@ -973,6 +1028,35 @@ ch_find_exception(const char *body, size_t len, bool at_end_only,
 }
 
 /*
+ * ch_is_exception_body
+ *		Does the body start with a ClickHouse exception in one of the exact
+ *		forms servers print ("Code: N, e.displayText() = DB::Exception: "
+ *		in 18.16, "Code: N. DB::Exception: " later)?  Used to recognise a
+ *		ClickHouse answer that carries no X-ClickHouse-* header.
+ */
+static bool
+ch_is_exception_body(const char *body, size_t len)
+{
+	static const char old_form[] = ", e.displayText() = DB::Exception: ";
+	static const char new_form[] = ". DB::Exception: ";
+	size_t		i = 6;
+
+	if (body == NULL || len < 6 || strncmp(body, "Code: ", 6) != 0)
+		return false;
+	if (i >= len || body[i] < '0' || body[i] > '9')
+		return false;
+	while (i < len && body[i] >= '0' && body[i] <= '9')
+		i++;
+	if (len - i >= sizeof(old_form) - 1 &&
+		strncmp(body + i, old_form, sizeof(old_form) - 1) == 0)
+		return true;
+	if (len - i >= sizeof(new_form) - 1 &&
+		strncmp(body + i, new_form, sizeof(new_form) - 1) == 0)
+		return true;
+	return false;
+}
+
+/*
  * ch_code_sqlstate
  *		The SQLSTATE for a ClickHouse error code (ErrorCodes.cpp).
  */
@@ -1104,6 +1188,13 @@ ch_sanitize(const char *s, size_t len, size_t cap)
  *		true for a 200 response without exception; otherwise fills f.  With
  *		missing != NULL, an "unknown table" or "unknown database" error sets
  *		*missing and returns false.
+ *
+ * A response that does not come from ClickHouse - no X-ClickHouse-* header
+ * (18.16 sends X-ClickHouse-Server-Display-Name with every answer) and no
+ * exception in ClickHouse's own format - is a failure whatever its status,
+ * and nothing of its body is kept: a catalog's url can name any HTTP
+ * endpoint (a cloud metadata service, an internal admin page), and its
+ * answer must not reach the user through an error or a result.
  */
 static bool
 ch_check_response(CtasHttp *http, ch_xfer *t, ch_run_result rr,
@@ -1116,6 +1207,7 @@ ch_check_response(CtasHttp *http, ch_xfer *t, ch_run_result rr,
 
 	if (missing)
 		*missing = false;
+	f->not_clickhouse = 0;
 
 	if (rr == CH_RUN_TIMEOUT)
 	{
@@ -1169,6 +1261,15 @@ ch_check_response(CtasHttp *http, ch_xfer *t, ch_run_result rr,
 
 	(void) curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
 
+	if (!t->from_clickhouse && !ch_is_exception_body(t->resp, t->resp_len))
+	{
+		f->sqlstate = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
+		f->not_clickhouse = status > 0 ? status : -1;
+		f->detail = psprintf("\"%s\" is not a ClickHouse server (HTTP status %ld).",
+							 http->base_url, status);
+		return false;
+	}
+
 	if (ch_find_exception(t->resp, t->resp_len, status == 200,
 						  &code, &msg, &msglen) ||
 		(t->exc_header >= 0 &&
@@ -1211,6 +1312,13 @@ ch_check_response(CtasHttp *http, ch_xfer *t, ch_run_result rr,
 static void
 ch_raise(CtasHttp *http, const char *what, const char *sql, ch_failure *f)
 {
+	if (f->not_clickhouse != 0)
+		ereport(ERROR,
+				(errcode(f->sqlstate),
+				 errmsg("\"%s\" is not a ClickHouse server", http->base_url),
+				 errdetail("HTTP status %ld.", f->not_clickhouse),
+				 errhint("Check option \"url\" of catalog \"%s\"; an answer that does not come from ClickHouse is not shown.",
+						 http->catalog)));
 	ereport(ERROR,
 			(errcode(f->sqlstate),
 			 errmsg("could not %s on ClickHouse catalog \"%s\"",
@@ -1236,6 +1344,7 @@ ch_after_interrupt(CtasHttp *http, const char *what, const char *sql)
 	CHECK_FOR_INTERRUPTS();
 	f.sqlstate = ERRCODE_CONNECTION_FAILURE;
 	f.detail = pstrdup("The request was interrupted.");
+	f.not_clickhouse = 0;
 	ch_raise(http, what, sql, &f);
 }
 
@@ -1267,7 +1376,9 @@ ch_query_xfer(CtasHttp *http, bool cleanup)
  *		A query that did not get an answer (interrupted, timed out, broken
  *		connection): fill *f, close the connection, stop the query on the
  *		server if the request went out, and let an interrupt raise its own
- *		error.
+ *		error.  A server that let the request time out is taken as
+ *		unresponsive for the rest of the client's life (see
+ *		CtasHttpTryQuery).
  */
 static void
 ch_abandon(CtasHttp *http, ch_xfer *t, ch_run_result rr, ch_failure *f,
@@ -1281,6 +1392,8 @@ ch_abandon(CtasHttp *http, ch_xfer *t, ch_run_result rr, ch_failure *f,
 	ch_xfer_release(t);
 	if (sent)
 		CtasHttpKillQuery(http, qid);
+	if (rr == CH_RUN_TIMEOUT)
+		http->unresponsive = true;
 	if (rr == CH_RUN_INTERRUPTED)
 		ch_after_interrupt(http, what, sql);
 }
@@ -1294,7 +1407,11 @@ ch_abandon(CtasHttp *http, ch_xfer *t, ch_run_result rr, ch_failure *f,
  * describes it and false is returned: no ERROR, for callers on commit and
  * abort paths.  With CTAS_HTTP_MISSING_OK, an "unknown table/database"
  * error counts as success with *result = NULL.  With CTAS_HTTP_CLEANUP the
- * request has a total deadline and is not cut short by interrupts.
+ * request has a total deadline and is not cut short by interrupts; and once
+ * the server has failed to answer a request or a KILL QUERY of this client
+ * (it stopped, or stopped reading), a cleanup request is not sent at all
+ * but fails at once, so that an abort after a cancel does not wait on a
+ * stalled server once per table (what is left is the resolver's).
  *
  * A cancel pending while waiting (without CTAS_HTTP_CLEANUP) does raise
  * an ERROR: the query is killed on the server, then CHECK_FOR_INTERRUPTS.
@@ -1315,6 +1432,13 @@ CtasHttpTryQuery(CtasHttp *http, const char *sql, const char *what,
 	if (errdetail)
 		*errdetail = NULL;
 
+	if (cleanup && http->unresponsive)
+	{
+		if (errdetail)
+			*errdetail = pstrdup("The server did not answer an earlier request; nothing more is sent to it in this transaction.");
+		return false;
+	}
+
 	t = ch_query_xfer(http, cleanup);
 	qid = CtasHttpNewQueryId();
 	url = ch_url(http, t, qid, NULL, true);
@@ -1327,6 +1451,7 @@ CtasHttpTryQuery(CtasHttp *http, const char *sql, const char *what,
 	if (rr == CH_RUN_DONE && ch_check_response(http, t, rr, &f, &missing))
 	{
 		ch_xfer_detach(t);
+		http->unresponsive = false;
 		*result = palloc(t->resp_len + 1);
 		memcpy(*result, t->resp ? t->resp : "", t->resp_len);
 		(*result)[t->resp_len] = '\0';
@@ -1375,6 +1500,7 @@ CtasHttpQuery(CtasHttp *http, const char *sql, const char *what)
 	if (rr == CH_RUN_DONE && ch_check_response(http, t, rr, &f, NULL))
 	{
 		ch_xfer_detach(t);
+		http->unresponsive = false;
 		result = palloc(t->resp_len + 1);
 		memcpy(result, t->resp ? t->resp : "", t->resp_len);
 		result[t->resp_len] = '\0';
@@ -1392,8 +1518,13 @@ CtasHttpQuery(CtasHttp *http, const char *sql, const char *what)
 /*
  * CtasHttpKillQuery
  *		KILL QUERY WHERE query_id = '...' SYNC, on a fresh connection, with
- *		interrupts held and a deadline of 10 s.  Never raises an ERROR for a
- *		remote failure (a server that is down has nothing left running);
+ *		interrupts held and a deadline of one second: it runs on the way out
+ *		of a cancel, a statement_timeout or a termination, which must not
+ *		wait on a server that stopped answering.  A kill that gets no answer
+ *		in time marks the server unresponsive (no further kill or cleanup
+ *		request is sent by this client); the abandoned query then ends with
+ *		its connection, which is closed already.  Never raises an ERROR for
+ *		a remote failure (a server that is down has nothing left running);
  *		the outcome is logged at DEBUG1.
  */
 void
@@ -1408,6 +1539,13 @@ CtasHttpKillQuery(CtasHttp *http, const char *query_id)
 	ch_failure	f;
 	const char *p;
 	StringInfoData lit;
+
+	if (http->unresponsive)
+	{
+		elog(DEBUG1, "ctas_fed: not killing ClickHouse query %s on catalog \"%s\": the server did not answer",
+			 query_id, http->catalog);
+		return;
+	}
 
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "ctas_fed kill query",
 								ALLOCSET_SMALL_SIZES);
@@ -1439,6 +1577,8 @@ CtasHttpKillQuery(CtasHttp *http, const char *query_id)
 	{
 		if (rr != CH_RUN_DONE)
 			(void) ch_check_response(http, t, rr, &f, NULL);
+		if (rr == CH_RUN_TIMEOUT)
+			http->unresponsive = true;
 		elog(DEBUG1, "ctas_fed: could not kill ClickHouse query %s on catalog \"%s\": %s",
 			 query_id, http->catalog, f.detail);
 	}
@@ -1654,6 +1794,7 @@ ch_stream_fail(CtasHttpStream *s, ch_run_result rr)
 		/* a 200 before the end of our data: the server stopped reading */
 		f.sqlstate = ERRCODE_CONNECTION_FAILURE;
 		f.detail = pstrdup("The server answered before the end of the data.");
+		f.not_clickhouse = 0;
 	}
 	sent = ch_xfer_sent_request(t);
 	ch_xfer_release(t);
@@ -1663,6 +1804,8 @@ ch_stream_fail(CtasHttpStream *s, ch_run_result rr)
 	s->slot = NULL;
 	if (sent)
 		CtasHttpKillQuery(http, s->query_id);
+	if (rr == CH_RUN_TIMEOUT)
+		http->unresponsive = true;
 	if (s->on_failure)
 		s->on_failure(s->on_failure_arg);
 	if (rr == CH_RUN_INTERRUPTED)
@@ -1856,4 +1999,395 @@ CtasHttpSend(const char *url, const char *method, const char *content_type,
 		return false;
 	}
 	return true;
+}
+
+
+/* ---- who may reach what: password and host rules ---- */
+
+/*
+ * ch_password_required
+ *		Must the user mapping of catalog carry a non-empty password?  Yes,
+ *		unless both the mapping's user and the server's owner are
+ *		superusers (a superuser's own catalog), or a superuser set
+ *		password_required 'false' on the mapping (only a superuser may:
+ *		catalog.c).  ClickHouse's own users.xml may let "default" in
+ *		without a password from this host: a non-superuser must not borrow
+ *		the database server's network position, as postgres_fdw's
+ *		password_required keeps them from borrowing its .pgpass or peer
+ *		authentication.
+ */
+static bool
+ch_password_required(const CtasCatalog *catalog)
+{
+	ForeignServer *server = GetForeignServer(catalog->serverid);
+	ListCell   *lc;
+
+	if (superuser_arg(catalog->userid) && superuser_arg(server->owner))
+		return false;
+	foreach(lc, catalog->user_options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+
+		if (strcmp(def->defname, "password_required") == 0)
+			return defGetBoolean(def);
+	}
+	return true;
+}
+
+/*
+ * ch_next_entry
+ *		Copy the next comma-separated entry of *p, blanks trimmed, into buf
+ *		and advance *p.  Returns false at the end of the list.  An entry
+ *		too long for buf comes back truncated to "", which no check
+ *		accepts.
+ */
+static bool
+ch_next_entry(const char **p, char *buf, size_t bufsize)
+{
+	const char *s = *p;
+	const char *e;
+	size_t		len;
+
+	while (*s == ' ' || *s == '\t' || *s == ',')
+		s++;
+	if (*s == '\0')
+	{
+		*p = s;
+		return false;
+	}
+	e = s;
+	while (*e != '\0' && *e != ',')
+		e++;
+	*p = e;
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+		e--;
+	len = e - s;
+	if (len >= bufsize)
+		len = 0;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	return true;
+}
+
+/*
+ * ch_parse_addr
+ *		Parse an IPv4 or IPv6 address literal (IPv6 with or without
+ *		brackets) into addr (16 bytes); returns the address family, or 0
+ *		when text is no address literal.
+ */
+static int
+ch_parse_addr(const char *text, unsigned char *addr)
+{
+	char		buf[64];
+	size_t		len = strlen(text);
+
+	if (len >= 2 && text[0] == '[' && text[len - 1] == ']')
+	{
+		if (len - 2 >= sizeof(buf))
+			return 0;
+		memcpy(buf, text + 1, len - 2);
+		buf[len - 2] = '\0';
+	}
+	else
+		strlcpy(buf, text, sizeof(buf));
+	if (inet_pton(AF_INET, buf, addr) == 1)
+		return AF_INET;
+	if (inet_pton(AF_INET6, buf, addr) == 1)
+		return AF_INET6;
+	return 0;
+}
+
+/*
+ * ch_split_entry
+ *		Split an entry of ctas_fed.allowed_hosts: an address with an
+ *		optional /prefix length (then *family, addr and *bits are set), or
+ *		a host name (*family = 0).  Returns false for a malformed entry.
+ */
+static bool
+ch_split_entry(const char *entry, int *family, unsigned char *addr,
+			   int *bits)
+{
+	char		buf[NAMEDATALEN * 4];
+	const char *slash = strchr(entry, '/');
+	const char *c;
+
+	*family = 0;
+	*bits = 0;
+	if (entry[0] == '\0' || strlen(entry) >= sizeof(buf))
+		return false;
+	strlcpy(buf, entry, sizeof(buf));
+	if (slash != NULL && entry[0] != '/')
+	{
+		char	   *end;
+		long		n;
+
+		buf[slash - entry] = '\0';
+		*family = ch_parse_addr(buf, addr);
+		if (*family == 0)
+			return false;
+		errno = 0;
+		n = strtol(slash + 1, &end, 10);
+		if (errno != 0 || end == slash + 1 || *end != '\0' || n < 0 ||
+			n > (*family == AF_INET ? 32 : 128))
+			return false;
+		*bits = (int) n;
+		return true;
+	}
+	*family = ch_parse_addr(buf, addr);
+	if (*family != 0)
+	{
+		*bits = *family == AF_INET ? 32 : 128;
+		return true;
+	}
+	/* a host name (or a socket directory, as libpq's host takes it) */
+	for (c = entry; *c; c++)
+	{
+		if (*c == ' ' || *c == '\t' || (unsigned char) *c < 0x20)
+			return false;
+	}
+	return true;
+}
+
+static bool
+ch_entry_valid(const char *entry)
+{
+	int			family;
+	unsigned char addr[16];
+	int			bits;
+
+	return ch_split_entry(entry, &family, addr, &bits);
+}
+
+/*
+ * ch_entry_matches
+ *		Does host (a name or an address literal, as written in a catalog's
+ *		options) match one entry of ctas_fed.allowed_hosts?  Names are
+ *		compared case-insensitively and never resolved; an address literal
+ *		matches an address entry of its family whose first bits agree.
+ */
+static bool
+ch_entry_matches(const char *entry, const char *host)
+{
+	int			efamily;
+	int			hfamily;
+	unsigned char eaddr[16];
+	unsigned char haddr[16];
+	int			bits;
+	int			i;
+
+	if (!ch_split_entry(entry, &efamily, eaddr, &bits))
+		return false;
+	hfamily = ch_parse_addr(host, haddr);
+	if (efamily == 0 || hfamily == 0)
+		return efamily == 0 && hfamily == 0 && pg_strcasecmp(entry, host) == 0;
+	if (efamily != hfamily)
+		return false;
+	for (i = 0; i < bits / 8; i++)
+	{
+		if (eaddr[i] != haddr[i])
+			return false;
+	}
+	if (bits % 8 != 0)
+	{
+		unsigned char mask = (unsigned char) (0xff << (8 - bits % 8));
+
+		if ((eaddr[i] & mask) != (haddr[i] & mask))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * CtasAllowedHostsCheck
+ *		GUC check hook of ctas_fed.allowed_hosts: every entry must be a
+ *		host name, an IPv4 or IPv6 address, or an address/prefix length.
+ */
+bool
+CtasAllowedHostsCheck(char **newval, void **extra, GucSource source)
+{
+	const char *p = *newval;
+	char		entry[NAMEDATALEN * 4];
+
+	if (p == NULL)
+		return true;
+	while (ch_next_entry(&p, entry, sizeof(entry)))
+	{
+		if (!ch_entry_valid(entry))
+		{
+			GUC_check_errdetail("Entry \"%s\" is neither a host name nor an IP address with an optional prefix length.",
+								entry);
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * ch_hosts_limited
+ *		Does ctas_fed.allowed_hosts list anything?  A setting of blanks and
+ *		commas only is as empty as ''.
+ */
+static bool
+ch_hosts_limited(void)
+{
+	const char *p = CtasAllowedHosts;
+	char		entry[NAMEDATALEN * 4];
+
+	return p != NULL && ch_next_entry(&p, entry, sizeof(entry));
+}
+
+/*
+ * CtasHostAllowed
+ *		Is host (a name or an address literal) one that non-superusers'
+ *		catalogs may reach?  Any host is while ctas_fed.allowed_hosts is
+ *		empty.
+ */
+bool
+CtasHostAllowed(const char *host)
+{
+	const char *p = CtasAllowedHosts;
+	char		entry[NAMEDATALEN * 4];
+
+	if (!ch_hosts_limited())
+		return true;
+	while (ch_next_entry(&p, entry, sizeof(entry)))
+	{
+		if (ch_entry_matches(entry, host))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * ch_url_host
+ *		The host of an http(s) URL, IPv6 brackets removed; palloc'd, or
+ *		NULL when curl cannot parse the URL.
+ */
+static char *
+ch_url_host(const char *url)
+{
+	CURLU	   *h = curl_url();
+	char	   *part = NULL;
+	char	   *host = NULL;
+
+	if (h == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	if (curl_url_set(h, CURLUPART_URL, url,
+					 CURLU_NON_SUPPORT_SCHEME) == CURLUE_OK &&
+		curl_url_get(h, CURLUPART_HOST, &part, 0) == CURLUE_OK)
+	{
+		size_t		len = strlen(part);
+
+		if (len >= 2 && part[0] == '[' && part[len - 1] == ']')
+			host = pnstrdup(part + 1, len - 2);
+		else
+			host = pstrdup(part);
+		curl_free(part);
+	}
+	curl_url_cleanup(h);
+	return host;
+}
+
+/*
+ * ch_check_host
+ *		ereport(ERROR) unless host may be reached by a non-superuser's
+ *		catalog.  catalog is NULL when a server's options are validated.
+ */
+static void
+ch_check_host(const CtasCatalog *catalog, const char *option,
+			  const char *host)
+{
+	if (host != NULL && CtasHostAllowed(host))
+		return;
+	if (catalog != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("catalog \"%s\" may not connect to host \"%s\"",
+						catalog->name, host ? host : ""),
+				 errdetail("The owner of the catalog's server is not a superuser, and option \"%s\" names a host that \"ctas_fed.allowed_hosts\" does not list.",
+						   option),
+				 errhint("A superuser can add the host to the setting \"ctas_fed.allowed_hosts\".")));
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("host \"%s\" in option \"%s\" is not allowed",
+					host ? host : "", option),
+			 errdetail("Non-superusers may only name hosts that \"ctas_fed.allowed_hosts\" lists."),
+			 errhint("A superuser can add the host to the setting \"ctas_fed.allowed_hosts\".")));
+}
+
+/*
+ * ch_check_host_option
+ *		Check every host that option names: the host of a url, or each
+ *		host of a libpq host/hostaddr list.
+ */
+static void
+ch_check_host_option(const CtasCatalog *catalog, const char *option,
+					 const char *value)
+{
+	if (strcmp(option, "host") == 0 || strcmp(option, "hostaddr") == 0)
+	{
+		const char *p = value;
+		char		entry[NAMEDATALEN * 4];
+		bool		any = false;
+
+		while (ch_next_entry(&p, entry, sizeof(entry)))
+		{
+			ch_check_host(catalog, option, entry);
+			any = true;
+		}
+		if (!any)
+			ch_check_host(catalog, option, NULL);
+	}
+	else
+		ch_check_host(catalog, option, ch_url_host(value));
+}
+
+/*
+ * CtasCheckHostOption
+ *		Validator side of ctas_fed.allowed_hosts: ereport(ERROR) when a
+ *		non-superuser sets a server option (url, host, hostaddr) naming a
+ *		host the setting does not list.  The caller checks superuser().
+ */
+void
+CtasCheckHostOption(const char *option, const char *value)
+{
+	if (!ch_hosts_limited())
+		return;
+	ch_check_host_option(NULL, option, value);
+}
+
+/*
+ * CtasCheckCatalogHosts
+ *		Connect side of ctas_fed.allowed_hosts, for both kinds of catalog:
+ *		when the setting is not empty and the catalog's server belongs to a
+ *		non-superuser, its url, host and hostaddr must name listed hosts,
+ *		and a catalog that names none (libpq's default, a local socket) is
+ *		refused.  The setting may have changed since the server was
+ *		created, so every connection checks again.  ereport(ERROR) when
+ *		refused.
+ */
+void
+CtasCheckCatalogHosts(const CtasCatalog *catalog)
+{
+	static const char *const options[] = {"url", "host", "hostaddr", NULL};
+	const char *const *opt;
+	bool		any = false;
+
+	if (!ch_hosts_limited())
+		return;
+	if (superuser_arg(GetForeignServer(catalog->serverid)->owner))
+		return;
+	for (opt = options; *opt; opt++)
+	{
+		const char *value = CtasCatalogOption(catalog, *opt);
+
+		if (value == NULL)
+			continue;
+		ch_check_host_option(catalog, *opt, value);
+		any = true;
+	}
+	if (!any)
+		ch_check_host(catalog, "host", NULL);
 }

@@ -25,6 +25,7 @@
 #define CTAS_HTTP_H
 
 #include "lib/stringinfo.h"
+#include "utils/guc.h"
 
 #include "ctas_fed.h"
 
@@ -65,6 +66,14 @@ extern char *CtasHttpNewQueryId(void);
 extern bool CtasHttpSend(const char *url, const char *method,
 						 const char *content_type, const char *body,
 						 int timeout_secs, char **error);
+
+/* ctas_fed.allowed_hosts: hosts non-superusers' catalogs may reach */
+extern char *CtasAllowedHosts;
+extern bool CtasAllowedHostsCheck(char **newval, void **extra,
+								  GucSource source);
+extern bool CtasHostAllowed(const char *host);
+extern void CtasCheckHostOption(const char *option, const char *value);
+extern void CtasCheckCatalogHosts(const CtasCatalog *catalog);
 
 extern CtasHttpStream *CtasHttpStreamOpen(CtasHttp *http, const char *sql,
 										  const char *what,

@@ -242,6 +242,9 @@ typedef struct ChLoad
 /* Date and DateTime range of ClickHouse 18.16 (its date tables end 2105) */
 #define CH_MAX_DATE_YEAR	2105
 
+/* Deepest nesting of type constructors (Array, Nullable...) we parse */
+#define CH_MAX_TYPE_DEPTH	32
+
 static int128 ch_pow10[39];
 static bool ch_pow10_ready = false;
 
@@ -552,11 +555,13 @@ ch_expect(const char **p, char c)
 
 /*
  * ch_parse_type_at
- *		Parse a ClickHouse type at *p.  NULL when it is malformed or not one
- *		we can write.  Palloc'd.
+ *		Parse a ClickHouse type at *p, nested depth levels deep.  NULL when
+ *		it is malformed or not one we can write; then *too_deep says
+ *		whether it was refused for nesting deeper than CH_MAX_TYPE_DEPTH.
+ *		Palloc'd.
  */
 static ChType *
-ch_parse_type_at(const char **p)
+ch_parse_type_at(const char **p, int depth, bool *too_deep)
 {
 	const char *s = *p;
 	const char *start;
@@ -564,6 +569,12 @@ ch_parse_type_at(const char **p)
 	ChType	   *t;
 	int			i;
 
+	check_stack_depth();
+	if (depth >= CH_MAX_TYPE_DEPTH)
+	{
+		*too_deep = true;
+		return NULL;
+	}
 	ch_skip_ws(&s);
 	start = s;
 	while ((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
@@ -580,7 +591,7 @@ ch_parse_type_at(const char **p)
 
 		if (!ch_expect(&s, '('))
 			return NULL;
-		inner = ch_parse_type_at(&s);
+		inner = ch_parse_type_at(&s, depth + 1, too_deep);
 		if (inner == NULL || !ch_expect(&s, ')'))
 			return NULL;
 		if (name[0] == 'N')
@@ -601,7 +612,7 @@ ch_parse_type_at(const char **p)
 		t->kind = CHK_ARRAY;
 		if (!ch_expect(&s, '('))
 			return NULL;
-		t->elem = ch_parse_type_at(&s);
+		t->elem = ch_parse_type_at(&s, depth + 1, too_deep);
 		if (t->elem == NULL || !ch_expect(&s, ')'))
 			return NULL;
 	}
@@ -689,12 +700,15 @@ ch_parse_type_at(const char **p)
 	return t;
 }
 
-/* The whole of text as a type, or NULL */
+/* The whole of text as a type, or NULL (see ch_parse_type_at) */
 static ChType *
-ch_parse_type(const char *text)
+ch_parse_type(const char *text, bool *too_deep)
 {
 	const char *p = text;
-	ChType	   *t = ch_parse_type_at(&p);
+	ChType	   *t;
+
+	*too_deep = false;
+	t = ch_parse_type_at(&p, 0, too_deep);
 
 	if (t == NULL)
 		return NULL;
@@ -708,6 +722,7 @@ ch_append_type(StringInfo buf, const ChType *t)
 {
 	int			i;
 
+	check_stack_depth();
 	if (t->lowcard)
 		appendStringInfoString(buf, "LowCardinality(");
 	if (t->nullable)
@@ -1339,6 +1354,7 @@ ch_setup_enc(ChEnc *e, ChColumn *col, Oid typid, ChType *t,
 	Oid			func;
 	bool		isvarlena;
 
+	check_stack_depth();
 	e->col = col;
 	e->type = t;
 	e->typid = typid;
@@ -1355,7 +1371,8 @@ ch_setup_enc(ChEnc *e, ChColumn *col, Oid typid, ChType *t,
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("column \"%s\" of type %s cannot be written as ClickHouse type %s",
-							col->name, format_type_be(typid), ch_type_text(t)),
+							col->name, format_type_be(col->enc.typid),
+							ch_type_text(col->enc.type)),
 					 errhint("Only PostgreSQL arrays can be written to ClickHouse arrays.")));
 		elem = get_element_type(typid);
 		get_typlenbyvalalign(elem, &e->elmlen, &e->elmbyval, &e->elmalign);
@@ -1413,10 +1430,18 @@ ch_setup_columns(CtasLoad *load, char **types)
 	for (i = 0; i < load->ncolumns; i++)
 	{
 		CtasColumn *c = &load->columns[i];
-		ChType	   *t = ch_parse_type(types[i]);
+		bool		too_deep;
+		ChType	   *t = ch_parse_type(types[i], &too_deep);
 
 		cols[i].name = c->name;
 		cols[i].key = ch_is_key(load, c);
+		if (too_deep)
+			ereport(ERROR,
+					(errcode(ERRCODE_STATEMENT_TOO_COMPLEX),
+					 errmsg("ClickHouse type of column \"%s\" is nested too deeply",
+							c->name),
+					 errdetail("At most %d levels of Array, Nullable and LowCardinality are supported.",
+							   CH_MAX_TYPE_DEPTH)));
 		if (t == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -1889,6 +1914,7 @@ ch_put_array(ChEnc *e, StringInfo buf, Datum v, Datum orig)
 	int			n;
 	int			i;
 
+	check_stack_depth();
 	if (ARR_NDIM(a) == 0)
 	{
 		ch_put_varint(buf, 0);

@@ -3076,16 +3076,88 @@ ch_rename_sql(const char *db, const char *from, const char *to)
 }
 
 /*
+ * ch_append_step
+ *		Run one step of moving the staged rows into the target (an ATTACH
+ *		PARTITION or an INSERT ... SELECT) that adds rows rows to it.  The
+ *		statement is sent once.  When it fails, the server may still have
+ *		run it (a reply lost after the work): with *count >= 0, the row
+ *		count the target must have before the step, the target is counted
+ *		again to find out.  If the rows arrived, that is success; if not,
+ *		or if the count says neither, ERROR.  *count is advanced by rows.
+ */
+static void
+ch_append_step(CtasHttp *http, ChAction *a, const char *sql, const char *what,
+			   uint64 rows, int64 *count, int64 before)
+{
+	char	   *result;
+	char	   *detail;
+	char	   *body;
+	uint64		now = 0;
+	bool		counted = false;
+
+	a->appended = true;
+	if (CtasHttpTryQuery(http, sql, what, 0, &result, &detail))
+	{
+		if (*count >= 0)
+			*count += rows;
+		return;
+	}
+	if (*count >= 0 &&
+		CtasHttpTryQuery(http,
+						 psprintf("SELECT count() FROM %s", ch_qname(a->db, a->table)),
+						 "count the rows of the target table", 0, &body, NULL))
+	{
+		now = ch_parse_count(http, body, "SELECT count()");
+		counted = true;
+		if (now == (uint64) *count + rows)
+		{
+			ereport(LOG,
+					(errmsg("ctas_fed: the answer to a ClickHouse request was lost, but the rows arrived in table \"%s\" of catalog \"%s\"",
+							ch_display(a->db, a->table), CtasHttpCatalogName(http)),
+					 errdetail_internal("%s", detail ? detail : "")));
+			*count += rows;
+			return;
+		}
+		if (now == (uint64) *count && *count == before)
+			a->appended = false;	/* nothing of ours arrived */
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_ERROR),
+			 errmsg("could not %s on ClickHouse catalog \"%s\"",
+					what, CtasHttpCatalogName(http)),
+			 errdetail_internal("%s", detail ? detail : ""),
+			 counted && now != (uint64) *count ?
+			 errhint("Table \"%s\" holds " UINT64_FORMAT " rows; " INT64_FORMAT " were expected without the step and " UINT64_FORMAT " with it.",
+					 ch_display(a->db, a->table), now, *count,
+					 (uint64) *count + rows) : 0));
+}
+
+/*
  * ch_append_move
  *		Move the staged rows into the target: the stage's parts are
  *		attached partition by partition (MergeTree engines: each attach is
- *		atomic, and no row is copied), else INSERT ... SELECT.
+ *		atomic, and no row is copied), else INSERT ... SELECT.  Each
+ *		statement is sent once (ch_append_step); for targets whose rows
+ *		can be counted exactly, a lost reply is settled from the target's
+ *		row count, which assumes that no one else writes to the target
+ *		during the commit.
  */
 static void
 ch_append_move(CtasHttp *http, ChAction *a)
 {
 	char	   *engine = ch_remote_engine(http, a->db, a->stage);
 	char	   *target_engine = ch_remote_engine(http, a->db, a->table);
+	int64		count = -1;
+	int64		before;
+
+	if (ch_count_check_mode(target_engine) == 1)
+		count = (int64) ch_parse_count(http,
+									   CtasHttpQuery(http,
+													 psprintf("SELECT count() FROM %s",
+															  ch_qname(a->db, a->table)),
+													 "count the rows of the target table"),
+									   "SELECT count()");
+	before = count;
 
 	if (ch_is_mergetree(engine) && strcmp(engine, target_engine) == 0 &&
 		strncmp(engine, "Replicated", 10) != 0)
@@ -3096,7 +3168,7 @@ ch_append_move(CtasHttp *http, ChAction *a)
 		ListCell   *lc;
 
 		body = CtasHttpQuery(http,
-							 psprintf("SELECT DISTINCT partition_id FROM system.parts WHERE database = %s AND table = %s AND active ORDER BY partition_id",
+							 psprintf("SELECT partition_id, sum(rows) FROM system.parts WHERE database = %s AND table = %s AND active GROUP BY partition_id ORDER BY partition_id",
 									  ch_lit(a->db), ch_lit(a->stage)),
 							 "list the partitions of the staging table");
 		rows = ch_tsv(body, &nf);
@@ -3104,23 +3176,27 @@ ch_append_move(CtasHttp *http, ChAction *a)
 		{
 			char	  **f = lfirst(lc);
 
-			a->appended = true;
-			CtasHttpQuery(http,
-						  psprintf("ALTER TABLE %s ATTACH PARTITION ID %s FROM %s",
-								   ch_qname(a->db, a->table), ch_lit(f[0]),
-								   ch_qname(a->db, a->stage)),
-						  "attach the staged rows to the target table");
+			if (nf != 2 || f[0] == NULL || f[1] == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_ERROR),
+						 errmsg("unexpected answer from ClickHouse catalog \"%s\" to a list of partitions",
+								CtasHttpCatalogName(http))));
+			ch_append_step(http, a,
+						   psprintf("ALTER TABLE %s ATTACH PARTITION ID %s FROM %s",
+									ch_qname(a->db, a->table), ch_lit(f[0]),
+									ch_qname(a->db, a->stage)),
+						   "attach the staged rows to the target table",
+						   ch_parse_count(http, f[1], "a list of partitions"),
+						   &count, before);
 		}
 	}
 	else
-	{
-		a->appended = true;
-		CtasHttpQuery(http,
-					  psprintf("INSERT INTO %s SELECT * FROM %s",
-							   ch_qname(a->db, a->table),
-							   ch_qname(a->db, a->stage)),
-					  "insert the staged rows into the target table");
-	}
+		ch_append_step(http, a,
+					   psprintf("INSERT INTO %s SELECT * FROM %s",
+								ch_qname(a->db, a->table),
+								ch_qname(a->db, a->stage)),
+					   "insert the staged rows into the target table",
+					   a->rows, &count, before);
 }
 
 /*

@@ -507,7 +507,9 @@ ch_sql_is_read_only(const char *sql)
  * (it takes that for a keep-alive connection the server had closed).  The
  * server may have run the statement already (a reply lost after the
  * work), so every request that is not read-only goes over a connection of
- * its own (CURLOPT_FRESH_CONNECT), which libcurl never retries.
+ * its own (CURLOPT_FRESH_CONNECT), which libcurl never retries, closed
+ * after it (CURLOPT_FORBID_REUSE: the transfer keeps at most one idle
+ * connection, the one its file descriptor reservation counts).
  */
 static void
 ch_xfer_start(CtasHttp *http, ch_xfer *t, const char *url, const char *body,
@@ -515,6 +517,7 @@ ch_xfer_start(CtasHttp *http, ch_xfer *t, const char *url, const char *body,
 {
 	CURLcode	rc;
 	CURLMcode	mrc;
+	bool		once;
 
 	t->resp_len = 0;
 	t->resp_overflow = false;
@@ -532,10 +535,12 @@ ch_xfer_start(CtasHttp *http, ch_xfer *t, const char *url, const char *body,
 	t->errbuf[0] = '\0';
 	t->timer_ms = -1;
 
+	once = body == NULL || !ch_sql_is_read_only(body);
 	rc = curl_easy_setopt(t->easy, CURLOPT_URL, url);
 	if (rc == CURLE_OK)
-		rc = curl_easy_setopt(t->easy, CURLOPT_FRESH_CONNECT,
-							  (long) (body == NULL || !ch_sql_is_read_only(body)));
+		rc = curl_easy_setopt(t->easy, CURLOPT_FRESH_CONNECT, (long) once);
+	if (rc == CURLE_OK)
+		rc = curl_easy_setopt(t->easy, CURLOPT_FORBID_REUSE, (long) once);
 	if (rc == CURLE_OK && body != NULL)
 	{
 		rc = curl_easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE_LARGE,

@@ -29,10 +29,22 @@
  *	post_commit	the renamed-away tables, markers and appended stages are
  *				dropped.
  *	abort		everything is undone in reverse order: a running INSERT is
- *				killed, renames are reverted, staging tables dropped.
+ *				killed, renames are reverted, staging tables dropped.  Once
+ *				publication has begun, what to revert is read from
+ *				system.tables, not assumed (a reply may have been lost).
  *				Failures are WARNINGs; resolve (ctas_fed.resolve_in_doubt)
- *				finishes the job later from the names, which carry this
- *				cluster's system identifier and the local transaction id.
+ *				finishes the job later from the durable record.
+ *
+ * Durable records: before the first remote effect of each action, the
+ * participant's actions and every table name they use are written to a
+ * file in the data directory (see "Durable records"), removed when the
+ * transaction is finished or undone.  Recovery reads only these records
+ * and acts on whole transactions; a table that no record names is never
+ * touched, whatever it is called.
+ *
+ * At most once: every request that changes something is sent once (http.c
+ * never lets libcurl resend it); after a failure whose outcome is unknown
+ * the server is asked what happened (system.tables, row counts).
  *
  * Each action of the transaction (create, replace, append, drop) is one
  * ChAction in the participant's list, in the order of the statements; the
@@ -2949,7 +2961,8 @@ ch_tables_exist(CtasHttp *http, const char *db, const char **names, int n,
 	appendStringInfoChar(&sql, ')');
 	if (!any)
 		return true;
-	if (!ch_cleanup_query_result(http, sql.data, "check the tables of a transaction",
+	if (!ch_cleanup_query_result(http, sql.data,
+								 "check the tables of the transaction in database",
 								 db, &body))
 		return false;
 	rows = ch_tsv(body, &nf);
@@ -3221,8 +3234,8 @@ ch_pre_commit(CtasParticipant *part)
 		elog(ERROR, "ClickHouse INSERT still open at commit");
 
 	/*
-	 * What is published now carries this transaction's id in its names,
-	 * and resolve decides by that transaction's outcome; xact.c made that
+	 * Every action is in the durable record already (ch_new_action), and
+	 * resolve decides it by this transaction's outcome; xact.c made the
 	 * xid durable when the transaction joined (CtasJoinTransaction).
 	 */
 	/* for ctas_fed.jobs: the object resolve reports on, and no 2PC */
@@ -3285,8 +3298,9 @@ ch_pre_commit(CtasParticipant *part)
 /*
  * ch_post_commit
  *		post_commit of the writer: drop what was moved away.  Never an
- *		ERROR: failures are WARNINGs, and resolve drops the leftovers (their
- *		names say their transaction committed).
+ *		ERROR: failures are WARNINGs, and the durable record then stays,
+ *		from which resolve drops the leftovers.  The record goes once
+ *		everything is dropped.
  */
 static void
 ch_post_commit(CtasParticipant *part)
@@ -3329,7 +3343,10 @@ ch_post_commit(CtasParticipant *part)
 
 /*
  * ch_undo
- *		Undo one action, whatever stage it reached.  WARNINGs only.
+ *		Undo one action, whatever stage it reached.  Before publication
+ *		the flags say what exists; from the first request of publication on
+ *		the server is asked (ch_undo_checked).  WARNINGs only; what is left
+ *		stays in the durable record.
  */
 static void
 ch_undo(CtasParticipant *part, ChXact *xs, ChAction *a)
@@ -3943,9 +3960,24 @@ ch_resolve(CtasCatalog *catalog,
 	{
 		size_t		len = strlen(de->d_name);
 
-		if (strncmp(de->d_name, "ch_", 3) != 0 ||
-			(len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0))
+		if (strncmp(de->d_name, "ch_", 3) != 0)
 			continue;
+		if (len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0)
+		{
+			/* a new version that a crash kept from replacing its record */
+			uint64		fxid = strtou64(de->d_name + 3, NULL, 10);
+
+			if (ch_xid_status(fxid) != CH_XID_IN_PROGRESS)
+			{
+				char	   *tmp = psprintf(CH_RECORD_DIR "/%s", de->d_name);
+
+				if (unlink(tmp) != 0 && errno != ENOENT)
+					ereport(WARNING,
+							(errcode_for_file_access(),
+							 errmsg("could not remove file \"%s\": %m", tmp)));
+			}
+			continue;
+		}
 		paths = lappend(paths, psprintf(CH_RECORD_DIR "/%s", de->d_name));
 	}
 	FreeDir(dir);

@@ -133,6 +133,31 @@ $local->start;
 ok(resolved(), 'the resolver finishes the transaction that replaced a table twice');
 is($ch->query($digest), $orig, 'the original table is back, with its original content');
 
+# --- a savepoint rolled back before the crash: the record names the undone
+# action too (its tables are gone); the resolver settles the transaction and
+# its job
+$h = crash_at('after_rename', q{
+SAVEPOINT s;
+CREATE TABLE lake.dw.sp1 AS SELECT 1 AS a;
+ROLLBACK TO SAVEPOINT s;
+CREATE TABLE lake.dw.sp2 AS SELECT 2 AS a;});
+is(ch_exists('sp2'), 1, 'savepoint: the table after the savepoint is published');
+$local->stop('immediate');
+$h->finish;
+$local->start;
+ok(resolved(), 'savepoint: the resolver finishes the transaction');
+is(ch_exists('sp1') + ch_exists('sp2'), 0, 'savepoint: neither table stays');
+my $sp_state = '';
+foreach (1 .. 100)
+{
+	$sp_state = $local->safe_psql('postgres',
+		q{SELECT string_agg(state, ',') FROM ctas_fed.jobs WHERE target LIKE '%sp2%'});
+	last if $sp_state eq 'aborted';
+	$local->safe_psql('postgres', q{SELECT count(*) FROM ctas_fed.resolve_in_doubt('lake')});
+	usleep(100_000);
+}
+is($sp_state, 'aborted', 'savepoint: the job of the published table is settled as aborted');
+
 # --- a table made to look like a leftover of this cluster (its system
 # identifier, an aborted and a committed xid), created in ClickHouse
 # directly: no record names it, so the resolver leaves it alone

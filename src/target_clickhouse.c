@@ -3521,6 +3521,11 @@ ch_subxact(CtasParticipant *part, SubXactEvent event, int level)
 			if (a->level >= level)
 				ch_undo(part, xs, a);
 		}
+		/*
+		 * The durable record goes on naming the undone actions until its
+		 * next version: they are its newest ones, their tables are gone,
+		 * and neither undo nor finish finds anything of theirs to act on.
+		 */
 		MemoryContextSwitchTo(part->cxt);
 		foreach(lc, xs->actions)
 		{

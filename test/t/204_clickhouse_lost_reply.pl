@@ -101,6 +101,24 @@ is($ch->query("SELECT count() FROM dw.app WHERE label = 'old'"), "100\n",
 	'append: the rows that were there are untouched');
 after_resolve('append');
 
+# --- 1b. append into a partitioned MergeTree table: the staged parts are
+# attached partition by partition (three here); the reply to the first
+# ATTACH is lost
+$ch->query('CREATE TABLE dw.mt (id Int32, label String) ENGINE = MergeTree '
+	  . 'PARTITION BY id % 3 ORDER BY id');
+$ch->query("INSERT INTO dw.mt SELECT toInt32(number), 'old' FROM system.numbers LIMIT 30");
+$id = $fp->set_rule(match => 'ATTACH PARTITION ID', action => 'lose_reply');
+($ret, $out, $err) = run_sql(
+	q{CREATE TABLE flaky.dw.mt WITH (if_exists = 'append') AS SELECT id, label FROM src});
+ok($fp->wait_hit($id, 1, 5), 'append (MergeTree): the reply to an ATTACH PARTITION was lost');
+$fp->clear;
+is($ret, 0, 'append (MergeTree): the transaction commits') or diag $err;
+is($ch->query("SELECT count(), sum(cityHash64(id, label)) FROM dw.mt WHERE label != 'old'"),
+	digest('app_ref'), 'append (MergeTree): exactly the 500 rows of the statement arrived');
+is($ch->query("SELECT count() FROM dw.mt WHERE label = 'old'"), "30\n",
+	'append (MergeTree): the rows that were there are untouched');
+after_resolve('append (MergeTree)');
+
 # --- 2. CREATE: the reply to the RENAME that publishes the table is lost;
 # then the transaction rolls back (the error): the published table must not
 # stay
@@ -113,6 +131,16 @@ isnt($ret, 0, 'create: the statement fails');
 like($err, qr/could not publish the new table/, 'create: the error names the step');
 is(ch_exists('pub'), 0, 'create: the published table was taken back');
 after_resolve('create');
+
+# --- 2b. CREATE: the RENAME that publishes the table never reaches the
+# server: the abort finds the staging table still there and drops it
+$id = $fp->set_rule(match => 'RENAME TABLE `dw`.`_ctas_fed_stage_', action => 'drop_request');
+($ret, $out, $err) = run_sql(q{CREATE TABLE flaky.dw.pub AS SELECT id, label FROM src});
+ok($fp->wait_hit($id, 1, 5), 'create: the RENAME was dropped');
+$fp->clear;
+isnt($ret, 0, 'create, dropped request: the statement fails');
+is(ch_exists('pub'), 0, 'create, dropped request: no table');
+after_resolve('create, dropped request');
 
 # --- 3. replace: the reply to the RENAME that moves the original away is
 # lost: the original must come back with its content

@@ -478,8 +478,9 @@ ch_xfer_release(void *arg)
 static bool
 ch_sql_is_read_only(const char *sql)
 {
-	static const char *const words[] = {"SELECT", "SHOW", "EXISTS",
-	"DESCRIBE", "DESC", NULL};
+	static const char *const words[] = {
+		"SELECT", "SHOW", "EXISTS", "DESCRIBE", "DESC", NULL
+	};
 	int			i;
 
 	while (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r' ||

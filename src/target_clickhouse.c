@@ -2149,8 +2149,10 @@ ch_check_version(CtasHttp *http)
 #define CH_RECORD_VERSION	"1"
 #define CH_RECORD_MAX_SIZE	(64 * 1024 * 1024)
 
-static const char *const ch_action_names[] = {"create", "replace", "append",
-"drop"};
+/* by ChActionKind */
+static const char *const ch_action_names[] = {
+	"create", "replace", "append", "drop"
+};
 
 /* Append one TabSeparated field (NULL as \N), then a tab or a newline */
 static void

@@ -62,6 +62,13 @@ sub records
 		q{SELECT count(*) FROM pg_ls_dir('pg_ctas_fed', true, false) f WHERE f LIKE 'ch\_%'}) + 0;
 }
 
+sub job_state
+{
+	my ($t) = @_;
+	return $local->safe_psql('postgres',
+		"SELECT string_agg(state, ',') FROM ctas_fed.jobs WHERE target LIKE '%.$t'");
+}
+
 sub run_sql
 {
 	my ($sql) = @_;
@@ -180,11 +187,13 @@ like($err, qr/WARNING:  could not check the tables of the transaction in databas
 	'unreachable: the abort says it could not find out');
 is(records(), 1, 'unreachable: the durable record stays');
 is(ch_exists('late'), 1, 'unreachable: the published table is still there for now');
+is(job_state('late'), 'in_doubt', 'unreachable: the job is in doubt');
 $fp->clear;
 like($local->safe_psql('postgres',
 		q{SELECT string_agg(action, ',') FROM ctas_fed.resolve_in_doubt('flaky')}),
 	qr/rolled back/, 'unreachable: the resolver rolls the transaction back');
 is(ch_exists('late'), 0, 'unreachable: the table of the aborted transaction is gone');
+is(job_state('late'), 'aborted', 'unreachable: the job is settled as aborted');
 after_resolve('unreachable');
 
 # --- 6. a committed transaction whose post-commit cleanup cannot run: the

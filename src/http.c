@@ -508,10 +508,46 @@ ch_xfer_release(void *arg)
 }
 
 /*
+ * ch_sql_is_read_only
+ *		Is sql a statement that may safely run twice (SELECT, SHOW, EXISTS,
+ *		DESCRIBE)?  Only those may go over a reused connection.
+ */
+static bool
+ch_sql_is_read_only(const char *sql)
+{
+	static const char *const words[] = {
+		"SELECT", "SHOW", "EXISTS", "DESCRIBE", "DESC", NULL
+	};
+	int			i;
+
+	while (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r' ||
+		   *sql == '(')
+		sql++;
+	for (i = 0; words[i]; i++)
+	{
+		size_t		len = strlen(words[i]);
+
+		if (pg_strncasecmp(sql, words[i], len) == 0 &&
+			!isalnum((unsigned char) sql[len]) && sql[len] != '_')
+			return true;
+	}
+	return false;
+}
+
+/*
  * ch_xfer_start
  *		Reset the per-request state of t and start a POST of url: body is
  *		the whole request body (a query), or up the buffer streamed by the
  *		read callback.
+ *
+ * At most once: libcurl silently sends a request again on a new
+ * connection when a reused connection dies before any byte of the answer
+ * (it takes that for a keep-alive connection the server had closed).  The
+ * server may have run the statement already (a reply lost after the
+ * work), so every request that is not read-only goes over a connection of
+ * its own (CURLOPT_FRESH_CONNECT), which libcurl never retries, closed
+ * after it (CURLOPT_FORBID_REUSE: the transfer keeps at most one idle
+ * connection, the one its file descriptor reservation counts).
  */
 static void
 ch_xfer_start(CtasHttp *http, ch_xfer *t, const char *url, const char *body,
@@ -519,6 +555,7 @@ ch_xfer_start(CtasHttp *http, ch_xfer *t, const char *url, const char *body,
 {
 	CURLcode	rc;
 	CURLMcode	mrc;
+	bool		once;
 
 	t->resp_len = 0;
 	t->resp_overflow = false;
@@ -537,7 +574,12 @@ ch_xfer_start(CtasHttp *http, ch_xfer *t, const char *url, const char *body,
 	t->errbuf[0] = '\0';
 	t->timer_ms = -1;
 
+	once = body == NULL || !ch_sql_is_read_only(body);
 	rc = curl_easy_setopt(t->easy, CURLOPT_URL, url);
+	if (rc == CURLE_OK)
+		rc = curl_easy_setopt(t->easy, CURLOPT_FRESH_CONNECT, (long) once);
+	if (rc == CURLE_OK)
+		rc = curl_easy_setopt(t->easy, CURLOPT_FORBID_REUSE, (long) once);
 	if (rc == CURLE_OK && body != NULL)
 	{
 		rc = curl_easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE_LARGE,

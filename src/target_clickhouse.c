@@ -29,10 +29,22 @@
  *	post_commit	the renamed-away tables, markers and appended stages are
  *				dropped.
  *	abort		everything is undone in reverse order: a running INSERT is
- *				killed, renames are reverted, staging tables dropped.
+ *				killed, renames are reverted, staging tables dropped.  Once
+ *				publication has begun, what to revert is read from
+ *				system.tables, not assumed (a reply may have been lost).
  *				Failures are WARNINGs; resolve (ctas_fed.resolve_in_doubt)
- *				finishes the job later from the names, which carry this
- *				cluster's system identifier and the local transaction id.
+ *				finishes the job later from the durable record.
+ *
+ * Durable records: before the first remote effect of each action, the
+ * participant's actions and every table name they use are written to a
+ * file in the data directory (see "Durable records"), removed when the
+ * transaction is finished or undone.  Recovery reads only these records
+ * and acts on whole transactions; a table that no record names is never
+ * touched, whatever it is called.
+ *
+ * At most once: every request that changes something is sent once (http.c
+ * never lets libcurl resend it); after a failure whose outcome is unknown
+ * the server is asked what happened (system.tables, row counts).
  *
  * Each action of the transaction (create, replace, append, drop) is one
  * ChAction in the participant's list, in the order of the statements; the
@@ -66,16 +78,21 @@
 #include "postgres.h"
 
 #include <math.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "commands/explain.h"
+#include "common/file_perm.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "storage/fd.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
@@ -206,6 +223,7 @@ typedef struct ChAction
 	bool		stage_moved;
 	bool		appended;
 	bool		marker_made;
+	bool		publishing;		/* pre_commit sent a request for it */
 } ChAction;
 
 /* Per transaction and user mapping: part->private */
@@ -216,6 +234,8 @@ typedef struct ChXact
 	CtasHttpStream *stream;		/* open INSERT, watched; or NULL */
 	char	   *stream_qid;		/* its query_id until it is closed */
 	int			stream_level;
+	char		record_path[MAXPGPATH]; /* durable record, or "" */
+	int			record_fd;		/* open on it, flock'd; or -1 */
 } ChXact;
 
 /* Per statement: load->private */
@@ -241,6 +261,9 @@ typedef struct ChLoad
 
 /* Date and DateTime range of ClickHouse 18.16 (its date tables end 2105) */
 #define CH_MAX_DATE_YEAR	2105
+
+/* Deepest nesting of type constructors (Array, Nullable...) we parse */
+#define CH_MAX_TYPE_DEPTH	32
 
 static int128 ch_pow10[39];
 static bool ch_pow10_ready = false;
@@ -552,11 +575,13 @@ ch_expect(const char **p, char c)
 
 /*
  * ch_parse_type_at
- *		Parse a ClickHouse type at *p.  NULL when it is malformed or not one
- *		we can write.  Palloc'd.
+ *		Parse a ClickHouse type at *p, nested depth levels deep.  NULL when
+ *		it is malformed or not one we can write; then *too_deep says
+ *		whether it was refused for nesting deeper than CH_MAX_TYPE_DEPTH.
+ *		Palloc'd.
  */
 static ChType *
-ch_parse_type_at(const char **p)
+ch_parse_type_at(const char **p, int depth, bool *too_deep)
 {
 	const char *s = *p;
 	const char *start;
@@ -564,6 +589,12 @@ ch_parse_type_at(const char **p)
 	ChType	   *t;
 	int			i;
 
+	check_stack_depth();
+	if (depth >= CH_MAX_TYPE_DEPTH)
+	{
+		*too_deep = true;
+		return NULL;
+	}
 	ch_skip_ws(&s);
 	start = s;
 	while ((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
@@ -580,7 +611,7 @@ ch_parse_type_at(const char **p)
 
 		if (!ch_expect(&s, '('))
 			return NULL;
-		inner = ch_parse_type_at(&s);
+		inner = ch_parse_type_at(&s, depth + 1, too_deep);
 		if (inner == NULL || !ch_expect(&s, ')'))
 			return NULL;
 		if (name[0] == 'N')
@@ -601,7 +632,7 @@ ch_parse_type_at(const char **p)
 		t->kind = CHK_ARRAY;
 		if (!ch_expect(&s, '('))
 			return NULL;
-		t->elem = ch_parse_type_at(&s);
+		t->elem = ch_parse_type_at(&s, depth + 1, too_deep);
 		if (t->elem == NULL || !ch_expect(&s, ')'))
 			return NULL;
 	}
@@ -689,12 +720,15 @@ ch_parse_type_at(const char **p)
 	return t;
 }
 
-/* The whole of text as a type, or NULL */
+/* The whole of text as a type, or NULL (see ch_parse_type_at) */
 static ChType *
-ch_parse_type(const char *text)
+ch_parse_type(const char *text, bool *too_deep)
 {
 	const char *p = text;
-	ChType	   *t = ch_parse_type_at(&p);
+	ChType	   *t;
+
+	*too_deep = false;
+	t = ch_parse_type_at(&p, 0, too_deep);
 
 	if (t == NULL)
 		return NULL;
@@ -708,6 +742,7 @@ ch_append_type(StringInfo buf, const ChType *t)
 {
 	int			i;
 
+	check_stack_depth();
 	if (t->lowcard)
 		appendStringInfoString(buf, "LowCardinality(");
 	if (t->nullable)
@@ -1339,6 +1374,7 @@ ch_setup_enc(ChEnc *e, ChColumn *col, Oid typid, ChType *t,
 	Oid			func;
 	bool		isvarlena;
 
+	check_stack_depth();
 	e->col = col;
 	e->type = t;
 	e->typid = typid;
@@ -1355,7 +1391,8 @@ ch_setup_enc(ChEnc *e, ChColumn *col, Oid typid, ChType *t,
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("column \"%s\" of type %s cannot be written as ClickHouse type %s",
-							col->name, format_type_be(typid), ch_type_text(t)),
+							col->name, format_type_be(col->enc.typid),
+							ch_type_text(col->enc.type)),
 					 errhint("Only PostgreSQL arrays can be written to ClickHouse arrays.")));
 		elem = get_element_type(typid);
 		get_typlenbyvalalign(elem, &e->elmlen, &e->elmbyval, &e->elmalign);
@@ -1413,10 +1450,18 @@ ch_setup_columns(CtasLoad *load, char **types)
 	for (i = 0; i < load->ncolumns; i++)
 	{
 		CtasColumn *c = &load->columns[i];
-		ChType	   *t = ch_parse_type(types[i]);
+		bool		too_deep;
+		ChType	   *t = ch_parse_type(types[i], &too_deep);
 
 		cols[i].name = c->name;
 		cols[i].key = ch_is_key(load, c);
+		if (too_deep)
+			ereport(ERROR,
+					(errcode(ERRCODE_STATEMENT_TOO_COMPLEX),
+					 errmsg("ClickHouse type of column \"%s\" is nested too deeply",
+							c->name),
+					 errdetail("At most %d levels of Array, Nullable and LowCardinality are supported.",
+							   CH_MAX_TYPE_DEPTH)));
 		if (t == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -1889,6 +1934,7 @@ ch_put_array(ChEnc *e, StringInfo buf, Datum v, Datum orig)
 	int			n;
 	int			i;
 
+	check_stack_depth();
 	if (ARR_NDIM(a) == 0)
 	{
 		ch_put_varint(buf, 0);
@@ -2068,6 +2114,215 @@ ch_check_version(CtasHttp *http)
 		CtasHttpAddSetting(http, "allow_experimental_low_cardinality_type", "1");
 }
 
+/* ------------------------------------------------------------------------
+ * Durable records
+ *
+ * Before the first remote effect of an action (its staging table, or for
+ * DROP TABLE the rename at pre-commit) the participant writes the list of
+ * its actions, oldest first, with every table name each one uses, to
+ * pg_ctas_fed/ch_<full xid>_<server oid>_<user mapping oid> in the data
+ * directory: a new file is written and fsync'd, then renamed over the old
+ * one (durable_rename).  The file goes when the transaction is finished
+ * (post_commit) or undone (abort); if that does not happen (a crash, an
+ * unreachable server) the resolver reads it, decides from the local
+ * transaction's status, and finishes or undoes the transaction as a whole.
+ * The resolver acts on nothing else: a table that no record names is
+ * never touched, whatever its name.
+ *
+ * The writing backend holds an exclusive flock() on the record from the
+ * first write until the transaction is over (the kernel drops it if the
+ * backend dies), so that a resolver never works on a transaction whose
+ * own backend is still finishing it.
+ *
+ * Format: tab-separated lines, escaped as ClickHouse's TabSeparated (read
+ * back with ch_tsv).  The first line is
+ *		ctas_fed clickhouse	1	<full xid>	<database oid>	<server oid>
+ *		<user mapping oid>	<gid>
+ * and each action is
+ *		<kind>	<database>	<table>	<stage>	<old>	<marker>
+ * with \N for a name the action does not have.
+ * ------------------------------------------------------------------------
+ */
+
+#define CH_RECORD_DIR		"pg_ctas_fed"
+#define CH_RECORD_MAGIC		"ctas_fed clickhouse"
+#define CH_RECORD_VERSION	"1"
+#define CH_RECORD_MAX_SIZE	(64 * 1024 * 1024)
+
+/* by ChActionKind */
+static const char *const ch_action_names[] = {
+	"create", "replace", "append", "drop"
+};
+
+/* Append one TabSeparated field (NULL as \N), then a tab or a newline */
+static void
+ch_record_field(StringInfo buf, const char *s, bool last)
+{
+	if (s == NULL)
+		appendStringInfoString(buf, "\\N");
+	else
+	{
+		for (; *s; s++)
+		{
+			switch (*s)
+			{
+				case '\\':
+					appendStringInfoString(buf, "\\\\");
+					break;
+				case '\t':
+					appendStringInfoString(buf, "\\t");
+					break;
+				case '\n':
+					appendStringInfoString(buf, "\\n");
+					break;
+				case '\r':
+					appendStringInfoString(buf, "\\r");
+					break;
+				default:
+					appendStringInfoChar(buf, *s);
+					break;
+			}
+		}
+	}
+	appendStringInfoChar(buf, last ? '\n' : '\t');
+}
+
+/*
+ * ch_gid
+ *		What ctas_fed.jobs and the resolver call this participant's remote
+ *		work: db.name of the first action's marker, old or staging table.
+ *		NULL without actions.  Palloc'd.
+ */
+static char *
+ch_gid(ChXact *xs)
+{
+	ChAction   *first;
+
+	if (xs->actions == NIL)
+		return NULL;
+	first = linitial(xs->actions);
+	return ch_display(first->db,
+					  first->marker ? first->marker :
+					  first->old ? first->old : first->stage);
+}
+
+/*
+ * ch_record_release
+ *		Close the record's descriptor, which drops its lock.  A reset
+ *		callback of the participant's context as well; never fails.
+ */
+static void
+ch_record_release(void *arg)
+{
+	ChXact	   *xs = (ChXact *) arg;
+
+	if (xs->record_fd >= 0)
+	{
+		close(xs->record_fd);
+		ReleaseExternalFD();
+	}
+	xs->record_fd = -1;
+}
+
+/*
+ * ch_record_write
+ *		Write the durable record of part (see above) with the actions of
+ *		xs as they are now.  ERROR on an I/O failure, before any remote
+ *		effect of the newest action.
+ */
+static void
+ch_record_write(CtasParticipant *part, ChXact *xs)
+{
+	StringInfoData buf;
+	char		tmp[MAXPGPATH];
+	char	   *gid = ch_gid(xs);
+	ListCell   *lc;
+	int			fd;
+
+	if (xs->record_path[0] == '\0')
+	{
+		if (MakePGDirectory(CH_RECORD_DIR) == 0)
+		{
+			fsync_fname(CH_RECORD_DIR, true);
+			fsync_fname(".", true);
+		}
+		else if (errno != EEXIST)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not create directory \"%s\": %m",
+							CH_RECORD_DIR)));
+		snprintf(xs->record_path, MAXPGPATH,
+				 CH_RECORD_DIR "/ch_" UINT64_FORMAT "_%u_%u",
+				 U64FromFullTransactionId(GetTopFullTransactionId()),
+				 part->serverid, part->umid);
+	}
+
+	initStringInfo(&buf);
+	ch_record_field(&buf, CH_RECORD_MAGIC, false);
+	ch_record_field(&buf, CH_RECORD_VERSION, false);
+	appendStringInfo(&buf, UINT64_FORMAT "\t%u\t%u\t%u\t",
+					 U64FromFullTransactionId(GetTopFullTransactionId()),
+					 MyDatabaseId, part->serverid, part->umid);
+	ch_record_field(&buf, gid, true);
+	foreach(lc, xs->actions)
+	{
+		ChAction   *a = lfirst(lc);
+
+		ch_record_field(&buf, ch_action_names[a->kind], false);
+		ch_record_field(&buf, a->db, false);
+		ch_record_field(&buf, a->table, false);
+		ch_record_field(&buf, a->stage, false);
+		ch_record_field(&buf, a->old, false);
+		ch_record_field(&buf, a->marker, true);
+	}
+
+	/* the new file is locked before it takes the record's name */
+	snprintf(tmp, sizeof(tmp), "%s.tmp", xs->record_path);
+	ReserveExternalFD();
+	fd = BasicOpenFilePerm(tmp, O_RDWR | O_CREAT | O_TRUNC | PG_BINARY,
+						   pg_file_create_mode);
+	if (fd < 0)
+	{
+		ReleaseExternalFD();
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", tmp)));
+	}
+	errno = 0;
+	if (flock(fd, LOCK_EX) != 0 ||
+		write(fd, buf.data, buf.len) != buf.len ||
+		pg_fsync(fd) != 0 ||
+		durable_rename(tmp, xs->record_path, LOG) != 0)
+	{
+		int			save_errno = errno ? errno : ENOSPC;
+
+		close(fd);
+		ReleaseExternalFD();
+		(void) unlink(tmp);
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", xs->record_path)));
+	}
+	ch_record_release(xs);
+	xs->record_fd = fd;
+	pfree(buf.data);
+}
+
+/*
+ * ch_record_remove
+ *		The transaction is finished or undone: remove its record.  A
+ *		failure is a WARNING (the resolver then finds nothing left to do).
+ */
+static void
+ch_record_remove(ChXact *xs)
+{
+	if (xs->record_path[0] != '\0')
+		(void) durable_unlink(xs->record_path, WARNING);
+	xs->record_path[0] = '\0';
+	ch_record_release(xs);
+}
+
 /* The transaction state of part, created on first use */
 static ChXact *
 ch_xact(CtasParticipant *part)
@@ -2078,8 +2333,15 @@ ch_xact(CtasParticipant *part)
 	{
 		MemoryContext old = MemoryContextSwitchTo(part->cxt);
 
+		MemoryContextCallback *cb;
+
 		xs = palloc0(sizeof(ChXact));
 		xs->http = CtasHttpCreate(part->catalog, part->cxt);
+		xs->record_fd = -1;
+		cb = palloc(sizeof(MemoryContextCallback));
+		cb->func = ch_record_release;
+		cb->arg = xs;
+		MemoryContextRegisterResetCallback(part->cxt, cb);
 		part->private = xs;
 		MemoryContextSwitchTo(old);
 	}
@@ -2187,6 +2449,9 @@ ch_new_action(CtasParticipant *part, ChXact *xs, ChActionKind kind,
 		a->old = psprintf("%s_%s", CtasScratchName("drop"), table);
 	xs->actions = lappend(xs->actions, a);
 	MemoryContextSwitchTo(old);
+
+	/* durable before the action's first remote effect */
+	ch_record_write(part, xs);
 	return a;
 }
 
@@ -2616,16 +2881,29 @@ ch_drop_table(CtasLoad *load, bool missing_ok)
 
 /* ---- commit and abort ---- */
 
-/* Run sql on a commit/abort path; WARNING and false on failure */
+/* Did a ch_cleanup_query fail since the flag was last cleared? */
+static bool ch_cleanup_failed = false;
+
+/*
+ * ch_cleanup_query
+ *		Run sql on a commit/abort/resolve path; WARNING, ch_cleanup_failed
+ *		and false on failure.  The answer goes to *result if result is not
+ *		NULL.
+ */
 static bool
-ch_cleanup_query(CtasHttp *http, const char *sql, const char *what,
-				 const char *object)
+ch_cleanup_query_result(CtasHttp *http, const char *sql, const char *what,
+						const char *object, char **result)
 {
-	char	   *result;
+	char	   *answer;
 	char	   *detail;
 
-	if (CtasHttpTryQuery(http, sql, what, CTAS_HTTP_CLEANUP, &result, &detail))
+	if (CtasHttpTryQuery(http, sql, what, CTAS_HTTP_CLEANUP, &answer, &detail))
+	{
+		if (result)
+			*result = answer;
 		return true;
+	}
+	ch_cleanup_failed = true;
 	ereport(WARNING,
 			(errcode(ERRCODE_FDW_ERROR),
 			 errmsg("could not %s \"%s\" on ClickHouse catalog \"%s\"",
@@ -2633,6 +2911,176 @@ ch_cleanup_query(CtasHttp *http, const char *sql, const char *what,
 			 errdetail_internal("%s", detail ? detail : ""),
 			 errhint("ctas_fed.resolve_in_doubt() cleans up what this leaves behind.")));
 	return false;
+}
+
+static bool
+ch_cleanup_query(CtasHttp *http, const char *sql, const char *what,
+				 const char *object)
+{
+	return ch_cleanup_query_result(http, sql, what, object, NULL);
+}
+
+static bool
+ch_cleanup_drop(CtasHttp *http, const char *db, const char *table,
+				const char *what)
+{
+	return ch_cleanup_query(http,
+							psprintf("DROP TABLE IF EXISTS %s", ch_qname(db, table)),
+							what, ch_display(db, table));
+}
+
+/*
+ * ch_tables_exist
+ *		Which of the tables names[0..n-1] (NULL entries skipped) of db exist
+ *		on the server now: exists[i].  One round trip; false (with a
+ *		WARNING) when the server cannot be asked.
+ */
+static bool
+ch_tables_exist(CtasHttp *http, const char *db, const char **names, int n,
+				bool *exists)
+{
+	StringInfoData sql;
+	char	   *body;
+	List	   *rows;
+	int			nf;
+	ListCell   *lc;
+	int			i;
+	bool		any = false;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT name FROM system.tables WHERE database = %s AND name IN (",
+					 ch_lit(db));
+	for (i = 0; i < n; i++)
+	{
+		exists[i] = false;
+		if (names[i] == NULL)
+			continue;
+		if (any)
+			appendStringInfoString(&sql, ", ");
+		ch_append_literal(&sql, names[i]);
+		any = true;
+	}
+	appendStringInfoChar(&sql, ')');
+	if (!any)
+		return true;
+	if (!ch_cleanup_query_result(http, sql.data,
+								 "check the tables of the transaction in database",
+								 db, &body))
+		return false;
+	rows = ch_tsv(body, &nf);
+	foreach(lc, rows)
+	{
+		char	  **f = lfirst(lc);
+
+		for (i = 0; i < n; i++)
+		{
+			if (nf >= 1 && f[0] && names[i] && strcmp(f[0], names[i]) == 0)
+				exists[i] = true;
+		}
+	}
+	return true;
+}
+
+static char *ch_rename_sql(const char *db, const char *from,
+						   const char *to);
+
+/*
+ * ch_undo_checked
+ *		Undo action a (CREATE, REPLACE or DROP) of an aborted transaction
+ *		from what the server shows, not from what we believe we did: after
+ *		a lost reply, or in the resolver after a crash, a rename may or may
+ *		not have happened.  The names are the transaction's own (no one
+ *		else makes tables called so), and each one's presence tells how
+ *		far publication got:
+ *
+ *		- the marker (CREATE) or the old table (REPLACE) exists and the
+ *		  staging table does not: the staging table was renamed to the
+ *		  target, which is taken back;
+ *		- the old table exists and the target does not: it is put back;
+ *		- then the marker and the staging table are dropped.
+ *
+ *		Every step can be repeated after a failure or a crash.  Returns
+ *		false, with a WARNING and *why set, when something is left.
+ */
+static bool
+ch_undo_checked(CtasHttp *http, ChAction *a, char **why)
+{
+	const char *names[4];
+	bool		ex[4];
+	bool		target_ex,
+				stage_ex,
+				old_ex,
+				marker_ex;
+
+	*why = NULL;
+	names[0] = a->table;
+	names[1] = a->kind == CH_DROP ? NULL : a->stage;
+	names[2] = a->old;
+	names[3] = a->marker;
+	if (!ch_tables_exist(http, a->db, names, 4, ex))
+	{
+		*why = psprintf("could not check the tables of \"%s\"",
+						ch_display(a->db, a->table));
+		return false;
+	}
+	target_ex = ex[0];
+	stage_ex = ex[1];
+	old_ex = ex[2];
+	marker_ex = ex[3];
+
+	/* take back the published table */
+	if (a->kind != CH_DROP && (marker_ex || old_ex) && !stage_ex && target_ex)
+	{
+		if (!ch_cleanup_query(http, ch_rename_sql(a->db, a->table, a->stage),
+							  "take back the published table",
+							  ch_display(a->db, a->table)))
+		{
+			*why = psprintf("could not take back table \"%s\"",
+							ch_display(a->db, a->table));
+			return false;
+		}
+		target_ex = false;
+		stage_ex = true;
+	}
+	/* put back the replaced or dropped table */
+	if (old_ex)
+	{
+		if (target_ex)
+		{
+			*why = psprintf("table \"%s\" exists again; \"%s\" was left",
+							ch_display(a->db, a->table),
+							ch_display(a->db, a->old));
+			ereport(WARNING,
+					(errcode(ERRCODE_DUPLICATE_TABLE),
+					 errmsg("could not restore table \"%s\" of ClickHouse catalog \"%s\"",
+							ch_display(a->db, a->table), CtasHttpCatalogName(http)),
+					 errdetail("A table of that name exists again; the original is kept as \"%s\".",
+							   ch_display(a->db, a->old))));
+			return false;
+		}
+		if (!ch_cleanup_query(http, ch_rename_sql(a->db, a->old, a->table),
+							  "restore the replaced table",
+							  ch_display(a->db, a->old)))
+		{
+			*why = psprintf("could not restore table \"%s\"",
+							ch_display(a->db, a->table));
+			return false;
+		}
+	}
+	/* the marker before the staging table: see the resolver */
+	if (marker_ex &&
+		!ch_cleanup_drop(http, a->db, a->marker, "drop the commit marker"))
+	{
+		*why = pstrdup("could not drop the commit marker");
+		return false;
+	}
+	if (stage_ex &&
+		!ch_cleanup_drop(http, a->db, a->stage, "drop the staging table"))
+	{
+		*why = pstrdup("could not drop the staging table");
+		return false;
+	}
+	return true;
 }
 
 static char *
@@ -2643,16 +3091,88 @@ ch_rename_sql(const char *db, const char *from, const char *to)
 }
 
 /*
+ * ch_append_step
+ *		Run one step of moving the staged rows into the target (an ATTACH
+ *		PARTITION or an INSERT ... SELECT) that adds rows rows to it.  The
+ *		statement is sent once.  When it fails, the server may still have
+ *		run it (a reply lost after the work): with *count >= 0, the row
+ *		count the target must have before the step, the target is counted
+ *		again to find out.  If the rows arrived, that is success; if not,
+ *		or if the count says neither, ERROR.  *count is advanced by rows.
+ */
+static void
+ch_append_step(CtasHttp *http, ChAction *a, const char *sql, const char *what,
+			   uint64 rows, int64 *count, int64 before)
+{
+	char	   *result;
+	char	   *detail;
+	char	   *body;
+	uint64		now = 0;
+	bool		counted = false;
+
+	a->appended = true;
+	if (CtasHttpTryQuery(http, sql, what, 0, &result, &detail))
+	{
+		if (*count >= 0)
+			*count += rows;
+		return;
+	}
+	if (*count >= 0 &&
+		CtasHttpTryQuery(http,
+						 psprintf("SELECT count() FROM %s", ch_qname(a->db, a->table)),
+						 "count the rows of the target table", 0, &body, NULL))
+	{
+		now = ch_parse_count(http, body, "SELECT count()");
+		counted = true;
+		if (now == (uint64) *count + rows)
+		{
+			ereport(LOG,
+					(errmsg("ctas_fed: the answer to a ClickHouse request was lost, but the rows arrived in table \"%s\" of catalog \"%s\"",
+							ch_display(a->db, a->table), CtasHttpCatalogName(http)),
+					 errdetail_internal("%s", detail ? detail : "")));
+			*count += rows;
+			return;
+		}
+		if (now == (uint64) *count && *count == before)
+			a->appended = false;	/* nothing of ours arrived */
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_ERROR),
+			 errmsg("could not %s on ClickHouse catalog \"%s\"",
+					what, CtasHttpCatalogName(http)),
+			 errdetail_internal("%s", detail ? detail : ""),
+			 counted && now != (uint64) *count ?
+			 errhint("Table \"%s\" holds " UINT64_FORMAT " rows; " INT64_FORMAT " were expected without the step and " UINT64_FORMAT " with it.",
+					 ch_display(a->db, a->table), now, *count,
+					 (uint64) *count + rows) : 0));
+}
+
+/*
  * ch_append_move
  *		Move the staged rows into the target: the stage's parts are
  *		attached partition by partition (MergeTree engines: each attach is
- *		atomic, and no row is copied), else INSERT ... SELECT.
+ *		atomic, and no row is copied), else INSERT ... SELECT.  Each
+ *		statement is sent once (ch_append_step); for targets whose rows
+ *		can be counted exactly, a lost reply is settled from the target's
+ *		row count, which assumes that no one else writes to the target
+ *		during the commit.
  */
 static void
 ch_append_move(CtasHttp *http, ChAction *a)
 {
 	char	   *engine = ch_remote_engine(http, a->db, a->stage);
 	char	   *target_engine = ch_remote_engine(http, a->db, a->table);
+	int64		count = -1;
+	int64		before;
+
+	if (ch_count_check_mode(target_engine) == 1)
+		count = (int64) ch_parse_count(http,
+									   CtasHttpQuery(http,
+													 psprintf("SELECT count() FROM %s",
+															  ch_qname(a->db, a->table)),
+													 "count the rows of the target table"),
+									   "SELECT count()");
+	before = count;
 
 	if (ch_is_mergetree(engine) && strcmp(engine, target_engine) == 0 &&
 		strncmp(engine, "Replicated", 10) != 0)
@@ -2663,7 +3183,7 @@ ch_append_move(CtasHttp *http, ChAction *a)
 		ListCell   *lc;
 
 		body = CtasHttpQuery(http,
-							 psprintf("SELECT DISTINCT partition_id FROM system.parts WHERE database = %s AND table = %s AND active ORDER BY partition_id",
+							 psprintf("SELECT partition_id, sum(rows) FROM system.parts WHERE database = %s AND table = %s AND active GROUP BY partition_id ORDER BY partition_id",
 									  ch_lit(a->db), ch_lit(a->stage)),
 							 "list the partitions of the staging table");
 		rows = ch_tsv(body, &nf);
@@ -2671,23 +3191,27 @@ ch_append_move(CtasHttp *http, ChAction *a)
 		{
 			char	  **f = lfirst(lc);
 
-			a->appended = true;
-			CtasHttpQuery(http,
-						  psprintf("ALTER TABLE %s ATTACH PARTITION ID %s FROM %s",
-								   ch_qname(a->db, a->table), ch_lit(f[0]),
-								   ch_qname(a->db, a->stage)),
-						  "attach the staged rows to the target table");
+			if (nf != 2 || f[0] == NULL || f[1] == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_ERROR),
+						 errmsg("unexpected answer from ClickHouse catalog \"%s\" to a list of partitions",
+								CtasHttpCatalogName(http))));
+			ch_append_step(http, a,
+						   psprintf("ALTER TABLE %s ATTACH PARTITION ID %s FROM %s",
+									ch_qname(a->db, a->table), ch_lit(f[0]),
+									ch_qname(a->db, a->stage)),
+						   "attach the staged rows to the target table",
+						   ch_parse_count(http, f[1], "a list of partitions"),
+						   &count, before);
 		}
 	}
 	else
-	{
-		a->appended = true;
-		CtasHttpQuery(http,
-					  psprintf("INSERT INTO %s SELECT * FROM %s",
-							   ch_qname(a->db, a->table),
-							   ch_qname(a->db, a->stage)),
-					  "insert the staged rows into the target table");
-	}
+		ch_append_step(http, a,
+					   psprintf("INSERT INTO %s SELECT * FROM %s",
+								ch_qname(a->db, a->table),
+								ch_qname(a->db, a->stage)),
+					   "insert the staged rows into the target table",
+					   a->rows, &count, before);
 }
 
 /*
@@ -2712,18 +3236,14 @@ ch_pre_commit(CtasParticipant *part)
 		elog(ERROR, "ClickHouse INSERT still open at commit");
 
 	/*
-	 * What is published now carries this transaction's id in its names,
-	 * and resolve decides by that transaction's outcome; xact.c made that
+	 * Every action is in the durable record already (ch_new_action), and
+	 * resolve decides it by this transaction's outcome; xact.c made the
 	 * xid durable when the transaction joined (CtasJoinTransaction).
 	 */
 	/* for ctas_fed.jobs: the object resolve reports on, and no 2PC */
 	if (xs->actions != NIL)
 	{
-		ChAction   *first = linitial(xs->actions);
-		const char *obj = first->marker ? first->marker :
-			first->old ? first->old : first->stage;
-
-		part->gid = MemoryContextStrdup(part->cxt, ch_display(first->db, obj));
+		part->gid = MemoryContextStrdup(part->cxt, ch_gid(xs));
 		part->one_phase = true;
 	}
 
@@ -2734,6 +3254,12 @@ ch_pre_commit(CtasParticipant *part)
 		if (!a->loaded)
 			elog(ERROR, "ClickHouse staging table \"%s\" was never completed",
 				 a->stage);
+
+		/*
+		 * From the first request on, the outcome may be unknown (a lost
+		 * reply): undo then asks the server what happened.
+		 */
+		a->publishing = true;
 		switch (a->kind)
 		{
 			case CH_CREATE:
@@ -2774,8 +3300,9 @@ ch_pre_commit(CtasParticipant *part)
 /*
  * ch_post_commit
  *		post_commit of the writer: drop what was moved away.  Never an
- *		ERROR: failures are WARNINGs, and resolve drops the leftovers (their
- *		names say their transaction committed).
+ *		ERROR: failures are WARNINGs, and the durable record then stays,
+ *		from which resolve drops the leftovers.  The record goes once
+ *		everything is dropped.
  */
 static void
 ch_post_commit(CtasParticipant *part)
@@ -2790,6 +3317,7 @@ ch_post_commit(CtasParticipant *part)
 	cxt = AllocSetContextCreate(part->cxt, "ctas_fed clickhouse commit",
 								ALLOCSET_SMALL_SIZES);
 	old = MemoryContextSwitchTo(cxt);
+	ch_cleanup_failed = false;
 	foreach(lc, xs->actions)
 	{
 		ChAction   *a = lfirst(lc);
@@ -2807,18 +3335,36 @@ ch_post_commit(CtasParticipant *part)
 							 psprintf("DROP TABLE IF EXISTS %s", ch_qname(a->db, a->stage)),
 							 "drop the staging table", ch_display(a->db, a->stage));
 	}
+	/* what failed stays in the record, for the resolver */
+	if (!ch_cleanup_failed)
+		ch_record_remove(xs);
+	ch_record_release(xs);
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 }
 
 /*
  * ch_undo
- *		Undo one action, whatever stage it reached.  WARNINGs only.
+ *		Undo one action, whatever stage it reached.  Before publication
+ *		the flags say what exists; from the first request of publication on
+ *		the server is asked (ch_undo_checked).  WARNINGs only; what is left
+ *		stays in the durable record.
  */
 static void
 ch_undo(CtasParticipant *part, ChXact *xs, ChAction *a)
 {
 	CtasHttp   *http = xs->http;
+
+	if (a->publishing && a->kind != CH_APPEND)
+	{
+		char	   *why;
+
+		if (ch_undo_checked(http, a, &why))
+			a->stage_moved = a->old_moved = a->marker_made = false;
+		else
+			part->in_doubt = true;
+		return;
+	}
 
 	switch (a->kind)
 	{
@@ -2908,10 +3454,15 @@ ch_abort(CtasParticipant *part)
 	cxt = AllocSetContextCreate(part->cxt, "ctas_fed clickhouse abort",
 								ALLOCSET_SMALL_SIZES);
 	old = MemoryContextSwitchTo(cxt);
+	ch_cleanup_failed = false;
 	ch_kill_stream(xs);
 	for (i = list_length(xs->actions) - 1; i >= 0; i--)
 		ch_undo(part, xs, list_nth(xs->actions, i));
 	xs->actions = NIL;
+	/* what could not be undone stays in the record, for the resolver */
+	if (!ch_cleanup_failed && !part->in_doubt)
+		ch_record_remove(xs);
+	ch_record_release(xs);
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 }
@@ -2972,6 +3523,11 @@ ch_subxact(CtasParticipant *part, SubXactEvent event, int level)
 			if (a->level >= level)
 				ch_undo(part, xs, a);
 		}
+		/*
+		 * The durable record goes on naming the undone actions until its
+		 * next version: they are its newest ones, their tables are gone,
+		 * and neither undo nor finish finds anything of theirs to act on.
+		 */
 		MemoryContextSwitchTo(part->cxt);
 		foreach(lc, xs->actions)
 		{
@@ -3123,196 +3679,320 @@ ch_xid_status(uint64 fxid)
 	return CH_XID_ABORTED;
 }
 
+
 /*
- * ch_parse_scratch
- *		Split _ctas_fed_<kind>_<sysid>_<fxid>_<n>[_<target>] into its
- *		parts.  false when name does not have that shape.
+ * ch_record_read
+ *		The content of the record at fd, parsed: a List of char ** rows (see
+ *		"Durable records"), the header first, with *nfields of the header.
+ *		NIL for a file that is not a record of ours.  Palloc'd.
+ */
+static List *
+ch_record_read(int fd, const char *path)
+{
+	struct stat st;
+	char	   *data;
+	ssize_t		got;
+	List	   *rows;
+	int			nf;
+	char	  **h;
+
+	if (fstat(fd, &st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", path)));
+	if (st.st_size <= 0 || st.st_size > CH_RECORD_MAX_SIZE)
+		return NIL;
+	data = palloc(st.st_size + 1);
+	got = pg_pread(fd, data, st.st_size, 0);
+	if (got != st.st_size)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read file \"%s\": %m", path)));
+	data[got] = '\0';
+	if (strlen(data) != (size_t) got)
+		return NIL;
+	rows = ch_tsv(data, &nf);
+	if (rows == NIL || nf != 7)
+		return NIL;
+	h = linitial(rows);
+	if (h[0] == NULL || h[1] == NULL || h[2] == NULL || h[3] == NULL ||
+		h[4] == NULL || h[5] == NULL ||
+		strcmp(h[0], CH_RECORD_MAGIC) != 0 ||
+		strcmp(h[1], CH_RECORD_VERSION) != 0)
+		return NIL;
+	return rows;
+}
+
+/*
+ * ch_record_action
+ *		The action of one line of a record, or NULL when the line is
+ *		malformed.  Palloc'd.
+ */
+static ChAction *
+ch_record_action(char **f)
+{
+	ChAction   *a = palloc0(sizeof(ChAction));
+	int			k;
+
+	if (f[0] == NULL || f[1] == NULL || f[2] == NULL)
+		return NULL;
+	for (k = 0; k < lengthof(ch_action_names); k++)
+	{
+		if (strcmp(f[0], ch_action_names[k]) == 0)
+			break;
+	}
+	if (k == lengthof(ch_action_names))
+		return NULL;
+	a->kind = (ChActionKind) k;
+	a->db = f[1];
+	a->table = f[2];
+	a->stage = f[3];
+	a->old = f[4];
+	a->marker = f[5];
+	if ((a->kind != CH_DROP && a->stage == NULL) ||
+		((a->kind == CH_REPLACE || a->kind == CH_DROP) && a->old == NULL) ||
+		(a->kind == CH_CREATE && a->marker == NULL))
+		return NULL;
+	return a;
+}
+
+/*
+ * ch_finish_recorded
+ *		Finish action a of a committed transaction: drop what post_commit
+ *		would have dropped.  Publication was complete (the local commit
+ *		follows it), so no rename is left to do.  false with a WARNING when
+ *		something is left.
  */
 static bool
-ch_parse_scratch(const char *name, char **kind, uint64 *sysid, uint64 *fxid,
-				 char **serial, char **target)
+ch_finish_recorded(CtasHttp *http, ChAction *a)
 {
-	const char *p = name;
-	const char *k;
-	char	   *end;
-	const char *s;
+	bool		ok = true;
 
-	if (strncmp(p, "_ctas_fed_", 10) != 0)
-		return false;
-	p += 10;
-	k = p;
-	while (*p >= 'a' && *p <= 'z')
-		p++;
-	if (p == k || *p != '_')
-		return false;
-	*kind = pnstrdup(k, p - k);
-	p++;
-	errno = 0;
-	*sysid = strtou64(p, &end, 10);
-	if (errno || end == p || *end != '_')
-		return false;
-	p = end + 1;
-	*fxid = strtou64(p, &end, 10);
-	if (errno || end == p || *end != '_')
-		return false;
-	s = end + 1;
-	p = s;
-	while (*p >= '0' && *p <= '9')
-		p++;
-	if (p == s || (*p != '\0' && *p != '_'))
-		return false;
-	*serial = pnstrdup(s, p - s);
-	*target = *p == '_' ? pstrdup(p + 1) : NULL;
-	return true;
+	if (a->marker)
+		ok = ch_cleanup_drop(http, a->db, a->marker, "drop the commit marker") && ok;
+	if (a->old)
+		ok = ch_cleanup_drop(http, a->db, a->old, "drop the old table") && ok;
+	if (a->stage)
+		ok = ch_cleanup_drop(http, a->db, a->stage, "drop the staging table") && ok;
+	return ok;
+}
+
+/*
+ * ch_resolve_record
+ *		Resolve the transaction of the record at path, if it is one of
+ *		this database and catalog: finish it (committed) or undo it as a
+ *		whole in reverse order (aborted), then remove the record.  Emits one
+ *		action for it, on the object its jobs know it by (the gid).
+ */
+static void
+ch_resolve_record(CtasCatalog *catalog, CtasHttp *http, const char *path,
+				  void (*emit) (void *arg, const char *object,
+								const char *action),
+				  void *arg)
+{
+	int			fd;
+	List	   *rows;
+	char	  **h;
+	uint64		fxid;
+	Oid			dbid;
+	Oid			serverid;
+	const char *object;
+	struct stat st_fd;
+	struct stat st_path;
+	ChXidStatus status;
+	List	   *actions = NIL;
+	ListCell   *lc;
+	int			i;
+
+	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
+	if (fd < 0)
+	{
+		if (errno == ENOENT)
+			return;				/* finished meanwhile */
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", path)));
+	}
+	rows = ch_record_read(fd, path);
+	if (rows == NIL)
+	{
+		CloseTransientFile(fd);
+		return;
+	}
+	h = linitial(rows);
+	fxid = strtou64(h[2], NULL, 10);
+	dbid = (Oid) strtoul(h[3], NULL, 10);
+	serverid = (Oid) strtoul(h[4], NULL, 10);
+	object = h[6] ? h[6] : path;
+	if (dbid != MyDatabaseId || serverid != catalog->serverid)
+	{
+		CloseTransientFile(fd);
+		return;					/* another database's or catalog's */
+	}
+	for_each_from(lc, rows, 1)
+	{
+		ChAction   *a = ch_record_action(lfirst(lc));
+
+		if (a == NULL)
+		{
+			emit(arg, object, "left: its record is malformed");
+			CloseTransientFile(fd);
+			return;
+		}
+		actions = lappend(actions, a);
+	}
+
+	if (ch_xid_status(fxid) == CH_XID_IN_PROGRESS)
+	{
+		emit(arg, object, "left: its transaction is in progress");
+		CloseTransientFile(fd);
+		return;
+	}
+
+	/* the backend that owns it may still be finishing it */
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+	{
+		if (errno != EWOULDBLOCK)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not lock file \"%s\": %m", path)));
+		emit(arg, object, "left: its transaction is being finished");
+		CloseTransientFile(fd);
+		return;
+	}
+	/* and may have finished it, or written a new version, before that */
+	if (fstat(fd, &st_fd) != 0 || stat(path, &st_path) != 0 ||
+		st_fd.st_ino != st_path.st_ino || st_fd.st_dev != st_path.st_dev)
+	{
+		CloseTransientFile(fd);
+		return;
+	}
+
+	status = ch_xid_status(fxid);
+	if (status == CH_XID_IN_PROGRESS)
+	{
+		emit(arg, object, "left: its transaction is in progress");
+		CloseTransientFile(fd);
+		return;
+	}
+	if (status == CH_XID_UNKNOWN)
+	{
+		emit(arg, object, "left: local transaction status unknown");
+		CloseTransientFile(fd);
+		return;
+	}
+
+	ch_cleanup_failed = false;
+	if (status == CH_XID_COMMITTED)
+	{
+		foreach(lc, actions)
+		{
+			if (!ch_finish_recorded(http, lfirst(lc)))
+			{
+				emit(arg, object, "left: could not drop what the transaction replaced");
+				CloseTransientFile(fd);
+				return;
+			}
+		}
+	}
+	else
+	{
+		/* as ch_abort: every action, newest first */
+		for (i = list_length(actions) - 1; i >= 0; i--)
+		{
+			ChAction   *a = list_nth(actions, i);
+			char	   *why = NULL;
+			bool		ok;
+
+			if (a->kind == CH_APPEND)
+				ok = ch_cleanup_drop(http, a->db, a->stage, "drop the staging table");
+			else
+				ok = ch_undo_checked(http, a, &why);
+			if (!ok)
+			{
+				emit(arg, object,
+					 psprintf("left: %s", why ? why : "could not drop the staging table"));
+				CloseTransientFile(fd);
+				return;
+			}
+		}
+	}
+	(void) durable_unlink(path, WARNING);
+	CloseTransientFile(fd);
+	emit(arg, object, status == CH_XID_COMMITTED ? "committed" : "rolled back");
+}
+
+static int
+ch_cmp_names(const ListCell *a, const ListCell *b)
+{
+	return strcmp(lfirst(a), lfirst(b));
 }
 
 /*
  * ch_resolve
- *		resolve of the writer: find the scratch tables of this cluster
- *		(their names carry its system identifier and the full id of the
- *		local transaction) in every database, and finish or undo what their
- *		transaction left, as the commit status of that transaction says:
+ *		resolve of the writer: every durable record of this database and
+ *		catalog (see "Durable records") names one transaction's actions,
+ *		and the local commit status of that transaction decides:
  *
- *		stage	dropped once its transaction is over (a staging table is
- *				never needed afterwards, whatever the outcome);
- *		new		the marker of a published CREATE.  Committed: dropped.
- *				Aborted: the published table is taken back (renamed to the
- *				staging name and dropped), then the marker.  If the staging
- *				table still exists, the rename never happened.
- *		old		a table being replaced.  Committed: dropped.  Aborted: put
- *				back under the target name, after the replacement (if it
- *				was published) is taken back.
- *		drop	a table being dropped.  Committed: dropped.  Aborted: put
- *				back.
+ *		committed	what post-commit would have dropped is dropped: the
+ *					commit markers, the replaced and dropped tables, the
+ *					staging tables of appends;
+ *		aborted		every action is undone, newest first, as ch_abort
+ *					does, from what the server shows (ch_undo_checked):
+ *					published tables are taken back, replaced and dropped
+ *					tables put back, staging tables and markers dropped.
  *
- * Transactions in progress and outcomes no longer known are left alone.
- * Actions: "dropped staging table", "committed", "rolled back", or
- * "left: <why>"; the object is db.table of the scratch table.
- *
- * XXX: a table is taken back from its marker alone; recording in the marker
- * that the rename happened would protect a table someone else created under
- * that name after an abort failed to drop the marker.
+ * A transaction in progress, or whose status is no longer known, is left
+ * alone.  Only tables that a record names are ever touched: a table that
+ * merely looks like a scratch table (_ctas_fed_stage_..., created by
+ * anyone) is not.  The object of each emitted action is the transaction's
+ * gid as ctas_fed.jobs shows it; actions: "committed", "rolled back", or
+ * "left: <why>", in which case the record stays for the next round.
  */
 static void
 ch_resolve(CtasCatalog *catalog,
 		   void (*emit) (void *arg, const char *object, const char *action),
 		   void *arg)
 {
-	CtasHttp   *http = CtasHttpCreate(catalog, CurrentMemoryContext);
-	uint64		mysysid = GetSystemIdentifier();
-	char	   *body;
-	List	   *rows;
-	int			nf;
+	CtasHttp   *http;
+	DIR		   *dir;
+	struct dirent *de;
+	List	   *paths = NIL;
 	ListCell   *lc;
-	int			pass;
 
-	body = CtasHttpQuery(http,
-						 "SELECT database, name FROM system.tables WHERE startsWith(name, '_ctas_fed_') ORDER BY database, name",
-						 "list scratch tables");
-	rows = ch_tsv(body, &nf);
-	if (nf != 2)
+	dir = AllocateDir(CH_RECORD_DIR);
+	if (dir == NULL && errno == ENOENT)
 		return;
-
-	/* markers first: they look at the staging tables */
-	for (pass = 0; pass < 2; pass++)
+	while ((de = ReadDir(dir, CH_RECORD_DIR)) != NULL)
 	{
-		foreach(lc, rows)
+		size_t		len = strlen(de->d_name);
+
+		if (strncmp(de->d_name, "ch_", 3) != 0)
+			continue;
+		if (len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0)
 		{
-			char	  **f = lfirst(lc);
-			char	   *db = f[0];
-			char	   *name = f[1];
-			char	   *kind;
-			char	   *serial;
-			char	   *target;
-			char	   *stage;
-			uint64		sysid;
-			uint64		fxid;
-			ChXidStatus st;
-			char	   *object;
-			bool		is_stage;
+			/* a new version that a crash kept from replacing its record */
+			uint64		fxid = strtou64(de->d_name + 3, NULL, 10);
 
-			if (db == NULL || name == NULL ||
-				!ch_parse_scratch(name, &kind, &sysid, &fxid, &serial, &target) ||
-				sysid != mysysid)
-				continue;
-			is_stage = strcmp(kind, "stage") == 0;
-			if ((pass == 0) == is_stage)
-				continue;
-			object = ch_display(db, name);
-			st = ch_xid_status(fxid);
+			if (ch_xid_status(fxid) != CH_XID_IN_PROGRESS)
+			{
+				char	   *tmp = psprintf(CH_RECORD_DIR "/%s", de->d_name);
 
-			if (st == CH_XID_IN_PROGRESS)
-			{
-				emit(arg, object, "left: its transaction is in progress");
-				continue;
+				if (unlink(tmp) != 0 && errno != ENOENT)
+					ereport(WARNING,
+							(errcode_for_file_access(),
+							 errmsg("could not remove file \"%s\": %m", tmp)));
 			}
-			/* a clone with our system identifier may own it: no evidence */
-			if (st == CH_XID_UNKNOWN)
-			{
-				emit(arg, object, "left: local transaction status unknown");
-				continue;
-			}
-			if (is_stage)
-			{
-				CtasHttpQuery(http, psprintf("DROP TABLE IF EXISTS %s", ch_qname(db, name)),
-							  "drop a staging table");
-				emit(arg, object, "dropped staging table");
-				continue;
-			}
-			if ((strcmp(kind, "new") != 0 && strcmp(kind, "old") != 0 &&
-				 strcmp(kind, "drop") != 0) || target == NULL)
-			{
-				emit(arg, object, "left: not a table ctas_fed makes");
-				continue;
-			}
-			if (st == CH_XID_UNKNOWN)
-			{
-				emit(arg, object, "left: local transaction status unknown");
-				continue;
-			}
-			if (st == CH_XID_COMMITTED)
-			{
-				CtasHttpQuery(http, psprintf("DROP TABLE IF EXISTS %s", ch_qname(db, name)),
-							  "drop a leftover of a committed transaction");
-				emit(arg, object, "committed");
-				continue;
-			}
-
-			/* aborted */
-			stage = psprintf("_ctas_fed_stage_" UINT64_FORMAT "_" UINT64_FORMAT "_%s",
-							 sysid, fxid, serial);
-			if (strcmp(kind, "new") == 0)
-			{
-				if (!ch_remote_exists(http, db, stage) &&
-					ch_remote_exists(http, db, target))
-				{
-					/* published, never taken back */
-					CtasHttpQuery(http, ch_rename_sql(db, target, stage),
-								  "take back a published table");
-				}
-				CtasHttpQuery(http, psprintf("DROP TABLE IF EXISTS %s", ch_qname(db, stage)),
-							  "drop a staging table");
-				CtasHttpQuery(http, psprintf("DROP TABLE IF EXISTS %s", ch_qname(db, name)),
-							  "drop a commit marker");
-				emit(arg, object, "rolled back");
-				continue;
-			}
-			if (ch_remote_exists(http, db, target))
-			{
-				if (strcmp(kind, "old") != 0 || ch_remote_exists(http, db, stage))
-				{
-					emit(arg, object,
-						 psprintf("left: table \"%s\" exists again", ch_display(db, target)));
-					continue;
-				}
-				/* the replacement was published: take it back first */
-				CtasHttpQuery(http, ch_rename_sql(db, target, stage),
-							  "take back a published table");
-				CtasHttpQuery(http, psprintf("DROP TABLE IF EXISTS %s", ch_qname(db, stage)),
-							  "drop a staging table");
-			}
-			CtasHttpQuery(http, ch_rename_sql(db, name, target), "restore a table");
-			emit(arg, object, "rolled back");
+			continue;
 		}
+		paths = lappend(paths, psprintf(CH_RECORD_DIR "/%s", de->d_name));
 	}
+	FreeDir(dir);
+	if (paths == NIL)
+		return;
+	list_sort(paths, ch_cmp_names);
+
+	http = CtasHttpCreate(catalog, CurrentMemoryContext);
+	foreach(lc, paths)
+		ch_resolve_record(catalog, http, lfirst(lc), emit, arg);
 }

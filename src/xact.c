@@ -243,7 +243,9 @@ set_jobs_state(CtasParticipant *part, CtasJobState state)
 	{
 		XactJob    *xj = lfirst(lc);
 
-		if (state == CTAS_JOB_PREPARED)
+		/* an in-doubt job is settled later by its gid */
+		if (state == CTAS_JOB_PREPARED ||
+			(state == CTAS_JOB_IN_DOUBT && part->gid))
 		{
 			if (part->gid)
 				CtasJobSetGid(xj->ref, part->gid);

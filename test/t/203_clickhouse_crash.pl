@@ -115,6 +115,67 @@ is(ch_exists('gone2'), 0, 'the dropped table stays dropped');
 like($local->safe_psql('postgres', q{SELECT string_agg(state, ',') FROM ctas_fed.jobs WHERE catalog = 'lake'}),
 	qr/committed/, 'ctas_fed.jobs shows the outcome');
 
+# --- the same table replaced twice in one transaction, crash after the
+# renames: the resolver undoes the transaction as a whole, newest action
+# first, and the ORIGINAL table comes back with its content
+$local->safe_psql('postgres',
+	q{CREATE TABLE lake.dw.twice AS SELECT 'original' AS v, g FROM generate_series(1, 100) g});
+my $digest = 'SELECT count(), sum(cityHash64(v, g)) FROM dw.twice';
+my $orig = $ch->query($digest);
+$h = crash_at('after_rename', q{
+CREATE TABLE lake.dw.twice WITH (if_exists = 'replace') AS SELECT 'first' AS v, 1 AS g;
+CREATE TABLE lake.dw.twice WITH (if_exists = 'replace') AS SELECT 'second' AS v, 2 AS g;});
+is($ch->query('SELECT v FROM dw.twice'), "second\n",
+	'replaced twice: after the renames the second replacement is visible');
+$local->stop('immediate');
+$h->finish;
+$local->start;
+ok(resolved(), 'the resolver finishes the transaction that replaced a table twice');
+is($ch->query($digest), $orig, 'the original table is back, with its original content');
+
+# --- a savepoint rolled back before the crash: the record names the undone
+# action too (its tables are gone); the resolver settles the transaction and
+# its job
+$h = crash_at('after_rename', q{
+SAVEPOINT s;
+CREATE TABLE lake.dw.sp1 AS SELECT 1 AS a;
+ROLLBACK TO SAVEPOINT s;
+CREATE TABLE lake.dw.sp2 AS SELECT 2 AS a;});
+is(ch_exists('sp2'), 1, 'savepoint: the table after the savepoint is published');
+$local->stop('immediate');
+$h->finish;
+$local->start;
+ok(resolved(), 'savepoint: the resolver finishes the transaction');
+is(ch_exists('sp1') + ch_exists('sp2'), 0, 'savepoint: neither table stays');
+my $sp_state = '';
+foreach (1 .. 100)
+{
+	$sp_state = $local->safe_psql('postgres',
+		q{SELECT string_agg(state, ',') FROM ctas_fed.jobs WHERE target LIKE '%sp2%'});
+	last if $sp_state eq 'aborted';
+	$local->safe_psql('postgres', q{SELECT count(*) FROM ctas_fed.resolve_in_doubt('lake')});
+	usleep(100_000);
+}
+is($sp_state, 'aborted', 'savepoint: the job of the published table is settled as aborted');
+
+# --- a table made to look like a leftover of this cluster (its system
+# identifier, an aborted and a committed xid), created in ClickHouse
+# directly: no record names it, so the resolver leaves it alone
+my $sysid = $local->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+my $xid_c = $local->safe_psql('postgres', 'SELECT txid_current()');
+my $xid_a = $local->safe_psql('postgres', 'BEGIN; SELECT txid_current(); ROLLBACK;');
+$ch->query("CREATE TABLE dw.victim (a Int32) ENGINE = Memory");
+$ch->query("INSERT INTO dw.victim VALUES (7)");
+$ch->query("CREATE TABLE dw._ctas_fed_stage_${sysid}_${xid_c}_1 (a Int32) ENGINE = Memory");
+$ch->query("CREATE TABLE dw._ctas_fed_old_${sysid}_${xid_a}_1_victim (a Int32) ENGINE = Memory");
+$ch->query("CREATE TABLE dw._ctas_fed_new_${sysid}_${xid_a}_2_victim (x UInt8) ENGINE = TinyLog");
+$local->safe_psql('postgres', q{SELECT count(*) FROM ctas_fed.resolve_in_doubt('lake')});
+is(scratch_tables(), 3, 'look-alike scratch tables are left alone');
+is($ch->query('SELECT a FROM dw.victim'), "7\n", 'and so is the table they name');
+$ch->query("DROP TABLE dw._ctas_fed_stage_${sysid}_${xid_c}_1");
+$ch->query("DROP TABLE dw._ctas_fed_old_${sysid}_${xid_a}_1_victim");
+$ch->query("DROP TABLE dw._ctas_fed_new_${sysid}_${xid_a}_2_victim");
+
 # --- crash mid-load: the worker alone drops the staging table
 $local->append_conf('postgresql.conf', "ctas_fed.resolver_naptime = 1\n");
 $local->restart;

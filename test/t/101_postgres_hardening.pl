@@ -366,6 +366,53 @@ SELECT 'done';
 	is(prepared_count(), '0', 'no prepared transaction is left');
 }
 
+# pg_terminate_backend of a backend waiting for a stopped remote
+{
+	my ($h, $hout, $herr) = start_psql($local,
+		"CREATE TABLE wh.public.stall3 AS SELECT g, repeat('x', 300) AS pad FROM generate_series(1, 100000000) g");
+	my $rpid;
+	ok( wait_until(
+			sub {
+				$rpid = $remote->safe_psql('dw',
+					"SELECT pid FROM pg_stat_activity WHERE query LIKE 'COPY public.stall3 %'");
+				$rpid ne '';
+			}),
+		'the third COPY runs on the remote');
+	kill 'STOP', $rpid;
+	push @stopped, $rpid;
+	my $lpid = $local->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE query LIKE 'CREATE TABLE wh.public.stall3%'");
+	ok( wait_until(
+			sub {
+				$local->safe_psql('postgres',
+					"SELECT wait_event_type = 'Extension' AND now() - query_start > interval '1 s' "
+					  . "FROM pg_stat_activity WHERE pid = $lpid") eq 't';
+			}),
+		'the local backend waits for the stopped remote');
+	my $tt = time;
+	$local->safe_psql('postgres', "SELECT pg_terminate_backend($lpid)");
+	ok( wait_until(
+			sub {
+				$local->safe_psql('postgres',
+					"SELECT count(*) FROM pg_stat_activity WHERE pid = $lpid") eq '0';
+			},
+			60),
+		'the terminated backend exits');
+	cmp_ok(time - $tt, '<', 3,
+		'pg_terminate_backend takes effect within 3 s while the remote is stopped');
+	$h->finish;
+	kill 'CONT', $rpid;
+	@stopped = ();
+	ok( wait_until(
+			sub {
+				$remote->safe_psql('dw',
+					"SELECT count(*) FROM pg_stat_activity WHERE pid = $rpid") eq '0';
+			}),
+		'the continued remote backend exits');
+	unlike(',' . remote_tables() . ',', qr/,stall3,/, 'no remote table is left');
+	is(prepared_count(), '0', 'no prepared transaction is left');
+}
+
 # ---------------------------------------------------------------- class 7
 # A non-superuser owns a server pointing at a remote that trusts local
 # connections, and maps the superuser to the remote's superuser.

@@ -11,10 +11,11 @@
  * next hook or standard_ProcessUtility unchanged, and so keeps PostgreSQL's
  * own behaviour and errors.
  *
- * DROP SERVER, DROP USER MAPPING, DROP FOREIGN DATA WRAPPER and DROP OWNED
- * are refused while they would take away the catalog or user mapping of a
- * running load or of remote work in doubt (check_drop_in_use), as
- * PostgreSQL refuses to drop a database that prepared transactions use.
+ * DROP SERVER, DROP USER MAPPING, DROP FOREIGN DATA WRAPPER, DROP EXTENSION
+ * and DROP OWNED are refused while they would take away the catalog or
+ * user mapping of a running load or of remote work in doubt
+ * (check_drop_in_use), as PostgreSQL refuses to drop a database that
+ * prepared transactions use.
  *
  * EXPLAIN of a federated CTAS is handed to PostgreSQL's ExplainQuery with
  * the CTAS's SELECT in its place, so that option parsing and output formats
@@ -328,9 +329,10 @@ check_catalog_idle(Oid serverid, Oid umid, List *roles)
 
 /*
  * check_drop_in_use
- *		Refuse DROP SERVER, DROP USER MAPPING, DROP FOREIGN DATA WRAPPER and
- *		DROP OWNED (all of them, CASCADE or not) when they would remove a
- *		catalog or user mapping that a running or in-doubt job needs.
+ *		Refuse DROP SERVER, DROP USER MAPPING, DROP FOREIGN DATA WRAPPER,
+ *		DROP EXTENSION ctas_fed and DROP OWNED (CASCADE or not) when they
+ *		would remove a catalog or user mapping that a running or in-doubt
+ *		job needs.
  */
 static void
 check_drop_in_use(Node *parsetree)
@@ -352,8 +354,10 @@ check_drop_in_use(Node *parsetree)
 					check_catalog_idle(server->serverid, InvalidOid, NIL);
 			}
 		}
-		else if (stmt->removeType == OBJECT_FDW)
+		else if (stmt->removeType == OBJECT_FDW ||
+				 stmt->removeType == OBJECT_EXTENSION)
 		{
+			/* the wrapper and the extension are both called ctas_fed */
 			foreach(lc, stmt->objects)
 			{
 				if (strcmp(strVal(lfirst(lc)), "ctas_fed") == 0)

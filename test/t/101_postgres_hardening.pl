@@ -240,7 +240,8 @@ CREATE USER MAPPING FOR carol SERVER wh OPTIONS (user 'loader', password 'secret
 		'DROP SERVER wh CASCADE',
 		'DROP USER MAPPING FOR carol SERVER wh',
 		'DROP OWNED BY carol',
-		'DROP FOREIGN DATA WRAPPER ctas_fed CASCADE')
+		'DROP FOREIGN DATA WRAPPER ctas_fed CASCADE',
+		'DROP EXTENSION ctas_fed CASCADE')
 	{
 		($ret, $out, $err) = lpsql($stmt);
 		like($err, qr/55006: catalog "wh" is being used by a running or in-doubt job/,

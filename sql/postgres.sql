@@ -241,8 +241,10 @@ SELECT 't_into' IN (SELECT remote_tables(:'remote')) AS t_into_still_there;
 -- the remote type is rebuilt from the parse of column_types, never copied
 EXPLAIN (COSTS OFF) CREATE TABLE loop.public.t_types
   WITH (column_types = 'a character varying(10), b timestamp(3) with time zone,
-    c "numeric"(18, 2)[], d pg_catalog.int8, e interval second(2), f bit')
-  AS SELECT 'x' AS a, now() AS b, 1.0 AS c, 1 AS d, interval '1 s' AS e, B'1' AS f;
+    c "numeric"(18, 2)[], d pg_catalog.int8, e interval second(2), f bit,
+    g pg_catalog.varchar(''5''''); x'')')
+  AS SELECT 'x' AS a, now() AS b, 1.0 AS c, 1 AS d, interval '1 s' AS e, B'1' AS f,
+    'y' AS g;
 -- comments, COLLATE, DEFAULT, constraints: not a type
 CREATE TABLE loop.public.t_bad WITH (column_types = 'a int -- trailing') AS SELECT 1 AS a;
 CREATE TABLE loop.public.t_bad WITH (column_types = 'a int /* x */') AS SELECT 1 AS a;

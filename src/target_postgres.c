@@ -261,8 +261,12 @@ deparse_remote_type(CtasColumn *col)
 		else if (IsA(mod, ColumnRef) &&
 				 list_length(((ColumnRef *) mod)->fields) == 1 &&
 				 IsA(linitial(((ColumnRef *) mod)->fields), String))
-			appendStringInfoString(&buf,
-								   quote_identifier(strVal(linitial(((ColumnRef *) mod)->fields))));
+		{
+			/* a bare name, which typenameTypeMod passes on as a string */
+			char	   *name = strVal(linitial(((ColumnRef *) mod)->fields));
+
+			appendStringInfoString(&buf, quote_identifier(name));
+		}
 		else
 			bad_remote_type(col, "A type modifier must be a number, a string or a name.");
 	}

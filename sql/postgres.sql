@@ -238,6 +238,30 @@ CREATE TABLE loop.public.t_bad
   WITH (column_types = 'a int); DROP TABLE public.t_into; CREATE TABLE public.t_x (z int')
   AS SELECT 1 AS a;
 SELECT 't_into' IN (SELECT remote_tables(:'remote')) AS t_into_still_there;
+-- the remote type is rebuilt from the parse of column_types, never copied
+EXPLAIN (COSTS OFF) CREATE TABLE loop.public.t_types
+  WITH (column_types = 'a character varying(10), b timestamp(3) with time zone,
+    c "numeric"(18, 2)[], d pg_catalog.int8, e interval second(2), f bit,
+    g pg_catalog.varchar(''5''''); x'')')
+  AS SELECT 'x' AS a, now() AS b, 1.0 AS c, 1 AS d, interval '1 s' AS e, B'1' AS f,
+    'y' AS g;
+-- comments, COLLATE, DEFAULT, constraints: not a type
+CREATE TABLE loop.public.t_bad WITH (column_types = 'a int -- trailing') AS SELECT 1 AS a;
+CREATE TABLE loop.public.t_bad WITH (column_types = 'a int /* x */') AS SELECT 1 AS a;
+CREATE TABLE loop.public.t_bad WITH (column_types = 'a text COLLATE "C"') AS SELECT 1 AS a;
+CREATE TABLE loop.public.t_bad WITH (column_types = 'a int DEFAULT 1') AS SELECT 1 AS a;
+CREATE TABLE loop.public.t_bad WITH (column_types = 'a int NOT NULL') AS SELECT 1 AS a;
+CREATE TABLE loop.public.t_bad WITH (column_types = 'a setof int') AS SELECT 1 AS a;
+-- no control character in a remote name; _ctas_fed_ names are reserved
+CREATE TABLE loop.public.t_bad AS SELECT 1 AS "a
+b";
+CREATE TABLE loop.public."t_bad	x" AS SELECT 1 AS a;
+CREATE TABLE loop.public._ctas_fed_stage_1_2_3 AS SELECT 1 AS a;
+DROP TABLE loop.public._CTAS_FED_old_1;
+-- a streaming load cannot replace a table
+CREATE TABLE loop.public.t_into WITH (atomic = false, if_exists = 'replace')
+  AS SELECT 1 AS a;
+SELECT 't_into' IN (SELECT remote_tables(:'remote')) AS t_into_still_there;
 -- money depends on lc_monetary on each side: refused
 CREATE TABLE loop.public.t_bad AS SELECT 12.34::money AS m;
 CREATE TABLE loop.public.t_bad AS SELECT 12.34::money::numeric AS m;

@@ -40,6 +40,7 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
+#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
@@ -863,12 +864,45 @@ ctas_fed_catalog_descriptor(PG_FUNCTION_ARGS)
 }
 
 /*
+ * create_server_text
+ *		The text of CREATE SERVER stmt, names quoted with quote_identifier
+ *		and values with quote_literal, the value of any password option
+ *		masked.  Only shown to those who look at the statement's text
+ *		(ProcessUtility hooks); the statement run is stmt itself.
+ */
+static char *
+create_server_text(CreateForeignServerStmt *stmt)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "CREATE SERVER %s FOREIGN DATA WRAPPER %s",
+					 quote_identifier(stmt->servername),
+					 quote_identifier(stmt->fdwname));
+	foreach(lc, stmt->options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+
+		appendStringInfo(&buf, "%s%s %s",
+						 foreach_current_index(lc) == 0 ? " OPTIONS (" : ", ",
+						 quote_identifier(def->defname),
+						 strstr(def->defname, "password") ? "'********'" :
+						 quote_literal_cstr(defGetString(def)));
+	}
+	if (stmt->options != NIL)
+		appendStringInfoChar(&buf, ')');
+	return buf.data;
+}
+
+/*
  * ctas_fed_register_catalog(name text, type text, options jsonb) RETURNS oid
  *		Create the foreign server of a catalog from a descriptor held as
- *		data.  Goes through CreateForeignServer, so it needs exactly the
- *		privileges of CREATE SERVER and runs the same validator; the new
- *		server belongs to the calling user.  Option values may be JSON
- *		strings, numbers or Booleans.
+ *		data.  Runs CREATE SERVER through ProcessUtility, so it needs
+ *		exactly the privileges of CREATE SERVER, runs the same validator,
+ *		and fires event triggers and utility hooks like a typed CREATE
+ *		SERVER; the new server belongs to the calling user.  Option values
+ *		may be JSON strings, numbers or Booleans.
  */
 Datum
 ctas_fed_register_catalog(PG_FUNCTION_ARGS)
@@ -877,8 +911,8 @@ ctas_fed_register_catalog(PG_FUNCTION_ARGS)
 	char	   *typename;
 	Jsonb	   *jb;
 	CreateForeignServerStmt *stmt;
+	PlannedStmt *pstmt;
 	List	   *options = NIL;
-	ObjectAddress address;
 
 	CtasCheckPreloaded();
 
@@ -954,8 +988,22 @@ ctas_fed_register_catalog(PG_FUNCTION_ARGS)
 	stmt->if_not_exists = false;
 	stmt->options = options;
 
-	address = CreateForeignServer(stmt);
+	/*
+	 * Run it as the utility statement it is, so that event triggers,
+	 * ProcessUtility hooks (auditing) and the dependency bookkeeping see
+	 * the same CREATE SERVER as when it is typed.  The statement is the
+	 * tree built above; its text, for those who look, is rebuilt from it
+	 * with every name and value quoted, password values masked.
+	 */
+	pstmt = makeNode(PlannedStmt);
+	pstmt->commandType = CMD_UTILITY;
+	pstmt->canSetTag = false;
+	pstmt->utilityStmt = (Node *) stmt;
+	pstmt->stmt_location = -1;
+	pstmt->stmt_len = 0;
+	ProcessUtility(pstmt, create_server_text(stmt), false,
+				   PROCESS_UTILITY_QUERY, NULL, NULL, None_Receiver, NULL);
 	CommandCounterIncrement();
 
-	PG_RETURN_OID(address.objectId);
+	PG_RETURN_OID(GetForeignServerByName(name, false)->serverid);
 }

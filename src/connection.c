@@ -17,6 +17,22 @@
  *
  * Every connection is accounted for with AcquireExternalFD.
  *
+ * Password rules.  As in postgres_fdw 15 (check_conn_params and
+ * connect_pg_server), a connection for a non-superuser needs a non-empty
+ * password in its user mapping, and the remote must actually have used it
+ * (PQconnectionUsedPassword), unless a superuser set password_required
+ * 'false' on the mapping: otherwise the connection could authenticate with
+ * the local server's own identity (trust, peer, ~/.pgpass).  postgres_fdw
+ * exempts superusers.  Here the exemption also needs the server to be
+ * owned by a superuser: the owner of a server chooses its host and options
+ * and can create a user mapping for any role, superusers included, and the
+ * resolver connects with every mapping of every catalog, with nobody
+ * present to consent.  So a connection for a superuser on a server owned
+ * by a non-superuser follows the rules of a non-superuser (password given
+ * and used, unless password_required 'false', which only a superuser can
+ * set).  The rule is the same for interactive sessions and background
+ * work: nothing a worker does needs more than the session would.
+ *
  * Portions Copyright (c) 2026, ctas_fed developers
  * Portions Copyright (c) 2012-2022, PostgreSQL Global Development Group
  *
@@ -30,6 +46,7 @@
 #include "access/xact.h"
 #include "catalog/pg_user_mapping.h"
 #include "commands/defrem.h"
+#include "foreign/foreign.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -192,16 +209,25 @@ CtasPgCloseFresh(PGconn *conn)
 
 /*
  * password_required
- *		Does the password_required rule apply to this catalog's user?
- *		(superusers are exempt, as in postgres_fdw)
+ *		Do the password rules apply to this connection?  See "Password
+ *		rules" in the file header.  *owner_rule tells whether they apply
+ *		only because the server's owner is not a superuser (for the
+ *		message).  Can ERROR only on a catalog lookup failure.
  */
 static bool
-password_required(CtasCatalog *catalog)
+password_required(CtasCatalog *catalog, bool *owner_rule)
 {
 	ListCell   *lc;
 
+	*owner_rule = false;
 	if (superuser_arg(catalog->userid))
-		return false;
+	{
+		ForeignServer *server = GetForeignServer(catalog->serverid);
+
+		if (superuser_arg(server->owner))
+			return false;
+		*owner_rule = true;
+	}
 	foreach(lc, catalog->user_options)
 	{
 		DefElem    *def = lfirst_node(DefElem, lc);
@@ -232,7 +258,8 @@ connect_catalog(CtasCatalog *catalog)
 	PGconn	   *volatile conn = NULL;
 	int			timeout_secs = 10;
 	bool		have_password = false;
-	bool		pw_required = password_required(catalog);
+	bool		owner_rule;
+	bool		pw_required = password_required(catalog, &owner_rule);
 
 	size = list_length(catalog->server_options) +
 		list_length(catalog->user_options) + 4;
@@ -274,11 +301,21 @@ connect_catalog(CtasCatalog *catalog)
 
 	/* a non-superuser must not borrow the server's own credentials */
 	if (pw_required && !have_password)
+	{
+		if (owner_rule)
+			ereport(ERROR,
+					(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
+					 errmsg("password is required"),
+					 errdetail("Catalog \"%s\" is owned by a non-superuser, so its user mapping for superuser \"%s\" must provide a password.",
+							   catalog->name,
+							   GetUserNameFromId(catalog->userid, false)),
+					 errhint("Add a password to the user mapping, or have a superuser own the server.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
 				 errmsg("password is required"),
 				 errdetail("Non-superusers must provide a password in the user mapping of catalog \"%s\".",
 						   catalog->name)));
+	}
 
 	/* ctas_fed.allowed_hosts, for a non-superuser's server */
 	CtasCheckCatalogHosts(catalog);
@@ -337,6 +374,10 @@ connect_catalog(CtasCatalog *catalog)
 			ereport(ERROR,
 					(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
 					 errmsg("password is required"),
+					 owner_rule ?
+					 errdetail("Catalog \"%s\" is owned by a non-superuser, and the remote server did not request the password of the user mapping for superuser \"%s\".",
+							   catalog->name,
+							   GetUserNameFromId(catalog->userid, false)) :
 					 errdetail("Non-superuser cannot connect if the server does not request a password."),
 					 errhint("Target server's authentication method must be changed or set the password_required=false in the user mapping attributes.")));
 
@@ -553,6 +594,20 @@ CtasPgExec(PGconn *conn, CtasCatalog *catalog, const char *sql)
 	if (res == NULL || result_failed(res) || PQstatus(conn) == CONNECTION_BAD)
 		CtasPgReportError(ERROR, res, conn, catalog, sql);
 	PQclear(res);
+}
+
+/*
+ * CtasPgRun
+ *		Run sql on conn and wait for it, interruptibly, and return its
+ *		result for the caller to inspect (the first failed one, else the
+ *		last; NULL when the connection was lost).  The caller clears it, or
+ *		hands it to CtasPgReportError.  ERROR only when the command cannot
+ *		be sent.
+ */
+PGresult *
+CtasPgRun(PGconn *conn, CtasCatalog *catalog, const char *sql)
+{
+	return run_command(conn, catalog, sql);
 }
 
 /*

@@ -44,6 +44,7 @@ extern PGresult *CtasPgGetResult(PGconn *conn, TimestampTz deadline,
 extern void CtasPgReportError(int elevel, PGresult *res, PGconn *conn,
 							  CtasCatalog *catalog, const char *sql);
 extern void CtasPgExec(PGconn *conn, CtasCatalog *catalog, const char *sql);
+extern PGresult *CtasPgRun(PGconn *conn, CtasCatalog *catalog, const char *sql);
 extern PGresult *CtasPgQuery(PGconn *conn, CtasCatalog *catalog,
 							 const char *sql);
 extern bool CtasPgExecBounded(PGconn *conn, const char *sql, int timeout_ms,

@@ -95,6 +95,47 @@ elapsed_seconds(instr_time *start)
 	return INSTR_TIME_GET_DOUBLE(now);
 }
 
+/* prefix of the scratch tables of the writers (see CtasScratchName) */
+#define CTAS_RESERVED_PREFIX	"_ctas_fed_"
+
+/*
+ * check_remote_name
+ *		A name that goes to the remote as an identifier must hold no control
+ *		character (a byte below 0x20, or 0x7f): quoting makes one harmless
+ *		to the remote parser, but not to logs, error messages and the tools
+ *		that read the remote's catalog.  what is "column", "schema" or
+ *		"table".  ereport(ERROR) naming the object, with the character
+ *		escaped.
+ */
+static void
+check_remote_name(const char *what, const char *name)
+{
+	const unsigned char *p;
+
+	for (p = (const unsigned char *) name; *p; p++)
+	{
+		if (*p < 0x20 || *p == 0x7f)
+		{
+			StringInfoData shown;
+			const unsigned char *q;
+
+			initStringInfo(&shown);
+			for (q = (const unsigned char *) name; *q; q++)
+			{
+				if (*q < 0x20 || *q == 0x7f)
+					appendStringInfo(&shown, "\\x%02x", *q);
+				else
+					appendStringInfoChar(&shown, (char) *q);
+			}
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_NAME),
+					 errmsg("%s name \"%s\" contains a control character",
+							what, shown.data),
+					 errdetail("Names in a remote catalog cannot contain characters below 0x20 or the character 0x7f.")));
+		}
+	}
+}
+
 /*
  * CtasNewLoad
  *		Set up the load of one statement into catalog serverid: descriptor,
@@ -120,6 +161,17 @@ CtasNewLoad(Oid serverid, RangeVar *rel, List *options)
 	load->routine = CtasCatalogRoutine(load->catalog);
 	load->schema = pstrdup(rel->schemaname);
 	load->table = pstrdup(rel->relname);
+	check_remote_name("schema", load->schema);
+	check_remote_name("table", load->table);
+	if (pg_strncasecmp(load->table, CTAS_RESERVED_PREFIX,
+					   strlen(CTAS_RESERVED_PREFIX)) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_RESERVED_NAME),
+				 errmsg("table name \"%s\" is reserved", load->table),
+				 errdetail("Names beginning with \"%s\" are reserved for the scratch tables of ctas_fed.",
+						   CTAS_RESERVED_PREFIX),
+				 errhint("Choose a table name that does not begin with \"%s\".",
+						 CTAS_RESERVED_PREFIX)));
 	parse_options(load, options);
 	load->routine->check_options(load);
 
@@ -287,6 +339,7 @@ derive_columns(CtasLoad *load, TupleDesc tupdesc, List *colnames)
 		col->name = pstrdup(i < list_length(colnames) ?
 							strVal(list_nth(colnames, i)) :
 							NameStr(attr->attname));
+		check_remote_name("column", col->name);
 		for (j = 0; j < n; j++)
 		{
 			if (strcmp(load->columns[j].name, col->name) == 0)
@@ -461,7 +514,8 @@ start_job(CtasLoad *load, const char *mode)
 /*
  * fail_job
  *		In a PG_CATCH block: mark the load's job failed with the message of
- *		the error being handled.
+ *		the error being handled, and its rows: those sent (atomic; they are
+ *		rolled back) or those committed (streaming; they stay).
  */
 static void
 fail_job(CtasLoad *load)
@@ -470,7 +524,15 @@ fail_job(CtasLoad *load)
 	ErrorData  *edata = CopyErrorData();
 
 	MemoryContextSwitchTo(oldcxt);
-	CtasJobProgress(load->job, load->rows, load->bytes);
+
+	/*
+	 * A failed streaming load records what stays in the remote table, the
+	 * number its error context reports: load->rows does not count yet the
+	 * row whose put_row committed a batch and then failed.
+	 */
+	CtasJobProgress(load->job,
+					load->opts.atomic ? load->rows : load->rows_committed,
+					load->bytes);
 	CtasJobSetState(load->job, CTAS_JOB_FAILED, edata->message);
 	FreeErrorData(edata);
 }

@@ -20,8 +20,9 @@
  *	post_commit		COMMIT PREPARED '<gid>'; failure is a WARNING naming the
  *					gid, left to ctas_fed.resolve_in_doubt()
  *	abort			cancel what runs, ROLLBACK [PREPARED]; a connection that
- *					cannot be cleaned up is closed, which rolls back anything
- *					not prepared
+ *					cannot be cleaned up within ABORT_TIMEOUT_MS, or whose
+ *					COPY data the remote stopped reading, is closed, which
+ *					rolls back anything not prepared
  *	subxact			RELEASE / ROLLBACK TO SAVEPOINT s<level>
  *
  * A streaming load (atomic = false, load->part == NULL) uses a connection
@@ -54,6 +55,14 @@
 
 /* how long the commit and abort paths wait for the remote, in ms */
 #define CLEANUP_TIMEOUT_MS	30000
+
+/*
+ * How long an abort waits for a remote command or COPY to stop, and for the
+ * ROLLBACK of a transaction that is not prepared, before it closes the
+ * connection instead: closing rolls back all of it just as well, and a
+ * remote that stopped reading must not hold a cancel for long.
+ */
+#define ABORT_TIMEOUT_MS	1000
 
 /* Per-transaction state of a participant (part->private) */
 typedef struct PgXactState
@@ -151,25 +160,47 @@ pg_map_column(CtasLoad *load, CtasColumn *col)
 }
 
 /*
- * pg_check_options
- *		Options describing ClickHouse tables mean nothing here.
- */
-/*
- * check_remote_type
- *		A column_types override must be one type name, nothing else: it is
- *		spliced into the remote CREATE TABLE.  Checked with the raw parser,
- *		without any catalog lookup (the type is the remote's business).
+ * bad_remote_type
+ *		ERROR for a column_types entry that is not a plain type name.
  */
 static void
-check_remote_type(CtasColumn *col)
+bad_remote_type(CtasColumn *col, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid type \"%s\" for column \"%s\" in option \"column_types\"",
+					col->remote_type, col->name),
+			 detail ? errdetail("%s", detail) : 0,
+			 errhint("Write a type name with optional modifiers and array bounds, as in numeric(18,2) or text[].")));
+}
+
+/*
+ * deparse_remote_type
+ *		The remote type of a column_types override, rebuilt from its parse:
+ *		the user's text is parsed with the raw parser as a type name (no
+ *		catalog lookup, the type is the remote's business) and the result is
+ *		written back from the parse tree - each name part quoted with
+ *		quote_identifier, each modifier a number, a quoted literal or a
+ *		quoted name, the array bounds - so that nothing the user wrote
+ *		outside a type can reach the remote CREATE TABLE.  Result palloc'd
+ *		in the current memory context; ereport(ERROR) when the text is not a
+ *		plain type name (%TYPE, SETOF, COLLATE, DEFAULT, constraints and
+ *		anything else the type grammar rejects).
+ */
+static char *
+deparse_remote_type(CtasColumn *col)
 {
 	MemoryContext cxt = CurrentMemoryContext;
+	List	   *volatile parsed = NIL;
 	bool		ok = true;
+	TypeName   *tn;
+	StringInfoData buf;
+	ListCell   *lc;
 
 	/* a syntax error holds no resource: no subtransaction needed */
 	PG_TRY();
 	{
-		(void) raw_parser(col->remote_type, RAW_PARSE_TYPE_NAME);
+		parsed = raw_parser(col->remote_type, RAW_PARSE_TYPE_NAME);
 	}
 	PG_CATCH();
 	{
@@ -178,13 +209,87 @@ check_remote_type(CtasColumn *col)
 		ok = false;
 	}
 	PG_END_TRY();
-	if (!ok)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid type \"%s\" for column \"%s\" in option \"column_types\"",
-						col->remote_type, col->name)));
+	if (!ok || list_length(parsed) != 1 || !IsA(linitial(parsed), TypeName))
+		bad_remote_type(col, NULL);
+
+	tn = linitial_node(TypeName, parsed);
+	if (tn->setof || tn->pct_type || tn->names == NIL)
+		bad_remote_type(col, "Only a type name is allowed.");
+
+	initStringInfo(&buf);
+	foreach(lc, tn->names)
+	{
+		if (foreach_current_index(lc) > 0)
+			appendStringInfoChar(&buf, '.');
+		appendStringInfoString(&buf, quote_identifier(strVal(lfirst(lc))));
+	}
+
+	/* the modifiers that typenameTypeMod accepts, nothing else */
+	foreach(lc, tn->typmods)
+	{
+		Node	   *mod = (Node *) lfirst(lc);
+
+		appendStringInfoString(&buf, foreach_current_index(lc) == 0 ?
+							   "(" : ", ");
+		if (IsA(mod, A_Const) && !((A_Const *) mod)->isnull)
+		{
+			A_Const    *ac = (A_Const *) mod;
+
+			switch (nodeTag(&ac->val))
+			{
+				case T_Integer:
+					appendStringInfo(&buf, "%d", intVal(&ac->val));
+					break;
+				case T_Float:
+					{
+						const char *f = castNode(Float, &ac->val)->fval;
+
+						/* the scanner's numeric literal, maybe negated */
+						if (strspn(f, "-+.0123456789eE") != strlen(f))
+							bad_remote_type(col, NULL);
+						appendStringInfoString(&buf, f);
+					}
+					break;
+				case T_String:
+					appendStringInfoString(&buf,
+										   quote_literal_cstr(strVal(&ac->val)));
+					break;
+				default:
+					bad_remote_type(col, "A type modifier must be a number, a string or a name.");
+			}
+		}
+		else if (IsA(mod, ColumnRef) &&
+				 list_length(((ColumnRef *) mod)->fields) == 1 &&
+				 IsA(linitial(((ColumnRef *) mod)->fields), String))
+		{
+			/* a bare name, which typenameTypeMod passes on as a string */
+			char	   *name = strVal(linitial(((ColumnRef *) mod)->fields));
+
+			appendStringInfoString(&buf, quote_identifier(name));
+		}
+		else
+			bad_remote_type(col, "A type modifier must be a number, a string or a name.");
+	}
+	if (tn->typmods != NIL)
+		appendStringInfoChar(&buf, ')');
+
+	foreach(lc, tn->arrayBounds)
+	{
+		int			bound = intVal(lfirst(lc));
+
+		if (bound < 0)
+			appendStringInfoString(&buf, "[]");
+		else
+			appendStringInfo(&buf, "[%d]", bound);
+	}
+	return buf.data;
 }
 
+/*
+ * pg_check_options
+ *		Options describing ClickHouse tables mean nothing here, and a
+ *		streaming load cannot replace a table safely.
+ */
 static void
 pg_check_options(CtasLoad *load)
 {
@@ -203,6 +308,17 @@ pg_check_options(CtasLoad *load)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("option \"%s\" is not supported for catalogs of type \"postgres\"",
 						bad)));
+
+	/*
+	 * A streaming load commits the DROP of the old table on its own, before
+	 * the first row: a failure would leave no table at all.
+	 */
+	if (!load->opts.atomic && load->opts.if_exists == CTAS_IF_EXISTS_REPLACE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option if_exists = 'replace' needs atomic = true"),
+				 errdetail("A streaming load cannot replace a table: the old one would be gone before the new one is complete."),
+				 errhint("Use atomic = true, the default, which replaces the table when the transaction commits.")));
 }
 
 static char *
@@ -227,7 +343,9 @@ use_binary(CtasLoad *load)
 
 /*
  * create_table_sql
- *		CREATE TABLE "schema"."table" (...) for the load's columns.
+ *		CREATE TABLE "schema"."table" (...) for the load's columns.  Types
+ *		from column_types are deparsed, never copied (deparse_remote_type);
+ *		the others come from format_type_with_typemod.
  */
 static char *
 create_table_sql(CtasLoad *load)
@@ -239,13 +357,13 @@ create_table_sql(CtasLoad *load)
 	appendStringInfo(&sql, "CREATE TABLE %s (", qualified_name(load));
 	for (i = 0; i < load->ncolumns; i++)
 	{
-		if (load->columns[i].overridden)
-			check_remote_type(&load->columns[i]);
-	}
-	for (i = 0; i < load->ncolumns; i++)
+		CtasColumn *col = &load->columns[i];
+
 		appendStringInfo(&sql, "%s%s %s", i > 0 ? ", " : "",
-						 quote_identifier(load->columns[i].name),
-						 load->columns[i].remote_type);
+						 quote_identifier(col->name),
+						 col->overridden ? deparse_remote_type(col) :
+						 col->remote_type);
+	}
 	appendStringInfoChar(&sql, ')');
 	return sql.data;
 }
@@ -481,6 +599,47 @@ finish_copy(CtasLoad *load, PgLoadState *ls)
 }
 
 /*
+ * create_remote_table
+ *		Run the CREATE TABLE of the load.  When another session created the
+ *		same table concurrently, the remote reports a unique violation on
+ *		its catalog (pg_type or pg_class), not 42P07: that is reported as
+ *		the "already exists" it is.  ERROR on any failure.
+ */
+static void
+create_remote_table(CtasLoad *load, PgLoadState *ls)
+{
+	char	   *sql = create_table_sql(load);
+	PGresult   *res = CtasPgRun(ls->conn, load->catalog, sql);
+
+	if (res != NULL && PQresultStatus(res) == PGRES_COMMAND_OK &&
+		PQstatus(ls->conn) == CONNECTION_OK)
+	{
+		PQclear(res);
+		return;
+	}
+	if (res != NULL)
+	{
+		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		const char *constraint = PQresultErrorField(res,
+													PG_DIAG_CONSTRAINT_NAME);
+
+		if (state && strcmp(state, "23505") == 0 && constraint &&
+			(strcmp(constraint, "pg_type_typname_nsp_index") == 0 ||
+			 strcmp(constraint, "pg_class_relname_nsp_index") == 0))
+		{
+			PQclear(res);
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_TABLE),
+					 errmsg("relation \"%s.%s\" already exists in catalog \"%s\"",
+							load->schema, load->table, load->catalog->name),
+					 errdetail("Another transaction created it concurrently."),
+					 errhint("Use IF NOT EXISTS, or the option if_exists 'replace' or 'append'.")));
+		}
+	}
+	CtasPgReportError(ERROR, res, ls->conn, load->catalog, sql);
+}
+
+/*
  * pg_begin_load
  *		Check the target name, create the table and open the COPY.
  */
@@ -545,7 +704,7 @@ pg_begin_load(CtasLoad *load)
 	}
 
 	if (create)
-		CtasPgExec(ls->conn, load->catalog, create_table_sql(load));
+		create_remote_table(load, ls);
 
 	if (load->skip_data)
 		return;
@@ -801,11 +960,19 @@ pg_abort(CtasParticipant *part)
 	}
 	else if (entry->conn != NULL && entry->xact_depth > 0)
 	{
-		if ((entry->in_copy || PQtransactionStatus(entry->conn) == PQTRANS_ACTIVE) &&
-			!CtasPgCancel(entry->conn, entry->in_copy, CLEANUP_TIMEOUT_MS))
+		/*
+		 * Nothing is prepared: disconnecting rolls back as well as ROLLBACK
+		 * does.  COPY data that libpq could not hand to the socket means
+		 * that the remote stopped reading: close at once rather than wait.
+		 */
+		if (entry->in_copy && PQflush(entry->conn) != 0)
+			entry->broken = true;
+		else if ((entry->in_copy ||
+				  PQtransactionStatus(entry->conn) == PQTRANS_ACTIVE) &&
+				 !CtasPgCancel(entry->conn, entry->in_copy, ABORT_TIMEOUT_MS))
 			entry->broken = true;
 		else if (!CtasPgExecBounded(entry->conn, "ROLLBACK",
-									CLEANUP_TIMEOUT_MS, &msg))
+									ABORT_TIMEOUT_MS, &msg))
 			entry->broken = true;
 	}
 
@@ -842,9 +1009,12 @@ pg_subxact(CtasParticipant *part, SubXactEvent event, int level)
 	{
 		bool		ok = true;
 
-		if (entry->in_copy ||
-			PQtransactionStatus(entry->conn) == PQTRANS_ACTIVE)
-			ok = CtasPgCancel(entry->conn, entry->in_copy, CLEANUP_TIMEOUT_MS);
+		/* as in pg_abort: a remote that stopped reading is given up */
+		if (entry->in_copy && PQflush(entry->conn) != 0)
+			ok = false;
+		else if (entry->in_copy ||
+				 PQtransactionStatus(entry->conn) == PQTRANS_ACTIVE)
+			ok = CtasPgCancel(entry->conn, entry->in_copy, ABORT_TIMEOUT_MS);
 		entry->in_copy = false;
 		if (ok)
 			ok = CtasPgExecBounded(entry->conn,

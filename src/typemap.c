@@ -97,7 +97,10 @@ CtasAppendCopyText(StringInfo buf, const char *s)
  *		Parse the column_types option, "name type, name type(p, s), ...",
  *		into a list of two-element lists of Strings (name, type).  A name
  *		may be double-quoted; a type runs to the next comma that is not
- *		inside parentheses or quotes.  ereport(ERROR) on a malformed spec.
+ *		inside parentheses or quotes.  A comment (two dashes, or slash and
+ *		star, outside quotes) is refused: a type holds none, and what
+ *		follows one must never reach a target.  ereport(ERROR) on a
+ *		malformed spec.
  *		The result is palloc'd in the current memory context.
  */
 List *
@@ -155,6 +158,12 @@ CtasParseColumnTypes(const char *spec)
 				if (*p == quote)
 					quote = 0;
 			}
+			else if ((p[0] == '-' && p[1] == '-') ||
+					 (p[0] == '/' && p[1] == '*'))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid value for option \"column_types\": comments are not allowed"),
+						 errdetail("Each entry must be a column name and a type, nothing else.")));
 			else if (*p == '\'' || *p == '"' || *p == '`')
 				quote = *p;
 			else if (*p == '(')

@@ -11,6 +11,12 @@
  * next hook or standard_ProcessUtility unchanged, and so keeps PostgreSQL's
  * own behaviour and errors.
  *
+ * DROP SERVER, DROP USER MAPPING, DROP FOREIGN DATA WRAPPER, DROP EXTENSION
+ * and DROP OWNED are refused while they would take away the catalog or
+ * user mapping of a running load or of remote work in doubt
+ * (check_drop_in_use), as PostgreSQL refuses to drop a database that
+ * prepared transactions use.
+ *
  * EXPLAIN of a federated CTAS is handed to PostgreSQL's ExplainQuery with
  * the CTAS's SELECT in its place, so that option parsing and output formats
  * are PostgreSQL's; an ExplainOneQuery hook, installed only for the
@@ -26,13 +32,17 @@
 #include "postgres.h"
 
 #include "catalog/pg_class.h"
+#include "catalog/pg_user_mapping.h"
 #include "commands/dbcommands.h"
 #include "commands/explain.h"
+#include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "parser/parse_node.h"
 #include "tcop/utility.h"
+#include "utils/acl.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "target.h"
 
@@ -240,6 +250,164 @@ drop_tables(DropStmt *stmt, QueryCompletion *qc)
 }
 
 /*
+ * job_is_active
+ *		Does job hold on to its catalog: a load running, or a remote
+ *		transaction prepared or in doubt, in this database?
+ */
+static bool
+job_is_active(const CtasJob *job)
+{
+	return job->dbid == MyDatabaseId &&
+		(job->state == CTAS_JOB_RUNNING ||
+		 job->state == CTAS_JOB_PREPARED ||
+		 job->state == CTAS_JOB_IN_DOUBT);
+}
+
+/*
+ * mapping_user
+ *		The role of user mapping umid (InvalidOid for PUBLIC or when it is
+ *		gone).
+ */
+static Oid
+mapping_user(Oid umid)
+{
+	HeapTuple	tp = SearchSysCache1(USERMAPPINGOID, ObjectIdGetDatum(umid));
+	Oid			user = InvalidOid;
+
+	if (HeapTupleIsValid(tp))
+	{
+		user = ((Form_pg_user_mapping) GETSTRUCT(tp))->umuser;
+		ReleaseSysCache(tp);
+	}
+	return user;
+}
+
+/*
+ * check_catalog_idle
+ *		ERROR (55006, as DROP DATABASE with prepared transactions) when an
+ *		active job would lose what it needs: on server serverid (InvalidOid:
+ *		any), through user mapping umid (InvalidOid: any), or, with roles,
+ *		whose server or user mapping belongs to one of roles.  Without its
+ *		server and user mapping nothing could resolve the job's remote work
+ *		any more.
+ */
+static void
+check_catalog_idle(Oid serverid, Oid umid, List *roles)
+{
+	CtasJobsSnapshotData *snap = CtasJobsSnapshot();
+	int			i;
+
+	for (i = 0; i < snap->njobs; i++)
+	{
+		CtasJob    *job = &snap->jobs[i];
+
+		if (!job_is_active(job))
+			continue;
+		if (OidIsValid(serverid) && job->serverid != serverid)
+			continue;
+		if (OidIsValid(umid) && job->umid != umid)
+			continue;
+		if (roles != NIL)
+		{
+			ForeignServer *server = GetForeignServerExtended(job->serverid,
+															 FSV_MISSING_OK);
+
+			if (!(server && list_member_oid(roles, server->owner)) &&
+				!list_member_oid(roles, mapping_user(job->umid)))
+				continue;
+		}
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("catalog \"%s\" is being used by a running or in-doubt job",
+						job->catalog),
+				 errdetail("Job " INT64_FORMAT " (%s) is %s; without its catalog and user mapping it could not be finished or resolved.",
+						   job->job_id, job->target,
+						   CtasJobStateName(job->state)),
+				 errhint("Let the load finish, or resolve what is in doubt with ctas_fed.resolve_in_doubt(), then try again.")));
+	}
+}
+
+/*
+ * check_drop_in_use
+ *		Refuse DROP SERVER, DROP USER MAPPING, DROP FOREIGN DATA WRAPPER,
+ *		DROP EXTENSION ctas_fed and DROP OWNED (CASCADE or not) when they
+ *		would remove a catalog or user mapping that a running or in-doubt
+ *		job needs.
+ */
+static void
+check_drop_in_use(Node *parsetree)
+{
+	ListCell   *lc;
+
+	if (IsA(parsetree, DropStmt))
+	{
+		DropStmt   *stmt = (DropStmt *) parsetree;
+
+		if (stmt->removeType == OBJECT_FOREIGN_SERVER)
+		{
+			foreach(lc, stmt->objects)
+			{
+				ForeignServer *server =
+					GetForeignServerByName(strVal(lfirst(lc)), true);
+
+				if (server)
+					check_catalog_idle(server->serverid, InvalidOid, NIL);
+			}
+		}
+		else if (stmt->removeType == OBJECT_FDW ||
+				 stmt->removeType == OBJECT_EXTENSION)
+		{
+			/* the wrapper and the extension are both called ctas_fed */
+			foreach(lc, stmt->objects)
+			{
+				if (strcmp(strVal(lfirst(lc)), "ctas_fed") == 0)
+					check_catalog_idle(InvalidOid, InvalidOid, NIL);
+			}
+		}
+	}
+	else if (IsA(parsetree, DropUserMappingStmt))
+	{
+		DropUserMappingStmt *stmt = (DropUserMappingStmt *) parsetree;
+		ForeignServer *server = GetForeignServerByName(stmt->servername, true);
+		Oid			userid = InvalidOid;
+		HeapTuple	tp;
+
+		if (server == NULL)
+			return;
+		if (stmt->user->roletype != ROLESPEC_PUBLIC)
+		{
+			userid = get_rolespec_oid(stmt->user, true);
+			if (!OidIsValid(userid))
+				return;
+		}
+		tp = SearchSysCache2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(userid),
+							 ObjectIdGetDatum(server->serverid));
+		if (HeapTupleIsValid(tp))
+		{
+			Oid			umid = ((Form_pg_user_mapping) GETSTRUCT(tp))->oid;
+
+			ReleaseSysCache(tp);
+			check_catalog_idle(server->serverid, umid, NIL);
+		}
+	}
+	else if (IsA(parsetree, DropOwnedStmt))
+	{
+		DropOwnedStmt *stmt = (DropOwnedStmt *) parsetree;
+		List	   *roles = NIL;
+
+		foreach(lc, stmt->roles)
+		{
+			Oid			roleid = get_rolespec_oid(lfirst(lc), true);
+
+			if (OidIsValid(roleid))
+				roles = lappend_oid(roles, roleid);
+		}
+		if (roles != NIL)
+			check_catalog_idle(InvalidOid, InvalidOid, roles);
+	}
+}
+
+/*
  * ctas_process_utility
  *		The ProcessUtility hook; see the file header.
  */
@@ -296,6 +464,8 @@ ctas_process_utility(PlannedStmt *pstmt, const char *queryString,
 		if (drop_tables((DropStmt *) parsetree, qc))
 			return;
 	}
+	else
+		check_drop_in_use(parsetree);
 
 	if (prev_ProcessUtility)
 		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,

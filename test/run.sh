@@ -5,6 +5,7 @@
 #   make test                        (or: bash test/run.sh)
 #   TAP_TESTS='test/t/001_servers.pl' bash test/run.sh    only these TAP tests
 #   SKIP_REGRESS=1 bash test/run.sh                       TAP tests only
+#   TEST_KEEP=1 bash test/run.sh          keep the test files and logs on success
 #
 # As root: apt-get installs the missing packages (see test/bootstrap.sh),
 # make install, and every server runs as the OS user "postgres".  As another
@@ -41,7 +42,8 @@ finish()
 	local keep=$1
 	if [ -n "$stage" ]; then
 		ctas_stop_leftovers "$stage" || failed=$((failed + 1))
-		if [ "$keep" = 0 ] && [ "$failed" = 0 ] && [ "$passed" -gt 0 ]; then
+		if [ "$keep" = 0 ] && [ "$failed" = 0 ] && [ "$harness_failed" = 0 ] &&
+			[ "$passed" -gt 0 ] && [ "${TEST_KEEP:-0}" != 1 ]; then
 			rm -rf "$stage"
 		else
 			echo "test files kept in $stage"

@@ -272,10 +272,11 @@ cmp_ok($dropped, '>=', 300 - 256 - 3,
 is($remote->safe_psql('dw', "SELECT count(*) FROM pg_class WHERE relname ~ '^h[0-9]+\$'"),
 	'150', 'and every load committed');
 
-# --- backend memory does not grow with the number of rows
+# --- backend memory does not grow with the number of rows, even when the
+# remote stops reading for a while (back-pressure instead of buffering)
 sub load_peak
 {
-	my ($table, $rows) = @_;
+	my ($table, $rows, $stall) = @_;
 	my ($lh) = start_psql_timed($local,
 		"SET work_mem = '64kB'; SELECT pg_sleep(0.5); CREATE TABLE wh.public.$table AS "
 		  . "SELECT g, repeat(md5(g::text), 8) AS pad FROM generate_series(1, $rows) g");
@@ -285,16 +286,52 @@ sub load_peak
 			$local->safe_psql('postgres',
 				"SELECT pid FROM pg_stat_activity WHERE query LIKE 'SET work_mem = ''64kB''; SELECT pg_sleep(0.5); CREATE TABLE wh.public.$table%'");
 		});
-	return peak_rss_anon($pid, $lh);
+	my ($state, $rpid, $stalled_at) = (0, undef, undef);
+	my $tick = sub {
+		return unless $stall;
+		if ($state == 0)
+		{
+			# stop the remote as soon as its COPY runs
+			$rpid = $remote->safe_psql('postgres',
+				"SELECT pid FROM pg_stat_activity WHERE application_name = 'ctas_fed' "
+				  . "AND datname = 'dw' AND query LIKE 'COPY%'");
+			if ($rpid ne '')
+			{
+				kill 'STOP', $rpid;
+				$state = 1;
+			}
+		}
+		elsif ($state == 1)
+		{
+			# until the backend waits for the socket, or has read a third of
+			# the rows meanwhile (what it did not send, it would buffer)
+			my $r = $local->safe_psql('postgres',
+				"SELECT coalesce(max(rows), 0) || ' ' || "
+				  . "(SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND wait_event = 'Extension') "
+				  . "FROM ctas_fed.jobs WHERE target = 'public.$table' AND state = 'running'");
+			my ($jrows, $waiting) = split / /, $r;
+			if ($waiting || $jrows >= $rows / 3)
+			{
+				$stalled_at = $jrows;
+				kill 'CONT', $rpid;
+				$state = 2;
+			}
+		}
+	};
+	my $peak = peak_rss_anon($pid, $lh, $tick);
+	kill 'CONT', $rpid if $state == 1;
+	return ($peak, $stalled_at);
 }
-my $small = load_peak('mem_small', 30000);
-my $large = load_peak('mem_large', 300000);
+my ($small) = load_peak('mem_small', 30000, 0);
+my ($large, $stalled_at) = load_peak('mem_large', 300000, 1);
+ok(defined $stalled_at, 'the remote was stopped during the large load')
+  and note "the load had read $stalled_at rows when the remote was resumed";
 is($remote->safe_psql('dw', 'SELECT count(*) FROM mem_large'), '300000',
 	'the large load arrived');
 # 300000 rows of 270 bytes are 80 MB: a buffered load would show it (a
 # small work_mem keeps generate_series's own tuplestore out of the picture)
 cmp_ok($large, '<', $small + 4096,
-	"backend peak RssAnon: $small kB at 30000 rows, $large kB at 300000 rows (flat)");
+	"backend peak RssAnon: $small kB at 30000 rows, $large kB at 300000 rows with a stall (flat)");
 
 # --- no password anywhere
 ($ret, $out, $err) = psql_verbose($local,
@@ -312,6 +349,11 @@ foreach my $secret ($pw, $badpw)
 }
 
 # --- the xid is durable before any remote work
+# (the history is saved by the worker shortly after each change: wait for
+# a save after the last job, so that the crash below cannot lose it)
+my $save_from = time;
+$local->safe_psql('postgres', 'CREATE TABLE mx.public.m5 AS SELECT 1 AS a');
+ok(wait_registry_save($local, $save_from), 'the worker saved the job registry');
 my $bg = $local->background_psql('postgres', on_error_stop => 0);
 $bg->query_safe('BEGIN');
 $bg->query_safe('CREATE TABLE wh.public.crashed AS SELECT 1 AS a');
@@ -326,6 +368,11 @@ cmp_ok($next, '>', $crashed,
 	"after the crash, the next xid ($next) is beyond the crashed one ($crashed)");
 is($local->safe_psql('postgres', "SELECT pg_xact_status('$crashed')"), 'aborted',
 	'the crashed xid is aborted');
+is( $local->safe_psql('postgres',
+		"SELECT string_agg(target || ' ' || state, ',' ORDER BY job_id) FROM ctas_fed.jobs "
+		  . "WHERE catalog = 'mx'"),
+	'public.m1 committed,public.m2 committed,public.m3 aborted,public.m4 failed,public.m5 committed',
+	'the saved history survived the crash');
 ok(wait_until(30, sub {
 			$remote->safe_psql('postgres',
 				"SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = 'ctas_fed'")

@@ -32,6 +32,8 @@ CREATE USER MAPPING FOR PUBLIC SERVER lake
   OPTIONS (user 'default', password '$chpw');
 });
 $ch->query('CREATE DATABASE dw');
+# the log from here on: the set-up above logged its own statements
+my $log_start = -s $local->logfile;
 
 # --- helpers (no assertions)
 
@@ -517,6 +519,26 @@ is( $local->safe_psql('postgres',
 is($ch->query('SELECT v FROM dw.again'), "dropped by an aborted transaction\n",
 	'the dropped table is back');
 $local->safe_psql('postgres', 'DROP TABLE lake.dw.again');
+
+# --- no password in errors, the server log or ctas_fed.jobs
+my $badpw = 'Bad-ch-pw-honest-3e8a';
+$local->safe_psql('postgres', qq{
+SET log_statement = 'none';
+CREATE SERVER badlake FOREIGN DATA WRAPPER ctas_fed OPTIONS (type 'clickhouse', url '$churl');
+CREATE USER MAPPING FOR PUBLIC SERVER badlake OPTIONS (user 'default', password '$badpw');
+});
+($ret, $out, $err) = psql_verbose($local, 'CREATE TABLE badlake.dw.nope AS SELECT 1 AS a');
+like($err, qr/^ERROR:  28P01: .*\n(?:.*\n)*DETAIL:  HTTP status 401, ClickHouse error 193: Wrong password for user default/m,
+	'a wrong ClickHouse password: 28P01 with the server\'s answer');
+my $seen_text = $err . $local->safe_psql('postgres',
+	q{SELECT string_agg(j::text, E'\n') FROM ctas_fed.jobs j});
+my $log_text = slurp_file($local->logfile, $log_start);
+like($log_text, qr/Wrong password for user default/, 'the error is in the server log');
+foreach my $secret ($chpw, $badpw)
+{
+	unlike($seen_text, qr/\Q$secret\E/, 'no ClickHouse password in the error or the jobs');
+	unlike($log_text, qr/\Q$secret\E/, 'no ClickHouse password in the server log');
+}
 
 # --- nothing of ours is left running or staged
 is($ch->query("SELECT count() FROM system.processes WHERE startsWith(query_id, 'ctas_fed_')"),

@@ -805,11 +805,12 @@ sub wait_registry_save
 		});
 }
 
-=item peak_rss_anon($pid, $h)
+=item peak_rss_anon($pid, $h, $tick)
 
 Sample C<RssAnon> of process $pid (kB, from F</proc/$pid/status>) every
 20 ms while the IPC::Run handle $h runs, then finish $h; returns the
-largest sample (0 when none could be read).
+largest sample (0 when none could be read).  $tick, when given, is called
+after every sample (to act on the process under observation).
 
 =back
 
@@ -817,7 +818,7 @@ largest sample (0 when none could be read).
 
 sub peak_rss_anon
 {
-	my ($pid, $h) = @_;
+	my ($pid, $h, $tick) = @_;
 	my $peak = 0;
 	while ($h->pumpable)
 	{
@@ -829,6 +830,7 @@ sub peak_rss_anon
 			}
 			close $fh;
 		}
+		$tick->() if $tick;
 		$h->pump_nb;
 		usleep(20_000);
 	}

@@ -19,7 +19,8 @@ use Time::HiRes qw(time);
 
 use CtasFed::Test;
 
-my $local = new_cluster('local');
+# the worker's resolver would race the gids this test makes by hand
+my $local = new_cluster('local', conf => 'ctas_fed.resolver_naptime = 3600');
 my $remote = new_remote_cluster(
 	'remote',
 	host_auth => 'scram-sha-256',

@@ -9,7 +9,13 @@ SELECT dblink_exec('remote', $$SET timezone = 'UTC'; SET datestyle = 'ISO';
   SET intervalstyle = 'postgres'; SET extra_float_digits = 3$$);
 \set remote remote
 
-CREATE TABLE special AS
+-- a real table: VALUES would drop the modifiers of numeric(10,3),
+-- varchar(5) and char(3) (its rows do not agree on them)
+CREATE TABLE special (id int, i2 int2, i4 int4, i8 int8, f4 float4, f8 float8,
+  num numeric, t text, b bytea, bo bool, d date, ts timestamp, tstz timestamptz,
+  iv interval, u uuid, j jsonb, ia int[], ta text[], nm numeric(10,3),
+  vc varchar(5), ch char(3), ip inet, tm time);
+INSERT INTO special
 SELECT * FROM (VALUES
   (1, NULL::int2, NULL::int4, NULL::int8, NULL::float4, NULL::float8, NULL::numeric,
    NULL::text, NULL::bytea, NULL::bool, NULL::date, NULL::timestamp, NULL::timestamptz,
@@ -43,6 +49,16 @@ SET client_min_messages = debug1;
 CREATE TABLE loop.public.special_bin AS SELECT * FROM special;
 RESET client_min_messages;
 SELECT remote_digest(:'remote', 'special_bin') = local_digest('special') AS same;
+-- every column has the local type and modifier on the remote (format_type)
+SELECT l.attname, l.type AS local_type, r.type AS remote_type
+  FROM (SELECT attnum, attname, format_type(atttypid, atttypmod) AS type
+          FROM pg_attribute WHERE attrelid = 'special'::regclass AND attnum > 0) l
+  FULL JOIN dblink(:'remote', $$SELECT attnum, attname, format_type(atttypid, atttypmod)
+          FROM pg_attribute WHERE attrelid = 'special_bin'::regclass AND attnum > 0$$)
+       AS r(attnum int2, attname name, type text) USING (attnum)
+ WHERE l.type IS DISTINCT FROM r.type OR l.attname IS DISTINCT FROM r.attname
+    OR l.attname IN ('nm', 'vc', 'ch')
+ ORDER BY attnum;
 
 -- the same through the text format (one column forces it)
 SET client_min_messages = debug1;

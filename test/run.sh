@@ -5,6 +5,7 @@
 #   make test                        (or: bash test/run.sh)
 #   TAP_TESTS='test/t/001_servers.pl' bash test/run.sh    only these TAP tests
 #   SKIP_REGRESS=1 bash test/run.sh                       TAP tests only
+#   TEST_KEEP=1 bash test/run.sh          keep the test files and logs on success
 #
 # As root: apt-get installs the missing packages (see test/bootstrap.sh),
 # make install, and every server runs as the OS user "postgres".  As another
@@ -16,9 +17,12 @@
 # kept, with its path printed, on failure.
 #
 # The last line of output is always "N passed, N failed": pg_regress tests
-# plus TAP assertions (a TAP script that dies or misses its plan counts as
-# at least one failure).  The exit status is 0 only when nothing failed and
-# something ran.
+# plus TAP assertions of ctas_fed (a TAP script that dies or misses its plan
+# counts as at least one failure).  The checks of the test harness itself
+# (test/t/00N_*.pl: servers start, answer, stop) are not ctas_fed tests: they
+# are reported on a "harness: N passed, N failed" line before the last one,
+# and their failures are added to the last line's failures.  The exit status
+# is 0 only when nothing failed and some ctas_fed test ran.
 
 set -u
 
@@ -27,6 +31,10 @@ cd "$(dirname "$0")/.." || exit 2
 
 passed=0
 failed=0
+# checks of the test harness itself (test/t/00N_*.pl): reported on their own
+# line, not counted as ctas_fed tests; their failures still count as failures
+harness_passed=0
+harness_failed=0
 stage=
 
 finish()
@@ -34,14 +42,18 @@ finish()
 	local keep=$1
 	if [ -n "$stage" ]; then
 		ctas_stop_leftovers "$stage" || failed=$((failed + 1))
-		if [ "$keep" = 0 ] && [ "$failed" = 0 ] && [ "$passed" -gt 0 ]; then
+		if [ "$keep" = 0 ] && [ "$failed" = 0 ] && [ "$harness_failed" = 0 ] &&
+			[ "$passed" -gt 0 ] && [ "${TEST_KEEP:-0}" != 1 ]; then
 			rm -rf "$stage"
 		else
 			echo "test files kept in $stage"
 		fi
 	fi
-	echo "$passed passed, $failed failed"
-	if [ "$failed" -gt 0 ] || [ "$passed" = 0 ]; then
+	if [ $((harness_passed + harness_failed)) -gt 0 ]; then
+		echo "harness: $harness_passed passed, $harness_failed failed (not counted below)"
+	fi
+	echo "$passed passed, $((failed + harness_failed)) failed"
+	if [ $((failed + harness_failed)) -gt 0 ] || [ "$passed" = 0 ]; then
 		exit 1
 	fi
 	exit 0
@@ -154,11 +166,17 @@ for t in "${tap_tests[@]}"; do
 	rc=$?
 	ok=$(grep -cE '^ok [0-9]+|^not ok [0-9]+.*# TODO' "$log")
 	bad=$(grep -E '^not ok [0-9]+' "$log" | grep -vc '# TODO')
-	passed=$((passed + ok))
-	failed=$((failed + bad))
 	if [ "$rc" != 0 ] && [ "$bad" = 0 ]; then
-		failed=$((failed + 1))    # died, bad plan or timeout
+		bad=$((bad + 1))    # died, bad plan or timeout
 	fi
+	case $name in
+	00[0-9]_*)
+		harness_passed=$((harness_passed + ok))
+		harness_failed=$((harness_failed + bad)) ;;
+	*)
+		passed=$((passed + ok))
+		failed=$((failed + bad)) ;;
+	esac
 	if [ "$rc" != 0 ]; then
 		echo "   $name: $ok ok, $bad not ok, prove exit $rc"
 		show "$log" 150

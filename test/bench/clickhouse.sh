@@ -73,6 +73,9 @@ fi
 summary()
 {
 	awk '
+	# a stated goal: "met" or "NOT met", counted; any NOT met makes the
+	# exit status 1
+	function verdict(ok) { if (!ok) notmet++; return ok ? "met" : "NOT met" }
 	function mb(kb) { return sprintf("%.1f MB", kb / 1024) }
 	function has(n, m) { return (n SUBSEP m) in best }
 	{
@@ -108,20 +111,24 @@ summary()
 			if (!has(n, "ctas_fed") || !has(n, "curl_pipe")) continue
 			r = best[n, "curl_pipe"] / best[n, "ctas_fed"]
 			printf "%d rows: ctas_fed = %.2fx the streamed pipe (goal >= 1.0): %s\n", n, r,
-				(r >= 1.0 ? "met" : "NOT met")
+				verdict(r >= 1.0)
 		}
 		lo = sizes[1]; hi = sizes[nsizes]
 		if (nsizes >= 2 && has(lo, "ctas_fed")) {
 			a = maxrss[lo, "ctas_fed"]; b = maxrss[hi, "ctas_fed"]
 			printf "ctas_fed backend peak RssAnon: %s at %d rows, %s at %d rows (goal: flat): %s\n",
-				mb(a), lo, mb(b), hi, (b <= a * 1.1 + 1024 ? "met" : "NOT met")
+				mb(a), lo, mb(b), hi, verdict(b <= a * 1.1 + 1024)
+		}
+		if (notmet) {
+			printf "%d stated goal(s) NOT met: exit status 1\n", notmet
+			exit 1
 		}
 	}' "$1"
 }
 
 if [ "${1:-}" = --summary ]; then
 	summary "$2"
-	exit 0
+	exit    # 1 when a stated goal is not met
 fi
 
 work=${1:?usage: clickhouse.sh WORKDIR}
@@ -324,4 +331,5 @@ done
 chq "DROP TABLE IF EXISTS bench.t" > /dev/null
 
 echo
+# exit status 1 when a stated goal is not met
 summary "$results"

@@ -117,6 +117,9 @@ fi
 summary()
 {
 	awk '
+	# a stated goal: "met" or "NOT met", counted; any NOT met makes the
+	# exit status 1
+	function verdict(ok) { if (!ok) notmet++; return ok ? "met" : "NOT met" }
 	function mb(kb) { return sprintf("%.1f MB", kb / 1024) }
 	function range(k) {
 		if (!(k in maxrss)) return "-"
@@ -167,12 +170,12 @@ summary()
 			if (has(n, "copy_pipe")) {
 				r = best[n, "copy_pipe"] / cf
 				printf "%d rows: ctas_fed = %.2fx the copy pipe (goal >= 0.9): %s\n", n, r,
-					(r >= 0.9 ? "met" : "NOT met")
+					verdict(r >= 0.9)
 			}
 			if (has(n, "postgres_fdw")) {
 				r = best[n, "postgres_fdw"] / cf
 				printf "%d rows: ctas_fed = %.2fx postgres_fdw (goal >= 3): %s\n", n, r,
-					(r >= 3 ? "met" : "NOT met")
+					verdict(r >= 3)
 			}
 		}
 		lo = sizes[1]; hi = sizes[nsizes]
@@ -181,7 +184,7 @@ summary()
 			# flat: the largest peak at most 10% + 1 MB above that of the
 			# smallest size (sampling noise)
 			printf "ctas_fed local backend peak RssAnon, largest of the runs: %s at %d rows, %s at %d rows (goal: flat): %s\n",
-				mb(a), lo, mb(b), hi, (b <= a * 1.1 + 1024 ? "met" : "NOT met")
+				mb(a), lo, mb(b), hi, verdict(b <= a * 1.1 + 1024)
 		}
 		if (nsizes >= 2 && has(lo, "postgres_fdw"))
 			printf "(postgres_fdw: %s at %d rows, %s at %d rows)\n",
@@ -197,12 +200,16 @@ summary()
 				printf "local backend RssAnon growth during the session, largest of the runs, %d rows: %s\n",
 					n, line
 		}
+		if (notmet) {
+			printf "%d stated goal(s) NOT met: exit status 1\n", notmet
+			exit 1
+		}
 	}' "$1"
 }
 
 if [ "${1:-}" = --summary ]; then
 	summary "$2"
-	exit 0
+	exit    # 1 when a stated goal is not met
 fi
 
 work=${1:?usage: postgres.sh WORKDIR}
@@ -529,4 +536,5 @@ echo "== load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 # ---- the table ------------------------------------------------------------
 echo
 echo "== results (best of $runs runs; ratios are throughput ratios)"
+# exit status 1 when a stated goal is not met
 summary "$results"

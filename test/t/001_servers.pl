@@ -3,8 +3,8 @@
 
 # Smoke test of the test machinery: the servers every later test uses start,
 # answer, and are gone after they are stopped.
-#   - local PostgreSQL with test/ctas_fed.conf (CREATE EXTENSION when the
-#     extension is installed)
+#   - local PostgreSQL with test/ctas_fed.conf and CREATE EXTENSION (ctas_fed
+#     not installed is a failure that says what to install)
 #   - a remote PostgreSQL (max_prepared_transactions, TCP, password auth)
 #   - ClickHouse over HTTP, with its password (and Code 193 without it)
 #   - a Prometheus Pushgateway
@@ -22,30 +22,29 @@ use CtasFed::Test;
 # are where this PostgreSQL looks for them.
 my $pkglibdir = `pg_config --pkglibdir`;
 my $sharedir  = `pg_config --sharedir`;
-chomp($pkglibdir, $sharedir);
+my $bindir    = `pg_config --bindir`;
+chomp($pkglibdir, $sharedir, $bindir);
 my $installed = -f "$pkglibdir/ctas_fed.so"
   && -f "$sharedir/extension/ctas_fed.control";
 
 # --- local PostgreSQL
-my $local = new_cluster('local', preload => $installed ? 1 : 0);
+# ctas_fed not installed is a failure that says what to do, never a skip
+ok($installed, "ctas_fed is installed in $pkglibdir and $sharedir")
+  or diag "ctas_fed.so or ctas_fed.control is missing: run "
+  . "\"make install PG_CONFIG=$bindir/pg_config\" (test/run.sh does)";
+my $local = new_cluster('local');
 is($local->safe_psql('postgres', 'SELECT 1'), '1', 'local cluster answers');
 is($local->safe_psql('postgres', 'SHOW listen_addresses'),
 	'127.0.0.1', 'local cluster listens on 127.0.0.1');
-if ($installed)
-{
-	is($local->safe_psql('postgres', 'SHOW shared_preload_libraries'),
-		'ctas_fed', 'ctas_fed is preloaded');
-	$local->safe_psql('postgres', 'CREATE EXTENSION ctas_fed');
-	is( $local->safe_psql(
-			'postgres',
-			"SELECT extname FROM pg_extension WHERE extname = 'ctas_fed'"),
-		'ctas_fed',
-		'CREATE EXTENSION ctas_fed');
-}
-else
-{
-	note "ctas_fed is not installed in $pkglibdir: CREATE EXTENSION not tried";
-}
+is($local->safe_psql('postgres', 'SHOW shared_preload_libraries'),
+	'ctas_fed', 'ctas_fed is preloaded');
+my ($cret, $cout, $cerr) = $local->psql('postgres', 'CREATE EXTENSION ctas_fed');
+is($cret, 0, 'CREATE EXTENSION ctas_fed') or diag $cerr;
+is( $local->safe_psql(
+		'postgres',
+		"SELECT extname FROM pg_extension WHERE extname = 'ctas_fed'"),
+	'ctas_fed',
+	'the extension is in pg_extension');
 
 # --- remote PostgreSQL, reached over TCP with a password
 my $remote = new_remote_cluster(

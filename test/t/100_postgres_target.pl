@@ -15,11 +15,12 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IO::Socket::INET;
-use Time::HiRes qw(time usleep);
+use Time::HiRes qw(time);
 
 use CtasFed::Test;
 
-my $local = new_cluster('local');
+# the worker's resolver would race the gids this test makes by hand
+my $local = new_cluster('local', conf => 'ctas_fed.resolver_naptime = 3600');
 my $remote = new_remote_cluster(
 	'remote',
 	host_auth => 'scram-sha-256',
@@ -195,35 +196,84 @@ like($err, qr/could not connect to catalog "silent".*\n.*timed out after 1 secon
 close($silent);
 
 # --- pg_cancel_backend from another session, mid-COPY
+# rows of a running job, as the registry publishes them (every 1000 rows)
+sub job_rows
+{
+	my ($target) = @_;
+	return $local->safe_psql('postgres',
+		"SELECT coalesce(max(rows), 0) FROM ctas_fed.jobs "
+		  . "WHERE target = '$target' AND state = 'running'");
+}
 
-
-my ($h, $hout, $herr) = start_psql($local, "CREATE TABLE wh.public.canceled AS SELECT g, pg_sleep(0.01) IS NULL AS s FROM generate_series(1, 100000) g");
+my ($h, $hout, $herr) = start_psql_timed($local,
+	"CREATE TABLE wh.public.canceled AS SELECT g, pg_sleep(0.01) IS NULL AS s FROM generate_series(1, 100000) g",
+	psql_args => [ '-v', 'VERBOSITY=verbose' ]);
 my $pid = wait_active($local, 'CREATE TABLE wh.public.canceled%');
 ok(defined $pid, 'the CTAS to cancel is running');
-usleep(500_000);
+ok(wait_until(60, sub { job_rows('public.canceled') >= 1000 }),
+	'rows are flowing into the remote COPY');
 $t0 = time;
 $local->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
 $h->finish;
 $elapsed = time - $t0;
-like($$herr, qr/canceling statement due to user request/, 'pg_cancel_backend stops the CTAS');
+like($$herr, qr/^ERROR:  57014: canceling statement due to user request$/m,
+	'pg_cancel_backend stops the CTAS (57014)');
 cmp_ok($elapsed, '<', 5, 'pg_cancel_backend takes effect promptly');
 nothing_left('canceled', 'pg_cancel_backend mid-COPY');
 
 # --- the remote backend dies mid-COPY
-($h, $hout, $herr) = start_psql($local, "CREATE TABLE wh.public.killed AS SELECT g, pg_sleep(0.005) IS NULL AS s FROM generate_series(1, 100000) g");
+($h, $hout, $herr) = start_psql_timed($local,
+	"CREATE TABLE wh.public.killed AS SELECT g, pg_sleep(0.005) IS NULL AS s FROM generate_series(1, 100000) g",
+	psql_args => [ '-v', 'VERBOSITY=verbose' ]);
 ok(defined wait_active($local, 'CREATE TABLE wh.public.killed%'), 'the CTAS to break is running');
-usleep(500_000);
+ok(wait_until(60, sub { job_rows('public.killed') >= 1000 }),
+	'rows are flowing into the remote COPY');
 my $killed = $remote->safe_psql('postgres',
 	"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
 	  . "WHERE application_name = 'ctas_fed' AND datname = 'dw'");
 is($killed, '1', 'the remote backend of the load was terminated');
 $h->finish;
-like($$herr, qr/ERROR/, 'the CTAS fails when its remote backend dies');
+like($$herr, qr/^ERROR:  08006: server closed the connection unexpectedly$/m,
+	'the CTAS fails with a connection failure (08006) when its remote backend dies');
+like($$herr, qr/^CONTEXT:  remote SQL command on catalog "wh": COPY$/m,
+	'naming the catalog and the remote command');
 nothing_left('killed', 'remote backend killed mid-COPY');
 # the broken cached connection is replaced at the next transaction
 ($ret, $out, $err) = $local->psql('postgres',
 	'CREATE TABLE wh.public.after_kill AS SELECT 1 AS a');
 is($ret, 0, 'the next CTAS reconnects') or diag $err;
+
+# --- one long-lived session: its cached connection breaks between two CTAS
+my $bg = $local->background_psql('postgres', on_error_stop => 0);
+$bg->query_safe('\set VERBOSITY verbose');
+$bg->query_safe('CREATE TABLE wh.public.ll1 AS SELECT 1 AS a');
+my $rpid = $remote->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE application_name = 'ctas_fed' AND datname = 'dw'");
+like($rpid, qr/^\d+$/, 'the session keeps one remote connection between statements');
+$remote->safe_psql('postgres', "SELECT pg_terminate_backend($rpid)");
+ok(wait_until(30, sub {
+			$remote->safe_psql('postgres',
+				"SELECT count(*) FROM pg_stat_activity WHERE pid = $rpid") eq '0' }),
+	'the remote backend of the session is gone');
+$bg->{stderr} = '';
+my ($ll2, $ll2_ret) = $bg->query('CREATE TABLE wh.public.ll2 AS SELECT 2 AS a');
+my $ll2_err = $bg->{stderr};
+$bg->{stderr} = '';
+# either the broken connection is found and replaced, or the CTAS fails
+# with the remote's error (the remote backend's last words, 57P01, or a
+# connection failure, 08006) on the first remote command, and leaves nothing
+ok( $ll2_ret == 0
+	  || $ll2_err =~ /ERROR:  (?:57P01|08006): [^\n]*\nCONTEXT:  remote SQL command on catalog "wh": BEGIN\n/,
+	'the CTAS after the break succeeds or fails cleanly')
+  or diag $ll2_err;
+is( $remote->safe_psql('dw', "SELECT count(*) FROM pg_class WHERE relname = 'll2'"),
+	$ll2_ret == 0 ? '1' : '0',
+	'its remote table exists exactly when it succeeded');
+my ($ll3, $ll3_ret) = $bg->query('CREATE TABLE wh.public.ll3 AS SELECT 3 AS a');
+is($ll3_ret, 0, 'the next CTAS of the same session succeeds') or diag $bg->{stderr};
+is($remote->safe_psql('dw', 'SELECT a FROM ll3'), '3', 'and its row arrives');
+is(prepared_count($remote), '0', 'no prepared transaction is left');
+$bg->quit;
 
 # --- savepoints
 $local->safe_psql('postgres', q{

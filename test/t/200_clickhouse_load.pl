@@ -32,6 +32,8 @@ CREATE USER MAPPING FOR PUBLIC SERVER lake
   OPTIONS (user 'default', password '$chpw');
 });
 $ch->query('CREATE DATABASE dw');
+# the log from here on: the set-up above logged its own statements
+my $log_start = -s $local->logfile;
 
 # --- helpers (no assertions)
 
@@ -159,10 +161,11 @@ SELECT g AS id,
   FROM generate_series(1, 20000) g;
 });
 
-my ($ret, $out, $err) = psql_err(
+# psql without -q: the command tag is printed
+my ($ret, $out, $err) = psql_verbose($local,
 	'CREATE TABLE lake.dw.all_types AS SELECT * FROM src');
 is($ret, 0, 'CTAS of every mapped type') or diag $err;
-like($out, qr/^$/, 'no output');
+is($out, 'SELECT 20000', 'the command tag is "SELECT 20000"');
 is($ch->query('SELECT count() FROM dw.all_types'), "20000\n",
 	'20000 rows in ClickHouse');
 is(scratch_tables(), "0\n", 'no staging table left after the CTAS');
@@ -319,7 +322,21 @@ like( $ch->query('SHOW CREATE TABLE dw.opts'),
 	'the options are the table definition');
 like($ch->query('SHOW CREATE TABLE dw.opts'), qr/id Int32,  k Int32,  d Date,  s Nullable\(String\)/,
 	'key columns are not Nullable, the others are');
-is($ch->query('SELECT count() FROM dw.opts'), "100\n", 'all rows (count checked with merges stopped)');
+is($ch->query('SELECT count() FROM dw.opts'), "100\n", 'all rows');
+
+# duplicate sort keys into a ReplacingMergeTree, merges stopped: every row
+# sent is counted, and only a merge may fold them afterwards
+$ch->query('SYSTEM STOP MERGES');
+($ret, $out, $err) = psql_verbose($local, q{
+CREATE TABLE lake.dw.dups WITH (engine = 'ReplacingMergeTree', order_by = 'k')
+  AS SELECT g % 10 AS k, g AS v FROM generate_series(1, 1000) g});
+is($out, 'SELECT 1000', 'CTAS of 1000 rows with 10 distinct sort keys') or diag $err;
+is($ch->query('SELECT count(), uniqExact(k), sum(v) FROM dw.dups'), "1000\t10\t500500\n",
+	'every row arrives, duplicate keys included (merges stopped)');
+$ch->query('SYSTEM START MERGES');
+$ch->query('OPTIMIZE TABLE dw.dups FINAL');
+is($ch->query('SELECT count() FROM dw.dups'), "10\n",
+	'a merge folds them (so the count above could fail)');
 
 fails_like(q{CREATE TABLE lake.dw.e3 WITH (engine = 'NoSuchEngine') AS SELECT 1 AS a},
 	qr/invalid value for option "engine": "NoSuchEngine".*\nDETAIL:  A table created by ctas_fed must use one of the engines MergeTree/s,
@@ -475,6 +492,53 @@ like( $local->safe_psql('postgres',
 like($err, qr/database "nodb" does not exist in ClickHouse catalog "lake"/, 'remote_tables of a missing database');
 ($ret, $out, $err) = psql_err(q{SELECT * FROM ctas_fed.remote_columns('lake', 'dw', 'nosuch')});
 like($err, qr/table "dw.nosuch" does not exist in catalog "lake"/, 'remote_columns of a missing table');
+
+# --- the scratch-table matrix: a name that exists again is left alone
+my $sysid = $local->safe_psql('postgres',
+	'SELECT system_identifier FROM pg_control_system()');
+my $abx = $local->safe_psql('postgres',
+	'BEGIN; SELECT pg_current_xact_id(); ROLLBACK;');
+my $scratch = "_ctas_fed_drop_${sysid}_${abx}_1_again";
+$ch->query('CREATE TABLE dw.again (v String) ENGINE = MergeTree ORDER BY tuple()');
+$ch->query(q{INSERT INTO dw.again VALUES ('made by someone else')});
+$ch->query("CREATE TABLE dw.$scratch (v String) ENGINE = MergeTree ORDER BY tuple()");
+$ch->query("INSERT INTO dw.$scratch VALUES ('dropped by an aborted transaction')");
+is( $local->safe_psql('postgres',
+		q{SELECT string_agg(object || ': ' || action, E'\n') FROM ctas_fed.resolve_in_doubt('lake')}),
+	qq{dw.$scratch: left: table "dw.again" exists again},
+	'a table dropped by an aborted transaction whose name exists again: left and reported');
+is($ch->query('SELECT v FROM dw.again'), "made by someone else\n",
+	'the table that exists again is untouched');
+is(ch_exists('dw', $scratch), 1, 'the scratch table is left');
+# without the new table, the same scratch table is renamed back
+$ch->query('DROP TABLE dw.again');
+is( $local->safe_psql('postgres',
+		q{SELECT string_agg(object || ': ' || action, E'\n') FROM ctas_fed.resolve_in_doubt('lake')}),
+	"dw.$scratch: rolled back",
+	'once the name is free, the resolver renames it back');
+is($ch->query('SELECT v FROM dw.again'), "dropped by an aborted transaction\n",
+	'the dropped table is back');
+$local->safe_psql('postgres', 'DROP TABLE lake.dw.again');
+
+# --- no password in errors, the server log or ctas_fed.jobs
+my $badpw = 'Bad-ch-pw-honest-3e8a';
+$local->safe_psql('postgres', qq{
+SET log_statement = 'none';
+CREATE SERVER badlake FOREIGN DATA WRAPPER ctas_fed OPTIONS (type 'clickhouse', url '$churl');
+CREATE USER MAPPING FOR PUBLIC SERVER badlake OPTIONS (user 'default', password '$badpw');
+});
+($ret, $out, $err) = psql_verbose($local, 'CREATE TABLE badlake.dw.nope AS SELECT 1 AS a');
+like($err, qr/^ERROR:  28P01: .*\n(?:.*\n)*DETAIL:  HTTP status 401, ClickHouse error 193: Wrong password for user default/m,
+	'a wrong ClickHouse password: 28P01 with the server\'s answer');
+my $seen_text = $err . $local->safe_psql('postgres',
+	q{SELECT string_agg(j::text, E'\n') FROM ctas_fed.jobs j});
+my $log_text = slurp_file($local->logfile, $log_start);
+like($log_text, qr/Wrong password for user default/, 'the error is in the server log');
+foreach my $secret ($chpw, $badpw)
+{
+	unlike($seen_text, qr/\Q$secret\E/, 'no ClickHouse password in the error or the jobs');
+	unlike($log_text, qr/\Q$secret\E/, 'no ClickHouse password in the server log');
+}
 
 # --- nothing of ours is left running or staged
 is($ch->query("SELECT count() FROM system.processes WHERE startsWith(query_id, 'ctas_fed_')"),

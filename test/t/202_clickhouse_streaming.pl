@@ -13,7 +13,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
+use Time::HiRes qw(time);
 use IPC::Run;
 use HTTP::Tiny;
 
@@ -55,17 +55,9 @@ is($ch->query('SELECT sum(id), uniqExact(h) FROM dw.s1'), "55130250\t10500\n", '
 is(scratch_tables(), 0, 'no staging table in streaming mode');
 
 # --- the table is visible while the load runs, growing by commit_every
-my ($h, $hout, $herr) = start_psql($local, q{CREATE TABLE lake.dw.s2 WITH (atomic = false, commit_every = 200) AS SELECT g AS id, pg_sleep(0.002) IS NULL AS s FROM generate_series(1, 3000) g});
-my $seen = 0;
-foreach (1 .. 100)
-{
-	if ($ch->query('EXISTS TABLE dw.s2') + 0 && count_of('s2') > 0)
-	{
-		$seen = count_of('s2');
-		last;
-	}
-	usleep(100_000);
-}
+my ($h, $hout, $herr) = start_psql_timed($local, q{CREATE TABLE lake.dw.s2 WITH (atomic = false, commit_every = 200) AS SELECT g AS id, pg_sleep(0.002) IS NULL AS s FROM generate_series(1, 3000) g});
+my $seen = wait_until(30,
+	sub { $ch->query('EXISTS TABLE dw.s2') + 0 && count_of('s2') }) // 0;
 $h->finish;
 ok($seen > 0 && $seen < 3000, "rows are visible while the load runs ($seen)");
 is($seen % 200, 0, 'in whole blocks of commit_every rows');
@@ -81,21 +73,24 @@ like($err, qr/5000 rows were committed in the remote table and stay there/,
 is(count_of('s3'), 5000, 'and ClickHouse holds exactly those');
 
 # --- cancel: the same
-($h, $hout, $herr) = start_psql($local, q{CREATE TABLE lake.dw.s4 WITH (atomic = false, commit_every = 300) AS SELECT g AS id, pg_sleep(0.002) IS NULL AS s FROM generate_series(1, 100000) g});
-my $pid;
-foreach (1 .. 100)
-{
-	$pid = $local->safe_psql('postgres',
-		q{SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'CREATE TABLE lake.dw.s4%'});
-	last if $pid ne '' && ($ch->query('EXISTS TABLE dw.s4') + 0) && count_of('s4') >= 600;
-	usleep(100_000);
-}
+($h, $hout, $herr) = start_psql_timed($local, q{CREATE TABLE lake.dw.s4 WITH (atomic = false, commit_every = 300) AS SELECT g AS id, pg_sleep(0.002) IS NULL AS s FROM generate_series(1, 100000) g},
+	psql_args => [ '-v', 'VERBOSITY=verbose' ]);
+my $pid = wait_until(
+	30,
+	sub {
+		my $p = $local->safe_psql('postgres',
+			q{SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'CREATE TABLE lake.dw.s4%'});
+		$p ne '' && ($ch->query('EXISTS TABLE dw.s4') + 0) && count_of('s4') >= 600 ? $p : undef;
+	});
+ok($pid, 'the streaming load has committed 600 rows or more');
 $local->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
 $h->finish;
-like($$herr, qr/canceling statement due to user request/, 'cancel stops the streaming CTAS');
+like($$herr, qr/^ERROR:  57014: canceling statement due to user request$/m,
+	'cancel stops the streaming CTAS (57014)');
 my ($n) = $$herr =~ /(\d+) rows were committed in the remote table/;
 ok(defined $n && $n >= 600 && $n % 300 == 0, 'the error says how many rows were committed');
-usleep(200_000);
+# an INSERT the server took may still be finishing: wait for the count
+wait_until(10, sub { count_of('s4') == ($n // -1) });
 is(count_of('s4'), $n // -1, 'and ClickHouse holds exactly those');
 is($ch->query("SELECT count() FROM system.processes WHERE startsWith(query_id, 'ctas_fed_')") + 0,
 	0, 'no query of ours is left running');
@@ -105,7 +100,7 @@ is($ch->query("SELECT count() FROM system.processes WHERE startsWith(query_id, '
 	q{CREATE TABLE lake.dw.s5 WITH (atomic = false, commit_every = 1000000) AS SELECT g AS id, repeat('z', 400) AS pad, 1 / (g - 20000) AS x FROM generate_series(1, 30000) g});
 like($err, qr/division by zero/, 'an error inside a large block');
 ($n) = $err =~ /(\d+) rows were committed in the remote table/;
-usleep(500_000);
+wait_until(10, sub { count_of('s5') == ($n // -1) });
 is(count_of('s5'), $n // -1, "the error's count matches ClickHouse ($n)");
 
 # --- append and IF NOT EXISTS in streaming mode; replace is refused
@@ -122,18 +117,11 @@ like($err, qr/ERROR:  option if_exists = 'replace' needs atomic = true/, 'stream
 is(count_of('s1'), 11000, 'and the table is untouched');
 
 # --- the server dies mid-stream: committed blocks stay
-($h, $hout, $herr) = start_psql($local, q{CREATE TABLE lake.dw.s6 WITH (atomic = false, commit_every = 500) AS SELECT g AS id, pg_sleep(0.002) IS NULL AS s FROM generate_series(1, 100000) g});
-foreach (1 .. 100)
-{
-	last if ($ch->query('EXISTS TABLE dw.s6') + 0) && count_of('s6') >= 1000;
-	usleep(100_000);
-}
+($h, $hout, $herr) = start_psql_timed($local, q{CREATE TABLE lake.dw.s6 WITH (atomic = false, commit_every = 500) AS SELECT g AS id, pg_sleep(0.002) IS NULL AS s FROM generate_series(1, 100000) g});
+ok(wait_until(30, sub { ($ch->query('EXISTS TABLE dw.s6') + 0) && count_of('s6') >= 1000 }),
+	'the streaming load has committed 1000 rows or more');
 kill 'KILL', $ch->{pid};
-foreach (1 .. 100)
-{
-	last unless kill 0, $ch->{pid};
-	usleep(100_000);
-}
+ok(wait_until(10, sub { !kill 0, $ch->{pid} }), 'ClickHouse is killed');
 unlink $ch->{pid_file};
 my $t0 = time;
 $h->finish;
@@ -144,18 +132,9 @@ ok(defined $n && $n >= 1000 && $n % 500 == 0, 'the error says how many rows were
 
 system('clickhouse-server', "--config-file=$ch->{dir}/config.xml",
 	"--pid-file=$ch->{pid_file}", '--daemon');
-my $up = 0;
-foreach (1 .. 300)
-{
-	my $res = HTTP::Tiny->new(timeout => 5)->get("$churl/ping");
-	if ($res->{status} == 200)
-	{
-		$up = 1;
-		last;
-	}
-	usleep(100_000);
-}
-ok($up, 'ClickHouse restarted');
+ok( wait_until(
+		30, sub { HTTP::Tiny->new(timeout => 5)->get("$churl/ping")->{status} == 200 }),
+	'ClickHouse restarted');
 if (open my $fh, '<', $ch->{pid_file})
 {
 	my $p = <$fh>;

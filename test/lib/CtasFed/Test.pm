@@ -786,6 +786,166 @@ sub wait_active
 }
 
 
+#############################################################################
+# Conditions, not sleeps (issue 12).  Added as one block so that it merges
+# apart from the rest of the package.
+#############################################################################
+
+=pod
+
+=head2 Waiting for conditions
+
+=over
+
+=item wait_until($timeout, $code)
+
+Call $code every 100 ms until it returns a true value, for at most
+$timeout seconds; returns that value, or undef at the deadline.
+
+=cut
+
+sub wait_until
+{
+	my ($timeout, $code) = @_;
+	my $deadline = Time::HiRes::time() + $timeout;
+	while (1)
+	{
+		my $v = $code->();
+		return $v if $v;
+		return undef if Time::HiRes::time() > $deadline;
+		usleep(100_000);
+	}
+}
+
+=item start_psql_timed($node, $sql, %opts)
+
+Like C<start_psql>, but under an IPC::Run timer: C<< $h->finish >> and
+C<< $h->pump >> die once C<timeout> seconds (default 180) have passed
+instead of hanging the test.  Options: C<timeout>, C<psql_args> (more psql
+arguments, e.g. C<['-v', 'VERBOSITY=verbose']>).  Returns the handle and
+references to stdout and stderr.
+
+=cut
+
+sub start_psql_timed
+{
+	my ($node, $sql, %opts) = @_;
+	my ($stdout, $stderr) = ('', '');
+	my $h = IPC::Run::start(
+		[
+			'psql', '-XAtq', @{ $opts{psql_args} // [] },
+			'-d', $node->connstr('postgres'), '-c', $sql
+		],
+		'>', \$stdout, '2>', \$stderr,
+		IPC::Run::timeout($opts{timeout} // 180));
+	return ($h, \$stdout, \$stderr);
+}
+
+=item psql_verbose($node, $sql)
+
+Run $sql with psql B<without> C<-q> (so that command tags such as
+C<SELECT 20000> are printed) and with C<VERBOSITY=verbose> (so that errors
+carry their SQLSTATE: C<ERROR:  57014: ...>), under a 180 s timer.
+Returns ($exit_status, $stdout, $stderr).
+
+=cut
+
+sub psql_verbose
+{
+	my ($node, $sql) = @_;
+	my ($stdout, $stderr) = ('', '');
+	IPC::Run::run(
+		[
+			'psql', '-XAt', '-v', 'VERBOSITY=verbose', '-d',
+			$node->connstr('postgres'), '-c', $sql
+		],
+		'>', \$stdout, '2>', \$stderr,
+		IPC::Run::timeout(180));
+	my $ret = $? >> 8;
+	chomp $stdout;
+	return ($ret, $stdout, $stderr);
+}
+
+=item wait_log($node, $regexp, $offset, $timeout)
+
+Wait (default 30 s) until the server log of $node, from byte $offset on,
+matches $regexp; returns the offset just past the match, or undef at the
+deadline.  C<< -s $node->logfile >> before an action is the offset to
+pass.
+
+=cut
+
+sub wait_log
+{
+	my ($node, $re, $offset, $timeout) = @_;
+	return wait_until(
+		$timeout // 30,
+		sub {
+			my $log = PostgreSQL::Test::Utils::slurp_file($node->logfile,
+				$offset // 0);
+			return $log =~ $re ? ($offset // 0) + $+[0] : undef;
+		});
+}
+
+=item wait_registry_save($node, $after)
+
+Wait (30 s at most) until the ctas_fed worker has written the job registry
+(F<pg_stat/ctas_fed_jobs.stat>) after the time $after (a
+Time::HiRes::time(), taken before the change to be saved); true when it
+has.  The file is written to a temporary name and renamed, so a new
+modification time means a complete save.
+
+=cut
+
+sub wait_registry_save
+{
+	my ($node, $after) = @_;
+	my $file = $node->data_dir . '/pg_stat/ctas_fed_jobs.stat';
+	return wait_until(
+		30,
+		sub {
+			my @st = Time::HiRes::stat($file);
+			return @st && $st[9] >= $after;
+		});
+}
+
+=item peak_rss_anon($pid, $h, $tick)
+
+Sample C<RssAnon> of process $pid (kB, from F</proc/$pid/status>) every
+20 ms while the IPC::Run handle $h runs, then finish $h; returns the
+largest sample (0 when none could be read).  $tick, when given, is called
+after every sample (to act on the process under observation).
+
+=back
+
+=cut
+
+sub peak_rss_anon
+{
+	my ($pid, $h, $tick) = @_;
+	my $peak = 0;
+	while ($h->pumpable)
+	{
+		if (open my $fh, '<', "/proc/$pid/status")
+		{
+			while (<$fh>)
+			{
+				$peak = $1 if /^RssAnon:\s+(\d+)/ && $1 > $peak;
+			}
+			close $fh;
+		}
+		$tick->() if $tick;
+		$h->pump_nb;
+		usleep(20_000);
+	}
+	$h->finish;
+	return $peak;
+}
+
+push @EXPORT, qw(wait_until start_psql_timed psql_verbose wait_log
+  wait_registry_save peak_rss_anon);
+
+
 package CtasFed::Test::ClickHouse;
 
 use strict;

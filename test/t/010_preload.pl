@@ -36,9 +36,12 @@ CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
 });
 $node->append_conf('postgresql.conf', "shared_preload_libraries = ''");
 $node->restart;
-($ret, $out, $err) = $node->psql('postgres',
+($ret, $out, $err) = psql_verbose($node,
 	'CREATE TABLE wh.public.t AS SELECT 1 AS a');
 isnt($ret, 0, 'a federated CTAS fails without the preloaded library');
+# PostgreSQL's own refusal of a three-part name: nothing ran it as local
+like($err, qr/^ERROR:  0A000: cross-database references are not implemented: "?wh"?\.public\.t/m,
+	'with PostgreSQL\'s own error (0A000)') or diag $err;
 is($node->safe_psql('postgres', "SELECT count(*) FROM pg_class WHERE relname = 't'"),
 	'0', 'no local table was created instead');
 ($ret, $out, $err) = $node->psql('postgres',

@@ -50,6 +50,7 @@
 #include "utils/timestamp.h"
 
 #include "jobs.h"
+#include "mb/pg_wchar.h"
 
 #define JOBS_FILE		PGSTAT_STAT_PERMANENT_DIRECTORY "/ctas_fed_jobs.stat"
 #define JOBS_FILE_TMP	JOBS_FILE ".tmp"
@@ -80,8 +81,6 @@ typedef struct JobsShared
 	uint64		events_dropped;
 	Latch	   *worker_latch;	/* registry on disk, resolution */
 	Latch	   *notifier_latch;	/* webhooks, Pushgateway */
-	bool		resolver_busy;
-	pid_t		resolver_pid;
 	CtasJobEvent events[EVENT_QUEUE_SIZE];
 	CtasJob		jobs[FLEXIBLE_ARRAY_MEMBER];	/* running, then history */
 } JobsShared;
@@ -97,6 +96,22 @@ static void load_jobs_file(void);
 static void add_to_history(const CtasJob *job);
 static void count_finished(const CtasJob *job);
 static void enqueue_event(const CtasJob *job);
+
+/*
+ * clip_copy
+ *		strlcpy that never cuts a multibyte character of the database
+ *		encoding in two.
+ */
+static void
+clip_copy(char *dst, const char *src, size_t size)
+{
+	int			len = strlen(src);
+
+	if (len >= (int) size)
+		len = pg_mbcliplen(src, len, size - 1);
+	memcpy(dst, src, len);
+	dst[len] = '\0';
+}
 
 static Size
 jobs_shmem_size(void)
@@ -196,6 +211,7 @@ static void
 jobs_on_exit(int code, Datum arg)
 {
 	int			i;
+	bool		wake = false;
 
 	if (shared == NULL)
 		return;
@@ -217,8 +233,12 @@ jobs_on_exit(int code, Datum arg)
 			count_finished(job);
 		job->in_use = false;
 		notify_worker();
+		if (job->state == CTAS_JOB_IN_DOUBT)
+			wake = true;
 	}
 	LWLockRelease(shared->lock);
+	if (wake)
+		CtasResolverWake(MyDatabaseId, true);
 }
 
 /*
@@ -252,8 +272,8 @@ CtasJobStart(const CtasCatalog *catalog, const char *target, const char *mode,
 			continue;
 		job->in_use = true;
 		job->job_id = shared->next_job_id++;
-		strlcpy(job->catalog, catalog->name, sizeof(job->catalog));
-		strlcpy(job->target, target, sizeof(job->target));
+		clip_copy(job->catalog, catalog->name, sizeof(job->catalog));
+		clip_copy(job->target, target, sizeof(job->target));
 		strlcpy(job->mode, mode, sizeof(job->mode));
 		strlcpy(job->notify_url, notify_url ? notify_url : "",
 				sizeof(job->notify_url));
@@ -278,6 +298,9 @@ CtasJobStart(const CtasCatalog *catalog, const char *target, const char *mode,
 		break;
 	}
 	LWLockRelease(shared->lock);
+
+	/* a database whose backends use ctas_fed needs its resolver */
+	CtasResolverWake(MyDatabaseId, false);
 
 	if (ref.slot < 0)
 		ereport(WARNING,
@@ -327,7 +350,7 @@ CtasJobSetGid(CtasJobRef ref, const char *gid)
 	if (job == NULL)
 		return;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	strlcpy(job->gid, gid, sizeof(job->gid));
+	clip_copy(job->gid, gid, sizeof(job->gid));
 	job->fxid = U64FromFullTransactionId(GetTopFullTransactionIdIfAny());
 	notify_worker();
 	LWLockRelease(shared->lock);
@@ -343,15 +366,17 @@ void
 CtasJobSetState(CtasJobRef ref, CtasJobState state, const char *error)
 {
 	CtasJob    *job = running_job(ref);
+	bool		wake = false;
 
 	if (job == NULL)
 		return;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	if (job->state != state)
 	{
+		wake = state == CTAS_JOB_IN_DOUBT;
 		job->state = state;
 		if (error)
-			strlcpy(job->error, error, sizeof(job->error));
+			clip_copy(job->error, error, sizeof(job->error));
 		if (state_is_final(state) || state == CTAS_JOB_IN_DOUBT)
 		{
 			job->finished_at = GetCurrentTimestamp();
@@ -367,6 +392,10 @@ CtasJobSetState(CtasJobRef ref, CtasJobState state, const char *error)
 		notify_worker();
 	}
 	LWLockRelease(shared->lock);
+
+	/* the resolver of this database takes over at once */
+	if (wake)
+		CtasResolverWake(MyDatabaseId, true);
 }
 
 /*
@@ -555,7 +584,7 @@ settle_in_doubt(int64 job_id, const char *gid, CtasJobState state,
 			continue;
 		job->state = state;
 		if (note)
-			strlcpy(job->error, note, sizeof(job->error));
+			clip_copy(job->error, note, sizeof(job->error));
 		if (job->finished_at == 0)
 			job->finished_at = GetCurrentTimestamp();
 		count_finished(job);
@@ -646,42 +675,6 @@ CtasJobsSetLatch(Latch *latch, bool notifier)
 		shared->notifier_latch = latch;
 	else
 		shared->worker_latch = latch;
-	LWLockRelease(shared->lock);
-}
-
-/*
- * CtasJobsResolverAcquire / Release
- *		One resolver at a time (the worker or a manual call), so that no
- *		gid is acted on twice.  Acquire returns false when another process
- *		holds it.
- */
-bool
-CtasJobsResolverAcquire(void)
-{
-	bool		ok = false;
-
-	if (shared == NULL)
-		return true;
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	if (!shared->resolver_busy ||
-		(shared->resolver_pid != MyProcPid && kill(shared->resolver_pid, 0) != 0))
-	{
-		shared->resolver_busy = true;
-		shared->resolver_pid = MyProcPid;
-		ok = true;
-	}
-	LWLockRelease(shared->lock);
-	return ok;
-}
-
-void
-CtasJobsResolverRelease(void)
-{
-	if (shared == NULL)
-		return;
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	if (shared->resolver_pid == MyProcPid)
-		shared->resolver_busy = false;
 	LWLockRelease(shared->lock);
 }
 

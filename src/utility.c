@@ -11,6 +11,10 @@
  * next hook or standard_ProcessUtility unchanged, and so keeps PostgreSQL's
  * own behaviour and errors.
  *
+ * It also looks after the resolvers of worker.c: CREATE EXTENSION ctas_fed
+ * asks for one in its database, and the commands that need a database to
+ * themselves (DROP DATABASE, ...) stop the database's resolver first.
+ *
  * EXPLAIN of a federated CTAS is handed to PostgreSQL's ExplainQuery with
  * the CTAS's SELECT in its place, so that option parsing and output formats
  * are PostgreSQL's; an ExplainOneQuery hook, installed only for the
@@ -27,6 +31,7 @@
 
 #include "catalog/pg_class.h"
 #include "commands/dbcommands.h"
+#include "commands/defrem.h"
 #include "commands/explain.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -34,6 +39,7 @@
 #include "tcop/utility.h"
 #include "utils/lsyscache.h"
 
+#include "jobs.h"
 #include "target.h"
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
@@ -240,6 +246,46 @@ drop_tables(DropStmt *stmt, QueryCompletion *qc)
 }
 
 /*
+ * stop_resolver_for
+ *		DROP DATABASE, ALTER DATABASE ... RENAME or SET TABLESPACE and
+ *		CREATE DATABASE ... TEMPLATE fail while another process is
+ *		connected to the database: stop its ctas_fed resolver first (see
+ *		worker.c).
+ */
+static void
+stop_resolver_for(Node *parsetree)
+{
+	const char *dbname = NULL;
+	ListCell   *lc;
+
+	if (IsA(parsetree, DropdbStmt))
+		dbname = ((DropdbStmt *) parsetree)->dbname;
+	else if (IsA(parsetree, RenameStmt) &&
+			 ((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
+		dbname = ((RenameStmt *) parsetree)->subname;
+	else if (IsA(parsetree, CreatedbStmt))
+	{
+		foreach(lc, ((CreatedbStmt *) parsetree)->options)
+		{
+			DefElem    *def = lfirst_node(DefElem, lc);
+
+			if (strcmp(def->defname, "template") == 0 && def->arg)
+				dbname = defGetString(def);
+		}
+	}
+	else if (IsA(parsetree, AlterDatabaseStmt))
+	{
+		foreach(lc, ((AlterDatabaseStmt *) parsetree)->options)
+		{
+			if (strcmp(lfirst_node(DefElem, lc)->defname, "tablespace") == 0)
+				dbname = ((AlterDatabaseStmt *) parsetree)->dbname;
+		}
+	}
+	if (dbname != NULL)
+		CtasResolverStopDatabase(get_database_oid(dbname, true));
+}
+
+/*
  * ctas_process_utility
  *		The ProcessUtility hook; see the file header.
  */
@@ -296,6 +342,8 @@ ctas_process_utility(PlannedStmt *pstmt, const char *queryString,
 		if (drop_tables((DropStmt *) parsetree, qc))
 			return;
 	}
+	else
+		stop_resolver_for(parsetree);
 
 	if (prev_ProcessUtility)
 		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
@@ -303,4 +351,9 @@ ctas_process_utility(PlannedStmt *pstmt, const char *queryString,
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
+
+	/* a database that gets the extension gets its resolver */
+	if (IsA(parsetree, CreateExtensionStmt) &&
+		strcmp(((CreateExtensionStmt *) parsetree)->extname, "ctas_fed") == 0)
+		CtasResolverWakeAtCommit();
 }

@@ -243,7 +243,9 @@ set_jobs_state(CtasParticipant *part, CtasJobState state)
 	{
 		XactJob    *xj = lfirst(lc);
 
-		if (state == CTAS_JOB_PREPARED)
+		/* a job in doubt names what is in doubt, prepared or not */
+		if (state == CTAS_JOB_PREPARED ||
+			(state == CTAS_JOB_IN_DOUBT && part->gid))
 		{
 			if (part->gid)
 				CtasJobSetGid(xj->ref, part->gid);

@@ -70,10 +70,13 @@ static void
 emit_action(void *arg, const char *object, const char *action)
 {
 	EmitState  *es = (EmitState *) arg;
+	NameData	catalog;
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
 
-	values[0] = CStringGetTextDatum(es->catalog);
+	/* the column is of type name: a text datum there reads as garbage */
+	namestrcpy(&catalog, es->catalog);
+	values[0] = NameGetDatum(&catalog);
 	values[1] = CStringGetTextDatum(object);
 	values[2] = CStringGetTextDatum(action);
 

@@ -13,13 +13,14 @@
  * decides it.
  *
  * An aborted transaction cannot write a row of its own, so nothing here is
- * a table: the registry lives in shared memory, and the background worker
+ * a table: the registry lives in shared memory, and the launcher
  * (worker.c) writes it to pg_stat/ctas_fed_jobs.stat shortly after every
  * change and at shutdown.  The postmaster loads that file when shared
  * memory is created, so the history survives a clean restart and a crash
  * restart (minus at most the last moments before a crash); jobs that were
- * running when the server went down come back as in_doubt, for the worker
- * to decide from the local transaction's commit status.
+ * running when the server went down come back as in_doubt, for the
+ * resolver of their database to decide from the local transaction's commit
+ * status.
  *
  * Locking: "lock" (one LWLock of our tranche) protects everything but the
  * rows/bytes counters of a running slot, which only its owner writes.
@@ -79,7 +80,7 @@ typedef struct JobsShared
 	uint64		events_written;
 	uint64		events_read;
 	uint64		events_dropped;
-	Latch	   *worker_latch;	/* registry on disk, resolution */
+	Latch	   *worker_latch;	/* the launcher: registry on disk */
 	Latch	   *notifier_latch;	/* webhooks, Pushgateway */
 	CtasJobEvent events[EVENT_QUEUE_SIZE];
 	CtasJob		jobs[FLEXIBLE_ARRAY_MEMBER];	/* running, then history */

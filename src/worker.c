@@ -476,6 +476,9 @@ CtasResolveCatalog(Oid serverid, Oid userid, bool check_usage,
 			routine->resolve(catalog, emit, arg);
 		*umid = catalog->umid;
 		disable_timeout(resolve_timeout_id, false);
+		/* a deadline that passed just now must not cancel what follows */
+		if (resolve_timed_out)
+			QueryCancelPending = false;
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;

@@ -37,6 +37,7 @@
 #include "nodes/makefuncs.h"
 #include "parser/parse_node.h"
 #include "tcop/utility.h"
+#include "utils/acl.h"
 #include "utils/lsyscache.h"
 
 #include "jobs.h"
@@ -282,7 +283,13 @@ stop_resolver_for(Node *parsetree)
 		}
 	}
 	if (dbname != NULL)
-		CtasResolverStopDatabase(get_database_oid(dbname, true));
+	{
+		Oid			dboid = get_database_oid(dbname, true);
+
+		/* each of them needs ownership: nobody else may pause a resolver */
+		if (OidIsValid(dboid) && pg_database_ownercheck(dboid, GetUserId()))
+			CtasResolverStopDatabase(dboid);
+	}
 }
 
 /*

@@ -1045,11 +1045,44 @@ worker_emit(void *arg, const char *object, const char *action)
 }
 
 /*
+ * in_doubt_first
+ *		pairs (as resolve_all lists them) reordered so that the catalogs
+ *		with jobs of this database in doubt come first: the work that
+ *		waits is not held up by a catalog that takes its whole deadline.
+ *		The order is otherwise kept.  Result in the current context.
+ */
+static List *
+in_doubt_first(List *pairs)
+{
+	CtasJobsSnapshotData *snap = CtasJobsSnapshot();
+	List	   *first = NIL;
+	List	   *rest = NIL;
+	ListCell   *lc;
+
+	foreach(lc, pairs)
+	{
+		Oid			serverid = linitial_oid(linitial(lfirst(lc)));
+		bool		waits = false;
+		int			i;
+
+		for (i = 0; i < snap->njobs && !waits; i++)
+			waits = snap->jobs[i].state == CTAS_JOB_IN_DOUBT &&
+				snap->jobs[i].dbid == MyDatabaseId &&
+				snap->jobs[i].serverid == serverid;
+		if (waits)
+			first = lappend(first, lfirst(lc));
+		else
+			rest = lappend(rest, lfirst(lc));
+	}
+	return list_concat(first, rest);
+}
+
+/*
  * resolve_all
  *		One round of resolution over the catalogs of the resolver's
  *		database, each (catalog, user mapping) on its own
- *		(CtasResolveCatalog), then the decision of the in-doubt jobs of
- *		this database.  Everything is allocated in a memory context of the
+ *		(CtasResolveCatalog), those with jobs in doubt first, then the
+ *		decision of the in-doubt jobs of this database.  Everything is allocated in a memory context of the
  *		round.  Returns true when a job of this database stays in doubt or
  *		when the round could not run, so that the caller tries again soon.
  */
@@ -1106,6 +1139,7 @@ resolve_all(void)
 		SPI_finish();
 		MemoryContextSwitchTo(round_cxt);
 
+		pairs = in_doubt_first(pairs);
 		foreach(lc, pairs)
 		{
 			List	   *ids = linitial(lfirst(lc));

@@ -883,7 +883,8 @@ ctas_fed_resolver_main(Datum main_arg)
 
 	slot = &rshared->slots[slotno];
 	LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
-	if (slot->dboid != dboid)
+	/* a DROP DATABASE may have begun while we were starting */
+	if (slot->dboid != dboid || slot->paused_until > GetCurrentTimestamp())
 	{
 		LWLockRelease(rshared->lock);
 		proc_exit(0);

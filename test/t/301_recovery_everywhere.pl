@@ -18,7 +18,8 @@
 #    two that never answer (PostgreSQL with connect_timeout 0, ClickHouse):
 #    returns in bounded time, one row per failing catalog, and every
 #    catalog name intact; the resolver still resolves meanwhile;
-#  - a streaming job's long multibyte error is cut on a character boundary;
+#  - a streaming job's long multibyte error is cut on a character boundary,
+#    in ctas_fed.jobs and in its webhook;
 #  - DROP EXTENSION stops the resolver; DROP DATABASE of a database with
 #    the extension works as without it.
 
@@ -27,6 +28,7 @@ use warnings;
 
 use IO::Socket::INET;
 use IPC::Run ();
+use POSIX ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -253,7 +255,41 @@ $local->safe_psql('app',
 	'DROP SERVER cat_17_hung_http, cat_16_hung, cat_15_refused CASCADE');
 close $hung;
 
-# --- a long multibyte error is cut on a character boundary
+# --- a long multibyte error is cut on a character boundary, in the view
+# and in the webhook
+my $hook_log = PostgreSQL::Test::Utils::tempdir() . '/hooks.log';
+my $hook_sock = IO::Socket::INET->new(
+	LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 20, ReuseAddr => 1)
+  or die "could not listen: $!";
+my $hook_port = $hook_sock->sockport;
+my $hook_pid = fork();
+die "fork failed" unless defined $hook_pid;
+END { kill 'TERM', $hook_pid if $hook_pid; }
+if ($hook_pid == 0)
+{
+	# _exit: the child must not run the END blocks that stop the nodes
+	$SIG{TERM} = sub { POSIX::_exit(0) };
+	while (my $c = $hook_sock->accept)
+	{
+		my ($head, $body) = ('', '');
+		while (my $line = <$c>)
+		{
+			$head .= $line;
+			last if $line eq "\r\n";
+		}
+		my ($len) = $head =~ /Content-Length:\s*(\d+)/i;
+		read($c, $body, $len // 0);
+		open my $f, '>>', $hook_log or die;
+		print $f "$body\n";
+		close $f;
+		print $c "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+		close $c;
+	}
+	POSIX::_exit(0);
+}
+close $hook_sock;
+$local->safe_psql('app',
+	"ALTER SERVER good OPTIONS (ADD notify_url 'http://127.0.0.1:$hook_port/hook')");
 $local->safe_psql('app', q{
 CREATE FUNCTION boom(i int) RETURNS int LANGUAGE plpgsql AS $$
 BEGIN
@@ -271,6 +307,21 @@ my $hex = $local->safe_psql('app',
 my $bytes = pack('H*', $hex);
 cmp_ok(length($bytes), '>', 400, 'the error is kept, cut');
 ok(utf8::decode($bytes), 'and is valid UTF-8');
+my $hook = '';
+foreach (1 .. 100)
+{
+	($hook) = grep { /"target": "public.mb".*"state": "failed"/ }
+	  split /\n/, (-f $hook_log ? slurp_file($hook_log) : '');
+	last if defined $hook;
+	usleep(100_000);
+}
+ok(defined $hook, 'the webhook of the failed job arrives');
+$hook //= '';
+like($hook, qr/"error": "(?:\xc3\xa9){200,}"/, 'with the error, cut');
+ok(utf8::decode($hook), 'as valid UTF-8');
+kill 'TERM', $hook_pid;
+waitpid($hook_pid, 0);
+$hook_pid = 0;
 
 # --- DROP EXTENSION stops the resolver
 $local->safe_psql('postgres', 'CREATE DATABASE app2');

@@ -14,6 +14,8 @@
 #  - a job whose local transaction aborted before anything was prepared
 #    (crash mid-load) leaves in_doubt although its catalog is down, and the
 #    in-doubt gauge drops to 0;
+#  - a lost reply to PREPARE TRANSACTION (a relay of our own cuts the
+#    connection after the server ran it): rolled back within 10 s;
 #  - resolve_in_doubt() over many catalogs, one refusing connections and
 #    two that never answer (PostgreSQL with connect_timeout 0, ClickHouse):
 #    returns in bounded time, one row per failing catalog, and every
@@ -137,6 +139,7 @@ ok(wait_registry_has($gid), 'the registry is saved with the gid');
 $local->stop('immediate');
 $h->finish;
 $local->start;
+my ($rc, $stderr);
 my $took = wait_for($remote, 'postgres', 'SELECT count(*) FROM pg_prepared_xacts', '0', 10);
 ok(defined $took, 'crash after PREPARE: resolved within 10 s of the restart');
 is(remote_has('crash_prep'), '0', 'rolled back: no remote table');
@@ -190,6 +193,92 @@ like($local->safe_psql('app', 'SELECT ctas_fed.metrics()'),
 $remote->start;
 is(prepared(), '0', 'nothing was prepared on the remote');
 
+# --- a lost reply to PREPARE TRANSACTION
+# A relay to the remote that, while $flag exists, passes on the message
+# that carries PREPARE TRANSACTION, lets the server run it, and then cuts
+# the connection instead of passing the reply back.
+my $flag = PostgreSQL::Test::Utils::tempdir() . '/lose_prepare_reply';
+my $relay_sock = IO::Socket::INET->new(
+	LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 20, ReuseAddr => 1)
+  or die "could not listen: $!";
+my $relay_port = $relay_sock->sockport;
+my $relay_pid = fork();
+die "fork failed" unless defined $relay_pid;
+END { kill 'TERM', $relay_pid if $relay_pid; }
+if ($relay_pid == 0)
+{
+	require IO::Select;
+	$SIG{TERM} = sub { POSIX::_exit(0) };
+	my $sel = IO::Select->new($relay_sock);
+	my %peer;
+	while (1)
+	{
+		foreach my $s ($sel->can_read)
+		{
+			if ($s == $relay_sock)
+			{
+				my $c = $relay_sock->accept or next;
+				my $r = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $rport)
+				  or do { close $c; next; };
+				$peer{$c} = $r;
+				$peer{$r} = $c;
+				$sel->add($c, $r);
+				next;
+			}
+			my $other = $peer{$s} or next;
+			my $buf;
+			my $n = sysread($s, $buf, 65536);
+			if (!$n)
+			{
+				$sel->remove($s, $other);
+				delete @peer{ $s, $other };
+				close $s;
+				close $other;
+				next;
+			}
+			syswrite($other, $buf);
+			if (-e $flag && $buf =~ /PREPARE TRANSACTION/)
+			{
+				unlink $flag;
+				usleep(500_000);    # the server runs it; its reply is lost
+				$sel->remove($s, $other);
+				delete @peer{ $s, $other };
+				close $s;
+				close $other;
+			}
+		}
+	}
+}
+close $relay_sock;
+$local->safe_psql('app', qq{
+CREATE SERVER relayed FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$relay_port', dbname 'dw');
+CREATE USER MAPPING FOR PUBLIC SERVER relayed OPTIONS (user 'loader', password 'secret');
+});
+open my $ff, '>', $flag or die;
+close $ff;
+my $log_offset2 = -s $local->logfile;
+($rc, $out, $err) = $local->psql('app',
+	'CREATE TABLE relayed.public.lost_prepare AS SELECT * FROM src');
+isnt($rc, 0, 'COMMIT fails when the reply to PREPARE is lost');
+ok(!-e $flag, 'the PREPARE reached the remote');
+my $lost_gid = $local->safe_psql('app',
+	"SELECT gid FROM ctas_fed.jobs WHERE target = 'public.lost_prepare'");
+like($lost_gid, qr/^ctas_fed_\d+_\d+_\d+$/, 'the job names the gid it sent');
+$took = wait_for($remote, 'postgres', 'SELECT count(*) FROM pg_prepared_xacts', '0', 10);
+ok(defined $took, 'nothing stays prepared: resolved within 10 s');
+ok(defined eval {
+		$local->wait_for_log(qr/catalog "relayed": \Q$lost_gid\E: rolled back/, $log_offset2);
+	}, 'the resolver rolled back the transaction that PREPARE left');
+is(remote_has('lost_prepare'), '0', 'no remote table');
+ok(defined wait_for($local, 'app',
+		"SELECT state FROM ctas_fed.jobs WHERE target = 'public.lost_prepare'", 'aborted', 10),
+	'the job is recorded as aborted');
+kill 'TERM', $relay_pid;
+waitpid($relay_pid, 0);
+$relay_pid = 0;
+$local->safe_psql('app', 'DROP SERVER relayed CASCADE');
+
 # --- resolve_in_doubt() over many catalogs, some failing
 my $refuse = IO::Socket::INET->new(
 	LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 1, ReuseAddr => 1)
@@ -223,7 +312,8 @@ $local->safe_psql('app', $sql);
 push @names, 'cat_15_refused', 'cat_16_hung', 'cat_17_hung_http', 'good';
 
 my $t0 = time;
-my ($rc, $rows, $stderr) = $local->psql('app',
+my $rows;
+($rc, $rows, $stderr) = $local->psql('app',
 	"SELECT catalog, action FROM ctas_fed.resolve_in_doubt() ORDER BY 1, 2");
 my $elapsed = time - $t0;
 is($rc, 0, 'resolve_in_doubt() does not stop at a failing catalog') or diag $stderr;

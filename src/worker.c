@@ -441,8 +441,8 @@ resolve_timeout_handler(void)
  * mapping used.  Otherwise returns false with *error set to the message of
  * the error (palloc'd in the caller's memory context); the subtransaction
  * is rolled back, so that the caller can go on with other catalogs.  A
- * query cancel or a lock timeout that is not this deadline is raised
- * again, so that the user can still interrupt ctas_fed.resolve_in_doubt().
+ * query cancel that is not this deadline is raised again, so that the user
+ * can still interrupt ctas_fed.resolve_in_doubt().
  * Must be called in a transaction.
  */
 bool

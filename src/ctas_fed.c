@@ -5,7 +5,7 @@
  *
  * ctas_fed must be loaded through shared_preload_libraries: its hooks
  * decide whether a CREATE TABLE AS is about an external catalog, its job
- * registry lives in shared memory, and its worker resolves what crashes
+ * registry lives in shared memory, and its workers resolve what crashes
  * leave in doubt.  When the library is loaded any other way, _PG_init
  * installs nothing and every entry point (the foreign-data wrapper
  * validator included, which CREATE EXTENSION calls) fails with a hint
@@ -13,7 +13,7 @@
  *
  * Shared memory is set up in the two steps of PostgreSQL 15, as
  * pg_stat_statements does: shmem_request_hook asks for the space and the
- * lock, shmem_startup_hook attaches (jobs.c).
+ * lock, shmem_startup_hook attaches (jobs.c, worker.c).
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -77,6 +77,7 @@ ctas_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	CtasJobsShmemRequest();
+	CtasWorkerShmemRequest();
 }
 
 static void
@@ -85,6 +86,7 @@ ctas_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	CtasJobsShmemStartup();
+	CtasWorkerShmemStartup();
 }
 
 /*
@@ -105,15 +107,16 @@ define_gucs(void)
 							"Number of finished jobs kept in ctas_fed.jobs.",
 							NULL, &CtasHistorySize, 1000, 0, 100000,
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
-	DefineCustomStringVariable("ctas_fed.database",
-							   "Database the ctas_fed worker connects to.",
-							   "The worker resolves the catalogs defined in this database.",
-							   &CtasWorkerDatabase, "postgres",
-							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("ctas_fed.resolver_naptime",
 							"Time between two rounds of in-doubt resolution.",
-							NULL, &CtasResolverNaptime, 60, 1, 86400,
+							"Also the longest wait between two retries while work stays in doubt.",
+							&CtasResolverNaptime, 60, 1, 86400,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("ctas_fed.resolve_timeout",
+							"Longest time the resolution of one catalog may take.",
+							"A catalog that does not answer within it is reported and skipped; 0 means no limit.",
+							&CtasResolveTimeout, 30, 0, 3600,
+							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
 	DefineCustomStringVariable("ctas_fed.notify_url",
 							   "Status webhook for catalogs without a notify_url of their own.",
 							   NULL, &CtasNotifyUrl, "",

@@ -13,13 +13,14 @@
  * decides it.
  *
  * An aborted transaction cannot write a row of its own, so nothing here is
- * a table: the registry lives in shared memory, and the background worker
+ * a table: the registry lives in shared memory, and the launcher
  * (worker.c) writes it to pg_stat/ctas_fed_jobs.stat shortly after every
  * change and at shutdown.  The postmaster loads that file when shared
  * memory is created, so the history survives a clean restart and a crash
  * restart (minus at most the last moments before a crash); jobs that were
- * running when the server went down come back as in_doubt, for the worker
- * to decide from the local transaction's commit status.
+ * running when the server went down come back as in_doubt, for the
+ * resolver of their database to decide from the local transaction's commit
+ * status.
  *
  * Locking: "lock" (one LWLock of our tranche) protects everything but the
  * rows/bytes counters of a running slot, which only its owner writes.
@@ -50,6 +51,7 @@
 #include "utils/timestamp.h"
 
 #include "jobs.h"
+#include "mb/pg_wchar.h"
 
 #define JOBS_FILE		PGSTAT_STAT_PERMANENT_DIRECTORY "/ctas_fed_jobs.stat"
 #define JOBS_FILE_TMP	JOBS_FILE ".tmp"
@@ -78,10 +80,8 @@ typedef struct JobsShared
 	uint64		events_written;
 	uint64		events_read;
 	uint64		events_dropped;
-	Latch	   *worker_latch;	/* registry on disk, resolution */
+	Latch	   *worker_latch;	/* the launcher: registry on disk */
 	Latch	   *notifier_latch;	/* webhooks, Pushgateway */
-	bool		resolver_busy;
-	pid_t		resolver_pid;
 	CtasJobEvent events[EVENT_QUEUE_SIZE];
 	CtasJob		jobs[FLEXIBLE_ARRAY_MEMBER];	/* running, then history */
 } JobsShared;
@@ -97,6 +97,22 @@ static void load_jobs_file(void);
 static void add_to_history(const CtasJob *job);
 static void count_finished(const CtasJob *job);
 static void enqueue_event(const CtasJob *job);
+
+/*
+ * clip_copy
+ *		strlcpy that never cuts a multibyte character of the database
+ *		encoding in two.
+ */
+static void
+clip_copy(char *dst, const char *src, size_t size)
+{
+	int			len = strlen(src);
+
+	if (len >= (int) size)
+		len = pg_mbcliplen(src, len, size - 1);
+	memcpy(dst, src, len);
+	dst[len] = '\0';
+}
 
 static Size
 jobs_shmem_size(void)
@@ -196,6 +212,7 @@ static void
 jobs_on_exit(int code, Datum arg)
 {
 	int			i;
+	bool		wake = false;
 
 	if (shared == NULL)
 		return;
@@ -217,8 +234,12 @@ jobs_on_exit(int code, Datum arg)
 			count_finished(job);
 		job->in_use = false;
 		notify_worker();
+		if (job->state == CTAS_JOB_IN_DOUBT)
+			wake = true;
 	}
 	LWLockRelease(shared->lock);
+	if (wake)
+		CtasResolverWake(MyDatabaseId, true);
 }
 
 /*
@@ -252,8 +273,8 @@ CtasJobStart(const CtasCatalog *catalog, const char *target, const char *mode,
 			continue;
 		job->in_use = true;
 		job->job_id = shared->next_job_id++;
-		strlcpy(job->catalog, catalog->name, sizeof(job->catalog));
-		strlcpy(job->target, target, sizeof(job->target));
+		clip_copy(job->catalog, catalog->name, sizeof(job->catalog));
+		clip_copy(job->target, target, sizeof(job->target));
 		strlcpy(job->mode, mode, sizeof(job->mode));
 		strlcpy(job->notify_url, notify_url ? notify_url : "",
 				sizeof(job->notify_url));
@@ -278,6 +299,9 @@ CtasJobStart(const CtasCatalog *catalog, const char *target, const char *mode,
 		break;
 	}
 	LWLockRelease(shared->lock);
+
+	/* a database whose backends use ctas_fed needs its resolver */
+	CtasResolverWake(MyDatabaseId, false);
 
 	if (ref.slot < 0)
 		ereport(WARNING,
@@ -327,7 +351,7 @@ CtasJobSetGid(CtasJobRef ref, const char *gid)
 	if (job == NULL)
 		return;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	strlcpy(job->gid, gid, sizeof(job->gid));
+	clip_copy(job->gid, gid, sizeof(job->gid));
 	job->fxid = U64FromFullTransactionId(GetTopFullTransactionIdIfAny());
 	notify_worker();
 	LWLockRelease(shared->lock);
@@ -343,15 +367,17 @@ void
 CtasJobSetState(CtasJobRef ref, CtasJobState state, const char *error)
 {
 	CtasJob    *job = running_job(ref);
+	bool		wake = false;
 
 	if (job == NULL)
 		return;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	if (job->state != state)
 	{
+		wake = state == CTAS_JOB_IN_DOUBT;
 		job->state = state;
 		if (error)
-			strlcpy(job->error, error, sizeof(job->error));
+			clip_copy(job->error, error, sizeof(job->error));
 		if (state_is_final(state) || state == CTAS_JOB_IN_DOUBT)
 		{
 			job->finished_at = GetCurrentTimestamp();
@@ -367,6 +393,10 @@ CtasJobSetState(CtasJobRef ref, CtasJobState state, const char *error)
 		notify_worker();
 	}
 	LWLockRelease(shared->lock);
+
+	/* the resolver of this database takes over at once */
+	if (wake)
+		CtasResolverWake(MyDatabaseId, true);
 }
 
 /*
@@ -555,7 +585,7 @@ settle_in_doubt(int64 job_id, const char *gid, CtasJobState state,
 			continue;
 		job->state = state;
 		if (note)
-			strlcpy(job->error, note, sizeof(job->error));
+			clip_copy(job->error, note, sizeof(job->error));
 		if (job->finished_at == 0)
 			job->finished_at = GetCurrentTimestamp();
 		count_finished(job);
@@ -646,42 +676,6 @@ CtasJobsSetLatch(Latch *latch, bool notifier)
 		shared->notifier_latch = latch;
 	else
 		shared->worker_latch = latch;
-	LWLockRelease(shared->lock);
-}
-
-/*
- * CtasJobsResolverAcquire / Release
- *		One resolver at a time (the worker or a manual call), so that no
- *		gid is acted on twice.  Acquire returns false when another process
- *		holds it.
- */
-bool
-CtasJobsResolverAcquire(void)
-{
-	bool		ok = false;
-
-	if (shared == NULL)
-		return true;
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	if (!shared->resolver_busy ||
-		(shared->resolver_pid != MyProcPid && kill(shared->resolver_pid, 0) != 0))
-	{
-		shared->resolver_busy = true;
-		shared->resolver_pid = MyProcPid;
-		ok = true;
-	}
-	LWLockRelease(shared->lock);
-	return ok;
-}
-
-void
-CtasJobsResolverRelease(void)
-{
-	if (shared == NULL)
-		return;
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	if (shared->resolver_pid == MyProcPid)
-		shared->resolver_busy = false;
 	LWLockRelease(shared->lock);
 }
 

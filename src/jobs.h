@@ -124,8 +124,6 @@ extern bool CtasJobsGidIsLive(const char *gid);
 extern void CtasJobsResolveGid(const char *gid, CtasJobState state);
 extern void CtasJobsCounters(uint64 *change_count, uint64 *ended);
 extern void CtasJobsSetLatch(Latch *latch, bool notifier);
-extern bool CtasJobsResolverAcquire(void);
-extern void CtasJobsResolverRelease(void);
 extern uint64 CtasJobsSave(void);
 
 /* in metrics.c */
@@ -133,10 +131,21 @@ extern char *CtasMetricsText(void);
 extern char *CtasJobEventJson(const CtasJobEvent *ev);
 
 /* in worker.c */
-extern char *CtasWorkerDatabase;
 extern int	CtasResolverNaptime;
+extern int	CtasResolveTimeout;
 extern char *CtasNotifyUrl;
 extern char *CtasPushgatewayUrl;
 extern void CtasWorkerRegister(void);
+extern void CtasWorkerShmemRequest(void);
+extern void CtasWorkerShmemStartup(void);
+extern void CtasResolverWake(Oid dboid, bool now);
+extern void CtasResolverWakeAtCommit(void);
+extern void CtasResolverStopDatabase(Oid dboid);
+extern bool CtasResolverLock(bool wait);
+extern void CtasResolverUnlock(void);
+extern bool CtasResolveCatalog(Oid serverid, Oid userid, bool check_usage,
+							   void (*emit) (void *arg, const char *object,
+											 const char *action),
+							   void *arg, Oid *umid, char **error);
 
 #endif							/* CTAS_JOBS_H */

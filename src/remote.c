@@ -27,6 +27,7 @@
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 
+#include "jobs.h"
 #include "target.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_remote_tables);
@@ -69,10 +70,13 @@ static void
 emit_action(void *arg, const char *object, const char *action)
 {
 	EmitState  *es = (EmitState *) arg;
+	NameData	catalog;
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
 
-	values[0] = CStringGetTextDatum(es->catalog);
+	/* the column is of type name: a text datum there reads as garbage */
+	namestrcpy(&catalog, es->catalog);
+	values[0] = NameGetDatum(&catalog);
 	values[1] = CStringGetTextDatum(object);
 	values[2] = CStringGetTextDatum(action);
 
@@ -157,11 +161,13 @@ ctas_fed_remote_columns(PG_FUNCTION_ARGS)
 
 /*
  * all_catalogs
- *		OIDs of every ctas_fed server, in name order.
+ *		OIDs of every ctas_fed server, in name order, in the caller's
+ *		memory context (not SPI's, which SPI_finish frees).
  */
 static List *
 all_catalogs(void)
 {
+	MemoryContext cxt = CurrentMemoryContext;
 	List	   *result = NIL;
 	uint64		i;
 
@@ -177,8 +183,10 @@ all_catalogs(void)
 		bool		isnull;
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[i],
 									  SPI_tuptable->tupdesc, 1, &isnull);
+		MemoryContext old = MemoryContextSwitchTo(cxt);
 
 		result = lappend_oid(result, DatumGetObjectId(d));
+		MemoryContextSwitchTo(old);
 	}
 	SPI_finish();
 	return result;
@@ -190,7 +198,11 @@ all_catalogs(void)
  *
  * Resolves what this cluster left in doubt on one catalog, or on every
  * catalog the current user has a user mapping for, and returns one row per
- * object found.
+ * object found.  Each catalog is resolved on its own, in a subtransaction
+ * and within ctas_fed.resolve_timeout (CtasResolveCatalog): a catalog that
+ * fails or does not answer gives a row with the action "error: <message>"
+ * (and an empty object), and the others are still resolved.  Waits while
+ * the resolver of this database (or another call) is resolving.
  */
 Datum
 ctas_fed_resolve_in_doubt(PG_FUNCTION_ARGS)
@@ -203,47 +215,46 @@ ctas_fed_resolve_in_doubt(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	es.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
-	if (!CtasJobsResolverAcquire())
-		ereport(ERROR,
-				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("another resolution of in-doubt transactions is running"),
-				 errhint("Try again in a moment.")));
+	if (!PG_ARGISNULL(0))
+		catalogs = list_make1_oid(lookup(NameStr(*PG_GETARG_NAME(0)))->serverid);
+	else
+		catalogs = all_catalogs();
 
+	(void) CtasResolverLock(true);
 	PG_TRY();
 	{
-		if (!PG_ARGISNULL(0))
-			catalogs = list_make1_oid(lookup(NameStr(*PG_GETARG_NAME(0)))->serverid);
-		else
-			catalogs = all_catalogs();
-
 		foreach(lc, catalogs)
 		{
-			CtasCatalog *catalog;
-			const CtasTargetRoutine *routine;
+			Oid			serverid = lfirst_oid(lc);
+			Oid			umid;
+			char	   *error;
 
+			/*
+			 * The name is copied here, outside the subtransaction: the
+			 * rows emitted after an error must not point into memory that
+			 * its rollback freed.
+			 */
+			es.catalog = pstrdup(GetForeignServer(serverid)->servername);
 			if (PG_ARGISNULL(0) &&
-				pg_foreign_server_aclcheck(lfirst_oid(lc), GetUserId(),
+				pg_foreign_server_aclcheck(serverid, GetUserId(),
 										   ACL_USAGE) != ACLCHECK_OK)
 			{
-				es.catalog = GetForeignServer(lfirst_oid(lc))->servername;
 				emit_action(&es, "", "skipped: no USAGE privilege");
 				continue;
 			}
-			catalog = CtasGetCatalog(lfirst_oid(lc), GetUserId(), true, false);
-			es.catalog = catalog->name;
-			if (!OidIsValid(catalog->umid))
+			if (!OidIsValid(CtasGetCatalog(serverid, GetUserId(), true, false)->umid))
 			{
 				emit_action(&es, "", "skipped: no user mapping for the current user");
 				continue;
 			}
-			routine = CtasCatalogRoutine(catalog);
-			if (routine->resolve)
-				routine->resolve(catalog, emit_action, &es);
+			if (!CtasResolveCatalog(serverid, GetUserId(), true,
+									emit_action, &es, &umid, &error))
+				emit_action(&es, "", psprintf("error: %s", error));
 		}
 	}
 	PG_FINALLY();
 	{
-		CtasJobsResolverRelease();
+		CtasResolverUnlock();
 	}
 	PG_END_TRY();
 	return (Datum) 0;

@@ -921,6 +921,15 @@ pg_abort(CtasParticipant *part)
 	entry = st->entry;
 
 	/*
+	 * PREPARE TRANSACTION was sent and the connection failed before its
+	 * reply: the remote may hold the prepared transaction.  Left to the
+	 * resolver, which rolls it back if it is there.
+	 */
+	if (st->gid != NULL && !st->prepared &&
+		(entry->conn == NULL || PQstatus(entry->conn) == CONNECTION_BAD))
+		part->in_doubt = true;
+
+	/*
 	 * In error recursion trouble, do nothing that could fail again: closing
 	 * the connection rolls back what was not prepared, and a prepared
 	 * transaction is left to the resolver.

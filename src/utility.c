@@ -17,6 +17,10 @@
  * (check_drop_in_use), as PostgreSQL refuses to drop a database that
  * prepared transactions use.
  *
+ * It also looks after the resolvers of worker.c: CREATE EXTENSION ctas_fed
+ * asks for one in its database, and the commands that need a database to
+ * themselves (DROP DATABASE, ...) stop the database's resolver first.
+ *
  * EXPLAIN of a federated CTAS is handed to PostgreSQL's ExplainQuery with
  * the CTAS's SELECT in its place, so that option parsing and output formats
  * are PostgreSQL's; an ExplainOneQuery hook, installed only for the
@@ -34,6 +38,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_user_mapping.h"
 #include "commands/dbcommands.h"
+#include "commands/defrem.h"
 #include "commands/explain.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
@@ -44,6 +49,7 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
+#include "jobs.h"
 #include "target.h"
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
@@ -408,6 +414,52 @@ check_drop_in_use(Node *parsetree)
 }
 
 /*
+ * stop_resolver_for
+ *		DROP DATABASE, ALTER DATABASE ... RENAME or SET TABLESPACE and
+ *		CREATE DATABASE ... TEMPLATE fail while another process is
+ *		connected to the database: stop its ctas_fed resolver first (see
+ *		worker.c).
+ */
+static void
+stop_resolver_for(Node *parsetree)
+{
+	const char *dbname = NULL;
+	ListCell   *lc;
+
+	if (IsA(parsetree, DropdbStmt))
+		dbname = ((DropdbStmt *) parsetree)->dbname;
+	else if (IsA(parsetree, RenameStmt) &&
+			 ((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
+		dbname = ((RenameStmt *) parsetree)->subname;
+	else if (IsA(parsetree, CreatedbStmt))
+	{
+		foreach(lc, ((CreatedbStmt *) parsetree)->options)
+		{
+			DefElem    *def = lfirst_node(DefElem, lc);
+
+			if (strcmp(def->defname, "template") == 0 && def->arg)
+				dbname = defGetString(def);
+		}
+	}
+	else if (IsA(parsetree, AlterDatabaseStmt))
+	{
+		foreach(lc, ((AlterDatabaseStmt *) parsetree)->options)
+		{
+			if (strcmp(lfirst_node(DefElem, lc)->defname, "tablespace") == 0)
+				dbname = ((AlterDatabaseStmt *) parsetree)->dbname;
+		}
+	}
+	if (dbname != NULL)
+	{
+		Oid			dboid = get_database_oid(dbname, true);
+
+		/* each of them needs ownership: nobody else may pause a resolver */
+		if (OidIsValid(dboid) && pg_database_ownercheck(dboid, GetUserId()))
+			CtasResolverStopDatabase(dboid);
+	}
+}
+
+/*
  * ctas_process_utility
  *		The ProcessUtility hook; see the file header.
  */
@@ -465,7 +517,10 @@ ctas_process_utility(PlannedStmt *pstmt, const char *queryString,
 			return;
 	}
 	else
+	{
 		check_drop_in_use(parsetree);
+		stop_resolver_for(parsetree);
+	}
 
 	if (prev_ProcessUtility)
 		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
@@ -473,4 +528,9 @@ ctas_process_utility(PlannedStmt *pstmt, const char *queryString,
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
+
+	/* a database that gets the extension gets its resolver */
+	if (IsA(parsetree, CreateExtensionStmt) &&
+		strcmp(((CreateExtensionStmt *) parsetree)->extname, "ctas_fed") == 0)
+		CtasResolverWakeAtCommit();
 }

@@ -1,34 +1,68 @@
 /*-------------------------------------------------------------------------
  *
  * worker.c
- *		  The ctas_fed background worker: keeps the job history on disk,
- *		  delivers status webhooks, pushes metrics to a Pushgateway, and
- *		  resolves what crashes and failed commits left in doubt.
+ *		  The ctas_fed background workers: the launcher keeps the job
+ *		  history on disk and starts one resolver per database that has the
+ *		  extension; the resolvers finish or undo what crashes and failed
+ *		  commits left in doubt; the notifier delivers status webhooks and
+ *		  pushes metrics to a Pushgateway.
  *
  * They are the analogue of Flink's job-status hook, off every commit path:
  * backends only put events into shared memory and set the workers'
- * latches.  Two processes, so that a slow or dead webhook endpoint, which
- * may cost the notifier seconds per event, never delays saving the history
- * or resolving transactions.
+ * latches.  Separate processes, so that a slow or dead webhook endpoint,
+ * which may cost the notifier seconds per event, never delays saving the
+ * history or resolving transactions, and so that a catalog that does not
+ * answer in one database never delays the others.
  *
- * One worker per cluster, connected to the database named by
- * ctas_fed.database (default "postgres"), as pg_cron does: catalogs are
- * foreign servers, which live in one database, so the worker resolves the
- * catalogs of that database; catalogs defined in other databases are
- * resolved there with ctas_fed.resolve_in_doubt().  The history, webhooks
- * and metrics cover jobs of every database.
+ * The launcher (one per cluster, connected to no database, like
+ * autovacuum's launcher and TimescaleDB's) reads pg_database when it
+ * starts, every ctas_fed.resolver_naptime, and when asked, and starts a
+ * resolver for every database that allows connections and is not a
+ * template.  A resolver that finds no ctas_fed extension in its database
+ * exits at once and is not started again until a backend of that
+ * database uses the extension (CtasJobStart and the in-doubt wake-up ask
+ * for it).  So after any restart every database with the extension gets
+ * its resolver without any setting, and a database without it costs one
+ * short-lived connection per start of the launcher.  Templates are left
+ * out: a connection to a template would make CREATE DATABASE fail.
  *
- * The worker's loop: save the registry if it changed; every
- * ctas_fed.resolver_naptime, resolve.  The notifier's loop: deliver queued
- * webhooks (bounded retries and timeouts); push metrics when jobs ended.
- * SIGHUP reloads the configuration; SIGTERM ends the loops (the worker
- * saves first).
+ * A resolver exits when the extension is dropped (it looks every second)
+ * or when its database goes.  DROP DATABASE, ALTER DATABASE ... RENAME or
+ * SET TABLESPACE and CREATE DATABASE ... TEMPLATE fail while another
+ * process is connected to the database, so the ProcessUtility hook first
+ * stops the resolver of that database and keeps it stopped for
+ * RESOLVER_PAUSE_SECS (CtasResolverStopDatabase), as TimescaleDB stops
+ * its scheduler.
+ *
+ * A backend that leaves anything in doubt wakes its database's resolver
+ * (CtasResolverWake), which resolves at once and, while anything stays in
+ * doubt (a job of an unreachable catalog, a gid still in doubt), again
+ * after 1 s, 2 s, 4 s, then every 8 s (or every ctas_fed.resolver_naptime
+ * if that is shorter), so that the work ends within about 10 s after its
+ * catalog is reachable again; once nothing is left, it resolves every
+ * naptime.  Each (catalog, user mapping) is resolved in a
+ * subtransaction with a deadline of ctas_fed.resolve_timeout
+ * (CtasResolveCatalog), so a catalog that is down or never answers costs
+ * that much and no more, and the others go on.
  *
  * Resolution connects to each PostgreSQL catalog once per user mapping, so
  * that a prepared transaction is finished by the remote role that prepared
  * it, and decides each of this cluster's gids from the commit status of the
  * local transaction it names (see target_postgres.c).  Gids of jobs whose
- * backend is still finishing them are left to that backend.
+ * backend is still finishing them are left to that backend.  In each
+ * database one resolution runs at a time (the resolver or a
+ * ctas_fed.resolve_in_doubt() call): a session-level lock of that database
+ * (CtasResolverLock).  Two databases whose catalogs reach the same remote
+ * database may both see a gid; the second COMMIT PREPARED of it fails,
+ * which leaves nothing wrong, and is retried.
+ *
+ * Who saves the history: the launcher, shortly after every change and when
+ * it exits.  The jobs still in doubt are settled by the resolver of their
+ * database: from what resolution found, and from the local transaction's
+ * status alone when that is enough (see decide_in_doubt_jobs).
+ *
+ * SIGHUP reloads the configuration; SIGTERM ends the loops (die(): a
+ * resolver waiting on a remote server is interrupted at once).
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -39,7 +73,16 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -47,13 +90,18 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "storage/lwlock.h"
 #include "storage/proc.h"
+#include "storage/shmem.h"
 #include "tcop/tcopprot.h"
 #include "utils/resowner.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "http.h"
@@ -61,24 +109,62 @@
 #include "target.h"
 
 /* GUCs */
-char	   *CtasWorkerDatabase = NULL;
 int			CtasResolverNaptime = 60;
+int			CtasResolveTimeout = 30;
 char	   *CtasNotifyUrl = NULL;
 char	   *CtasPushgatewayUrl = NULL;
 
 #define WEBHOOK_ATTEMPTS	3
 #define WEBHOOK_TIMEOUT		5	/* seconds per attempt */
 
-PGDLLEXPORT void ctas_fed_worker_main(Datum main_arg);
+#define RESOLVER_FIRST_RETRY_MS	1000	/* first retry after work in doubt */
+#define RESOLVER_MAX_RETRY_MS	8000	/* so that it ends within ~10 s */
+#define RESOLVER_PAUSE_SECS		30	/* no restart after a DROP DATABASE */
+#define RESOLVER_RESTART_SECS	5	/* after a resolver failed */
+
+/* field4 of the advisory lock tag of the resolution lock (cf. Citus) */
+#define CTAS_LOCKTAG_RESOLVER	0xCF01
+
+/* One database's resolver, in shared memory */
+typedef struct ResolverSlot
+{
+	Oid			dboid;			/* InvalidOid: the slot is free */
+	pid_t		pid;			/* the running resolver, or 0 */
+	Latch	   *latch;			/* its latch while it runs */
+	bool		wake;			/* resolve now: work was left in doubt */
+	bool		wanted;			/* the extension is in use: start it */
+	bool		no_extension;	/* its last start found no extension */
+	TimestampTz paused_until;	/* not started again before */
+} ResolverSlot;
+
+typedef struct ResolverShared
+{
+	LWLock	   *lock;
+	Latch	   *launcher_latch;
+	bool		rescan;			/* read pg_database again */
+	int			nslots;
+	ResolverSlot slots[FLEXIBLE_ARRAY_MEMBER];
+} ResolverShared;
+
+static ResolverShared *rshared = NULL;
+
+/* per-catalog deadline of CtasResolveCatalog */
+static TimeoutId resolve_timeout_id = MAX_TIMEOUTS;
+static volatile sig_atomic_t resolve_timed_out = false;
+
+PGDLLEXPORT void ctas_fed_launcher_main(Datum main_arg);
+PGDLLEXPORT void ctas_fed_resolver_main(Datum main_arg);
 PGDLLEXPORT void ctas_fed_notifier_main(Datum main_arg);
 
-static void resolve_all(void);
-static void worker_on_exit(int code, Datum arg);
-static void decide_in_doubt_jobs(List *unresolved, List *scanned);
+static bool resolve_all(void);
+static void launcher_on_exit(int code, Datum arg);
+static void resolver_on_exit(int code, Datum arg);
+static int	decide_in_doubt_jobs(List *unresolved, List *scanned);
 
 /*
  * CtasWorkerRegister
- *		Register the worker; called from _PG_init when preloading.
+ *		Register the launcher and the notifier; called from _PG_init when
+ *		preloading.  The resolvers are started by the launcher.
  */
 void
 CtasWorkerRegister(void)
@@ -86,14 +172,15 @@ CtasWorkerRegister(void)
 	BackgroundWorker worker;
 
 	memset(&worker, 0, sizeof(worker));
+	/* a connection to no database: it reads pg_database only */
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
 		BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	worker.bgw_restart_time = 10;
 	strcpy(worker.bgw_library_name, "ctas_fed");
-	strcpy(worker.bgw_function_name, "ctas_fed_worker_main");
-	strcpy(worker.bgw_name, "ctas_fed worker");
-	strcpy(worker.bgw_type, "ctas_fed worker");
+	strcpy(worker.bgw_function_name, "ctas_fed_launcher_main");
+	strcpy(worker.bgw_name, "ctas_fed launcher");
+	strcpy(worker.bgw_type, "ctas_fed launcher");
 	RegisterBackgroundWorker(&worker);
 
 	/* the notifier needs no database */
@@ -103,6 +190,325 @@ CtasWorkerRegister(void)
 	strcpy(worker.bgw_name, "ctas_fed notifier");
 	strcpy(worker.bgw_type, "ctas_fed notifier");
 	RegisterBackgroundWorker(&worker);
+}
+
+static Size
+resolver_shmem_size(void)
+{
+	return add_size(offsetof(ResolverShared, slots),
+					mul_size(max_worker_processes, sizeof(ResolverSlot)));
+}
+
+/*
+ * CtasWorkerShmemRequest / CtasWorkerShmemStartup
+ *		The resolver slots: one per possible background worker, since
+ *		each running resolver is one.  Called from the shmem hooks.
+ */
+void
+CtasWorkerShmemRequest(void)
+{
+	RequestAddinShmemSpace(resolver_shmem_size());
+	RequestNamedLWLockTranche("ctas_fed resolvers", 1);
+}
+
+void
+CtasWorkerShmemStartup(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	rshared = ShmemInitStruct("ctas_fed resolvers", resolver_shmem_size(),
+							  &found);
+	if (!found)
+	{
+		memset(rshared, 0, resolver_shmem_size());
+		rshared->lock = &(GetNamedLWLockTranche("ctas_fed resolvers"))->lock;
+		rshared->nslots = max_worker_processes;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* the slot of database dboid, or NULL; caller holds the lock */
+static ResolverSlot *
+find_slot(Oid dboid)
+{
+	int			i;
+
+	for (i = 0; i < rshared->nslots; i++)
+	{
+		if (rshared->slots[i].dboid == dboid)
+			return &rshared->slots[i];
+	}
+	return NULL;
+}
+
+/* a new slot for dboid, or NULL when all are taken; caller holds the lock */
+static ResolverSlot *
+add_slot(Oid dboid)
+{
+	ResolverSlot *slot = find_slot(InvalidOid);
+
+	if (slot == NULL)
+		return NULL;
+	memset(slot, 0, sizeof(ResolverSlot));
+	slot->dboid = dboid;
+	return slot;
+}
+
+/*
+ * CtasResolverWake
+ *		Called by backends of database dboid: with now, something was left
+ *		in doubt and the resolver should resolve at once (and retry with
+ *		backoff); without, the extension is in use, so a resolver must be
+ *		running.  Cheap when it is; never raises an error.
+ */
+void
+CtasResolverWake(Oid dboid, bool now)
+{
+	ResolverSlot *slot;
+	bool		running;
+
+	if (rshared == NULL || !OidIsValid(dboid))
+		return;
+
+	if (!now)
+	{
+		LWLockAcquire(rshared->lock, LW_SHARED);
+		slot = find_slot(dboid);
+		running = slot != NULL && slot->pid != 0;
+		LWLockRelease(rshared->lock);
+		if (running)
+			return;
+	}
+
+	LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+	slot = find_slot(dboid);
+	if (slot == NULL)
+		slot = add_slot(dboid);
+	if (slot == NULL)
+		rshared->rescan = true;
+	else if (slot->pid != 0)
+	{
+		if (now)
+		{
+			slot->wake = true;
+			SetLatch(slot->latch);
+		}
+	}
+	else
+	{
+		slot->wanted = true;
+		slot->no_extension = false;
+		if (now)
+			slot->wake = true;
+	}
+	if ((slot == NULL || slot->pid == 0) && rshared->launcher_latch)
+		SetLatch(rshared->launcher_latch);
+	LWLockRelease(rshared->lock);
+}
+
+/* CtasResolverWakeAtCommit's flag and transaction callback */
+static bool wake_at_commit = false;
+
+static void
+wake_at_commit_callback(XactEvent event, void *arg)
+{
+	if (!wake_at_commit)
+		return;
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT)
+	{
+		wake_at_commit = false;
+		CtasResolverWake(MyDatabaseId, false);
+	}
+	else if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+			 event == XACT_EVENT_PREPARE)
+		wake_at_commit = false;
+}
+
+/*
+ * CtasResolverWakeAtCommit
+ *		Ask for a resolver in this database once the current transaction
+ *		commits: called after CREATE EXTENSION ctas_fed, which a resolver
+ *		started earlier would not see.
+ */
+void
+CtasResolverWakeAtCommit(void)
+{
+	static bool registered = false;
+
+	if (!registered)
+	{
+		RegisterXactCallback(wake_at_commit_callback, NULL);
+		registered = true;
+	}
+	wake_at_commit = true;
+}
+
+/*
+ * CtasResolverStopDatabase
+ *		Stop the resolver of database dboid, and keep it stopped for
+ *		RESOLVER_PAUSE_SECS: called before DROP DATABASE and the other
+ *		commands that need the database to themselves.  Waits up to 10 s
+ *		for the resolver to exit.  Raises an error only on interrupts.
+ */
+void
+CtasResolverStopDatabase(Oid dboid)
+{
+	ResolverSlot *slot;
+	pid_t		pid = 0;
+	int			i;
+
+	if (rshared == NULL || !OidIsValid(dboid))
+		return;
+
+	LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+	slot = find_slot(dboid);
+	if (slot != NULL)
+	{
+		slot->paused_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														 RESOLVER_PAUSE_SECS * 1000);
+		pid = slot->pid;
+	}
+	LWLockRelease(rshared->lock);
+	if (pid == 0)
+		return;
+
+	(void) kill(pid, SIGTERM);
+	for (i = 0; i < 1000; i++)
+	{
+		bool		gone;
+
+		LWLockAcquire(rshared->lock, LW_SHARED);
+		gone = slot->dboid != dboid || slot->pid != pid;
+		LWLockRelease(rshared->lock);
+		if (gone)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * CtasResolverLock
+ *		Take the resolution lock of the current database: a session-level
+ *		lock, so that it spans the transactions of a round and goes with
+ *		the process if it dies.  With wait, waits for it (interruptibly,
+ *		subject to lock_timeout); without, returns false when another
+ *		process holds it.
+ */
+bool
+CtasResolverLock(bool wait)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, CTAS_LOCKTAG_RESOLVER);
+	return LockAcquire(&tag, ExclusiveLock, true, !wait) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+void
+CtasResolverUnlock(void)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, CTAS_LOCKTAG_RESOLVER);
+	LockRelease(&tag, ExclusiveLock, true);
+}
+
+/*
+ * resolve_timeout_handler
+ *		The deadline of one catalog passed: cancel what runs, as the
+ *		statement timeout does.  Signal handler.
+ */
+static void
+resolve_timeout_handler(void)
+{
+	resolve_timed_out = true;
+	InterruptPending = true;
+	QueryCancelPending = true;
+	SetLatch(MyLatch);
+}
+
+/*
+ * CtasResolveCatalog
+ *		Resolve the catalog serverid as local user userid (with
+ *		check_usage, that user needs USAGE on it), in a subtransaction and
+ *		within ctas_fed.resolve_timeout.  emit is called with arg for every
+ *		object found, as the writer's resolve does.
+ *
+ * Returns true when the catalog was resolved, with *umid set to the user
+ * mapping used.  Otherwise returns false with *error set to the message of
+ * the error (palloc'd in the caller's memory context); the subtransaction
+ * is rolled back, so that the caller can go on with other catalogs.  A
+ * query cancel that is not this deadline is raised again, so that the user
+ * can still interrupt ctas_fed.resolve_in_doubt().
+ * Must be called in a transaction.
+ */
+bool
+CtasResolveCatalog(Oid serverid, Oid userid, bool check_usage,
+				   void (*emit) (void *arg, const char *object,
+								 const char *action),
+				   void *arg, Oid *umid, char **error)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool ok = false;
+
+	if (resolve_timeout_id == MAX_TIMEOUTS)
+		resolve_timeout_id = RegisterTimeout(USER_TIMEOUT,
+											 resolve_timeout_handler);
+
+	*error = NULL;
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		CtasCatalog *catalog;
+		const CtasTargetRoutine *routine;
+
+		resolve_timed_out = false;
+		if (CtasResolveTimeout > 0)
+			enable_timeout_after(resolve_timeout_id, CtasResolveTimeout * 1000);
+		catalog = CtasGetCatalog(serverid, userid, check_usage, true);
+		routine = CtasCatalogRoutine(catalog);
+		if (routine->resolve)
+			routine->resolve(catalog, emit, arg);
+		*umid = catalog->umid;
+		disable_timeout(resolve_timeout_id, false);
+		/* a deadline that passed just now must not cancel what follows */
+		if (resolve_timed_out)
+			QueryCancelPending = false;
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		ok = true;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+		bool		timed_out;
+
+		disable_timeout(resolve_timeout_id, false);
+		timed_out = resolve_timed_out;
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+
+		if (timed_out)
+			*error = psprintf("no answer within ctas_fed.resolve_timeout (%d s)",
+							  CtasResolveTimeout);
+		else if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+			ReThrowError(edata);
+		else
+			*error = pstrdup(edata->message ? edata->message : "unknown error");
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	return ok;
 }
 
 /*
@@ -170,32 +576,217 @@ push_metrics(MemoryContext cxt)
 }
 
 /*
- * ctas_fed_worker_main
- *		Save the registry after changes; resolve every naptime.
+ * scan_databases
+ *		The OIDs of the databases that may have a resolver: those that
+ *		allow connections and are not templates.  Palloc'd in cxt, count
+ *		in *n.  Starts and commits a transaction.
+ */
+static Oid *
+scan_databases(MemoryContext cxt, int *n)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	Oid		   *oids;
+	int			size = 16;
+
+	*n = 0;
+	oids = MemoryContextAlloc(cxt, size * sizeof(Oid));
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	(void) GetTransactionSnapshot();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+
+		if (!db->datallowconn || db->datistemplate)
+			continue;
+		if (*n == size)
+		{
+			size *= 2;
+			oids = repalloc(oids, size * sizeof(Oid));
+		}
+		oids[(*n)++] = db->oid;
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+	return oids;
+}
+
+/*
+ * launcher_sync_slots
+ *		After a scan of pg_database: a slot for every database that has
+ *		none, and the slots of databases that are gone freed (their
+ *		resolver, if any, is told to stop).
+ */
+static void
+launcher_sync_slots(Oid *oids, int n, BackgroundWorkerHandle **handles)
+{
+	int			i;
+	int			j;
+
+	LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+	rshared->rescan = false;
+	for (i = 0; i < rshared->nslots; i++)
+	{
+		ResolverSlot *slot = &rshared->slots[i];
+		bool		exists = false;
+
+		if (!OidIsValid(slot->dboid))
+			continue;
+		for (j = 0; j < n && !exists; j++)
+			exists = oids[j] == slot->dboid;
+		if (exists)
+			continue;
+		if (handles[i] != NULL)
+			TerminateBackgroundWorker(handles[i]);
+		else
+			slot->dboid = InvalidOid;
+	}
+	for (j = 0; j < n; j++)
+	{
+		if (find_slot(oids[j]) == NULL && add_slot(oids[j]) == NULL)
+		{
+			ereport(LOG,
+					(errmsg("ctas_fed launcher: no free resolver slot for database %u",
+							oids[j]),
+					 errhint("Raise max_worker_processes.")));
+			break;
+		}
+	}
+	LWLockRelease(rshared->lock);
+}
+
+/*
+ * launcher_start_resolvers
+ *		Reap the resolvers that exited, and start one for every database
+ *		slot that needs one.  Returns true when a scan of pg_database is
+ *		wanted first (a pause ended: the database may be gone).
+ */
+static bool
+launcher_start_resolvers(BackgroundWorkerHandle **handles)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	bool		rescan = false;
+	int			i;
+
+	for (i = 0; i < rshared->nslots; i++)
+	{
+		ResolverSlot *slot = &rshared->slots[i];
+		pid_t		pid;
+		BackgroundWorker worker;
+		bool		start;
+
+		if (handles[i] != NULL &&
+			GetBackgroundWorkerPid(handles[i], &pid) == BGWH_STOPPED)
+		{
+			pfree(handles[i]);
+			handles[i] = NULL;
+			LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+			slot->pid = 0;
+			slot->latch = NULL;
+			/* a resolver that failed is not restarted at once */
+			if (!slot->no_extension && slot->paused_until < now)
+				slot->paused_until =
+					TimestampTzPlusMilliseconds(now, RESOLVER_RESTART_SECS * 1000);
+			LWLockRelease(rshared->lock);
+		}
+		if (handles[i] != NULL)
+			continue;
+
+		LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+		start = OidIsValid(slot->dboid) && slot->pid == 0 &&
+			(!slot->no_extension || slot->wanted);
+		if (start && slot->paused_until != 0)
+		{
+			if (slot->paused_until > now)
+				start = false;
+			else
+			{
+				slot->paused_until = 0;
+				rescan = true;
+				start = false;
+			}
+		}
+		if (start)
+		{
+			slot->wanted = false;
+			slot->no_extension = false;
+		}
+		LWLockRelease(rshared->lock);
+		if (!start)
+			continue;
+
+		memset(&worker, 0, sizeof(worker));
+		worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+			BGWORKER_BACKEND_DATABASE_CONNECTION;
+		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		worker.bgw_restart_time = BGW_NEVER_RESTART;
+		strcpy(worker.bgw_library_name, "ctas_fed");
+		strcpy(worker.bgw_function_name, "ctas_fed_resolver_main");
+		snprintf(worker.bgw_name, BGW_MAXLEN, "ctas_fed resolver %u",
+				 slot->dboid);
+		strcpy(worker.bgw_type, "ctas_fed resolver");
+		worker.bgw_main_arg = ObjectIdGetDatum(slot->dboid);
+		memcpy(worker.bgw_extra, &i, sizeof(int));
+		worker.bgw_notify_pid = MyProcPid;
+		if (!RegisterDynamicBackgroundWorker(&worker, &handles[i]))
+		{
+			/* no free background worker: try again a little later */
+			handles[i] = NULL;
+			LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+			slot->wanted = true;
+			slot->paused_until =
+				TimestampTzPlusMilliseconds(now, RESOLVER_RESTART_SECS * 1000);
+			LWLockRelease(rshared->lock);
+			ereport(LOG,
+					(errmsg("ctas_fed launcher could not start the resolver of database %u",
+							slot->dboid),
+					 errhint("Raise max_worker_processes.")));
+		}
+	}
+	return rescan;
+}
+
+/*
+ * ctas_fed_launcher_main
+ *		Save the registry after changes; keep one resolver running per
+ *		database with the extension.
  */
 void
-ctas_fed_worker_main(Datum main_arg)
+ctas_fed_launcher_main(Datum main_arg)
 {
 	uint64		saved = 0;
-	TimestampTz last_resolve = 0;
+	TimestampTz last_scan = 0;
+	MemoryContext cxt;
+	BackgroundWorkerHandle **handles;
 
-	/*
-	 * SIGTERM is die(): a resolver waiting on a remote server is
-	 * interrupted at once; the registry is saved by the exit callback.
-	 */
+	/* SIGTERM is die(); the registry is saved by the exit callback */
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	BackgroundWorkerInitializeConnection(CtasWorkerDatabase, NULL, 0);
-	pgstat_report_appname("ctas_fed worker");
+	/* no database: shared catalogs only, so no DROP DATABASE waits for us */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("ctas_fed launcher");
+	cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed launcher",
+								ALLOCSET_DEFAULT_SIZES);
+	handles = MemoryContextAllocZero(TopMemoryContext,
+									 rshared->nslots * sizeof(BackgroundWorkerHandle *));
 	CtasJobsSetLatch(MyLatch, false);
-	before_shmem_exit(worker_on_exit, (Datum) 0);
+	LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+	rshared->launcher_latch = MyLatch;
+	LWLockRelease(rshared->lock);
+	before_shmem_exit(launcher_on_exit, (Datum) 0);
 
 	for (;;)
 	{
 		uint64		changes;
 		uint64		ended;
+		bool		rescan;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -209,27 +800,176 @@ ctas_fed_worker_main(Datum main_arg)
 		if (changes != saved)
 			saved = CtasJobsSave();
 
-		if (TimestampDifferenceExceeds(last_resolve, GetCurrentTimestamp(),
+		LWLockAcquire(rshared->lock, LW_SHARED);
+		rescan = rshared->rescan;
+		LWLockRelease(rshared->lock);
+		if (rescan || last_scan == 0 ||
+			TimestampDifferenceExceeds(last_scan, GetCurrentTimestamp(),
 									   CtasResolverNaptime * 1000))
 		{
-			resolve_all();
-			last_resolve = GetCurrentTimestamp();
+			Oid		   *oids;
+			int			n;
+
+			oids = scan_databases(cxt, &n);
+			launcher_sync_slots(oids, n, handles);
+			MemoryContextReset(cxt);
+			last_scan = GetCurrentTimestamp();
+		}
+		if (launcher_start_resolvers(handles))
+		{
+			LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+			rshared->rescan = true;
+			LWLockRelease(rshared->lock);
+			continue;
 		}
 
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Min(1000L, CtasResolverNaptime * 1000L),
-						 PG_WAIT_EXTENSION);
+						 1000L, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
 }
 
-/* save the registry when the worker exits (die() included) */
+/* save the registry when the launcher exits (die() included) */
 static void
-worker_on_exit(int code, Datum arg)
+launcher_on_exit(int code, Datum arg)
 {
 	CtasJobsSave();
 	CtasJobsSetLatch(NULL, false);
+	LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+	rshared->launcher_latch = NULL;
+	LWLockRelease(rshared->lock);
+}
+
+/*
+ * extension_installed
+ *		Is ctas_fed installed in the resolver's database?  Starts and
+ *		commits a transaction.
+ */
+static bool
+extension_installed(void)
+{
+	bool		found;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	found = OidIsValid(get_extension_oid("ctas_fed", true));
+	CommitTransactionCommand();
+	return found;
+}
+
+/*
+ * ctas_fed_resolver_main
+ *		The resolver of one database (main_arg, slot number in bgw_extra):
+ *		resolve at start, when woken, with backoff while work stays in
+ *		doubt, and every naptime; exit when the extension is not there.
+ */
+void
+ctas_fed_resolver_main(Datum main_arg)
+{
+	Oid			dboid = DatumGetObjectId(main_arg);
+	int			slotno;
+	ResolverSlot *slot;
+	TimestampTz next_round = 0;
+	int			backoff_ms = RESOLVER_FIRST_RETRY_MS;
+
+	memcpy(&slotno, MyBgworkerEntry->bgw_extra, sizeof(int));
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	pgstat_report_appname("ctas_fed resolver");
+
+	slot = &rshared->slots[slotno];
+	LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+	/* a DROP DATABASE may have begun while we were starting */
+	if (slot->dboid != dboid || slot->paused_until > GetCurrentTimestamp())
+	{
+		LWLockRelease(rshared->lock);
+		proc_exit(0);
+	}
+	slot->pid = MyProcPid;
+	slot->latch = MyLatch;
+	LWLockRelease(rshared->lock);
+	before_shmem_exit(resolver_on_exit, Int32GetDatum(slotno));
+
+	for (;;)
+	{
+		bool		wake;
+		TimestampTz now;
+		long		wait_ms;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		if (!extension_installed())
+		{
+			LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+			slot->no_extension = true;
+			LWLockRelease(rshared->lock);
+			proc_exit(0);
+		}
+
+		LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+		wake = slot->wake;
+		slot->wake = false;
+		LWLockRelease(rshared->lock);
+		if (wake)
+		{
+			next_round = 0;
+			backoff_ms = RESOLVER_FIRST_RETRY_MS;
+		}
+
+		now = GetCurrentTimestamp();
+		if (now >= next_round)
+		{
+			if (resolve_all())
+			{
+				/* something stays in doubt: again soon, then less often */
+				next_round = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														 backoff_ms);
+				backoff_ms = Min(backoff_ms * 2,
+								 Min(RESOLVER_MAX_RETRY_MS,
+									 CtasResolverNaptime * 1000));
+			}
+			else
+			{
+				next_round = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														 CtasResolverNaptime * 1000);
+				backoff_ms = RESOLVER_FIRST_RETRY_MS;
+			}
+			now = GetCurrentTimestamp();
+		}
+
+		/* at least every second: a dropped extension ends the resolver */
+		wait_ms = Min(1000L, TimestampDifferenceMilliseconds(now, next_round));
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Max(wait_ms, 1L), PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/* the slot is no longer served once the resolver exits */
+static void
+resolver_on_exit(int code, Datum arg)
+{
+	ResolverSlot *slot = &rshared->slots[DatumGetInt32(arg)];
+
+	LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+	if (slot->pid == MyProcPid)
+	{
+		slot->pid = 0;
+		slot->latch = NULL;
+	}
+	LWLockRelease(rshared->lock);
+	if (rshared->launcher_latch)
+		SetLatch(rshared->launcher_latch);
 }
 
 /*
@@ -286,7 +1026,7 @@ typedef struct ResolveState
 	List	   *unresolved;		/* gids left or failed */
 	List	   *scanned;		/* (serverid, umid) pairs resolved without
 								 * error, as two-element OID lists */
-	const char *catalog;
+	const char *catalog;		/* name of the catalog being resolved */
 } ResolveState;
 
 static void
@@ -306,61 +1046,57 @@ worker_emit(void *arg, const char *object, const char *action)
 }
 
 /*
- * resolve_one
- *		Resolve one (catalog, user mapping) in a subtransaction: an
- *		unreachable or broken catalog is logged and skipped, and the others
- *		are still resolved.
+ * in_doubt_first
+ *		pairs (as resolve_all lists them) reordered so that the catalogs
+ *		with jobs of this database in doubt come first: the work that
+ *		waits is not held up by a catalog that takes its whole deadline.
+ *		The order is otherwise kept.  Result in the current context.
  */
-static void
-resolve_one(Oid serverid, Oid userid, ResolveState *rs)
+static List *
+in_doubt_first(List *pairs)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
+	CtasJobsSnapshotData *snap = CtasJobsSnapshot();
+	List	   *first = NIL;
+	List	   *rest = NIL;
+	ListCell   *lc;
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
+	foreach(lc, pairs)
 	{
-		CtasCatalog *catalog = CtasGetCatalog(serverid, userid, false, true);
-		const CtasTargetRoutine *routine = CtasCatalogRoutine(catalog);
+		Oid			serverid = linitial_oid(linitial(lfirst(lc)));
+		bool		waits = false;
+		int			i;
 
-		rs->catalog = catalog->name;
-		if (routine->resolve)
-			routine->resolve(catalog, worker_emit, rs);
-		rs->scanned = lappend(rs->scanned,
-							  list_make2_oid(serverid, catalog->umid));
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		for (i = 0; i < snap->njobs && !waits; i++)
+			waits = snap->jobs[i].state == CTAS_JOB_IN_DOUBT &&
+				snap->jobs[i].dbid == MyDatabaseId &&
+				snap->jobs[i].serverid == serverid;
+		if (waits)
+			first = lappend(first, lfirst(lc));
+		else
+			rest = lappend(rest, lfirst(lc));
 	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		EmitErrorReport();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_END_TRY();
+	return list_concat(first, rest);
 }
 
 /*
  * resolve_all
- *		One round of resolution over the catalogs of the worker's database,
- *		each (catalog, user mapping) on its own, then the decision of the
- *		in-doubt jobs that round could see.  Everything is allocated in a
- *		memory context of the round.
+ *		One round of resolution over the catalogs of the resolver's
+ *		database, each (catalog, user mapping) on its own
+ *		(CtasResolveCatalog), those with jobs in doubt first, then the
+ *		decision of the in-doubt jobs of this database.  Everything is allocated in a memory context of the
+ *		round.  Returns true when a job of this database stays in doubt or
+ *		when the round could not run, so that the caller tries again soon.
  */
-static void
+static bool
 resolve_all(void)
 {
 	MemoryContext round_cxt;
 	MemoryContext old;
 	ResolveState rs = {NIL, NIL, NULL};
+	bool		pending = false;
 
-	if (!CtasJobsResolverAcquire())
-		return;
+	if (!CtasResolverLock(false))
+		return true;			/* a resolve_in_doubt() call is at it */
 
 	round_cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed resolver round",
 									  ALLOCSET_DEFAULT_SIZES);
@@ -378,8 +1114,8 @@ resolve_all(void)
 
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
-		/* every (server, mapped user) of the ctas_fed wrapper, if installed */
-		if (SPI_execute("SELECT s.oid, um.umuser FROM pg_catalog.pg_foreign_server s "
+		/* every (server, mapped user) of the ctas_fed wrapper */
+		if (SPI_execute("SELECT s.oid, um.umuser, s.srvname FROM pg_catalog.pg_foreign_server s "
 						"JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw "
 						"JOIN pg_catalog.pg_user_mapping um ON um.umserver = s.oid "
 						"WHERE w.fdwname = 'ctas_fed' ORDER BY s.srvname, um.umuser",
@@ -387,22 +1123,45 @@ resolve_all(void)
 			elog(ERROR, "could not list catalogs");
 		for (i = 0; i < SPI_processed; i++)
 		{
+			HeapTuple	tup = SPI_tuptable->vals[i];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
 			bool		isnull;
-			Oid			srv = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-															 SPI_tuptable->tupdesc, 1, &isnull));
-			Oid			usr = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-															 SPI_tuptable->tupdesc, 2, &isnull));
+			Oid			srv = DatumGetObjectId(SPI_getbinval(tup, desc, 1, &isnull));
+			Oid			usr = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
+			char	   *name = SPI_getvalue(tup, desc, 3);
 
-			MemoryContextSwitchTo(round_cxt);
-			pairs = lappend(pairs, list_make2_oid(srv, usr));
+			/* the SPI context goes with SPI_finish: keep copies */
+			MemoryContext spi_cxt = MemoryContextSwitchTo(round_cxt);
+
+			pairs = lappend(pairs, list_make2(list_make2_oid(srv, usr),
+											  pstrdup(name)));
+			MemoryContextSwitchTo(spi_cxt);
 		}
 		SPI_finish();
 		MemoryContextSwitchTo(round_cxt);
 
+		pairs = in_doubt_first(pairs);
 		foreach(lc, pairs)
-			resolve_one(linitial_oid(lfirst(lc)), lsecond_oid(lfirst(lc)), &rs);
+		{
+			List	   *ids = linitial(lfirst(lc));
+			Oid			umid;
+			char	   *error;
 
-		decide_in_doubt_jobs(rs.unresolved, rs.scanned);
+			rs.catalog = lsecond(lfirst(lc));
+			if (CtasResolveCatalog(linitial_oid(ids), lsecond_oid(ids), false,
+								   worker_emit, &rs, &umid, &error))
+				rs.scanned = lappend(rs.scanned,
+									 list_make2_oid(linitial_oid(ids), umid));
+			else
+				ereport(LOG,
+						(errmsg("ctas_fed resolver: could not resolve catalog \"%s\"",
+								rs.catalog),
+						 errdetail_internal("%s", error)));
+		}
+
+		/* a catalog that failed matters only if it has jobs in doubt */
+		if (decide_in_doubt_jobs(rs.unresolved, rs.scanned) > 0)
+			pending = true;
 	}
 	PG_CATCH();
 	{
@@ -410,10 +1169,10 @@ resolve_all(void)
 		EmitErrorReport();
 		FlushErrorState();
 		AbortCurrentTransaction();
-		CtasJobsResolverRelease();
+		CtasResolverUnlock();
 		MemoryContextDelete(round_cxt);
 		pgstat_report_activity(STATE_IDLE, NULL);
-		return;
+		return true;
 	}
 	PG_END_TRY();
 
@@ -422,22 +1181,29 @@ resolve_all(void)
 	CommitTransactionCommand();
 	MemoryContextDelete(round_cxt);
 	pgstat_report_activity(STATE_IDLE, NULL);
-	CtasJobsResolverRelease();
+	CtasResolverUnlock();
+	return pending;
 }
 
 /*
  * decide_in_doubt_jobs
- *		Settle the history entries left in doubt that this round can speak
- *		for: jobs of this database whose catalog and user mapping were
- *		resolved without error.  From the commit status of their local
- *		transaction: aborted -> aborted; committed -> committed unless their
- *		gid is still unresolved; in progress or unknown -> left in doubt.
- *		A job that never got an xid had no remote effect: aborted.
+ *		Settle the history entries of this database left in doubt, as far
+ *		as the evidence goes, and return how many stay in doubt.
+ *
+ * A job that never got an xid, or whose local transaction aborted before
+ * anything remote was recorded for it (no gid), had no remote effect that
+ * could outlive the abort: aborted, whether or not its catalog is
+ * reachable.  The others need the catalog: only jobs whose catalog and
+ * user mapping were resolved without error in this round are decided, from
+ * the commit status of their local transaction: aborted -> aborted;
+ * committed -> committed unless their gid is still unresolved; in
+ * progress or unknown -> left in doubt.
  */
-static void
+static int
 decide_in_doubt_jobs(List *unresolved, List *scanned)
 {
 	CtasJobsSnapshotData *snap = CtasJobsSnapshot();
+	int			left = 0;
 	int			i;
 
 	for (i = 0; i < snap->njobs; i++)
@@ -455,17 +1221,24 @@ decide_in_doubt_jobs(List *unresolved, List *scanned)
 			CtasJobsResolveHistory(job->job_id, CTAS_JOB_ABORTED, NULL);
 			continue;
 		}
+		status = CtasLocalXactStatus(job->fxid);
+		if (status != NULL && strcmp(status, "aborted") == 0 &&
+			job->gid[0] == '\0')
+		{
+			CtasJobsResolveHistory(job->job_id, CTAS_JOB_ABORTED, NULL);
+			continue;
+		}
 		foreach(lc, scanned)
 		{
 			if (linitial_oid(lfirst(lc)) == job->serverid &&
 				lsecond_oid(lfirst(lc)) == job->umid)
 				seen = true;
 		}
-		if (!seen)
+		if (!seen || status == NULL || strcmp(status, "in progress") == 0)
+		{
+			left++;
 			continue;
-		status = CtasLocalXactStatus(job->fxid);
-		if (status == NULL || strcmp(status, "in progress") == 0)
-			continue;
+		}
 		foreach(lc, unresolved)
 		{
 			if (job->gid[0] && strcmp((char *) lfirst(lc), job->gid) == 0)
@@ -475,5 +1248,11 @@ decide_in_doubt_jobs(List *unresolved, List *scanned)
 			CtasJobsResolveHistory(job->job_id, CTAS_JOB_ABORTED, NULL);
 		else if (!pending)
 			CtasJobsResolveHistory(job->job_id, CTAS_JOB_COMMITTED, NULL);
+		else
+			left++;
 	}
+	if (snap->jobs)
+		pfree(snap->jobs);
+	pfree(snap);
+	return left;
 }

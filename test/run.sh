@@ -146,6 +146,29 @@ elif [ -z "$regress_tests" ]; then
 	echo "== pg_regress: REGRESS is empty"
 fi
 
+# ---- alerting rules -------------------------------------------------------
+# monitoring/ctas_fed_alerts.yml: promtool's own unit tests, and every
+# metric a rule uses must be one that src/metrics.c exports.
+echo "== promtool test rules monitoring/ctas_fed_alerts_test.yml"
+if ! command -v promtool > /dev/null; then
+	echo "promtool is missing: install the Debian package \"prometheus\" (test/bootstrap.sh does, as root)"
+	failed=$((failed + 1))
+else
+	rules_ok=1
+	(cd monitoring && promtool test rules ctas_fed_alerts_test.yml) || rules_ok=0
+	for m in $(grep -v '^ *#' monitoring/ctas_fed_alerts.yml | grep -o 'ctas_fed_[a-z_]*' | sort -u); do
+		if ! grep -q "\"$m\"" src/metrics.c; then
+			echo "monitoring/ctas_fed_alerts.yml uses $m, which src/metrics.c does not export"
+			rules_ok=0
+		fi
+	done
+	if [ "$rules_ok" = 1 ]; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+	fi
+fi
+
 # ---- TAP ------------------------------------------------------------------
 if [ -n "${TAP_TESTS:-}" ]; then
 	# shellcheck disable=SC2206

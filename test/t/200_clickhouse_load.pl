@@ -15,6 +15,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IPC::Run;
 
 use CtasFed::Test;
 
@@ -493,31 +494,48 @@ like($err, qr/database "nodb" does not exist in ClickHouse catalog "lake"/, 'rem
 ($ret, $out, $err) = psql_err(q{SELECT * FROM ctas_fed.remote_columns('lake', 'dw', 'nosuch')});
 like($err, qr/table "dw.nosuch" does not exist in catalog "lake"/, 'remote_columns of a missing table');
 
-# --- the scratch-table matrix: a name that exists again is left alone
-my $sysid = $local->safe_psql('postgres',
-	'SELECT system_identifier FROM pg_control_system()');
-my $abx = $local->safe_psql('postgres',
-	'BEGIN; SELECT pg_current_xact_id(); ROLLBACK;');
-my $scratch = "_ctas_fed_drop_${sysid}_${abx}_1_again";
+# --- the scratch-table matrix: a dropped table whose name exists again
+# A transaction drops dw.again and the local server crashes after its
+# renames, before its commit record: the table now sits under a scratch
+# name and the transaction aborted.  While the local server is down,
+# someone creates dw.again again.  The resolver must leave both tables
+# alone and say so; once the name is free, it puts the dropped table back.
+$local->safe_psql('postgres',
+	q{CREATE TABLE lake.dw.again AS SELECT 'dropped by an aborted transaction' AS v});
+{
+	my ($in, $out, $err) = ('', '', '');
+	my $offset = -s $local->logfile;
+	my $h = IPC::Run::start([ 'psql', '-XAtq', '-d', $local->connstr('postgres') ],
+		'<', \$in, '>', \$out, '2>', \$err,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	$in .= "SET ctas_fed.fault_point = 'after_rename';\nBEGIN;\nDROP TABLE lake.dw.again;\nCOMMIT;\n";
+	$h->pump while $h->pumpable && $in ne '';
+	$local->wait_for_log(qr/stopped at fault point "after_rename"/, $offset);
+	is(ch_exists('dw', 'again'), 0, 'after the rename, the dropped table is gone');
+	$local->stop('immediate');
+	$h->finish;
+}
 $ch->query('CREATE TABLE dw.again (v String) ENGINE = MergeTree ORDER BY tuple()');
 $ch->query(q{INSERT INTO dw.again VALUES ('made by someone else')});
-$ch->query("CREATE TABLE dw.$scratch (v String) ENGINE = MergeTree ORDER BY tuple()");
-$ch->query("INSERT INTO dw.$scratch VALUES ('dropped by an aborted transaction')");
-is( $local->safe_psql('postgres',
-		q{SELECT string_agg(object || ': ' || action, E'\n') FROM ctas_fed.resolve_in_doubt('lake')}),
-	qq{dw.$scratch: left: table "dw.again" exists again},
+$local->start;
+like( $local->safe_psql('postgres',
+		q{SELECT string_agg(action, E'\n') FROM ctas_fed.resolve_in_doubt('lake') WHERE action <> 'rolled back'}),
+	qr/^left: table "dw.again" exists again; "dw._ctas_fed_\w+" was left$/,
 	'a table dropped by an aborted transaction whose name exists again: left and reported');
 is($ch->query('SELECT v FROM dw.again'), "made by someone else\n",
 	'the table that exists again is untouched');
-is(ch_exists('dw', $scratch), 1, 'the scratch table is left');
-# without the new table, the same scratch table is renamed back
+is(scratch_tables(), "1\n", 'the dropped table is left under its scratch name');
+# once the name is free, the resolver (woken by the job in doubt, or asked)
+# renames the dropped table back
 $ch->query('DROP TABLE dw.again');
-is( $local->safe_psql('postgres',
-		q{SELECT string_agg(object || ': ' || action, E'\n') FROM ctas_fed.resolve_in_doubt('lake')}),
-	"dw.$scratch: rolled back",
-	'once the name is free, the resolver renames it back');
+ok( wait_until(30, sub {
+			$local->safe_psql('postgres',
+				q{SELECT count(*) FROM ctas_fed.resolve_in_doubt('lake')});
+			scratch_tables() eq "0\n";
+		}),
+	'once the name is free, the resolver puts the dropped table back');
 is($ch->query('SELECT v FROM dw.again'), "dropped by an aborted transaction\n",
-	'the dropped table is back');
+	'the dropped table is back, with its content');
 $local->safe_psql('postgres', 'DROP TABLE lake.dw.again');
 
 # --- no password in errors, the server log or ctas_fed.jobs

@@ -440,11 +440,42 @@ pg_explain(CtasLoad *load, ExplainState *es)
 }
 
 /*
+ * begin_remote_xact
+ *		Start the remote transaction on entry's connection: learn whether
+ *		the remote allows prepared transactions (once per connection, unless
+ *		two_phase is 'off'), then BEGIN.  ERROR when two_phase 'on' cannot
+ *		be honored, or on any remote failure.
+ */
+static void
+begin_remote_xact(CtasConn *entry, CtasCatalog *catalog, const char *setting)
+{
+	if (strcmp(setting, "off") != 0 && entry->max_prepared < 0)
+	{
+		PGresult   *res = CtasPgQuery(entry->conn, catalog,
+									  "SHOW max_prepared_transactions");
+
+		entry->max_prepared = atoi(PQgetvalue(res, 0, 0));
+		PQclear(res);
+	}
+	if (strcmp(setting, "on") == 0 && entry->max_prepared == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("catalog \"%s\" requires two-phase commit, but the remote server does not allow prepared transactions",
+						catalog->name),
+				 errhint("Set max_prepared_transactions on the remote server, or set the option two_phase to 'auto' or 'off'.")));
+
+	CtasPgExec(entry->conn, catalog, "BEGIN");
+	entry->xact_depth = 1;
+}
+
+/*
  * xact_state
  *		The participant's remote transaction, started on first use: connect,
  *		decide two-phase or one-phase, BEGIN, and open savepoints up to the
- *		current local nesting level.  ERROR if the remote transaction was
- *		lost earlier in this local transaction.
+ *		current local nesting level.  A cached connection that the remote
+ *		closed while it was idle is replaced once (CtasPgBrokenAtStart).
+ *		ERROR if the remote transaction was lost earlier in this local
+ *		transaction.
  */
 static PgXactState *
 xact_state(CtasParticipant *part)
@@ -455,26 +486,34 @@ xact_state(CtasParticipant *part)
 
 	if (st == NULL)
 	{
+		MemoryContext cxt = CurrentMemoryContext;
 		const char *setting = two_phase_setting(catalog);
 		CtasConn   *entry = CtasPgGetConnection(catalog);
+		bool		retry = false;
 
-		if (strcmp(setting, "off") != 0 && entry->max_prepared < 0)
+		PG_TRY();
 		{
-			PGresult   *res = CtasPgQuery(entry->conn, catalog,
-										  "SHOW max_prepared_transactions");
-
-			entry->max_prepared = atoi(PQgetvalue(res, 0, 0));
-			PQclear(res);
+			begin_remote_xact(entry, catalog, setting);
 		}
-		if (strcmp(setting, "on") == 0 && entry->max_prepared == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("catalog \"%s\" requires two-phase commit, but the remote server does not allow prepared transactions",
-							catalog->name),
-					 errhint("Set max_prepared_transactions on the remote server, or set the option two_phase to 'auto' or 'off'.")));
+		PG_CATCH();
+		{
+			MemoryContext ecxt = MemoryContextSwitchTo(cxt);
 
-		CtasPgExec(entry->conn, catalog, "BEGIN");
-		entry->xact_depth = 1;
+			if (!CtasPgBrokenAtStart(entry, catalog))
+			{
+				MemoryContextSwitchTo(ecxt);
+				PG_RE_THROW();
+			}
+			retry = true;
+		}
+		PG_END_TRY();
+
+		/* the broken connection is closed: connect again and start over */
+		if (retry)
+		{
+			entry = CtasPgGetConnection(catalog);
+			begin_remote_xact(entry, catalog, setting);
+		}
 
 		st = MemoryContextAllocZero(part->cxt, sizeof(PgXactState));
 		st->entry = entry;

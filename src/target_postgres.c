@@ -175,12 +175,33 @@ bad_remote_type(CtasColumn *col, const char *detail)
 }
 
 /*
+ * plain_identifier
+ *		Is name a lower-case identifier that needs no quotes where the
+ *		grammar accepts any keyword ([a-z_][a-z0-9_$]*)?
+ */
+static bool
+plain_identifier(const char *name)
+{
+	const char *p;
+
+	if (!((name[0] >= 'a' && name[0] <= 'z') || name[0] == '_'))
+		return false;
+	for (p = name + 1; *p; p++)
+	{
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+			  *p == '_' || *p == '$'))
+			return false;
+	}
+	return true;
+}
+
+/*
  * deparse_remote_type
  *		The remote type of a column_types override, rebuilt from its parse:
  *		the user's text is parsed with the raw parser as a type name (no
  *		catalog lookup, the type is the remote's business) and the result is
- *		written back from the parse tree - each name part quoted with
- *		quote_identifier, each modifier a number, a quoted literal or a
+ *		written back from the parse tree - each name part quoted where
+ *		needed (see below), each modifier a number, a quoted literal or a
  *		quoted name, the array bounds - so that nothing the user wrote
  *		outside a type can reach the remote CREATE TABLE.  Result palloc'd
  *		in the current memory context; ereport(ERROR) when the text is not a
@@ -219,9 +240,23 @@ deparse_remote_type(CtasColumn *col)
 	initStringInfo(&buf);
 	foreach(lc, tn->names)
 	{
+		const char *name = strVal(lfirst(lc));
+
 		if (foreach_current_index(lc) > 0)
 			appendStringInfoChar(&buf, '.');
-		appendStringInfoString(&buf, quote_identifier(strVal(lfirst(lc))));
+
+		/*
+		 * After a dot the grammar takes any label, keywords included
+		 * (attrs: '.' attr_name), so the last part of a qualified name
+		 * needs quotes only when it is not a plain lower-case identifier:
+		 * pg_catalog.varchar(10), not pg_catalog."varchar"(10).  A name
+		 * standing alone keeps quote_identifier: "char" is not char.
+		 */
+		if (foreach_current_index(lc) > 0 && lnext(tn->names, lc) == NULL &&
+			plain_identifier(name))
+			appendStringInfoString(&buf, name);
+		else
+			appendStringInfoString(&buf, quote_identifier(name));
 	}
 
 	/* the modifiers that typenameTypeMod accepts, nothing else */

@@ -276,6 +276,34 @@ is($remote->safe_psql('dw', 'SELECT a FROM ll3'), '3', 'and its row arrives');
 is(prepared_count($remote), '0', 'no prepared transaction is left');
 $bg->quit;
 
+# --- column_types: the rebuilt types (a keyword after a dot unquoted) are
+# accepted by the remote and mean there what they say
+my $ct_types = q{a varchar(10), b numeric(18,2), c interval, d "char", }
+  . q{e timestamptz, f int[], g interval second(2), h bit(3)};
+my $ct_query = q{SELECT 'abc' AS a, 12.5 AS b, interval '1 day' AS c, 'x' AS d, }
+  . q{timestamptz '2024-01-01 00:00:00+00' AS e, ARRAY[1, 2] AS f, }
+  . q{interval '1.5 s' AS g, B'101' AS h};
+my $ct_explain = $local->safe_psql('postgres',
+	"EXPLAIN (COSTS OFF) CREATE TABLE wh.public.ct_types "
+	  . "WITH (column_types = '$ct_types') AS $ct_query");
+like(
+	$ct_explain,
+	qr/Remote DDL: CREATE TABLE public\.ct_types \(a pg_catalog\.varchar\(10\), b pg_catalog\.numeric\(18, 2\), c pg_catalog\.interval, d "char", e timestamptz, f pg_catalog\.int4\[\], g pg_catalog\.interval\(4096, 2\), h pg_catalog\.bit\(3\)\)$/m,
+	'EXPLAIN shows the remote types without needless quotes')
+  or diag $ct_explain;
+($ret, $out, $err) = $local->psql('postgres',
+	"CREATE TABLE wh.public.ct_types WITH (column_types = '$ct_types') AS $ct_query");
+is($ret, 0, 'a CTAS with those column_types succeeds') or diag $err;
+is( $remote->safe_psql('dw', q{
+SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum)
+  FROM pg_attribute WHERE attrelid = 'public.ct_types'::regclass AND attnum > 0}),
+	'a character varying(10), b numeric(18,2), c interval, d "char", '
+	  . 'e timestamp with time zone, f integer[], g interval second(2), h bit(3)',
+	'the remote columns have the types asked for');
+is( $remote->safe_psql('dw', q{SELECT a, b, c, d, e AT TIME ZONE 'UTC', f, g, h FROM ct_types}),
+	'abc|12.50|1 day|x|2024-01-01 00:00:00|{1,2}|00:00:01.5|101',
+	'and the row arrives');
+
 # --- savepoints
 $local->safe_psql('postgres', q{
 BEGIN;

@@ -274,6 +274,23 @@ my ($ll3, $ll3_ret) = $bg->query('CREATE TABLE wh.public.ll3 AS SELECT 3 AS a');
 is($ll3_ret, 0, 'the next CTAS of the same session succeeds') or diag $bg->{stderr};
 is($remote->safe_psql('dw', 'SELECT a FROM ll3'), '3', 'and its row arrives');
 is(prepared_count($remote), '0', 'no prepared transaction is left');
+
+# a break after the remote transaction began is not papered over: the
+# remote transaction and its work are gone, so the statement fails
+$bg->query_safe('BEGIN');
+$bg->query_safe('CREATE TABLE wh.public.ll4 AS SELECT 4 AS a');
+$rpid = $remote->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE application_name = 'ctas_fed' AND datname = 'dw'");
+$remote->safe_psql('postgres', "SELECT pg_terminate_backend($rpid)");
+ok(wait_until(30, sub {
+			$remote->safe_psql('postgres',
+				"SELECT count(*) FROM pg_stat_activity WHERE pid = $rpid") eq '0' }),
+	'the remote backend of the open transaction is gone');
+my ($ll5, $ll5_ret) = $bg->query('CREATE TABLE wh.public.ll5 AS SELECT 5 AS a');
+isnt($ll5_ret, 0, 'a CTAS after a break inside the transaction fails');
+$bg->query('ROLLBACK');
+nothing_left('ll4', 'break inside a transaction, first table');
+nothing_left('ll5', 'break inside a transaction, second table');
 $bg->quit;
 
 # --- column_types: the rebuilt types (a keyword after a dot unquoted) are

@@ -206,7 +206,8 @@ CtasPgGetConnection(CtasCatalog *catalog)
  * caller connects again (CtasPgGetConnection) and starts over, once.
  * Otherwise returns false and the caller re-throws.  The error code is
  * checked too, so that an error raised after libpq noticed the break (out
- * of memory, a cancel) is not mistaken for it.  Never raises an error.
+ * of memory, a cancel) is not mistaken for it.  Raises no error of its own
+ * (out of memory aside).
  */
 bool
 CtasPgBrokenAtStart(CtasConn *entry, CtasCatalog *catalog)
@@ -229,7 +230,7 @@ CtasPgBrokenAtStart(CtasConn *entry, CtasCatalog *catalog)
 		ereport(DEBUG1,
 				(errmsg_internal("reconnecting to catalog \"%s\": its cached connection was closed by the remote",
 								 catalog->name),
-				 errdetail_internal("%s", edata->message)));
+				 edata->message ? errdetail_internal("%s", edata->message) : 0));
 		CtasPgDisconnect(entry);
 	}
 	FreeErrorData(edata);

@@ -7,7 +7,9 @@
  * As in postgres_fdw, connections are cached per user mapping in
  * CacheMemoryContext for the life of the backend, and dropped when the
  * server or user mapping changes (syscache callbacks) or when a connection
- * is found broken at the start of a transaction.  Unlike postgres_fdw 15,
+ * is found broken at the start of a transaction - before it is used, or by
+ * the first command of the remote transaction, which is then tried once
+ * more on a new connection (CtasPgBrokenAtStart).  Unlike postgres_fdw 15,
  * every wait - the connection itself included - is non-blocking: the
  * socket is waited for with WaitLatchOrSocket and interrupts are checked,
  * so cancel and statement_timeout take effect promptly.  A statement
@@ -184,6 +186,55 @@ CtasPgGetConnection(CtasCatalog *catalog)
 		entry->max_prepared = -1;
 	}
 	return entry;
+}
+
+/*
+ * CtasPgBrokenAtStart
+ *		Called in a PG_CATCH block around the first commands of a remote
+ *		transaction on entry's connection (BEGIN, and what precedes it),
+ *		with CurrentMemoryContext not ErrorContext: is the error being
+ *		handled a connection that broke while it was idle in the cache?
+ *
+ * A connection that the remote closed between two local transactions (its
+ * backend terminated, idle_session_timeout, a restart) is only found
+ * broken by the next command sent on it.  As postgres_fdw does since
+ * PostgreSQL 14 (GetConnection), such a failure is not the user's: when
+ * the command failed with a connection error, libpq now says the
+ * connection is bad, and no remote transaction was open on it
+ * (xact_depth 0, so nothing was done on it in this local transaction),
+ * the error is forgotten, the connection closed, and true returned: the
+ * caller connects again (CtasPgGetConnection) and starts over, once.
+ * Otherwise returns false and the caller re-throws.  The error code is
+ * checked too, so that an error raised after libpq noticed the break (out
+ * of memory, a cancel) is not mistaken for it.  Raises no error of its own
+ * (out of memory aside).
+ */
+bool
+CtasPgBrokenAtStart(CtasConn *entry, CtasCatalog *catalog)
+{
+	ErrorData  *edata;
+	bool		broken;
+
+	if (entry->conn == NULL || entry->xact_depth > 0 ||
+		PQstatus(entry->conn) != CONNECTION_BAD)
+		return false;
+
+	edata = CopyErrorData();
+	broken = edata->sqlerrcode == ERRCODE_CONNECTION_FAILURE ||
+		edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
+		edata->sqlerrcode == ERRCODE_CRASH_SHUTDOWN ||
+		edata->sqlerrcode == ERRCODE_IDLE_SESSION_TIMEOUT;
+	if (broken)
+	{
+		FlushErrorState();
+		ereport(DEBUG1,
+				(errmsg_internal("reconnecting to catalog \"%s\": its cached connection was closed by the remote",
+								 catalog->name),
+				 edata->message ? errdetail_internal("%s", edata->message) : 0));
+		CtasPgDisconnect(entry);
+	}
+	FreeErrorData(edata);
+	return broken;
 }
 
 /*

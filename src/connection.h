@@ -37,6 +37,7 @@ typedef struct CtasConn
 /* in connection.c */
 extern CtasConn *CtasPgGetConnection(CtasCatalog *catalog);
 extern void CtasPgDisconnect(CtasConn *entry);
+extern bool CtasPgBrokenAtStart(CtasConn *entry, CtasCatalog *catalog);
 extern PGconn *CtasPgConnectFresh(CtasCatalog *catalog);
 extern void CtasPgCloseFresh(PGconn *conn);
 extern PGresult *CtasPgGetResult(PGconn *conn, TimestampTz deadline,

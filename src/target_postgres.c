@@ -175,12 +175,33 @@ bad_remote_type(CtasColumn *col, const char *detail)
 }
 
 /*
+ * plain_identifier
+ *		Is name a lower-case identifier that needs no quotes where the
+ *		grammar accepts any keyword ([a-z_][a-z0-9_$]*)?
+ */
+static bool
+plain_identifier(const char *name)
+{
+	const char *p;
+
+	if (!((name[0] >= 'a' && name[0] <= 'z') || name[0] == '_'))
+		return false;
+	for (p = name + 1; *p; p++)
+	{
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+			  *p == '_' || *p == '$'))
+			return false;
+	}
+	return true;
+}
+
+/*
  * deparse_remote_type
  *		The remote type of a column_types override, rebuilt from its parse:
  *		the user's text is parsed with the raw parser as a type name (no
  *		catalog lookup, the type is the remote's business) and the result is
- *		written back from the parse tree - each name part quoted with
- *		quote_identifier, each modifier a number, a quoted literal or a
+ *		written back from the parse tree - each name part quoted where
+ *		needed (see below), each modifier a number, a quoted literal or a
  *		quoted name, the array bounds - so that nothing the user wrote
  *		outside a type can reach the remote CREATE TABLE.  Result palloc'd
  *		in the current memory context; ereport(ERROR) when the text is not a
@@ -219,9 +240,23 @@ deparse_remote_type(CtasColumn *col)
 	initStringInfo(&buf);
 	foreach(lc, tn->names)
 	{
+		const char *name = strVal(lfirst(lc));
+
 		if (foreach_current_index(lc) > 0)
 			appendStringInfoChar(&buf, '.');
-		appendStringInfoString(&buf, quote_identifier(strVal(lfirst(lc))));
+
+		/*
+		 * After a dot the grammar takes any label, keywords included
+		 * (attrs: '.' attr_name), so the last part of a qualified name
+		 * needs quotes only when it is not a plain lower-case identifier:
+		 * pg_catalog.varchar(10), not pg_catalog."varchar"(10).  A name
+		 * standing alone keeps quote_identifier: "char" is not char.
+		 */
+		if (foreach_current_index(lc) > 0 && lnext(tn->names, lc) == NULL &&
+			plain_identifier(name))
+			appendStringInfoString(&buf, name);
+		else
+			appendStringInfoString(&buf, quote_identifier(name));
 	}
 
 	/* the modifiers that typenameTypeMod accepts, nothing else */
@@ -440,11 +475,42 @@ pg_explain(CtasLoad *load, ExplainState *es)
 }
 
 /*
+ * begin_remote_xact
+ *		Start the remote transaction on entry's connection: learn whether
+ *		the remote allows prepared transactions (once per connection, unless
+ *		two_phase is 'off'), then BEGIN.  ERROR when two_phase 'on' cannot
+ *		be honored, or on any remote failure.
+ */
+static void
+begin_remote_xact(CtasConn *entry, CtasCatalog *catalog, const char *setting)
+{
+	if (strcmp(setting, "off") != 0 && entry->max_prepared < 0)
+	{
+		PGresult   *res = CtasPgQuery(entry->conn, catalog,
+									  "SHOW max_prepared_transactions");
+
+		entry->max_prepared = atoi(PQgetvalue(res, 0, 0));
+		PQclear(res);
+	}
+	if (strcmp(setting, "on") == 0 && entry->max_prepared == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("catalog \"%s\" requires two-phase commit, but the remote server does not allow prepared transactions",
+						catalog->name),
+				 errhint("Set max_prepared_transactions on the remote server, or set the option two_phase to 'auto' or 'off'.")));
+
+	CtasPgExec(entry->conn, catalog, "BEGIN");
+	entry->xact_depth = 1;
+}
+
+/*
  * xact_state
  *		The participant's remote transaction, started on first use: connect,
  *		decide two-phase or one-phase, BEGIN, and open savepoints up to the
- *		current local nesting level.  ERROR if the remote transaction was
- *		lost earlier in this local transaction.
+ *		current local nesting level.  A cached connection that the remote
+ *		closed while it was idle is replaced once (CtasPgBrokenAtStart).
+ *		ERROR if the remote transaction was lost earlier in this local
+ *		transaction.
  */
 static PgXactState *
 xact_state(CtasParticipant *part)
@@ -455,26 +521,34 @@ xact_state(CtasParticipant *part)
 
 	if (st == NULL)
 	{
+		MemoryContext cxt = CurrentMemoryContext;
 		const char *setting = two_phase_setting(catalog);
 		CtasConn   *entry = CtasPgGetConnection(catalog);
+		bool		retry = false;
 
-		if (strcmp(setting, "off") != 0 && entry->max_prepared < 0)
+		PG_TRY();
 		{
-			PGresult   *res = CtasPgQuery(entry->conn, catalog,
-										  "SHOW max_prepared_transactions");
-
-			entry->max_prepared = atoi(PQgetvalue(res, 0, 0));
-			PQclear(res);
+			begin_remote_xact(entry, catalog, setting);
 		}
-		if (strcmp(setting, "on") == 0 && entry->max_prepared == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("catalog \"%s\" requires two-phase commit, but the remote server does not allow prepared transactions",
-							catalog->name),
-					 errhint("Set max_prepared_transactions on the remote server, or set the option two_phase to 'auto' or 'off'.")));
+		PG_CATCH();
+		{
+			MemoryContext ecxt = MemoryContextSwitchTo(cxt);
 
-		CtasPgExec(entry->conn, catalog, "BEGIN");
-		entry->xact_depth = 1;
+			if (!CtasPgBrokenAtStart(entry, catalog))
+			{
+				MemoryContextSwitchTo(ecxt);
+				PG_RE_THROW();
+			}
+			retry = true;
+		}
+		PG_END_TRY();
+
+		/* the broken connection is closed: connect again and start over */
+		if (retry)
+		{
+			entry = CtasPgGetConnection(catalog);
+			begin_remote_xact(entry, catalog, setting);
+		}
 
 		st = MemoryContextAllocZero(part->cxt, sizeof(PgXactState));
 		st->entry = entry;

@@ -259,21 +259,67 @@ $bg->{stderr} = '';
 my ($ll2, $ll2_ret) = $bg->query('CREATE TABLE wh.public.ll2 AS SELECT 2 AS a');
 my $ll2_err = $bg->{stderr};
 $bg->{stderr} = '';
-# either the broken connection is found and replaced, or the CTAS fails
-# with the remote's error (the remote backend's last words, 57P01, or a
-# connection failure, 08006) on the first remote command, and leaves nothing
-ok( $ll2_ret == 0
-	  || $ll2_err =~ /ERROR:  (?:57P01|08006): [^\n]*\nCONTEXT:  remote SQL command on catalog "wh": BEGIN\n/,
-	'the CTAS after the break succeeds or fails cleanly')
+# as in postgres_fdw: BEGIN finds the connection broken, nothing was done on
+# it in this transaction, so it is replaced and the statement goes on
+is($ll2_ret, 0, 'the CTAS after the break reconnects and succeeds')
   or diag $ll2_err;
-is( $remote->safe_psql('dw', "SELECT count(*) FROM pg_class WHERE relname = 'll2'"),
-	$ll2_ret == 0 ? '1' : '0',
-	'its remote table exists exactly when it succeeded');
+my (undef, $ll2_rows) = $remote->psql('dw', 'SELECT a FROM ll2');
+is($ll2_rows, '2', 'and its row arrives');
+isnt(
+	$remote->safe_psql('dw',
+		"SELECT pid FROM pg_stat_activity WHERE application_name = 'ctas_fed' AND datname = 'dw'"),
+	$rpid,
+	'on a new remote backend');
 my ($ll3, $ll3_ret) = $bg->query('CREATE TABLE wh.public.ll3 AS SELECT 3 AS a');
 is($ll3_ret, 0, 'the next CTAS of the same session succeeds') or diag $bg->{stderr};
 is($remote->safe_psql('dw', 'SELECT a FROM ll3'), '3', 'and its row arrives');
 is(prepared_count($remote), '0', 'no prepared transaction is left');
+
+# a break after the remote transaction began is not papered over: the
+# remote transaction and its work are gone, so the statement fails
+$bg->query_safe('BEGIN');
+$bg->query_safe('CREATE TABLE wh.public.ll4 AS SELECT 4 AS a');
+$rpid = $remote->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE application_name = 'ctas_fed' AND datname = 'dw'");
+$remote->safe_psql('postgres', "SELECT pg_terminate_backend($rpid)");
+ok(wait_until(30, sub {
+			$remote->safe_psql('postgres',
+				"SELECT count(*) FROM pg_stat_activity WHERE pid = $rpid") eq '0' }),
+	'the remote backend of the open transaction is gone');
+my ($ll5, $ll5_ret) = $bg->query('CREATE TABLE wh.public.ll5 AS SELECT 5 AS a');
+isnt($ll5_ret, 0, 'a CTAS after a break inside the transaction fails');
+$bg->query('ROLLBACK');
+nothing_left('ll4', 'break inside a transaction, first table');
+nothing_left('ll5', 'break inside a transaction, second table');
 $bg->quit;
+
+# --- column_types: the rebuilt types (a keyword after a dot unquoted) are
+# accepted by the remote and mean there what they say
+my $ct_types = q{a varchar(10), b numeric(18,2), c interval, d "char", }
+  . q{e timestamptz, f int[], g interval second(2), h bit(3)};
+my $ct_query = q{SELECT 'abc' AS a, 12.5 AS b, interval '1 day' AS c, 'x' AS d, }
+  . q{timestamptz '2024-01-01 00:00:00+00' AS e, ARRAY[1, 2] AS f, }
+  . q{interval '1.5 s' AS g, B'101' AS h};
+my $ct_explain = $local->safe_psql('postgres',
+	"EXPLAIN (COSTS OFF) CREATE TABLE wh.public.ct_types "
+	  . "WITH (column_types = '$ct_types') AS $ct_query");
+like(
+	$ct_explain,
+	qr/Remote DDL: CREATE TABLE public\.ct_types \(a pg_catalog\.varchar\(10\), b pg_catalog\.numeric\(18, 2\), c pg_catalog\.interval, d "char", e timestamptz, f pg_catalog\.int4\[\], g pg_catalog\.interval\(4096, 2\), h pg_catalog\.bit\(3\)\)$/m,
+	'EXPLAIN shows the remote types without needless quotes')
+  or diag $ct_explain;
+($ret, $out, $err) = $local->psql('postgres',
+	"CREATE TABLE wh.public.ct_types WITH (column_types = '$ct_types') AS $ct_query");
+is($ret, 0, 'a CTAS with those column_types succeeds') or diag $err;
+is( $remote->safe_psql('dw', q{
+SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum)
+  FROM pg_attribute WHERE attrelid = 'public.ct_types'::regclass AND attnum > 0}),
+	'a character varying(10), b numeric(18,2), c interval, d "char", '
+	  . 'e timestamp with time zone, f integer[], g interval second(2), h bit(3)',
+	'the remote columns have the types asked for');
+is( $remote->safe_psql('dw', q{SELECT a, b, c, d, e AT TIME ZONE 'UTC', f, g, h FROM ct_types}),
+	'abc|12.50|1 day|x|2024-01-01 00:00:00|{1,2}|00:00:01.5|101',
+	'and the row arrives');
 
 # --- savepoints
 $local->safe_psql('postgres', q{

@@ -32,6 +32,13 @@ CtasFed::Test - servers for the ctas_fed TAP tests
   my $res  = $ch->request('SELECT 1', password => 'wrong');  # never dies
   $ch->stop;
 
+  # a fault proxy in front of a server (see test/lib/faultproxy.pl)
+  my $fp = start_fault_proxy($ch->{http_port});
+  my $id = $fp->set_rule(match => 'RENAME TABLE', action => 'lose_reply');
+  ... point the catalog at 127.0.0.1:$fp->port, run the statement ...
+  $fp->wait_hit($id) or die;
+  $fp->clear;
+
   my $pgw = start_pushgateway();
   my $metrics = $pgw->get('/metrics');
   $pgw->stop;
@@ -86,6 +93,7 @@ our @EXPORT = qw(
   tcp_connstr
   start_clickhouse
   start_pushgateway
+  start_fault_proxy
   free_port
   port_is_open
 );
@@ -637,6 +645,102 @@ The last $n lines of the error log and the main log.
 
 =pod
 
+=pod
+
+=item start_fault_proxy($target_port, %opts)
+
+Start F<test/lib/faultproxy.pl> listening on 127.0.0.1:I<free port> and
+forwarding to 127.0.0.1:$target_port; waits (10 s at most) until it
+listens.  Returns a CtasFed::Test::FaultProxy handle:
+
+=over
+
+=item $fp->port
+
+The port to connect to instead of $target_port.
+
+=item $fp->set_rule(%rule)
+
+Add a rule and wait (10 s at most, else die) until the proxy loaded it;
+returns its id.  Keys (documented in the header of faultproxy.pl):
+C<match> (substring of the client's bytes, raw or URL-decoded), C<action>
+(C<drop_request>, C<lose_reply>, C<stall>, C<reset>, C<refuse>), C<dir>
+(stall: C<up>, C<down>, C<both>), C<reset_after> (bytes; implies
+C<reset>), C<wait_ms> (lose_reply), C<times> (default 1, 0: no limit) or
+C<once>.
+
+=item $fp->clear_rule($id), $fp->clear
+
+Remove one rule, or all; connections a removed stall rule held flow
+again.  Both wait until the proxy loaded the change.
+
+=item $fp->hits($id)
+
+How many times rule $id fired so far (0 if never).
+
+=item $fp->wait_hit($id, $n, $timeout)
+
+Wait until rule $id fired $n times (default 1), $timeout seconds at most
+(default 30); returns true if it did.
+
+=item $fp->connections
+
+Connections accepted so far.
+
+=item $fp->stop, $fp->is_running
+
+Stop the proxy (SIGTERM; its connections die with it).
+
+=back
+
+=cut
+
+sub start_fault_proxy
+{
+	my ($target_port, %opts) = @_;
+	my $timeout = $opts{timeout} // 10;
+	my $dir  = PostgreSQL::Test::Utils::tempdir('faultproxy');
+	my $port = free_port();
+	my $self = bless {
+		port   => $port,
+		target => $target_port,
+		dir    => $dir,
+		gen    => 0,
+		next_id => 1,
+		rules  => {},
+		pid    => undef,
+		owner  => $$,
+	}, 'CtasFed::Test::FaultProxy';
+	$self->_write_rules;
+
+	my $pid = fork();
+	croak "fork failed: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		open STDOUT, '>>', "$dir/proxy.log";
+		open STDERR, '>>', "$dir/proxy.log";
+		{
+			no warnings 'exec';
+			exec($^X, "$libdir/faultproxy.pl", '--listen', $port,
+				'--target', $target_port, '--dir', $dir);
+		}
+		POSIX::_exit(127);
+	}
+	$self->{pid} = $pid;
+	_register($self);
+
+	my $deadline = time + $timeout;
+	while (time < $deadline)
+	{
+		return $self if $self->_status->{gen} == 0 && port_is_open($port);
+		last unless _alive($pid);
+		usleep(50_000);
+	}
+	my $log = _tail("$dir/proxy.log", 20);
+	$self->stop;
+	croak "fault proxy did not listen on 127.0.0.1:$port within $timeout s:\n$log";
+}
+
 =head2 Statements in the background
 
 =over
@@ -819,6 +923,167 @@ sub stop
 {
 	my ($self) = @_;
 	return CtasFed::Test::_stop_server($self, 10, "$self->{dir}/pushgateway.pid");
+}
+
+sub DESTROY
+{
+	my ($self) = @_;
+	local ($?, $@, $!);
+	$self->stop;
+	return;
+}
+
+
+package CtasFed::Test::FaultProxy;
+
+use strict;
+use warnings;
+
+use Carp;
+use Time::HiRes qw(usleep);
+
+sub port
+{
+	my ($self) = @_;
+	return $self->{port};
+}
+
+sub _esc
+{
+	my ($v) = @_;
+	$v = '' unless defined $v;
+	$v =~ s/([^A-Za-z0-9_.-])/sprintf('%%%02X', ord($1))/ge;
+	return $v;
+}
+
+# write the rules file (atomically), next generation
+sub _write_rules
+{
+	my ($self) = @_;
+	my $text = "gen $self->{gen}\n";
+	foreach my $id (sort { $a <=> $b } keys %{ $self->{rules} })
+	{
+		my $r = $self->{rules}{$id};
+		$text .= "rule $id"
+		  . join('', map { " $_=" . _esc($r->{$_}) } sort keys %$r) . "\n";
+	}
+	my $tmp = "$self->{dir}/rules.tmp";
+	open my $fh, '>', $tmp or croak "cannot write $tmp: $!";
+	print $fh $text;
+	close $fh or croak "cannot write $tmp: $!";
+	rename $tmp, "$self->{dir}/rules" or croak "cannot rename $tmp: $!";
+	return;
+}
+
+sub _status
+{
+	my ($self) = @_;
+	my %st = (gen => -1, conns => 0, hits => {});
+	open my $fh, '<', "$self->{dir}/status" or return \%st;
+	while (my $line = <$fh>)
+	{
+		if ($line =~ /^(gen|conns) (-?\d+)$/)
+		{
+			$st{$1} = $2;
+		}
+		elsif ($line =~ /^hit (\d+) (\d+)$/)
+		{
+			$st{hits}{$1} = $2;
+		}
+	}
+	close $fh;
+	return \%st;
+}
+
+# publish the rules and wait until the proxy loaded them
+sub _publish
+{
+	my ($self) = @_;
+	$self->{gen}++;
+	$self->_write_rules;
+	my $deadline = time + 10;
+	while (time < $deadline)
+	{
+		return if $self->_status->{gen} >= $self->{gen};
+		croak "fault proxy (pid $self->{pid}) is gone"
+		  unless $self->is_running;
+		usleep(10_000);
+	}
+	croak "fault proxy did not load rules generation $self->{gen} within 10 s";
+}
+
+sub set_rule
+{
+	my ($self, %rule) = @_;
+	my %known = map { ($_ => 1) }
+	  qw(match action dir reset_after wait_ms times once);
+	foreach (keys %rule)
+	{
+		croak "unknown fault proxy rule key \"$_\"" unless $known{$_};
+	}
+	$rule{action} //= defined $rule{reset_after} ? 'reset' : undef;
+	croak 'fault proxy rule without action' unless defined $rule{action};
+	croak "unknown fault proxy action \"$rule{action}\""
+	  unless $rule{action} =~ /^(?:drop_request|lose_reply|stall|reset|refuse)$/;
+	delete $rule{once} if exists $rule{once} && !$rule{once};
+	my $id = $self->{next_id}++;
+	$self->{rules}{$id} = \%rule;
+	$self->_publish;
+	return $id;
+}
+
+sub clear_rule
+{
+	my ($self, $id) = @_;
+	delete $self->{rules}{$id};
+	$self->_publish;
+	return;
+}
+
+sub clear
+{
+	my ($self) = @_;
+	$self->{rules} = {};
+	$self->_publish;
+	return;
+}
+
+sub hits
+{
+	my ($self, $id) = @_;
+	return $self->_status->{hits}{$id} // 0;
+}
+
+sub wait_hit
+{
+	my ($self, $id, $n, $timeout) = @_;
+	$n       //= 1;
+	$timeout //= 30;
+	my $deadline = time + $timeout;
+	while (1)
+	{
+		return 1 if $self->hits($id) >= $n;
+		return 0 if time >= $deadline;
+		usleep(20_000);
+	}
+}
+
+sub connections
+{
+	my ($self) = @_;
+	return $self->_status->{conns};
+}
+
+sub is_running
+{
+	my ($self) = @_;
+	return CtasFed::Test::_alive($self->{pid});
+}
+
+sub stop
+{
+	my ($self) = @_;
+	return CtasFed::Test::_stop_server($self, 10);
 }
 
 sub DESTROY

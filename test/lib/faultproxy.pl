@@ -42,8 +42,10 @@
 #               case-sensitive.  An empty or absent match fires on the first
 #               bytes of any connection (for PostgreSQL: its startup packet).
 #               The scan covers the data not yet scanned plus the last 8 kB
-#               before it; bytes up to the end of a match are not scanned
-#               again, so one statement fires a rule once.
+#               before it (so that a match may straddle two reads), but
+#               never data read before the current rules were loaded;
+#               bytes up to the end of a match are not scanned again, so
+#               one statement fires a rule once.
 #   action=A    what happens when the rule fires:
 #       refuse        (no match needed) close every new connection at once,
 #                     before reading anything: a failing connect.
@@ -69,6 +71,8 @@
 #                     reset_after=N alone implies action=reset.
 #   times=N     the rule fires N times (default 1), then is inert; times=0:
 #               no limit.  once=1 is times=1.
+#   skip=N      the first N matches are let through (not counted as hits):
+#               the rule fires on the (N+1)th statement that matches.
 #
 # Each firing counts one hit, also for a refused connection.  A connection
 # on which a fault fired is not matched again (except after a stall ended).
@@ -116,6 +120,7 @@ my $gen   = -1;            # generation of the rules loaded
 my @rules;                 # loaded rules, in id order
 my %hits;                  # rule id => count (kept across reloads)
 my %used;                  # rule id => times fired in this rule's life
+my %skipped;               # rule id => matches let through (skip=N)
 my %ruleby;                # rule id => rule
 my $conns = 0;
 my $last_rules_text = '';
@@ -199,6 +204,8 @@ sub load_rules
 		$hits{ $r->{id} } //= 0;
 		$used{ $r->{id} } //= 0;
 	}
+	# data read before these rules existed never fires them
+	$_->{win} = '' foreach @conns;
 	$gen = $newgen;
 	write_status();
 	return;
@@ -312,18 +319,26 @@ sub find_match
 			return ($r, 0);
 		}
 		my $pos = index($c->{win}, $m);
+		my $off;
 		if ($pos >= 0)
 		{
-			my $off = $pos - $prev;
+			$off = $pos - $prev;
 			$off = 0 if $off < 0;
 			$c->{win} = substr($c->{win}, $pos + length $m);
-			return ($r, $off);
 		}
-		if (index(url_decode($c->{win}), $m) >= 0)
+		elsif (index(url_decode($c->{win}), $m) >= 0)
 		{
 			$c->{win} = '';
-			return ($r, length $data);
+			$off = length $data;
 		}
+		next unless defined $off;
+		# skip=N: let the first N matches through
+		if (($skipped{ $r->{id} } // 0) < ($r->{skip} // 0))
+		{
+			$skipped{ $r->{id} }++;
+			return;
+		}
+		return ($r, $off);
 	}
 	$c->{seen} = 1;
 	$c->{win} = substr($c->{win}, -$WINDOW) if length $c->{win} > $WINDOW;

@@ -667,7 +667,7 @@ C<match> (substring of the client's bytes, raw or URL-decoded), C<action>
 (C<drop_request>, C<lose_reply>, C<stall>, C<reset>, C<refuse>), C<dir>
 (stall: C<up>, C<down>, C<both>), C<reset_after> (bytes; implies
 C<reset>), C<wait_ms> (lose_reply), C<times> (default 1, 0: no limit) or
-C<once>.
+C<once>, C<skip> (let the first N matches through).
 
 =item $fp->clear_rule($id), $fp->clear
 
@@ -1016,7 +1016,7 @@ sub set_rule
 {
 	my ($self, %rule) = @_;
 	my %known = map { ($_ => 1) }
-	  qw(match action dir reset_after wait_ms times once);
+	  qw(match action dir reset_after wait_ms times once skip);
 	foreach (keys %rule)
 	{
 		croak "unknown fault proxy rule key \"$_\"" unless $known{$_};

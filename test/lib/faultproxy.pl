@@ -65,9 +65,9 @@
 #                     then the held data flows again.  A stalled direction
 #                     is not read from, so TCP flow control pushes back.
 #       reset         forward reset_after=N more client bytes, counted from
-#                     the first byte of the match (default 0; for a match
-#                     found only in the URL-decoded bytes, from the end of
-#                     the data read), then reset both connections (RST).
+#                     the first byte of the match (raw, also for a match
+#                     found in the URL-decoded bytes; default 0), then
+#                     reset both connections (RST).
 #                     reset_after=N alone implies action=reset.
 #   times=N     the rule fires N times (default 1), then is inert; times=0:
 #               no limit.  once=1 is times=1.
@@ -142,6 +142,33 @@ sub url_decode
 	$s =~ tr/+/ /;
 	$s =~ s/%([0-9A-Fa-f]{2})/chr(hex($1))/ge;
 	return $s;
+}
+
+# (start, end) in the raw bytes $raw of the first URL-decoded match of $m
+sub decoded_match
+{
+	my ($raw, $m) = @_;
+	my ($dec, @at) = ('');
+	my $i = 0;
+	while ($i < length $raw)
+	{
+		push @at, $i;
+		my $ch = substr($raw, $i, 1);
+		if ($ch eq '%' && substr($raw, $i + 1, 2) =~ /^[0-9A-Fa-f]{2}$/)
+		{
+			$dec .= chr(hex(substr($raw, $i + 1, 2)));
+			$i += 3;
+		}
+		else
+		{
+			$dec .= $ch eq '+' ? ' ' : $ch;
+			$i++;
+		}
+	}
+	push @at, $i;
+	my $pos = index($dec, $m);
+	return (length $raw, length $raw) if $pos < 0;
+	return ($at[$pos], $at[ $pos + length $m ]);
 }
 
 sub write_status
@@ -328,8 +355,11 @@ sub find_match
 		}
 		elsif (index(url_decode($c->{win}), $m) >= 0)
 		{
-			$c->{win} = '';
-			$off = length $data;
+			my $end;
+			($pos, $end) = decoded_match($c->{win}, $m);
+			$c->{win} = substr($c->{win}, $end);
+			$off = $pos - $prev;
+			$off = 0 if $off < 0;
 		}
 		next unless defined $off;
 		# skip=N: let the first N matches through

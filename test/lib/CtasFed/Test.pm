@@ -929,12 +929,19 @@ sub check_invariant
 		last if time >= $deadline;
 		if ($a{resolve} && time >= $next_resolve)
 		{
-			$node->psql($dbname, 'SELECT count(*) FROM ctas_fed.resolve_in_doubt()');
+			my ($rc, $out, $err) = $node->psql($dbname,
+				"SELECT string_agg(catalog || ' ' || object || ': ' || action, '; ') "
+				  . 'FROM ctas_fed.resolve_in_doubt()');
+			Test::More::note("$name: resolve_in_doubt: "
+				  . ($rc == 0 ? $out : $err)) if $out ne '' || $rc != 0;
 			$next_resolve = time + 1;
 		}
 		usleep(200_000);
 	}
 
+	my $waited = time - ($deadline - $timeout);
+	Test::More::note(sprintf('%s: observed after %.1f s', $name, $waited))
+	  if $waited >= 1;
 	my $ok = 1;
 	foreach my $o (@obs)
 	{

@@ -208,13 +208,9 @@ my @cases = (
 	{ name => 'RENAME reply lost (renamed)',
 	  rules => [ { match => $publish, action => 'lose_reply' } ],
 	  committed => 0, state => 'aborted', error => $fail },
-	# (statement_timeout is off during the commit of an implicit
-	# transaction: the timeout case needs an explicit COMMIT)
-	{ name => 'RENAME stalled, statement_timeout at COMMIT',
-	  sql => 'BEGIN; CREATE TABLE lake.dw.%T% AS SELECT id, label FROM src; COMMIT',
-	  rules => [ { match => $publish, action => 'stall', dir => 'down' } ],
-	  timeout => '2s',
-	  committed => 0, state => 'aborted', error => qr/statement timeout/ },
+	# (statement_timeout cannot stop a stalled pre-commit: PostgreSQL
+	# disables it before it commits, also for an explicit COMMIT; a
+	# cancel can)
 	{ name => 'RENAME stalled, cancel',
 	  rules => [ { match => $publish, action => 'stall', dir => 'down' } ],
 	  cancel => 1,

@@ -48,6 +48,8 @@ CREATE TABLE src AS
 });
 $ch->query('CREATE DATABASE dw');
 my $digest = sql_digest($local, 'postgres', 'SELECT id, label FROM src');
+my $sysid = $local->safe_psql('postgres',
+	'SELECT system_identifier FROM pg_control_system()');
 
 # Run $sql in a transaction of a session stopped at fault point $point;
 # returns the psql handle once the server log says it stopped there.
@@ -98,6 +100,15 @@ foreach my $kind ('pg', 'ch', 'mixed')
 		my ($sql, $targets, $jobs) = plan_for($kind, $n);
 		my ($h) = stop_at($point, $sql);
 		pass("$name: stopped at the fault point");
+		# the fault point is really in doubt: PostgreSQL prepared, and
+		# after the renames the ClickHouse table is published
+		is($remote->safe_psql('postgres',
+				"SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, 'ctas_fed_${sysid}_')"),
+			'1', "$name: the PostgreSQL transaction is prepared")
+		  if $kind ne 'ch';
+		is($ch->query("EXISTS TABLE dw.c$n"), $point eq 'after_prepare' ? "0\n" : "1\n",
+			"$name: the ClickHouse table is published only after the renames")
+		  if $kind ne 'pg';
 		$local->stop('immediate');
 		$h->finish;
 		$local->start;

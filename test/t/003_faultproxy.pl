@@ -6,7 +6,8 @@
 # a request the server then never sees; it loses the reply of a request the
 # server ran; it stalls a reply until cleared; it resets mid-stream; it
 # refuses connections; it matches URL-encoded ClickHouse queries; it counts
-# hits and honours "times".
+# hits and honours "times" and "skip"; a new rule never fires on data read
+# before it.
 
 use strict;
 use warnings;

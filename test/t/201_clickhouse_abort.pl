@@ -256,7 +256,7 @@ sub clash_then_commit
 	my ($in, $o, $e) = ('', '', '');
 	my $h = IPC::Run::start(
 		[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=0', '-d', $local->connstr('postgres') ],
-		'<', \$in, '>', \$o, '2>', \$e);
+		'<', \$in, '>', \$o, '2>', \$e, IPC::Run::timeout(120));
 	$in .= "BEGIN;\n$sql\n\\echo loaded\n";
 	$h->pump until $o =~ /loaded/ || !$h->pumpable;
 	$ch->query("CREATE TABLE dw.$clash_table (x Int32) ENGINE = Memory");
@@ -439,7 +439,7 @@ nothing_left('killed', 'server killed mid-load, after resolve', state => 'failed
 # resolve leaves a transaction in progress alone and finishes one that committed
 my ($in, $o, $e) = ('', '', '');
 my $bg = IPC::Run::start([ 'psql', '-XAtq', '-d', $local->connstr('postgres') ],
-	'<', \$in, '>', \$o, '2>', \$e);
+	'<', \$in, '>', \$o, '2>', \$e, IPC::Run::timeout(120));
 $in .= "BEGIN;\nCREATE TABLE lake.dw.inprog AS SELECT 1 AS a;\n\\echo loaded\n";
 $bg->pump until $o =~ /loaded/ || !$bg->pumpable;
 like( $local->safe_psql('postgres', q{SELECT string_agg(action, ',') FROM ctas_fed.resolve_in_doubt('lake')}),

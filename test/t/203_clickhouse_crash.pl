@@ -56,7 +56,7 @@ sub crash_at
 	my ($in, $out, $err) = ('', '', '');
 	my $offset = -s $local->logfile;
 	my $h = IPC::Run::start([ 'psql', '-XAtq', '-d', $local->connstr('postgres') ],
-		'<', \$in, '>', \$out, '2>', \$err);
+		'<', \$in, '>', \$out, '2>', \$err, IPC::Run::timeout(120));
 	$in .= "SET ctas_fed.fault_point = '$point';\nBEGIN;\n$sql\nCOMMIT;\n";
 	$h->pump while $h->pumpable && $in ne '';
 	$local->wait_for_log(qr/stopped at fault point "$point"/, $offset);

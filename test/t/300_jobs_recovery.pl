@@ -260,9 +260,12 @@ ok(wait_for("SELECT state FROM ctas_fed.jobs WHERE target = 'public.crash_prep'"
 after_crash('crash_prep', 0, 'crash after PREPARE');
 
 # --- local crash after the local commit record: the worker commits
+# (the wait event Extension alone does not tell the fault point from
+# ctas_fed's socket waits during the COPY: the log line does)
+my $offset = -s $local->logfile;
 ($h, $out, $err) = start_psql($local, "SET ctas_fed.fault_point = 'after_commit_record'; CREATE TABLE wh_quiet.public.crash_commit AS SELECT * FROM src");
-ok(wait_for("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'Extension' AND query LIKE 'SET ctas_fed.fault_point%'",
-		'1', 'at the fault point'), 'the backend waits after its commit record');
+ok($local->wait_for_log(qr/stopped at fault point "after_commit_record"/, $offset),
+	'the backend waits after its commit record');
 ok(wait_registry_saved('public.crash_commit'), 'the worker saved the registry with the job');
 $local->stop('immediate');
 $h->finish;

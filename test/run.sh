@@ -185,7 +185,7 @@ for t in "${tap_tests[@]}"; do
 	log="$stage/tap_$name.log"
 	echo "== TAP $t"
 	(cd "$stage" && ctas_as_runner "${runner_env[@]}" \
-		timeout -k 30 "${TAP_TIMEOUT:-1200}" prove -v "$t") > "$log" 2>&1
+		timeout -k 30 "${TAP_TIMEOUT:-300}" prove -v "$t") > "$log" 2>&1
 	rc=$?
 	ok=$(grep -cE '^ok [0-9]+|^not ok [0-9]+.*# TODO' "$log")
 	bad=$(grep -E '^not ok [0-9]+' "$log" | grep -vc '# TODO')

@@ -42,8 +42,10 @@
 #               case-sensitive.  An empty or absent match fires on the first
 #               bytes of any connection (for PostgreSQL: its startup packet).
 #               The scan covers the data not yet scanned plus the last 8 kB
-#               before it; bytes up to the end of a match are not scanned
-#               again, so one statement fires a rule once.
+#               before it (so that a match may straddle two reads), but
+#               never data read before the current rules were loaded;
+#               bytes up to the end of a match are not scanned again, so
+#               one statement fires a rule once.
 #   action=A    what happens when the rule fires:
 #       refuse        (no match needed) close every new connection at once,
 #                     before reading anything: a failing connect.
@@ -63,12 +65,14 @@
 #                     then the held data flows again.  A stalled direction
 #                     is not read from, so TCP flow control pushes back.
 #       reset         forward reset_after=N more client bytes, counted from
-#                     the first byte of the match (default 0; for a match
-#                     found only in the URL-decoded bytes, from the end of
-#                     the data read), then reset both connections (RST).
+#                     the first byte of the match (raw, also for a match
+#                     found in the URL-decoded bytes; default 0), then
+#                     reset both connections (RST).
 #                     reset_after=N alone implies action=reset.
 #   times=N     the rule fires N times (default 1), then is inert; times=0:
 #               no limit.  once=1 is times=1.
+#   skip=N      the first N matches are let through (not counted as hits):
+#               the rule fires on the (N+1)th statement that matches.
 #
 # Each firing counts one hit, also for a refused connection.  A connection
 # on which a fault fired is not matched again (except after a stall ended).
@@ -116,6 +120,7 @@ my $gen   = -1;            # generation of the rules loaded
 my @rules;                 # loaded rules, in id order
 my %hits;                  # rule id => count (kept across reloads)
 my %used;                  # rule id => times fired in this rule's life
+my %skipped;               # rule id => matches let through (skip=N)
 my %ruleby;                # rule id => rule
 my $conns = 0;
 my $last_rules_text = '';
@@ -137,6 +142,33 @@ sub url_decode
 	$s =~ tr/+/ /;
 	$s =~ s/%([0-9A-Fa-f]{2})/chr(hex($1))/ge;
 	return $s;
+}
+
+# (start, end) in the raw bytes $raw of the first URL-decoded match of $m
+sub decoded_match
+{
+	my ($raw, $m) = @_;
+	my ($dec, @at) = ('');
+	my $i = 0;
+	while ($i < length $raw)
+	{
+		push @at, $i;
+		my $ch = substr($raw, $i, 1);
+		if ($ch eq '%' && substr($raw, $i + 1, 2) =~ /^[0-9A-Fa-f]{2}$/)
+		{
+			$dec .= chr(hex(substr($raw, $i + 1, 2)));
+			$i += 3;
+		}
+		else
+		{
+			$dec .= $ch eq '+' ? ' ' : $ch;
+			$i++;
+		}
+	}
+	push @at, $i;
+	my $pos = index($dec, $m);
+	return (length $raw, length $raw) if $pos < 0;
+	return ($at[$pos], $at[ $pos + length $m ]);
 }
 
 sub write_status
@@ -199,6 +231,8 @@ sub load_rules
 		$hits{ $r->{id} } //= 0;
 		$used{ $r->{id} } //= 0;
 	}
+	# data read before these rules existed never fires them
+	$_->{win} = '' foreach @conns;
 	$gen = $newgen;
 	write_status();
 	return;
@@ -312,18 +346,29 @@ sub find_match
 			return ($r, 0);
 		}
 		my $pos = index($c->{win}, $m);
+		my $off;
 		if ($pos >= 0)
 		{
-			my $off = $pos - $prev;
+			$off = $pos - $prev;
 			$off = 0 if $off < 0;
 			$c->{win} = substr($c->{win}, $pos + length $m);
-			return ($r, $off);
 		}
-		if (index(url_decode($c->{win}), $m) >= 0)
+		elsif (index(url_decode($c->{win}), $m) >= 0)
 		{
-			$c->{win} = '';
-			return ($r, length $data);
+			my $end;
+			($pos, $end) = decoded_match($c->{win}, $m);
+			$c->{win} = substr($c->{win}, $end);
+			$off = $pos - $prev;
+			$off = 0 if $off < 0;
 		}
+		next unless defined $off;
+		# skip=N: let the first N matches through
+		if (($skipped{ $r->{id} } // 0) < ($r->{skip} // 0))
+		{
+			$skipped{ $r->{id} }++;
+			return;
+		}
+		return ($r, $off);
 	}
 	$c->{seen} = 1;
 	$c->{win} = substr($c->{win}, -$WINDOW) if length $c->{win} > $WINDOW;

@@ -64,7 +64,7 @@ sub bg_psql
 }
 
 # poll $code until it returns true, for up to $secs seconds
-sub wait_until
+sub poll_until
 {
 	my ($code, $secs) = @_;
 	my $deadline = time + ($secs // 30);
@@ -197,11 +197,11 @@ is($local->safe_psql('postgres',
 	my $ha = IPC::Run::start(
 		[ 'psql', '-XAtq', '-d', $local->connstr('postgres') ],
 		'<', \$in, '>', \$aout, '2>', \$aerr);
-	ok(wait_until(sub { $ha->pump_nb; $aout =~ /created/ }),
+	ok(poll_until(sub { $ha->pump_nb; $aout =~ /created/ }),
 		'session A created the table and keeps its transaction open')
 	  or diag $aerr;
 	my ($hb, $bout, $berr) = bg_psql("CREATE TABLE wh.public.race AS SELECT 2 AS a;\n");
-	ok( wait_until(
+	ok( poll_until(
 			sub {
 				$hb->pump_nb;
 				$remote->safe_psql('dw',
@@ -229,7 +229,7 @@ CREATE USER MAPPING FOR carol SERVER wh OPTIONS (user 'loader', password 'secret
 {
 	my ($h, $hout, $herr) = start_psql($local,
 		"SET ROLE carol; CREATE TABLE wh.public.busy AS SELECT g, pg_sleep(0.01) IS NULL AS s FROM generate_series(1, 100000) g");
-	ok(wait_until(
+	ok(poll_until(
 			sub {
 				$local->safe_psql('postgres',
 					"SELECT count(*) FROM ctas_fed.jobs WHERE target = 'public.busy' AND state = 'running'"
@@ -256,7 +256,7 @@ CREATE USER MAPPING FOR carol SERVER wh OPTIONS (user 'loader', password 'secret
 {
 	my ($h, $hout, $herr) = start_psql($local,
 		"SET ctas_fed.fault_point = 'after_prepare:4'; CREATE TABLE wh.public.prep AS SELECT 1 AS a");
-	ok(wait_until(sub { prepared_count() eq '1' }), 'a load into wh is prepared');
+	ok(poll_until(sub { prepared_count() eq '1' }), 'a load into wh is prepared');
 	($ret, $out, $err) = lpsql('DROP SERVER wh CASCADE');
 	like($err, qr/55006: catalog "wh" is being used by a running or in-doubt job/,
 		'DROP SERVER is refused while a transaction is prepared');
@@ -314,11 +314,11 @@ SELECT 'done';
 			"SELECT pid FROM pg_stat_activity WHERE query LIKE 'COPY public.$table %'");
 	};
 	my $rpid;
-	ok(wait_until(sub { $h->pump_nb; $rpid = $copy_pid->('stall1'); $rpid ne '' }),
+	ok(poll_until(sub { $h->pump_nb; $rpid = $copy_pid->('stall1'); $rpid ne '' }),
 		'the first COPY runs on the remote');
 	kill 'STOP', $rpid;
 	push @stopped, $rpid;
-	ok(wait_until(sub { $h->pump_nb; $$hout =~ /t1 / }, 60),
+	ok(poll_until(sub { $h->pump_nb; $$hout =~ /t1 / }, 60),
 		'statement_timeout ends the statement');
 	my ($t0) = $$hout =~ /t0 ([\d.]+)/;
 	my ($t1) = $$hout =~ /t1 ([\d.]+)/;
@@ -328,14 +328,14 @@ SELECT 'done';
 		'statement_timeout = 4s returns within 3 s of the timeout while the remote is stopped');
 
 	my $rpid2;
-	ok(wait_until(sub { $h->pump_nb; $rpid2 = $copy_pid->('stall2'); $rpid2 ne '' }),
+	ok(poll_until(sub { $h->pump_nb; $rpid2 = $copy_pid->('stall2'); $rpid2 ne '' }),
 		'the second COPY runs on the remote');
 	kill 'STOP', $rpid2;
 	push @stopped, $rpid2;
 	my $lpid = $local->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE query LIKE 'CREATE TABLE wh.public.stall2%'");
 	# the local backend blocks on the socket once the buffers are full
-	ok( wait_until(
+	ok( poll_until(
 			sub {
 				$local->safe_psql('postgres',
 					"SELECT wait_event_type = 'Extension' AND now() - query_start > interval '1 s' "
@@ -344,7 +344,7 @@ SELECT 'done';
 		'the local backend waits for the stopped remote');
 	my $tc = time;
 	$local->safe_psql('postgres', "SELECT pg_cancel_backend($lpid)");
-	ok(wait_until(sub { $h->pump_nb; $$hout =~ /done/ }, 60),
+	ok(poll_until(sub { $h->pump_nb; $$hout =~ /done/ }, 60),
 		'the session goes on after the cancel');
 	my ($t2) = $$hout =~ /t2 ([\d.]+)/;
 	like($$herr, qr/57014: canceling statement due to user request/,
@@ -355,7 +355,7 @@ SELECT 'done';
 
 	kill 'CONT', $rpid, $rpid2;
 	@stopped = ();
-	ok( wait_until(
+	ok( poll_until(
 			sub {
 				$remote->safe_psql('dw',
 					"SELECT count(*) FROM pg_stat_activity WHERE pid IN ($rpid, $rpid2)") eq '0';
@@ -372,7 +372,7 @@ SELECT 'done';
 	my ($h, $hout, $herr) = start_psql($local,
 		"CREATE TABLE wh.public.stall3 AS SELECT g, repeat('x', 300) AS pad FROM generate_series(1, 100000000) g");
 	my $rpid;
-	ok( wait_until(
+	ok( poll_until(
 			sub {
 				$rpid = $remote->safe_psql('dw',
 					"SELECT pid FROM pg_stat_activity WHERE query LIKE 'COPY public.stall3 %'");
@@ -383,7 +383,7 @@ SELECT 'done';
 	push @stopped, $rpid;
 	my $lpid = $local->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE query LIKE 'CREATE TABLE wh.public.stall3%'");
-	ok( wait_until(
+	ok( poll_until(
 			sub {
 				$local->safe_psql('postgres',
 					"SELECT wait_event_type = 'Extension' AND now() - query_start > interval '1 s' "
@@ -392,7 +392,7 @@ SELECT 'done';
 		'the local backend waits for the stopped remote');
 	my $tt = time;
 	$local->safe_psql('postgres', "SELECT pg_terminate_backend($lpid)");
-	ok( wait_until(
+	ok( poll_until(
 			sub {
 				$local->safe_psql('postgres',
 					"SELECT count(*) FROM pg_stat_activity WHERE pid = $lpid") eq '0';
@@ -404,7 +404,7 @@ SELECT 'done';
 	$h->finish;
 	kill 'CONT', $rpid;
 	@stopped = ();
-	ok( wait_until(
+	ok( poll_until(
 			sub {
 				$remote->safe_psql('dw',
 					"SELECT count(*) FROM pg_stat_activity WHERE pid = $rpid") eq '0';
@@ -436,7 +436,7 @@ $trusting->safe_psql('postgres',
 	"BEGIN; CREATE TABLE doubt (a int); PREPARE TRANSACTION 'ctas_fed_${sysid}_${aborted}_1'");
 
 # (the resolver may hold the resolution lock for a moment: try again)
-wait_until(
+poll_until(
 	sub {
 		($ret, $out, $err) = lpsql("SELECT * FROM ctas_fed.resolve_in_doubt('evil')");
 		$err !~ /another resolution/;
@@ -445,7 +445,7 @@ like($err, qr/password is required/, 'resolve_in_doubt does not connect by trust
 like($err, qr/owned by a non-superuser/, 'and says why');
 # from here on, only the background resolver connects to "evil"
 my $log_offset = -s $local->logfile;
-ok( wait_until(
+ok( poll_until(
 		sub {
 			slurp_file($local->logfile, $log_offset) =~
 			  /Catalog "evil" is owned by a non-superuser/;
@@ -458,7 +458,7 @@ like($err, qr/password is required/, 'a CTAS by the superuser is refused too');
 
 # a server owned by a superuser keeps the superuser exemption
 $local->safe_psql('postgres', 'ALTER SERVER evil OWNER TO CURRENT_USER');
-ok(wait_until(sub { prepared_count($trusting) eq '0' }, 60),
+ok(poll_until(sub { prepared_count($trusting) eq '0' }, 60),
 	'owned by a superuser: the resolver uses the superuser\'s mapping and resolves');
 
 done_testing();

@@ -19,6 +19,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 use IPC::Run;
 use HTTP::Tiny;
+use Digest::MD5;
 
 use CtasFed::Test;
 
@@ -37,6 +38,10 @@ my $nopre = new_remote_cluster(
 	roles                     => { loader => 'secret' },
 	databases                 => { dw => 'loader' });
 
+# a fault proxy in front of ClickHouse (catalog "stalled"), so that a
+# cancel lands in ctas_fed's own socket wait
+my $fp = start_fault_proxy($ch->{http_port});
+my $fpurl = 'http://127.0.0.1:' . $fp->port;
 my $chpw  = $ch->{password};
 my $churl = $ch->{url};
 my $rport = $remote->port;
@@ -48,6 +53,9 @@ CREATE EXTENSION ctas_fed;
 CREATE SERVER lake FOREIGN DATA WRAPPER ctas_fed
   OPTIONS (type 'clickhouse', url '$churl', connect_timeout '2');
 CREATE USER MAPPING FOR PUBLIC SERVER lake OPTIONS (user 'default', password '$chpw');
+CREATE SERVER stalled FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'clickhouse', url '$fpurl', connect_timeout '2');
+CREATE USER MAPPING FOR PUBLIC SERVER stalled OPTIONS (user 'default', password '$chpw');
 CREATE SERVER badpw FOREIGN DATA WRAPPER ctas_fed
   OPTIONS (type 'clickhouse', url '$churl');
 CREATE USER MAPPING FOR PUBLIC SERVER badpw OPTIONS (user 'default', password 'wrong-$chpw');
@@ -102,13 +110,27 @@ sub run_sql
 	return ($ret, $out, $err);
 }
 
-# the target is absent, nothing of ours is staged or running
+# The invariant after an abort (CtasFed::Test::check_invariant): the
+# ClickHouse table $t (and the PostgreSQL tables of %opts{pg}: [node,
+# table] pairs) are as before the transaction, no prepared transaction of
+# ours on either PostgreSQL catalog, nothing of ours staged or running in
+# ClickHouse, the job of $t in state $opts{state} (default: not checked).
 sub nothing_left
 {
-	my ($t, $name) = @_;
-	is(ch_exists($t),    0, "$name: no table $t");
-	is(scratch_tables(), 0, "$name: no scratch table");
-	is(our_queries(),    0, "$name: no query of ours running");
+	my ($t, $name, %opts) = @_;
+	my @targets = ({ ch => $ch, table => "dw.$t", expect => 'n/a',
+		before => $opts{before} // 'absent' });
+	push @targets, map { { pg => $_->[0], dbname => 'dw',
+		table => "public.$_->[1]", expect => 'n/a' } } @{ $opts{pg} // [] };
+	check_invariant(
+		name       => $name,
+		node       => $local,
+		committed  => 0,
+		targets    => \@targets,
+		pg_remotes => [ $remote, $nopre ],
+		clickhouse => [$ch],
+		jobs       => $opts{state} ? [ [ $opts{catalog} // 'lake', "dw.$t", $opts{state} ] ] : [],
+		timeout    => $opts{timeout} // 10);
 }
 
 
@@ -133,17 +155,17 @@ my $slow = q{SELECT g AS id, repeat('x', 500) AS pad, pg_sleep(0.0005) IS NULL A
 # --- ROLLBACK
 my ($ret, $out, $err) = run_sql(q{BEGIN; CREATE TABLE lake.dw.rb AS SELECT * FROM src; ROLLBACK;});
 is($ret, 0, 'CTAS then ROLLBACK') or diag $err;
-nothing_left('rb', 'ROLLBACK');
+nothing_left('rb', 'ROLLBACK', state => 'aborted');
 
 # --- error at row N
 ($ret, $out, $err) = run_sql(q{CREATE TABLE lake.dw.rown AS SELECT id, 1 / (id - 30000) AS x FROM src});
 like($err, qr/ERROR:  division by zero/, 'an error at row 30000 fails the CTAS');
-nothing_left('rown', 'error at row N');
+nothing_left('rown', 'error at row N', state => 'failed');
 
 # an error after several MB were streamed
 ($ret, $out, $err) = run_sql(q{CREATE TABLE lake.dw.rown2 AS SELECT g, repeat('y', 300) AS pad, 1 / (g - 40000) AS x FROM generate_series(1, 50000) g});
 like($err, qr/ERROR:  division by zero/, 'an error after 12 MB fails the CTAS');
-nothing_left('rown2', 'error after 12 MB');
+nothing_left('rown2', 'error after 12 MB', state => 'failed');
 
 # --- bad definitions, bad catalogs
 ($ret, $out, $err) = run_sql(q{CREATE TABLE lake.dw.bad WITH (engine = 'MergeTree', order_by = 'nosuch') AS SELECT * FROM src});
@@ -210,7 +232,8 @@ CREATE TABLE wh.public.both2 AS SELECT * FROM src;
 CREATE TABLE lake.dw.both2 AS SELECT * FROM src;
 ROLLBACK;});
 is(pg_exists('both2') . ch_exists('both2'), '00', 'roll back together');
-nothing_left('both2', 'mixed ROLLBACK');
+nothing_left('both2', 'mixed ROLLBACK', pg => [ [ $remote, 'both2' ] ],
+	state => 'aborted');
 
 # the PostgreSQL participant fails to PREPARE: ClickHouse never publishes
 ($ret, $out, $err) = run_sql(q{
@@ -221,7 +244,8 @@ COMMIT;});
 isnt($ret, 0, 'a PostgreSQL catalog that cannot PREPARE fails the commit');
 is($nopre->safe_psql('dw', q{SELECT count(*) FROM pg_tables WHERE tablename = 'both3'}), '0',
 	'no table on the PostgreSQL catalog');
-nothing_left('both3', 'PREPARE failure');
+nothing_left('both3', 'PREPARE failure', pg => [ [ $nopre, 'both3' ] ],
+	state => 'aborted');
 
 # ClickHouse fails at pre-commit (the name was taken meanwhile): the
 # prepared PostgreSQL transaction is rolled back
@@ -232,7 +256,7 @@ sub clash_then_commit
 	my ($in, $o, $e) = ('', '', '');
 	my $h = IPC::Run::start(
 		[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=0', '-d', $local->connstr('postgres') ],
-		'<', \$in, '>', \$o, '2>', \$e);
+		'<', \$in, '>', \$o, '2>', \$e, IPC::Run::timeout(120));
 	$in .= "BEGIN;\n$sql\n\\echo loaded\n";
 	$h->pump until $o =~ /loaded/ || !$h->pumpable;
 	$ch->query("CREATE TABLE dw.$clash_table (x Int32) ENGINE = Memory");
@@ -250,7 +274,9 @@ like($err, qr/ERROR:  could not publish the new table on ClickHouse catalog "lak
 	'a RENAME that fails at pre-commit fails the commit');
 is(pg_exists('both4'), 0, 'the PostgreSQL catalog rolled back');
 is($ch->query('SELECT * FROM dw.both4'), "42\n", 'the other session\'s table is untouched');
-is(scratch_tables(), 0, 'pre-commit failure: no scratch table left');
+nothing_left('both4', 'RENAME failure after PREPARE',
+	before => ch_digest($ch, 'dw.both4'), pg => [ [ $remote, 'both4' ] ],
+	state => 'aborted');
 $ch->query('DROP TABLE dw.both4');
 
 # a second ClickHouse action fails at pre-commit: the first rename is undone
@@ -259,7 +285,7 @@ CREATE TABLE lake.dw.first5 AS SELECT * FROM src;
 CREATE TABLE lake.dw.second5 AS SELECT 1 AS a;}, 'second5');
 like($err, qr/could not publish the new table/, 'second publish fails');
 is(ch_exists('first5'), 0, 'the first table, already renamed into place, was taken back');
-is(scratch_tables(), 0, 'undone rename: no scratch table left');
+nothing_left('first5', 'undone rename', state => 'aborted');
 $ch->query('DROP TABLE dw.second5');
 
 # replace, then a failure: the old table is back
@@ -269,7 +295,8 @@ CREATE TABLE lake.dw.rep6 WITH (if_exists = 'replace') AS SELECT 'new' AS v;
 CREATE TABLE lake.dw.second6 AS SELECT 1 AS a;}, 'second6');
 like($err, qr/could not publish the new table/, 'replace then a failing publish');
 is($ch->query('SELECT v FROM dw.rep6'), "old\n", 'the replaced table is restored');
-is(scratch_tables(), 0, 'undone replace: no scratch table left');
+nothing_left('rep6', 'undone replace', before => '1:' . Digest::MD5::md5_hex('old'),
+	state => 'aborted');
 $ch->query('DROP TABLE dw.second6');
 
 # drop, then a failure: the table is back
@@ -279,7 +306,7 @@ DROP TABLE lake.dw.drop7;
 CREATE TABLE lake.dw.second7 AS SELECT 1 AS a;}, 'second7');
 like($err, qr/could not publish the new table/, 'drop then a failing publish');
 is($ch->query('SELECT v FROM dw.drop7'), "kept\n", 'the dropped table is restored');
-is(scratch_tables(), 0, 'undone drop: no scratch table left');
+nothing_left('drop7', 'undone drop', before => '1:' . Digest::MD5::md5_hex('kept'));
 $ch->query('DROP TABLE dw.second7');
 
 # append, then a failure: ClickHouse cannot take rows back, and says so
@@ -290,29 +317,64 @@ CREATE TABLE lake.dw.second8 AS SELECT 1 AS a;}, 'second8');
 like($err, qr/WARNING:  rows appended to table "dw.app8" of ClickHouse catalog "lake" stay there/,
 	'append then a failing publish: a WARNING says the rows stay');
 is($ch->query('SELECT count() FROM dw.app8'), "15\n", 'as documented');
-is(scratch_tables(), 0, 'append failure: no scratch table left');
+nothing_left('app8', 'append failure',
+	before => sql_digest($local, 'postgres', 'SELECT g FROM generate_series(1, 15) g'));
 $ch->query('DROP TABLE dw.second8');
 
-# --- cancel mid-INSERT
-my ($h, $hout, $herr) = start_psql($local, "CREATE TABLE lake.dw.canceled AS $slow");
-my $pid = wait_active($local, 'CREATE TABLE lake.dw.canceled%');
+# --- cancel and statement_timeout while ctas_fed waits for ClickHouse:
+# the proxy holds the INSERT stream, so the backend sits in ctas_fed's own
+# socket wait (wait event type Extension), not in the source query
+sub wait_in_ctas_fed
+{
+	my ($pid) = @_;
+	foreach (1 .. 200)
+	{
+		return 1 if $local->safe_psql('postgres',
+			"SELECT wait_event_type FROM pg_stat_activity WHERE pid = $pid") eq 'Extension';
+		usleep(50_000);
+	}
+	return 0;
+}
+
+my $rule = $fp->set_rule(match => 'INSERT INTO', action => 'stall', dir => 'up');
+my ($h, $hout, $herr) = start_psql($local,
+	"CREATE TABLE stalled.dw.canceled AS SELECT * FROM src");
+my $pid = wait_active($local, 'CREATE TABLE stalled.dw.canceled%');
 ok(defined $pid, 'the CTAS to cancel is running');
-ok(wait_ch_insert(), 'ClickHouse is running its INSERT');
-usleep(300_000);
+ok($fp->wait_hit($rule), 'its INSERT stream is stalled');
+ok(wait_in_ctas_fed($pid), 'the backend waits in ctas_fed\'s socket wait');
 $t0 = time;
 $local->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
 $h->finish;
 push @all_errors, $$herr;
 like($$herr, qr/ERROR:  canceling statement due to user request/, 'pg_cancel_backend stops the CTAS');
 cmp_ok(time - $t0, '<', 5, 'promptly');
-nothing_left('canceled', 'cancel mid-INSERT');
+$fp->clear;
+nothing_left('canceled', 'cancel in the INSERT wait', state => 'failed',
+	catalog => 'stalled');
 
-# --- statement_timeout mid-INSERT
+$rule = $fp->set_rule(match => 'INSERT INTO', action => 'stall', dir => 'up');
 $t0 = time;
-($ret, $out, $err) = run_sql("SET statement_timeout = '2500ms'; CREATE TABLE lake.dw.timedout AS $slow");
+($ret, $out, $err) = run_sql("SET statement_timeout = '2500ms'; CREATE TABLE stalled.dw.timedout AS SELECT * FROM src");
+is($fp->hits($rule), 1, 'statement_timeout: the INSERT stream was stalled');
 like($err, qr/ERROR:  canceling statement due to statement timeout/, 'statement_timeout stops the CTAS');
 cmp_ok(time - $t0, '<', 8, 'promptly');
-nothing_left('timedout', 'statement_timeout mid-INSERT');
+$fp->clear;
+nothing_left('timedout', 'statement_timeout in the INSERT wait', state => 'failed',
+	catalog => 'stalled');
+
+# --- cancel mid-INSERT while the source query runs (pg_sleep)
+($h, $hout, $herr) = start_psql($local, "CREATE TABLE lake.dw.canceled2 AS $slow");
+$pid = wait_active($local, 'CREATE TABLE lake.dw.canceled2%');
+ok(defined $pid, 'the CTAS to cancel is running');
+ok(wait_ch_insert(), 'ClickHouse is running its INSERT');
+$t0 = time;
+$local->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
+$h->finish;
+push @all_errors, $$herr;
+like($$herr, qr/ERROR:  canceling statement due to user request/, 'pg_cancel_backend stops the CTAS');
+cmp_ok(time - $t0, '<', 5, 'promptly');
+nothing_left('canceled2', 'cancel mid-INSERT', state => 'failed');
 
 # --- the server is killed mid-load
 sub ch_kill9
@@ -352,7 +414,15 @@ sub ch_start_again
 ($h, $hout, $herr) = start_psql($local, "CREATE TABLE lake.dw.killed AS $slow");
 ok(defined wait_active($local, 'CREATE TABLE lake.dw.killed%'), 'the CTAS to break is running');
 ok(wait_ch_insert(), 'ClickHouse is running its INSERT');
-usleep(500_000);
+my $streamed = 0;
+foreach (1 .. 200)
+{
+	$streamed = $local->safe_psql('postgres',
+		q{SELECT count(*) FROM ctas_fed.jobs WHERE target = 'dw.killed' AND rows > 0});
+	last if $streamed;
+	usleep(50_000);
+}
+ok($streamed, 'rows are streaming');
 ch_kill9();
 $t0 = time;
 $h->finish;
@@ -364,12 +434,12 @@ ok(ch_start_again(), 'ClickHouse restarted');
 ok(scratch_tables() >= 1, 'the staging table outlived the crash');
 like( $local->safe_psql('postgres', q{SELECT string_agg(action, ',') FROM ctas_fed.resolve_in_doubt('lake')}),
 	qr/rolled back/, 'resolve_in_doubt drops it');
-nothing_left('killed', 'server killed mid-load, after resolve');
+nothing_left('killed', 'server killed mid-load, after resolve', state => 'failed');
 
 # resolve leaves a transaction in progress alone and finishes one that committed
 my ($in, $o, $e) = ('', '', '');
 my $bg = IPC::Run::start([ 'psql', '-XAtq', '-d', $local->connstr('postgres') ],
-	'<', \$in, '>', \$o, '2>', \$e);
+	'<', \$in, '>', \$o, '2>', \$e, IPC::Run::timeout(120));
 $in .= "BEGIN;\nCREATE TABLE lake.dw.inprog AS SELECT 1 AS a;\n\\echo loaded\n";
 $bg->pump until $o =~ /loaded/ || !$bg->pumpable;
 like( $local->safe_psql('postgres', q{SELECT string_agg(action, ',') FROM ctas_fed.resolve_in_doubt('lake')}),
@@ -388,11 +458,13 @@ is( $local->safe_psql('postgres', q{SELECT count(*) FROM ctas_fed.resolve_in_dou
 is(ch_exists("_ctas_fed_old_${sysid}_${xid}_1_zz"), 1, 'the look-alike table is still there');
 $ch->query("DROP TABLE dw._ctas_fed_old_${sysid}_${xid}_1_zz");
 is(scratch_tables(), 0, 'resolve: no scratch table left');
+nothing_left('zz', 'after resolve');
 
 # --- no secret anywhere
 my $leaks = grep { index($_, $chpw) >= 0 } @all_errors;
 is($leaks, 0, 'the password appears in no message');
 
+$fp->stop;
 $local->stop;
 $remote->stop;
 $nopre->stop;

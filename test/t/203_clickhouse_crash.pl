@@ -19,6 +19,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
 use IPC::Run;
+use Digest::MD5;
 
 use CtasFed::Test;
 
@@ -55,7 +56,7 @@ sub crash_at
 	my ($in, $out, $err) = ('', '', '');
 	my $offset = -s $local->logfile;
 	my $h = IPC::Run::start([ 'psql', '-XAtq', '-d', $local->connstr('postgres') ],
-		'<', \$in, '>', \$out, '2>', \$err);
+		'<', \$in, '>', \$out, '2>', \$err, IPC::Run::timeout(120));
 	$in .= "SET ctas_fed.fault_point = '$point';\nBEGIN;\n$sql\nCOMMIT;\n";
 	$h->pump while $h->pumpable && $in ne '';
 	$local->wait_for_log(qr/stopped at fault point "$point"/, $offset);
@@ -74,6 +75,31 @@ sub resolved
 	}
 	return scratch_tables() == 0;
 }
+
+# the invariant once resolved: each [table, digest if committed, digest
+# before, job state] as check_invariant wants it
+sub invariant
+{
+	my ($name, $committed, @t) = @_;
+	my $s = session_start($local);
+	check_invariant(
+		name      => $name,
+		node      => $local,
+		committed => $committed,
+		targets   => [ map { { ch => $ch, table => "dw.$_->[0]",
+			expect => $_->[1], before => $_->[2] } } @t ],
+		jobs      => [ map { [ 'lake', "dw.$_->[0]", $_->[3] ] } @t ],
+		resolve   => 1,
+		session   => $s,
+		session_ctas => "CREATE TABLE lake.dw.after_$t[0][0] AS SELECT 1 AS a");
+	$s->quit;
+	return;
+}
+
+my $old  = '1:' . Digest::MD5::md5_hex('old');
+my $new  = '1:' . Digest::MD5::md5_hex('new');
+my $kept = '1:' . Digest::MD5::md5_hex('kept');
+my $thousand = sql_digest($local, 'postgres', 'SELECT g FROM generate_series(1, 1000) g');
 
 $local->safe_psql('postgres', q{
 CREATE TABLE lake.dw.rep1 AS SELECT 'old' AS v;
@@ -97,6 +123,10 @@ ok(resolved(), 'the resolver finishes the aborted transaction');
 is(ch_exists('new1'), 0, 'the table of the aborted CREATE was taken back');
 is($ch->query('SELECT v FROM dw.rep1'), "old\n", 'the replaced table is back');
 is($ch->query('SELECT v FROM dw.gone1'), "kept\n", 'the dropped table is back');
+invariant('crash after the renames', 0,
+	[ 'new1', $thousand, 'absent', 'aborted' ],
+	[ 'rep1', $new, $old, 'aborted' ],
+	[ 'gone1', 'absent', $kept, 'aborted' ]);
 
 # --- crash after the local commit record, before post-commit
 $h = crash_at('after_commit_record', q{
@@ -112,8 +142,10 @@ is($ch->query('SELECT count() FROM dw.new2'), "1000\n", 'the committed CREATE st
 is($ch->query('SELECT v FROM dw.rep2'), "new\n", 'the replacement stays');
 is(ch_exists('gone2'), 0, 'the dropped table stays dropped');
 
-like($local->safe_psql('postgres', q{SELECT string_agg(state, ',') FROM ctas_fed.jobs WHERE catalog = 'lake'}),
-	qr/committed/, 'ctas_fed.jobs shows the outcome');
+invariant('crash after the commit record', 1,
+	[ 'new2', $thousand, 'absent', 'committed' ],
+	[ 'rep2', $new, $old, 'committed' ],
+	[ 'gone2', 'absent', $kept, 'committed' ]);
 
 # --- the same table replaced twice in one transaction, crash after the
 # renames: the resolver undoes the transaction as a whole, newest action
@@ -190,7 +222,15 @@ foreach (1 .. 200)
 	usleep(100_000);
 }
 ok($staged, 'the load is streaming into a staging table');
-usleep(500_000);
+my $streamed = 0;
+foreach (1 .. 200)
+{
+	$streamed = $local->safe_psql('postgres',
+		q{SELECT count(*) FROM ctas_fed.jobs WHERE target = 'dw.midload' AND rows > 0});
+	last if $streamed;
+	usleep(50_000);
+}
+ok($streamed, 'rows are streaming');
 $local->stop('immediate');
 $lh->finish;
 $local->start;
@@ -202,6 +242,16 @@ foreach (1 .. 200)
 }
 ok($clean, 'after a crash mid-load the worker drops the staging table');
 is(ch_exists('midload'), 0, 'and no target table appears');
+my $s = session_start($local);
+check_invariant(
+	name      => 'crash mid-load, the worker alone',
+	node      => $local,
+	committed => 0,
+	targets   => [ { ch => $ch, table => 'dw.midload', expect => 'n/a' } ],
+	jobs      => [ [ 'lake', 'dw.midload', 'aborted' ] ],
+	session   => $s,
+	session_ctas => 'CREATE TABLE lake.dw.after_midload AS SELECT 1 AS a');
+$s->quit;
 
 $local->stop;
 $ch->stop;

@@ -329,7 +329,7 @@ set_allowed_hosts('');
 # --- class 10: a ClickHouse server that stops answering
 
 # an interactive psql session, to run statements one after another
-sub session_start
+sub bg_session_start
 {
 	my %s = (in => '', out => '', err => '');
 	$s{h} = IPC::Run::start(
@@ -339,7 +339,7 @@ sub session_start
 }
 
 # send sql; with a timeout, wait for its end (true when it ended)
-sub session_send
+sub bg_session_send
 {
 	my ($s, $sql) = @_;
 	$s->{mark} = 'done' . int(rand(1e9));
@@ -349,7 +349,7 @@ sub session_send
 	$s->{h}->pump_nb;
 }
 
-sub session_wait
+sub bg_session_wait
 {
 	my ($s, $timeout) = @_;
 	my $deadline = time + $timeout;
@@ -401,24 +401,24 @@ sub resolved_clean
 my $big = q{SELECT g AS id, repeat(md5(g::text), 8) AS pad FROM generate_series(1, 50000000) g};
 
 # cancel mid-INSERT
-my $s = session_start();
-session_send($s, 'SELECT pg_backend_pid()');
-ok(session_wait($s, 30), 'session started');
+my $s = bg_session_start();
+bg_session_send($s, 'SELECT pg_backend_pid()');
+ok(bg_session_wait($s, 30), 'session started');
 my ($bpid) = $s->{out} =~ /^(\d+)$/m;
-session_send($s, "CREATE TABLE lake.dw.stall_cancel AS $big");
+bg_session_send($s, "CREATE TABLE lake.dw.stall_cancel AS $big");
 ok(wait_ch_insert(), 'ClickHouse runs the INSERT');
 kill 'STOP', $ch_pid;
 my $t0 = time;
 $local->safe_psql('postgres', "SELECT pg_cancel_backend($bpid)");
-ok(session_wait($s, 60), 'the canceled CTAS returned');
+ok(bg_session_wait($s, 60), 'the canceled CTAS returned');
 my $took = time - $t0;
 cmp_ok($took, '<', 5, 'cancel against a stopped ClickHouse returns within seconds');
 like($s->{err}, qr/ERROR:  canceling statement due to user request/, 'as a cancel');
 
 # statement_timeout, the server stopped before the statement
 $t0 = time;
-session_send($s, "SET statement_timeout = '2s'; CREATE TABLE lake.dw.stall_timeout AS SELECT 1 AS a");
-ok(session_wait($s, 60), 'the timed-out CTAS returned');
+bg_session_send($s, "SET statement_timeout = '2s'; CREATE TABLE lake.dw.stall_timeout AS SELECT 1 AS a");
+ok(bg_session_wait($s, 60), 'the timed-out CTAS returned');
 $took = time - $t0;
 cmp_ok($took, '<', 6, 'statement_timeout against a stopped ClickHouse returns within seconds');
 like($s->{err}, qr/ERROR:  canceling statement due to statement timeout/, 'as a timeout');
@@ -429,8 +429,8 @@ ok(no_query_left(), 'and no query of ours runs on ClickHouse');
 is($ch->query('EXISTS TABLE dw.stall_cancel') + 0, 0, 'no canceled table');
 is($ch->query('EXISTS TABLE dw.stall_timeout') + 0, 0, 'no timed-out table');
 
-session_send($s, "RESET statement_timeout; CREATE TABLE lake.dw.after_stall AS SELECT g FROM generate_series(1, 1000) g");
-ok(session_wait($s, 60), 'the session runs another CTAS');
+bg_session_send($s, "RESET statement_timeout; CREATE TABLE lake.dw.after_stall AS SELECT g FROM generate_series(1, 1000) g");
+ok(bg_session_wait($s, 60), 'the session runs another CTAS');
 is($s->{err}, '', 'without error');
 is($ch->query('SELECT count() FROM dw.after_stall') + 0, 1000, 'and loads all rows');
 $s->{in} .= "\\q\n";

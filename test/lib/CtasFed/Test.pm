@@ -73,6 +73,7 @@ use strict;
 use warnings;
 
 use Carp;
+use Digest::MD5 ();
 use Exporter 'import';
 use File::Basename qw(dirname);
 use File::Spec;
@@ -80,7 +81,8 @@ use HTTP::Tiny;
 use IPC::Run ();
 use IO::Socket::INET;
 use POSIX qw(WNOHANG);
-use Time::HiRes qw(usleep);
+use Test::More ();
+use Time::HiRes qw(time usleep);
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils ();
@@ -94,6 +96,14 @@ our @EXPORT = qw(
   start_clickhouse
   start_pushgateway
   start_fault_proxy
+  check_invariant
+  pg_digest
+  ch_digest
+  sql_digest
+  session_start
+  session_send
+  session_wait
+  session_run
   free_port
   port_is_open
 );
@@ -667,7 +677,7 @@ C<match> (substring of the client's bytes, raw or URL-decoded), C<action>
 (C<drop_request>, C<lose_reply>, C<stall>, C<reset>, C<refuse>), C<dir>
 (stall: C<up>, C<down>, C<both>), C<reset_after> (bytes; implies
 C<reset>), C<wait_ms> (lose_reply), C<times> (default 1, 0: no limit) or
-C<once>.
+C<once>, C<skip> (let the first N matches through).
 
 =item $fp->clear_rule($id), $fp->clear
 
@@ -740,6 +750,274 @@ sub start_fault_proxy
 	$self->stop;
 	croak "fault proxy did not listen on 127.0.0.1:$port within $timeout s:\n$log";
 }
+
+=head2 The invariant after a fault
+
+=over
+
+=item sql_digest($node, $dbname, $select)
+
+Digest of the rows of $select on PostgreSQL $node: "I<count>:I<md5>" of
+the rows in COPY text format, ordered by all columns.  The digests of
+C<pg_digest> and C<ch_digest> are comparable with it for columns whose
+text forms agree (integers, text without tabs or backslashes).
+
+=item pg_digest($node, $dbname, $table)
+
+Digest of a table of a remote PostgreSQL, or C<absent>.
+
+=item ch_digest($ch, $table)
+
+Digest of ClickHouse table $table (C<db.name>), or C<absent>.
+
+=cut
+
+sub _rows_digest
+{
+	my ($text) = @_;
+	my @rows = grep { $_ ne '' } split /\n/, $text;
+	@rows = sort @rows;
+	return scalar(@rows) . ':' . Digest::MD5::md5_hex(join("\n", @rows));
+}
+
+sub sql_digest
+{
+	my ($node, $dbname, $select) = @_;
+	return _rows_digest($node->safe_psql($dbname,
+		"COPY ($select) TO STDOUT"));
+}
+
+sub pg_digest
+{
+	my ($node, $dbname, $table) = @_;
+	my $exists = $node->safe_psql($dbname,
+		"SELECT to_regclass(" . _sql_literal($table) . ") IS NOT NULL");
+	return 'absent' unless $exists eq 't';
+	my ($rc, $out, $err) = $node->psql($dbname,
+		"COPY (SELECT * FROM $table) TO STDOUT");
+	return 'absent' if $rc != 0 && $err =~ /does not exist/;
+	return "error: $err" if $rc != 0;
+	return _rows_digest($out);
+}
+
+sub ch_digest
+{
+	my ($ch, $table) = @_;
+	return 'absent' unless $ch->query("EXISTS TABLE $table") + 0;
+	my $res = $ch->request("SELECT * FROM $table FORMAT TabSeparated");
+	return 'absent' if $res->{content} =~ /Code: 60,/;
+	return "error: $res->{content}" if $res->{status} != 200;
+	return _rows_digest($res->{content});
+}
+
+=item check_invariant(%args)
+
+The promise of ctas_fed after a fault or an abort, checked by polling
+until it holds or a deadline passes (C<timeout>, default 30 s), then
+asserted with one Test::More check per part, each named
+"I<name>: ...", showing what differs:
+
+=over
+
+=item * every target in C<targets> has exactly the C<expect>ed digest if
+C<committed> is true, else its digest C<before> (default C<absent>).  A
+target is C<< { pg => $node, dbname => 'dw', table => 'public.t', expect
+=> DIGEST } >> or C<< { ch => $ch, table => 'dw.t', expect => DIGEST } >>;
+
+=item * no prepared transaction of this cluster (gid prefix
+C<ctas_fed_E<lt>sysidE<gt>_>) on any PostgreSQL in C<pg_remotes> (default:
+those of the targets; a remote that does not answer fails the check);
+
+=item * no C<_ctas_fed_> table and no query of ours (query_id prefix
+C<ctas_fed_E<lt>sysidE<gt>_>) in any ClickHouse in C<clickhouse> (default:
+those of the targets);
+
+=item * C<jobs>: C<< [ [ $catalog, $target, $state ], ... ] >>, the state
+of the latest job of each (catalog, target) in ctas_fed.jobs is exactly
+$state;
+
+=item * C<session> (a session from C<session_start>): the same session
+runs C<session_ctas> (a federated CTAS) without error, then
+C<session_cleanup> if given.
+
+=back
+
+C<node> is the local cluster, C<dbname> its database (default postgres).
+With C<resolve>, ctas_fed.resolve_in_doubt() is called about every
+second while the invariant does not hold yet (errors ignored).  Returns
+true when every part held.
+
+=cut
+
+sub check_invariant
+{
+	my (%a) = @_;
+	my $node    = $a{node} or croak 'check_invariant: node is required';
+	my $dbname  = $a{dbname} // 'postgres';
+	my $name    = $a{name} // 'invariant';
+	my $timeout = $a{timeout} // 30;
+	my @targets = @{ $a{targets} // [] };
+	my @pgs = @{ $a{pg_remotes} // [ grep { defined } map { $_->{pg} } @targets ] };
+	my @chs = @{ $a{clickhouse} // [ grep { defined } map { $_->{ch} } @targets ] };
+	my %seen;
+	@pgs = grep { !$seen{"$_"}++ } @pgs;
+	@chs = grep { !$seen{"$_"}++ } @chs;
+
+	my $sysid = $node->safe_psql($dbname,
+		'SELECT system_identifier FROM pg_control_system()');
+	my $prefix = "ctas_fed_${sysid}_";
+
+	# one observation of everything: (label => [got, expected])
+	my $observe = sub {
+		my @obs;
+		foreach my $t (@targets)
+		{
+			my $want = $a{committed} ? $t->{expect} : ($t->{before} // 'absent');
+			my $got = eval {
+				$t->{pg}
+				  ? pg_digest($t->{pg}, $t->{dbname} // 'postgres', $t->{table})
+				  : ch_digest($t->{ch}, $t->{table});
+			} // "error: $@";
+			my $where = $t->{pg} ? 'PostgreSQL ' . $t->{pg}->name : 'ClickHouse';
+			push @obs, [ "$where table $t->{table} "
+				  . ($a{committed} ? 'has exactly the rows committed'
+					: 'is as before the aborted transaction'), $got, $want ];
+		}
+		foreach my $pg (@pgs)
+		{
+			my ($rc, $out, $err) = $pg->psql('postgres',
+				"SELECT string_agg(gid, ',' ORDER BY gid) FROM pg_prepared_xacts "
+				  . "WHERE starts_with(gid, '$prefix')");
+			$out = "remote unreachable: $err" if $rc != 0;
+			push @obs, [ 'no prepared transaction of ours on ' . $pg->name,
+				$out, '' ];
+		}
+		foreach my $ch (@chs)
+		{
+			my $t = eval { $ch->query(
+				"SELECT arrayStringConcat(groupArray(concat(database, '.', name)), ',') "
+				  . "FROM system.tables WHERE startsWith(name, '_ctas_fed_')") } // "error: $@";
+			chomp $t;
+			push @obs, [ 'no _ctas_fed_ table in ClickHouse', $t, '' ];
+			my $q = eval { $ch->query(
+				"SELECT arrayStringConcat(groupArray(query_id), ',') "
+				  . "FROM system.processes WHERE startsWith(query_id, '$prefix')") } // "error: $@";
+			chomp $q;
+			push @obs, [ 'no query of ours running in ClickHouse', $q, '' ];
+		}
+		foreach my $j (@{ $a{jobs} // [] })
+		{
+			my ($cat, $target, $state) = @$j;
+			my ($rc, $out, $err) = $node->psql($dbname,
+				"SELECT state FROM ctas_fed.jobs WHERE catalog = "
+				  . _sql_literal($cat) . ' AND target = ' . _sql_literal($target)
+				  . ' ORDER BY job_id DESC LIMIT 1');
+			$out = "error: $err" if $rc != 0;
+			$out = '(no job)' if $out eq '';
+			push @obs, [ "job of $cat $target is $state", $out, $state ];
+		}
+		return @obs;
+	};
+
+	my $deadline = time + $timeout;
+	my $next_resolve = time;
+	my @obs;
+	while (1)
+	{
+		@obs = $observe->();
+		last unless grep { $_->[1] ne $_->[2] } @obs;
+		last if time >= $deadline;
+		if ($a{resolve} && time >= $next_resolve)
+		{
+			my ($rc, $out, $err) = $node->psql($dbname,
+				"SELECT string_agg(catalog || ' ' || object || ': ' || action, '; ') "
+				  . 'FROM ctas_fed.resolve_in_doubt()');
+			Test::More::note("$name: resolve_in_doubt: "
+				  . ($rc == 0 ? $out : $err)) if $out ne '' || $rc != 0;
+			$next_resolve = time + 1;
+		}
+		usleep(200_000);
+	}
+
+	my $waited = time - ($deadline - $timeout);
+	Test::More::note(sprintf('%s: observed after %.1f s', $name, $waited))
+	  if $waited >= 1;
+	my $ok = 1;
+	foreach my $o (@obs)
+	{
+		$ok = 0 unless Test::More::is($o->[1], $o->[2], "$name: $o->[0]");
+	}
+	if ($a{session})
+	{
+		my ($out, $err) = session_run($a{session}, $a{session_ctas}, 60);
+		$ok = 0 unless Test::More::is($err, '',
+			"$name: the same session runs another federated CTAS");
+		session_run($a{session}, $a{session_cleanup}, 60)
+		  if defined $a{session_cleanup};
+	}
+	return $ok;
+}
+
+=item session_start($node, $dbname)
+
+A long-lived psql session (PostgreSQL::Test::BackgroundPsql, errors do
+not end it) for C<session_run>, C<session_wait> and C<check_invariant>.
+
+=item session_wait($session, $token, $timeout)
+
+C<my $token = session_send($s, $sql)> sends $sql without waiting;
+C<session_wait($s, $token, $timeout)> waits (default 60 s) for its end and
+returns (stdout, stderr), or () when the time is up (the statement still
+runs).  C<session_run($s, $sql, $timeout)> does both.
+
+=cut
+
+sub session_start
+{
+	my ($node, $dbname) = @_;
+	return $node->background_psql($dbname // 'postgres', on_error_stop => 0);
+}
+
+sub session_send
+{
+	my ($s, $sql) = @_;
+	my $n = $s->{query_cnt}++;
+	my $banner = "background_psql: QUERY_SEPARATOR $n:";
+	$s->{stdout} = '';
+	$s->{stderr} = '';
+	$s->{stdin} .= "$sql\n;\n\\echo '$banner'\n\\warn '$banner'\n";
+	$s->{run}->pump_nb;
+	return $banner;
+}
+
+sub session_wait
+{
+	my ($s, $banner, $timeout) = @_;
+	my $deadline = time + ($timeout // 60);
+	my $match = qr/\r?\n?\Q$banner\E\r?\n/;
+	while (!($s->{stdout} =~ $match && $s->{stderr} =~ $match))
+	{
+		return () if time >= $deadline || !$s->{run}->pumpable;
+		$s->{run}->pump_nb;
+		usleep(20_000);
+	}
+	my ($out, $err) = ($s->{stdout}, $s->{stderr});
+	$out =~ s/$match//;
+	$err =~ s/$match//;
+	$s->{stdout} = '';
+	$s->{stderr} = '';
+	chomp $out;
+	return ($out, $err);
+}
+
+sub session_run
+{
+	my ($s, $sql, $timeout) = @_;
+	my @r = session_wait($s, session_send($s, $sql), $timeout);
+	return @r ? @r : ('', 'timed out');
+}
+
+=back
 
 =head2 Statements in the background
 
@@ -1176,7 +1454,7 @@ sub set_rule
 {
 	my ($self, %rule) = @_;
 	my %known = map { ($_ => 1) }
-	  qw(match action dir reset_after wait_ms times once);
+	  qw(match action dir reset_after wait_ms times once skip);
 	foreach (keys %rule)
 	{
 		croak "unknown fault proxy rule key \"$_\"" unless $known{$_};

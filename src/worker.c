@@ -439,7 +439,8 @@ resolve_timeout_handler(void)
  *
  * Returns true when the catalog was resolved, with *umid set to the user
  * mapping used.  Otherwise returns false with *error set to the message of
- * the error (palloc'd in the caller's memory context); the subtransaction
+ * the error, followed by its detail in parentheses when it has one
+ * (palloc'd in the caller's memory context); the subtransaction
  * is rolled back, so that the caller can go on with other catalogs.  A
  * query cancel that is not this deadline is raised again, so that the user
  * can still interrupt ctas_fed.resolve_in_doubt().
@@ -503,6 +504,10 @@ CtasResolveCatalog(Oid serverid, Oid userid, bool check_usage,
 							  CtasResolveTimeout);
 		else if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
 			ReThrowError(edata);
+		else if (edata->detail)
+			*error = psprintf("%s (%s)",
+							  edata->message ? edata->message : "unknown error",
+							  edata->detail);
 		else
 			*error = pstrdup(edata->message ? edata->message : "unknown error");
 		FreeErrorData(edata);
@@ -1244,12 +1249,13 @@ decide_in_doubt_jobs(List *unresolved, List *scanned)
 			if (job->gid[0] && strcmp((char *) lfirst(lc), job->gid) == 0)
 				pending = true;
 		}
-		if (strcmp(status, "aborted") == 0)
-			CtasJobsResolveHistory(job->job_id, CTAS_JOB_ABORTED, NULL);
-		else if (!pending)
-			CtasJobsResolveHistory(job->job_id, CTAS_JOB_COMMITTED, NULL);
-		else
+		/* what the catalog still holds of it keeps the job in doubt */
+		if (pending)
 			left++;
+		else if (strcmp(status, "aborted") == 0)
+			CtasJobsResolveHistory(job->job_id, CTAS_JOB_ABORTED, NULL);
+		else
+			CtasJobsResolveHistory(job->job_id, CTAS_JOB_COMMITTED, NULL);
 	}
 	if (snap->jobs)
 		pfree(snap->jobs);

@@ -441,8 +441,9 @@ poll_until(
 		($ret, $out, $err) = lpsql("SELECT * FROM ctas_fed.resolve_in_doubt('evil')");
 		$err !~ /another resolution/;
 	});
-like($err, qr/password is required/, 'resolve_in_doubt does not connect by trust as the superuser');
-like($err, qr/owned by a non-superuser/, 'and says why');
+like($out, qr/^evil\|\|error: password is required/m,
+	'resolve_in_doubt does not connect by trust as the superuser');
+like($out, qr/^evil\|\|error: .*owned by a non-superuser/m, 'and says why');
 # from here on, only the background resolver connects to "evil"
 my $log_offset = -s $local->logfile;
 ok( poll_until(

@@ -92,6 +92,7 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "port/pg_crc32c.h"
 #include "storage/fd.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -382,7 +383,8 @@ ch_display(const char *db, const char *table)
  * ch_tsv
  *		Split a TabSeparated result into a List (rows) of char ** (fields,
  *		unescaped; \N becomes NULL).  *nfields gets the field count of the
- *		first row.  Palloc'd.
+ *		rows, or -1 when they do not all have the same count (then no row
+ *		may be read beyond its first field).  Palloc'd.
  */
 static List *
 ch_tsv(const char *body, int *nfields)
@@ -461,6 +463,8 @@ ch_tsv(const char *body, int *nfields)
 			arr[i++] = lfirst(lc);
 		if (rows == NIL)
 			*nfields = n;
+		else if (n != *nfields)
+			*nfields = -1;
 		rows = lappend(rows, arr);
 	}
 	return rows;
@@ -2140,7 +2144,12 @@ ch_check_version(CtasHttp *http)
  *		<user mapping oid>	<gid>
  * and each action is
  *		<kind>	<database>	<table>	<stage>	<old>	<marker>
- * with \N for a name the action does not have.
+ * with \N for a name the action does not have.  The last line is
+ *		crc32c	<CRC-32C of every byte before this line, 8 hex digits>
+ * A record that does not end so, or whose lines do not have these fields,
+ * is damaged (a disk, a copy or a hand went wrong): the resolver does not
+ * act on a part of a transaction, nor on names it cannot trust, and keeps
+ * the file, with a WARNING, for someone to look at.
  * ------------------------------------------------------------------------
  */
 
@@ -2185,6 +2194,18 @@ ch_record_field(StringInfo buf, const char *s, bool last)
 		}
 	}
 	appendStringInfoChar(buf, last ? '\n' : '\t');
+}
+
+/* The CRC-32C of a record's lines, which its last line repeats */
+static pg_crc32c
+ch_record_crc(const char *data, size_t len)
+{
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, data, len);
+	FIN_CRC32C(crc);
+	return crc;
 }
 
 /*
@@ -2275,6 +2296,7 @@ ch_record_write(CtasParticipant *part, ChXact *xs)
 		ch_record_field(&buf, a->old, false);
 		ch_record_field(&buf, a->marker, true);
 	}
+	appendStringInfo(&buf, "crc32c\t%08X\n", ch_record_crc(buf.data, buf.len));
 
 	/* the new file is locked before it takes the record's name */
 	snprintf(tmp, sizeof(tmp), "%s.tmp", xs->record_path);
@@ -2968,13 +2990,22 @@ ch_tables_exist(CtasHttp *http, const char *db, const char **names, int n,
 								 db, &body))
 		return false;
 	rows = ch_tsv(body, &nf);
+	if (rows != NIL && nf != 1)
+	{
+		ch_cleanup_failed = true;
+		ereport(WARNING,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("unexpected answer from ClickHouse catalog \"%s\" to a list of tables",
+						CtasHttpCatalogName(http))));
+		return false;
+	}
 	foreach(lc, rows)
 	{
 		char	  **f = lfirst(lc);
 
 		for (i = 0; i < n; i++)
 		{
-			if (nf >= 1 && f[0] && names[i] && strcmp(f[0], names[i]) == 0)
+			if (f[0] && names[i] && strcmp(f[0], names[i]) == 0)
 				exists[i] = true;
 		}
 	}
@@ -3681,27 +3712,47 @@ ch_xid_status(uint64 fxid)
 
 
 /*
+ * ch_all_digits
+ *		Is s a non-empty string of decimal digits (a number a record holds)?
+ */
+static bool
+ch_all_digits(const char *s)
+{
+	return s != NULL && *s != '\0' && strspn(s, "0123456789") == strlen(s);
+}
+
+/*
  * ch_record_read
- *		The content of the record at fd, parsed: a List of char ** rows (see
- *		"Durable records"), the header first, with *nfields of the header.
- *		NIL for a file that is not a record of ours.  Palloc'd.
+ *		The content of the record at fd, checked and parsed: a List of
+ *		char ** rows (see "Durable records"), the header first (seven
+ *		fields), then the actions (six fields each).  NIL, with *why set,
+ *		for a file that is not a whole, intact record of ours.  ERROR when
+ *		the file cannot be read.  Palloc'd.
  */
 static List *
-ch_record_read(int fd, const char *path)
+ch_record_read(int fd, const char *path, const char **why)
 {
 	struct stat st;
 	char	   *data;
 	ssize_t		got;
+	char	   *trailer;
+	char	   *body_end;
+	unsigned int crc;
 	List	   *rows;
+	List	   *actions = NIL;
 	int			nf;
 	char	  **h;
 
+	*why = NULL;
 	if (fstat(fd, &st) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not stat file \"%s\": %m", path)));
 	if (st.st_size <= 0 || st.st_size > CH_RECORD_MAX_SIZE)
+	{
+		*why = st.st_size <= 0 ? "it is empty" : "it is too large";
 		return NIL;
+	}
 	data = palloc(st.st_size + 1);
 	got = pg_pread(fd, data, st.st_size, 0);
 	if (got != st.st_size)
@@ -3710,17 +3761,68 @@ ch_record_read(int fd, const char *path)
 				 errmsg("could not read file \"%s\": %m", path)));
 	data[got] = '\0';
 	if (strlen(data) != (size_t) got)
+	{
+		*why = "it contains a zero byte";
 		return NIL;
+	}
+
+	/* the last line is the checksum of everything before it */
+	if (data[got - 1] != '\n')
+	{
+		*why = "its last line is incomplete";
+		return NIL;
+	}
+	data[got - 1] = '\0';
+	trailer = strrchr(data, '\n');
+	trailer = trailer ? trailer + 1 : data;
+	if (strncmp(trailer, "crc32c\t", 7) != 0 || strlen(trailer) != 7 + 8 ||
+		strspn(trailer + 7, "0123456789ABCDEF") != 8 ||
+		sscanf(trailer + 7, "%8X", &crc) != 1)
+	{
+		*why = "it does not end with its checksum";
+		return NIL;
+	}
+	if (ch_record_crc(data, trailer - data) != (pg_crc32c) crc)
+	{
+		*why = "its checksum does not match its content";
+		return NIL;
+	}
+	*trailer = '\0';
+
+	/* the header line, then the action lines */
+	body_end = strchr(data, '\n');
+	if (body_end == NULL)
+	{
+		*why = "it has no header";
+		return NIL;
+	}
+	*body_end = '\0';
 	rows = ch_tsv(data, &nf);
-	if (rows == NIL || nf != 7)
+	if (list_length(rows) != 1 || nf != 7)
+	{
+		*why = "its header does not have seven fields";
 		return NIL;
+	}
 	h = linitial(rows);
-	if (h[0] == NULL || h[1] == NULL || h[2] == NULL || h[3] == NULL ||
-		h[4] == NULL || h[5] == NULL ||
+	if (h[0] == NULL || h[1] == NULL ||
 		strcmp(h[0], CH_RECORD_MAGIC) != 0 ||
-		strcmp(h[1], CH_RECORD_VERSION) != 0)
+		strcmp(h[1], CH_RECORD_VERSION) != 0 ||
+		!ch_all_digits(h[2]) || !ch_all_digits(h[3]) ||
+		!ch_all_digits(h[4]) || !ch_all_digits(h[5]))
+	{
+		*why = "its header is not that of a record of this version";
 		return NIL;
-	return rows;
+	}
+	if (body_end[1] != '\0')
+	{
+		actions = ch_tsv(body_end + 1, &nf);
+		if (nf != 6)
+		{
+			*why = "an action line does not have six fields";
+			return NIL;
+		}
+	}
+	return list_concat(rows, actions);
 }
 
 /*
@@ -3802,6 +3904,7 @@ ch_resolve_record(CtasCatalog *catalog, CtasHttp *http, const char *path,
 	ChXidStatus status;
 	List	   *actions = NIL;
 	ListCell   *lc;
+	const char *damage;
 	int			i;
 
 	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
@@ -3813,10 +3916,15 @@ ch_resolve_record(CtasCatalog *catalog, CtasHttp *http, const char *path,
 				(errcode_for_file_access(),
 				 errmsg("could not open file \"%s\": %m", path)));
 	}
-	rows = ch_record_read(fd, path);
+	rows = ch_record_read(fd, path, &damage);
 	if (rows == NIL)
 	{
 		CloseTransientFile(fd);
+		ereport(WARNING,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("ClickHouse transaction record \"%s\" is damaged", path),
+				 errdetail("The file cannot be read as a record: %s.", damage),
+				 errhint("The resolver does not act on it. Compare the tables it names with ClickHouse, then remove the file.")));
 		return;
 	}
 	h = linitial(rows);

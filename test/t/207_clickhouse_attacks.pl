@@ -1,0 +1,193 @@
+
+# Copyright (c) 2026, ctas_fed developers
+
+# The ClickHouse writer attacked as a hostile user, a hostile ClickHouse user
+# and a broken disk would (issue 8, review of the merged work):
+#
+#  - durable records in pg_ctas_fed/ damaged after they were written
+#    (truncated, a line cut short, bytes changed): the resolver must not
+#    crash, must not act on a partial or altered list of tables, and must
+#    keep the file and say so;
+#  - a ClickHouse user who creates the staging table name the next
+#    transaction of this cluster would use: the load must not write into
+#    that table, nor drop it;
+#  - a user target called like our scratch tables is refused;
+#  - resolve_in_doubt() run by another user does not act on a transaction
+#    with that user's ClickHouse credentials;
+#  - lost replies at the steps test 204 does not cover.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+use CtasFed::Test;
+
+my $ch = start_clickhouse();
+# resolution is called explicitly, after each case
+my $local = new_cluster('local', conf => 'ctas_fed.resolver_naptime = 3600');
+my $chpw  = $ch->{password};
+my $churl = $ch->{url};
+
+$local->safe_psql('postgres', qq{
+CREATE EXTENSION ctas_fed;
+CREATE SERVER lake FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'clickhouse', url '$churl', connect_timeout '2', timeout '10');
+CREATE USER MAPPING FOR PUBLIC SERVER lake OPTIONS (user 'default', password '$chpw');
+});
+$ch->query('CREATE DATABASE dw');
+
+sub scratch_tables
+{
+	return $ch->query(
+		"SELECT count() FROM system.tables WHERE startsWith(name, '_ctas_fed_')") + 0;
+}
+
+sub ch_exists
+{
+	my ($t) = @_;
+	return $ch->query("EXISTS TABLE dw.`$t`") + 0;
+}
+
+sub records
+{
+	return $local->safe_psql('postgres',
+		q{SELECT count(*) FROM pg_ls_dir('pg_ctas_fed', true, false) f WHERE f LIKE 'ch\_%'}) + 0;
+}
+
+sub start_time
+{
+	return $local->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
+}
+
+# ------------------------------------------------------------------------
+# 1. Damaged durable records
+# ------------------------------------------------------------------------
+
+my $dbid = $local->safe_psql('postgres',
+	q{SELECT oid FROM pg_database WHERE datname = 'postgres'});
+my $srvid = $local->safe_psql('postgres',
+	q{SELECT oid FROM pg_foreign_server WHERE srvname = 'lake'});
+my $umid = $local->safe_psql('postgres',
+	q{SELECT umid FROM pg_user_mappings WHERE srvname = 'lake'});
+my $sysid = $local->safe_psql('postgres',
+	'SELECT system_identifier FROM pg_control_system()');
+my $recdir = $local->data_dir . '/pg_ctas_fed';
+mkdir $recdir, 0700 unless -d $recdir;
+
+# an aborted local transaction, for the records below
+sub aborted_xid
+{
+	return $local->safe_psql('postgres', 'BEGIN; SELECT txid_current(); ROLLBACK;');
+}
+
+# write a record file as the server would, plus $extra bytes; returns path
+sub write_record
+{
+	my ($xid, $content) = @_;
+	my $path = "$recdir/ch_${xid}_${srvid}_${umid}";
+	open(my $fh, '>', $path) or die "cannot write $path: $!";
+	binmode $fh;
+	print $fh $content;
+	close $fh;
+	chmod 0600, $path;
+	return $path;
+}
+
+sub record_header
+{
+	my ($xid, $gid) = @_;
+	return "ctas_fed clickhouse\t1\t$xid\t$dbid\t$srvid\t$umid\t$gid\n";
+}
+
+# the resolver, called by hand; returns (ret, stdout, stderr)
+sub resolve
+{
+	return $local->psql('postgres',
+		q{SELECT action FROM ctas_fed.resolve_in_doubt('lake')});
+}
+
+# a real record, to learn its exact layout: a transaction that stays open
+# (its record then exists) while we copy the file
+{
+	my ($h) = start_psql($local, q{BEGIN;
+CREATE TABLE lake.dw.realrec AS SELECT 1 AS a;
+SELECT pg_sleep(60);});
+	my $real;
+	foreach (1 .. 200)
+	{
+		opendir(my $d, $recdir);
+		my @f = grep { /^ch_\d+_\d+_\d+$/ } readdir($d);
+		closedir $d;
+		if (@f)
+		{
+			open(my $fh, '<', "$recdir/$f[0]") or next;
+			local $/;
+			$real = <$fh>;
+			close $fh;
+			last if defined $real && $real =~ /\n.*\n/s;
+		}
+		usleep(50_000);
+	}
+	$local->safe_psql('postgres',
+		q{SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60)%' AND pid != pg_backend_pid()});
+	$h->finish;
+	ok(defined $real, 'a live transaction has a durable record');
+	like($real // '', qr/\ncrc32c\t[0-9A-F]{8}\n\z/,
+		'a record ends with the checksum of its lines');
+}
+
+# --- 1a. an action line cut short: fewer fields than an action has.  The
+# old reader took the six fields for granted and read past the row.
+$ch->query('CREATE TABLE dw.keep (a Int32) ENGINE = Memory');
+$ch->query('INSERT INTO dw.keep VALUES (42)');
+my $t0  = start_time();
+my $xid = aborted_xid();
+my $path = write_record($xid, record_header($xid, 'dw._ctas_fed_new_x') . "create\tdw\n");
+my ($ret, $out, $err) = resolve();
+is($ret, 0, 'short action line: resolve_in_doubt() returns') or diag $err;
+is(start_time(), $t0, 'short action line: the server did not restart');
+ok(-e $path, 'short action line: the record is kept');
+like($err, qr/damaged/, 'short action line: a WARNING says the record is damaged');
+is($ch->query('SELECT a FROM dw.keep'), "42\n", 'short action line: no table touched');
+unlink $path;
+
+# --- 1b. a header only (the lines of the actions lost) and a record cut
+# inside its last field: nothing may be acted on, the file stays.
+$xid = aborted_xid();
+# a well-formed record of two creates, with a cut after the first line
+my $full = record_header($xid, "dw._ctas_fed_new_${sysid}_${xid}_1_t1")
+  . "create\tdw\tt1\t_ctas_fed_stage_${sysid}_${xid}_1\t\\N\t_ctas_fed_new_${sysid}_${xid}_1_t1\n"
+  . "create\tdw\tt2\t_ctas_fed_stage_${sysid}_${xid}_2\t\\N\t_ctas_fed_new_${sysid}_${xid}_2_t2\n";
+my @lines = split /(?<=\n)/, $full;
+foreach my $case (
+	[ 'header only', $lines[0] ],
+	[ 'one of two actions', $lines[0] . $lines[1] ],
+	[ 'cut inside a field', substr($full, 0, length($full) - 9) ],
+	[ 'a byte changed', $full =~ s/_1\t\\N/_3\t\\N/r ],
+	[ 'garbage', "\x01\x02\x03 not a record \x7f\n" ])
+{
+	my ($name, $content) = @$case;
+	foreach my $n (1, 2)
+	{
+		$ch->query("CREATE TABLE IF NOT EXISTS dw._ctas_fed_stage_${sysid}_${xid}_$n "
+			  . "(a Int32) ENGINE = Memory");
+	}
+	$path = write_record($xid, $content);
+	($ret, $out, $err) = resolve();
+	is($ret, 0, "$name: resolve_in_doubt() returns") or diag $err;
+	ok(-e $path, "$name: the record is kept");
+	is(ch_exists("_ctas_fed_stage_${sysid}_${xid}_1")
+		  + ch_exists("_ctas_fed_stage_${sysid}_${xid}_2"),
+		2, "$name: no table named by it was dropped");
+	like($err, qr/damaged/, "$name: a WARNING says the record is damaged");
+	unlink $path;
+}
+is(start_time(), $t0, 'damaged records: the server never restarted');
+$ch->query("DROP TABLE dw._ctas_fed_stage_${sysid}_${xid}_1");
+$ch->query("DROP TABLE dw._ctas_fed_stage_${sysid}_${xid}_2");
+
+done_testing();

@@ -102,6 +102,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 #include "utils/xid8.h"
@@ -3898,6 +3899,7 @@ ch_resolve_record(CtasCatalog *catalog, CtasHttp *http, const char *path,
 	uint64		fxid;
 	Oid			dbid;
 	Oid			serverid;
+	Oid			umid;
 	const char *object;
 	struct stat st_fd;
 	struct stat st_path;
@@ -3936,6 +3938,22 @@ ch_resolve_record(CtasCatalog *catalog, CtasHttp *http, const char *path,
 	{
 		CloseTransientFile(fd);
 		return;					/* another database's or catalog's */
+	}
+
+	/*
+	 * A transaction is finished with the credentials it ran with: the
+	 * user mapping of the record.  Another user's resolve_in_doubt() must
+	 * neither act with its own ClickHouse user on tables of someone else's
+	 * transaction nor learn their names.  Only when that mapping is gone
+	 * may a superuser finish it with another.
+	 */
+	umid = (Oid) strtoul(h[5], NULL, 10);
+	if (umid != catalog->umid &&
+		(!superuser() ||
+		 SearchSysCacheExists1(USERMAPPINGOID, ObjectIdGetDatum(umid))))
+	{
+		CloseTransientFile(fd);
+		return;
 	}
 	for_each_from(lc, rows, 1)
 	{

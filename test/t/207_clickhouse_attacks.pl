@@ -190,4 +190,49 @@ is(start_time(), $t0, 'damaged records: the server never restarted');
 $ch->query("DROP TABLE dw._ctas_fed_stage_${sysid}_${xid}_1");
 $ch->query("DROP TABLE dw._ctas_fed_stage_${sysid}_${xid}_2");
 
+# ------------------------------------------------------------------------
+# 2. resolve_in_doubt() of another user acts only on its own mapping's
+# transactions: a transaction of postgres's mapping, left in doubt (the
+# proxy keeps its staging table from being dropped), is neither touched
+# with alice's ClickHouse credentials nor shown to her.
+# ------------------------------------------------------------------------
+my $fp   = start_fault_proxy($ch->{http_port});
+my $purl = 'http://127.0.0.1:' . $fp->port;
+$local->safe_psql('postgres', qq{
+CREATE SERVER flaky FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'clickhouse', url '$purl', connect_timeout '2', timeout '10');
+CREATE USER MAPPING FOR postgres SERVER flaky OPTIONS (user 'default', password '$chpw');
+CREATE ROLE alice LOGIN;
+GRANT USAGE ON FOREIGN SERVER flaky TO alice;
+GRANT EXECUTE ON FUNCTION ctas_fed.resolve_in_doubt(name) TO alice;
+CREATE USER MAPPING FOR alice SERVER flaky OPTIONS (user 'default', password '$chpw');
+});
+my $r1 = $fp->set_rule(match => 'INSERT INTO `dw`.`_ctas_fed_stage_', action => 'drop_request');
+my $r2 = $fp->set_rule(match => 'DROP TABLE IF EXISTS `dw`.`_ctas_fed_stage_',
+	action => 'drop_request', times => 0);
+($ret, $out, $err) = $local->psql('postgres',
+	'CREATE TABLE flaky.dw.bobs AS SELECT g FROM generate_series(1, 1000) g');
+isnt($ret, 0, 'other mapping: the load fails (its INSERT never arrives)');
+ok($fp->wait_hit($r2, 1, 10), 'other mapping: the staging table could not be dropped');
+is(records(), 1, 'other mapping: its durable record stays');
+my $stage = $ch->query(
+	"SELECT name FROM system.tables WHERE database = 'dw' AND startsWith(name, '_ctas_fed_stage_')");
+chomp $stage;
+isnt($stage, '', 'other mapping: its staging table stays');
+($ret, $out, $err) = $local->psql('postgres',
+	q{SELECT object || ': ' || action FROM ctas_fed.resolve_in_doubt('flaky')},
+	extra_params => [ '-U', 'alice' ]);
+is($ret, 0, 'other mapping: alice may run resolve_in_doubt()') or diag $err;
+is($out, '', "other mapping: alice's call neither acts on nor shows postgres's transaction");
+is(records(), 1, "other mapping: the record is still there after alice's call");
+$fp->clear;
+my $clean = 0;
+foreach (1 .. 100)
+{
+	$local->safe_psql('postgres', q{SELECT count(*) FROM ctas_fed.resolve_in_doubt('flaky')});
+	if (records() == 0 && scratch_tables() == 0) { $clean = 1; last; }
+	usleep(100_000);
+}
+ok($clean, "other mapping: postgres's own resolution cleans up");
+
 done_testing();

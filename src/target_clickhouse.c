@@ -9,9 +9,10 @@
  *
  *	begin_load	the target name is checked first (in ClickHouse and among
  *				what this transaction already did to it), then a staging
- *				table _ctas_fed_stage_<sysid>_<xid>_<n> is created with the
- *				mapped columns and the table options of the statement, and
- *				one streamed INSERT ... FORMAT RowBinary is opened on it.
+ *				table _ctas_fed_stage_<sysid>_<xid>_<n>_<random> is created
+ *				with the mapped columns and the table options of the
+ *				statement, and one streamed INSERT ... FORMAT RowBinary is
+ *				opened on it.
  *	put_row		each row is encoded into the stream's buffer; the buffer
  *				goes to the socket whenever it holds 1 MB (bounded memory,
  *				back-pressure from the server).
@@ -2447,29 +2448,60 @@ ch_logical_exists(CtasHttp *http, ChXact *xs, const char *db,
 	return false;
 }
 
-/* A new action, in part->cxt, at the current nesting level */
+/*
+ * ch_token
+ *		Eight random hex digits, for the names of our scratch tables.  The
+ *		rest of such a name (system identifier, xid, counter) can be
+ *		guessed, and anyone who may create tables in the target database
+ *		could create it first: our CREATE or RENAME would then fail, and
+ *		undo would take the planted table for ours.  Palloc'd.
+ */
+static char *
+ch_token(void)
+{
+	uint32		r;
+
+	if (!pg_strong_random(&r, sizeof(r)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate a random name for a ClickHouse scratch table")));
+	return psprintf("%08x", r);
+}
+
+/*
+ * ch_new_action
+ *		A new action, in part->cxt, at the current nesting level, with
+ *		the names of its scratch tables: _ctas_fed_stage_<sysid>_<xid>_<n>_
+ *		<token>, and _ctas_fed_{old,new,drop}_<sysid>_<xid>_<n>_<token>_
+ *		<target> with a token of their own (the staging table can be seen
+ *		in system.tables during the load; the others cannot be guessed
+ *		from it).  Written to the durable record before it returns.
+ */
 static ChAction *
 ch_new_action(CtasParticipant *part, ChXact *xs, ChActionKind kind,
 			  const char *db, const char *table)
 {
 	MemoryContext old = MemoryContextSwitchTo(part->cxt);
 	ChAction   *a = palloc0(sizeof(ChAction));
+	char	   *base = NULL;
 
 	a->kind = kind;
 	a->db = pstrdup(db);
 	a->table = pstrdup(table);
 	a->level = GetCurrentTransactionNestLevel();
 	if (kind != CH_DROP)
-		a->stage = CtasScratchName("stage");
+	{
+		base = CtasScratchName("stage");
+		a->stage = psprintf("%s_%s", base, ch_token());
+		base += strlen("_ctas_fed_stage_");
+	}
 	/* names of the same action share its <sysid>_<xid>_<n> */
 	if (kind == CH_REPLACE)
-		a->old = psprintf("_ctas_fed_old_%s_%s",
-						  a->stage + strlen("_ctas_fed_stage_"), table);
+		a->old = psprintf("_ctas_fed_old_%s_%s_%s", base, ch_token(), table);
 	else if (kind == CH_CREATE)
-		a->marker = psprintf("_ctas_fed_new_%s_%s",
-							 a->stage + strlen("_ctas_fed_stage_"), table);
+		a->marker = psprintf("_ctas_fed_new_%s_%s_%s", base, ch_token(), table);
 	else if (kind == CH_DROP)
-		a->old = psprintf("%s_%s", CtasScratchName("drop"), table);
+		a->old = psprintf("%s_%s_%s", CtasScratchName("drop"), ch_token(), table);
 	xs->actions = lappend(xs->actions, a);
 	MemoryContextSwitchTo(old);
 

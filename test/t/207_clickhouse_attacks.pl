@@ -235,4 +235,54 @@ foreach (1 .. 100)
 }
 ok($clean, "other mapping: postgres's own resolution cleans up");
 
+# ------------------------------------------------------------------------
+# 3. A ClickHouse user plants the scratch table names the next transactions
+# of this cluster would use (system identifier and xids can be guessed):
+# the staging table of a create, the renamed-away table of a replace and
+# of a DROP TABLE.  The loads must succeed without touching the planted
+# tables (before: the CREATE failed and abort dropped the planted table;
+# the RENAME failed and the replace stayed in doubt for ever).
+# ------------------------------------------------------------------------
+$ch->query('CREATE TABLE dw.prized (a Int32) ENGINE = Memory');
+$ch->query('INSERT INTO dw.prized VALUES (7)');
+$ch->query('CREATE TABLE dw.doomed (a Int32) ENGINE = Memory');
+my $next = $local->safe_psql('postgres', 'SELECT txid_current()') + 1;
+my @planted;
+foreach my $x ($next .. $next + 5)
+{
+	push @planted, "_ctas_fed_stage_${sysid}_${x}_1",
+	  "_ctas_fed_old_${sysid}_${x}_1_prized",
+	  "_ctas_fed_drop_${sysid}_${x}_1_doomed";
+}
+foreach my $t (@planted)
+{
+	$ch->query("CREATE TABLE dw.`$t` (a Int32) ENGINE = Memory");
+	$ch->query("INSERT INTO dw.`$t` VALUES (666)");
+}
+sub planted_intact
+{
+	my $n = 0;
+	foreach my $t (@planted)
+	{
+		$n++ if ch_exists($t) && $ch->query("SELECT a FROM dw.`$t`") eq "666\n";
+	}
+	return $n;
+}
+
+($ret, $out, $err) = $local->psql('postgres',
+	'CREATE TABLE lake.dw.fresh AS SELECT g AS a FROM generate_series(1, 100) g');
+is($ret, 0, 'planted names: a create succeeds') or diag $err;
+is(ch_exists('fresh') ? $ch->query('SELECT count() FROM dw.fresh') : 'none', "100\n", 'planted names: with its rows');
+($ret, $out, $err) = $local->psql('postgres',
+	q{CREATE TABLE lake.dw.prized WITH (if_exists = 'replace') AS SELECT g AS a FROM generate_series(1, 50) g});
+is($ret, 0, 'planted names: a replace succeeds') or diag $err;
+is(ch_exists('prized') ? $ch->query('SELECT count() FROM dw.prized') : 'none', "50\n", 'planted names: the new content replaced the old');
+($ret, $out, $err) = $local->psql('postgres', 'DROP TABLE lake.dw.doomed');
+is($ret, 0, 'planted names: a DROP TABLE succeeds') or diag $err;
+is(ch_exists('doomed'), 0, 'planted names: the table is gone');
+is(planted_intact(), scalar(@planted), 'planted names: every planted table is untouched');
+is(scratch_tables(), scalar(@planted), 'planted names: no scratch table of ours is left');
+is(records(), 0, 'planted names: no durable record is left');
+$ch->query("DROP TABLE IF EXISTS dw.`$_`") foreach @planted;
+
 done_testing();

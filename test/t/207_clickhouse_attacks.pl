@@ -22,7 +22,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
+use Time::HiRes qw(time usleep);
 
 use CtasFed::Test;
 
@@ -284,5 +284,89 @@ is(planted_intact(), scalar(@planted), 'planted names: every planted table is un
 is(scratch_tables(), scalar(@planted), 'planted names: no scratch table of ours is left');
 is(records(), 0, 'planted names: no durable record is left');
 $ch->query("DROP TABLE IF EXISTS dw.`$_`") foreach @planted;
+
+# ------------------------------------------------------------------------
+# 4. Lost replies at steps test 204 does not cover: the CREATE of the
+# staging table, the CREATE of the commit marker, a post-commit DROP, the
+# KILL QUERY of a cancelled load.  Invariant after each case, once the
+# resolver ran: the target holds exactly its rows iff the transaction
+# committed, no _ctas_fed_ table and no record is left.
+# ------------------------------------------------------------------------
+sub flaky_sql
+{
+	my ($sql) = @_;
+	return $local->psql('postgres', $sql);
+}
+
+sub flaky_clean
+{
+	my ($name) = @_;
+	my $clean = 0;
+	foreach (1 .. 100)
+	{
+		$local->safe_psql('postgres', q{SELECT count(*) FROM ctas_fed.resolve_in_doubt('flaky')});
+		if (records() == 0 && scratch_tables() == 0) { $clean = 1; last; }
+		usleep(100_000);
+	}
+	ok($clean, "$name: no _ctas_fed_ table and no record left after resolution");
+	my ($r, $o, $e) = flaky_sql(
+		q{CREATE TABLE flaky.dw.probe WITH (if_exists = 'replace') AS SELECT 1 AS a});
+	is($r, 0, "$name: the next load works") or diag $e;
+}
+
+my $lr = $fp->set_rule(match => 'CREATE TABLE `dw`.`_ctas_fed_stage_', action => 'lose_reply');
+($ret, $out, $err) = flaky_sql(
+	'CREATE TABLE flaky.dw.lr_stage AS SELECT g AS a FROM generate_series(1, 100) g');
+ok($fp->wait_hit($lr, 1, 5), 'lost CREATE of the staging table: the reply was lost');
+$fp->clear;
+isnt($ret, 0, 'lost CREATE of the staging table: the statement fails');
+is(ch_exists('lr_stage'), 0, 'lost CREATE of the staging table: no target table');
+flaky_clean('lost CREATE of the staging table');
+
+$lr = $fp->set_rule(match => 'CREATE TABLE `dw`.`_ctas_fed_new_', action => 'lose_reply');
+($ret, $out, $err) = flaky_sql(
+	'CREATE TABLE flaky.dw.lr_marker AS SELECT g AS a FROM generate_series(1, 100) g');
+ok($fp->wait_hit($lr, 1, 5), 'lost CREATE of the marker: the reply was lost');
+$fp->clear;
+isnt($ret, 0, 'lost CREATE of the marker: the transaction rolls back');
+is(ch_exists('lr_marker'), 0, 'lost CREATE of the marker: no target table');
+flaky_clean('lost CREATE of the marker');
+
+$ch->query('CREATE TABLE dw.lr_old (a Int32) ENGINE = Memory');
+$ch->query('INSERT INTO dw.lr_old VALUES (1)');
+$lr = $fp->set_rule(match => 'DROP TABLE IF EXISTS `dw`.`_ctas_fed_old_', action => 'lose_reply');
+($ret, $out, $err) = flaky_sql(
+	q{CREATE TABLE flaky.dw.lr_old WITH (if_exists = 'replace') AS SELECT g AS a FROM generate_series(1, 100) g});
+ok($fp->wait_hit($lr, 1, 5), 'lost post-commit DROP: the reply was lost');
+$fp->clear;
+is($ret, 0, 'lost post-commit DROP: the transaction commits') or diag $err;
+is($ch->query('SELECT count(), sum(a) FROM dw.lr_old'), "100\t5050\n",
+	'lost post-commit DROP: the target holds exactly the new rows');
+flaky_clean('lost post-commit DROP');
+
+# a cancelled load whose KILL QUERY reply is lost: the cancel still returns
+# promptly, and nothing stays
+$lr = $fp->set_rule(match => 'KILL QUERY', action => 'lose_reply');
+my ($kh, $kout, $kerr) = start_psql($local,
+	'CREATE TABLE flaky.dw.lr_kill AS SELECT g AS a, pg_sleep(0.001) IS NULL AS s FROM generate_series(1, 100000) g');
+my $kpid = wait_active($local, 'CREATE TABLE flaky.dw.lr_kill%');
+ok(defined $kpid, 'lost KILL QUERY: the load runs');
+my $staged = 0;
+foreach (1 .. 100)
+{
+	$staged = $ch->query(
+		"SELECT count() FROM system.processes WHERE query LIKE 'INSERT INTO `dw`.`_ctas_fed_stage_%'") + 0;
+	last if $staged;
+	usleep(100_000);
+}
+my $t_cancel = time();
+$local->safe_psql('postgres', "SELECT pg_cancel_backend($kpid)");
+$kh->finish;
+my $took = time() - $t_cancel;
+ok($took < 10, "lost KILL QUERY: the cancel returns within seconds (took ${took}s)");
+like($$kerr, qr/cancel/, 'lost KILL QUERY: the statement was cancelled');
+$fp->clear;
+is(ch_exists('lr_kill'), 0, 'lost KILL QUERY: no target table');
+flaky_clean('lost KILL QUERY');
 
 done_testing();

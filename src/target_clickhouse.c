@@ -2629,6 +2629,11 @@ ch_begin_load(CtasLoad *load)
 	}
 
 	/* 1. the name, before anything moves */
+	if (strncmp(table, "_ctas_fed_", strlen("_ctas_fed_")) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_RESERVED_NAME),
+				 errmsg("table name \"%s\" is reserved", table),
+				 errdetail("Names beginning with \"_ctas_fed_\" are kept for the scratch tables of ctas_fed.")));
 	exists = ch_logical_exists(cl->http, cl->xs, db, table, &phys);
 	if (exists)
 	{

@@ -285,6 +285,18 @@ is(scratch_tables(), scalar(@planted), 'planted names: no scratch table of ours 
 is(records(), 0, 'planted names: no durable record is left');
 $ch->query("DROP TABLE IF EXISTS dw.`$_`") foreach @planted;
 
+# --- a user target called like our scratch tables is refused (42939),
+# in every mode, before anything is created
+foreach my $w ('', q{WITH (if_exists = 'replace') }, q{WITH (atomic = false) })
+{
+	($ret, $out, $err) = $local->psql('postgres',
+		"CREATE TABLE lake.dw._ctas_fed_stage_1_2_3 ${w}AS SELECT 1 AS a",
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($err, qr/42939.*table name "_ctas_fed_stage_1_2_3" is reserved/,
+		"scratch-like target ${w}is refused");
+}
+is(ch_exists('_ctas_fed_stage_1_2_3'), 0, 'scratch-like target: nothing created');
+
 # ------------------------------------------------------------------------
 # 4. Lost replies at steps test 204 does not cover: the CREATE of the
 # staging table, the CREATE of the commit marker, a post-commit DROP, the

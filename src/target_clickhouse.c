@@ -1019,6 +1019,112 @@ ch_map_column(CtasLoad *load, CtasColumn *col)
  */
 
 /*
+ * ch_expr_reaches_out
+ *		Does the expression expr (balanced, see ch_check_expr) read anything
+ *		but the row: a subquery (SELECT, which also brings table functions:
+ *		url(), file(), remote()...), an IN operator (x IN db.table reads a
+ *		table), or a function that reads a dictionary or another table?
+ *		ClickHouse evaluates a partition key at each INSERT and shows the
+ *		values it cannot convert in its error, so any of these would let a
+ *		user of a shared mapping read, in an error message, what the
+ *		mapping's ClickHouse user may read, or reach hosts from the
+ *		ClickHouse server.  Returns what was found, for an errdetail, or
+ *		NULL.
+ */
+static const char *const ch_reaching_functions[] = {
+	"in", "notin", "nullin", "notnullin", "globalin", "globalnotin",
+	"globalnullin", "globalnotnullin", "hascolumnintable",
+	NULL
+};
+
+static const char *
+ch_expr_reaches_out(const char *expr)
+{
+	const char *p = expr;
+
+	while (*p)
+	{
+		char		word[NAMEDATALEN];
+		bool		quoted = false;
+		int			len = 0;
+		const char *after;
+
+		if (*p == '\'')
+		{
+			for (p++; *p && *p != '\''; p++)
+			{
+				if (*p == '\\' && p[1])
+					p++;
+			}
+			if (*p)
+				p++;
+			continue;
+		}
+		if (*p == '`' || *p == '"')
+		{
+			char		q = *p;
+
+			quoted = true;
+			for (p++; *p && *p != q; p++)
+			{
+				if (*p == '\\' && p[1])
+					p++;
+				if (len < NAMEDATALEN - 1)
+					word[len++] = pg_ascii_tolower((unsigned char) *p);
+			}
+			if (*p)
+				p++;
+		}
+		else if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+				 *p == '_')
+		{
+			while ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+				   (*p >= '0' && *p <= '9') || *p == '_')
+			{
+				if (len < NAMEDATALEN - 1)
+					word[len++] = pg_ascii_tolower((unsigned char) *p);
+				p++;
+			}
+		}
+		else
+		{
+			/* a number's letters (1e5, 0x1F) are no word */
+			if (*p >= '0' && *p <= '9')
+			{
+				while ((*p >= '0' && *p <= '9') || *p == '.' ||
+					   (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))
+					p++;
+			}
+			else
+				p++;
+			continue;
+		}
+		word[len] = '\0';
+
+		if (!quoted && strcmp(word, "select") == 0)
+			return "a subquery";
+		if (!quoted && (strcmp(word, "in") == 0 || strcmp(word, "global") == 0))
+			return "an IN operator, which can read another table";
+		after = p + strspn(p, " \t\r\n");
+		if (*after == '(')
+		{
+			const char *const *f;
+
+			for (f = ch_reaching_functions; *f; f++)
+			{
+				if (strcmp(word, *f) == 0)
+					break;
+			}
+			if (*f || strncmp(word, "dict", 4) == 0 ||
+				strncmp(word, "join", 4) == 0)
+				return psprintf("a call of function \"%s\", which can read another table or dictionary",
+								word);
+		}
+	}
+	return NULL;
+}
+
+/*
  * ch_check_expr
  *		A table option is a ClickHouse expression that goes into our DDL as
  *		written.  Refuse what could end the statement or hide the rest of
@@ -1086,6 +1192,8 @@ ch_check_expr(const char *option, const char *value)
 		why = "an unbalanced bracket";
 	if (why == NULL && value[strspn(value, " \t\r\n")] == '\0')
 		why = "nothing";
+	if (why == NULL)
+		why = ch_expr_reaches_out(value);
 	if (why)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

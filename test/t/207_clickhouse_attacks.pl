@@ -14,6 +14,9 @@
 #  - a user target called like our scratch tables is refused;
 #  - resolve_in_doubt() run by another user does not act on a transaction
 #    with that user's ClickHouse credentials;
+#  - order_by / partition_by expressions that read other tables, dictionaries
+#    or hosts (a subquery in a partition key is evaluated at INSERT, and its
+#    value quoted in ClickHouse's error) are refused;
 #  - lost replies at the steps test 204 does not cover.
 
 use strict;
@@ -298,7 +301,41 @@ foreach my $w ('', q{WITH (if_exists = 'replace') }, q{WITH (atomic = false) })
 is(ch_exists('_ctas_fed_stage_1_2_3'), 0, 'scratch-like target: nothing created');
 
 # ------------------------------------------------------------------------
-# 4. Lost replies at steps test 204 does not cover: the CREATE of the
+# 4. order_by / partition_by that read beyond the row.  ClickHouse evaluates
+# a partition key at each INSERT and quotes what it cannot convert in its
+# error: a subquery there let a user of a shared mapping read any table the
+# mapping's ClickHouse user may read, and reach other hosts from the
+# ClickHouse server (url(), remote()).  Refused before anything is sent.
+# ------------------------------------------------------------------------
+$ch->query('CREATE TABLE dw.secret (s String) ENGINE = Memory');
+$ch->query("INSERT INTO dw.secret VALUES ('topsecret')");
+$local->safe_psql('postgres', 'GRANT USAGE ON FOREIGN SERVER lake TO alice');
+foreach my $opt (
+	q{partition_by = 'toUInt8((SELECT s FROM dw.secret))'},
+	q{partition_by = 'toUInt8((select s from dw.secret))'},
+	q{partition_by = 'toUInt8((SELECT * FROM url(''http://127.0.0.1:1/'', TSV, ''s String'')))'},
+	q{order_by = 'a IN dw.secret'},
+	q{partition_by = 'dictGetString(''d'', ''s'', toUInt64(a))'},
+	q{partition_by = '`joinGet`(''dw.j'', ''s'', a)'},
+	q{partition_by = 'notIn (a, dw.secret)'})
+{
+	($ret, $out, $err) = $local->psql('postgres',
+		"CREATE TABLE lake.dw.leak WITH ($opt) AS SELECT 1 AS a",
+		extra_params => [ '-U', 'alice', '-v', 'VERBOSITY=verbose' ]);
+	like($err, qr/22023: invalid value for option/, "reaching expression refused: $opt");
+	unlike($err, qr/topsecret/, "reaching expression: nothing read: $opt");
+}
+is(ch_exists('leak'), 0, 'reaching expressions: no table created');
+($ret, $out, $err) = $local->psql('postgres',
+	q{CREATE TABLE lake.dw.keys WITH (partition_by = 'intDiv(a, 10)', order_by = '(domain(s), a)')
+	  AS SELECT g AS a, 'http://h' || g || '.example/x' AS s FROM generate_series(1, 30) g},
+	extra_params => [ '-U', 'alice' ]);
+is($ret, 0, 'ordinary key expressions still work') or diag $err;
+is(ch_exists('keys') ? $ch->query('SELECT count() FROM dw.keys') : 'none', "30\n",
+	'ordinary key expressions: all rows');
+
+# ------------------------------------------------------------------------
+# 5. Lost replies at steps test 204 does not cover: the CREATE of the
 # staging table, the CREATE of the commit marker, a post-commit DROP, the
 # KILL QUERY of a cancelled load.  Invariant after each case, once the
 # resolver ran: the target holds exactly its rows iff the transaction

@@ -26,6 +26,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
+use utf8;
 
 use CtasFed::Test;
 
@@ -333,6 +334,41 @@ is(ch_exists('leak'), 0, 'reaching expressions: no table created');
 is($ret, 0, 'ordinary key expressions still work') or diag $err;
 is(ch_exists('keys') ? $ch->query('SELECT count() FROM dw.keys') : 'none', "30\n",
 	'ordinary key expressions: all rows');
+
+# --- names that need every escape: a database with a backquote, a dot and
+# a space, a table with a dot, a space and a non-ASCII letter, and a table
+# name of 63 bytes of 3-byte characters (ClickHouse escapes each byte in its
+# file names: the scratch names around it approach 255 bytes)
+$ch->query("CREATE DATABASE `we\\`ird.d b`");
+my $long = "\x{20ac}" x 21;
+foreach my $case (
+	[ q{"we`ird.d b"}, qq{"tab le.\x{fc}"}, qq{`we\\`ird.d b`.`tab le.\x{fc}`} ],
+	[ 'dw', qq{"$long"}, "dw.`$long`" ])
+{
+	my ($db, $tab, $chname) = @$case;
+	utf8::encode($chname);
+	my $name = "lake.$db.$tab";
+	my @steps = (
+		"CREATE TABLE $name AS SELECT g AS a FROM generate_series(1, 10) g",
+		"CREATE TABLE $name WITH (if_exists = 'replace') AS SELECT g AS a FROM generate_series(1, 20) g",
+		"CREATE TABLE $name WITH (if_exists = 'append') AS SELECT g AS a FROM generate_series(1, 5) g");
+	utf8::encode($_) foreach @steps;
+	foreach my $sql (@steps)
+	{
+		($ret, $out, $err) = $local->psql('postgres', $sql);
+		is($ret, 0, "escaped names: step of $db") or diag $err;
+	}
+	is($ch->query("SELECT count(), sum(a) FROM $chname"), "25\t225\n",
+		"escaped names: replace then append hold exactly their rows ($db)");
+	my $drop = "DROP TABLE $name";
+	utf8::encode($drop);
+	($ret, $out, $err) = $local->psql('postgres', $drop);
+	is($ret, 0, "escaped names: DROP TABLE ($db)") or diag $err;
+	is(scratch_tables(), 0, "escaped names: no scratch table left ($db)");
+	is(records(), 0, "escaped names: no durable record left ($db)");
+}
+is($ch->query("SELECT count() FROM system.tables WHERE database = 'we\\`ird.d b'"), "0\n",
+	'escaped names: the tables are gone');
 
 # ------------------------------------------------------------------------
 # 5. Lost replies at steps test 204 does not cover: the CREATE of the

@@ -459,6 +459,16 @@ flaky_clean('lost KILL QUERY');
 # the server was down.  jobs.c belongs to another change in progress: these
 # are reproducers, marked TODO until its loader checks what it reads.
 # ------------------------------------------------------------------------
+# another user's job errors quote values of the rows: not for everyone
+# (pg_stat_activity shows another user's query only to pg_read_all_stats)
+($ret, $out, $err) = $local->psql('postgres',
+	q{CREATE TABLE lake.dw.private WITH (column_types = 'a UUID') AS SELECT 'card-4111-1111'::text AS a});
+like($err, qr/card-4111-1111/, "a failed load's error quotes the value");
+my $seen = $local->safe_psql('postgres',
+	q{SELECT count(*) FROM ctas_fed.jobs WHERE error LIKE '%card-4111-1111%'},
+	extra_params => [ '-U', 'alice' ]);
+is($seen, '0', "another user's job error is hidden from alice");
+
 my $jobs_file = $local->data_dir . '/pg_stat/ctas_fed_jobs.stat';
 sub read_file_bytes
 {

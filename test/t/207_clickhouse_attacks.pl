@@ -429,6 +429,23 @@ is($ch->query('SELECT count(), sum(a) FROM dw.lr_old'), "100\t5050\n",
 	'lost post-commit DROP: the target holds exactly the new rows');
 flaky_clean('lost post-commit DROP');
 
+# the publishing RENAME ran but its reply is lost, and so are the replies
+# to the system.tables checks of the abort: the abort cannot tell what to
+# undo, leaves the record, and the resolver takes the published table back
+my $lr1 = $fp->set_rule(match => 'RENAME TABLE `dw`.`_ctas_fed_stage_', action => 'lose_reply');
+my $lr2 = $fp->set_rule(match => 'SELECT name FROM system.tables WHERE database', action => 'lose_reply',
+	times => 0);
+($ret, $out, $err) = flaky_sql(
+	'CREATE TABLE flaky.dw.lr_check AS SELECT g AS a FROM generate_series(1, 100) g');
+ok($fp->wait_hit($lr1, 1, 5) && $fp->wait_hit($lr2, 1, 5),
+	'lost checks during abort: the RENAME and the check replies were lost');
+isnt($ret, 0, 'lost checks during abort: the transaction rolls back');
+like($err, qr/WARNING/, 'lost checks during abort: a WARNING says what is left');
+is(records(), 1, 'lost checks during abort: the record stays for the resolver');
+$fp->clear;
+flaky_clean('lost checks during abort');
+is(ch_exists('lr_check'), 0, 'lost checks during abort: the published table was taken back');
+
 # a cancelled load whose KILL QUERY reply is lost: the cancel still returns
 # promptly, and nothing stays
 $lr = $fp->set_rule(match => 'KILL QUERY', action => 'lose_reply');

@@ -268,6 +268,13 @@ typedef struct ChLoad
 /* Deepest nesting of type constructors (Array, Nullable...) we parse */
 #define CH_MAX_TYPE_DEPTH	32
 
+/*
+ * Deepest nesting of brackets in a table option: ClickHouse 18.16 parses
+ * recursively without a depth limit, and a few hundred levels crash the
+ * server (a stack overflow, every query of every user lost).
+ */
+#define CH_MAX_EXPR_DEPTH	32
+
 static int128 ch_pow10[39];
 static bool ch_pow10_ready = false;
 
@@ -1128,7 +1135,10 @@ ch_expr_reaches_out(const char *expr)
  * ch_check_expr
  *		A table option is a ClickHouse expression that goes into our DDL as
  *		written.  Refuse what could end the statement or hide the rest of
- *		it: a semicolon, a comment, an unbalanced bracket or quote.
+ *		it: a semicolon, a comment, an unbalanced bracket or quote; what
+ *		could crash the server: brackets nested deeper than
+ *		CH_MAX_EXPR_DEPTH; and what reads beyond the row
+ *		(ch_expr_reaches_out).
  */
 static void
 ch_check_expr(const char *option, const char *value)
@@ -1163,7 +1173,9 @@ ch_check_expr(const char *option, const char *value)
 				}
 			case '(':
 			case '[':
-				depth++;
+				if (++depth > CH_MAX_EXPR_DEPTH)
+					why = psprintf("brackets nested more than %d deep",
+								   CH_MAX_EXPR_DEPTH);
 				break;
 			case ')':
 			case ']':

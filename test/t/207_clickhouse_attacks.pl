@@ -545,4 +545,27 @@ TODO:
 }
 ok($local->safe_psql('postgres', 'SELECT 1') eq '1', 'damaged job file: the server runs');
 
+# ------------------------------------------------------------------------
+# 7. Deep brackets in a table option: ClickHouse 18.16 parses them
+# recursively without limit, and a thousand levels crash the server (every
+# query of every user lost), for anyone with USAGE on a catalog.  Refused
+# beyond 32 levels, before anything is sent.  Last in this file: on code
+# without the limit, ClickHouse is gone after it.
+# ------------------------------------------------------------------------
+my $deep = ('(' x 1000) . 'a' . (')' x 1000);
+foreach my $opt ("order_by = '$deep'", "engine = 'MergeTree$deep'",
+	"partition_by = '" . ('[' x 1000) . 'a' . (']' x 1000) . "'")
+{
+	($ret, $out, $err) = $local->psql('postgres',
+		"CREATE TABLE lake.dw.deep WITH ($opt) AS SELECT 1 AS a",
+		extra_params => [ '-U', 'alice', '-v', 'VERBOSITY=verbose' ]);
+	like($err, qr/22023: invalid value for option.*\n.*nested more than 32 deep/,
+		'deep brackets refused: ' . substr($opt, 0, 20));
+	is(eval { $ch->query('SELECT 1') } // 'ClickHouse is gone', "1\n",
+		'deep brackets: ClickHouse still runs');
+}
+($ret, $out, $err) = $local->psql('postgres',
+	"CREATE TABLE lake.dw.deep32 WITH (order_by = '" . ('(' x 32) . 'a' . (')' x 32) . "') AS SELECT 1 AS a");
+is($ret, 0, 'brackets 32 deep are fine') or diag $err;
+
 done_testing();

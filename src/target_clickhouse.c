@@ -1268,11 +1268,15 @@ ch_check_settings(const char *settings)
 	for (;;)
 	{
 		size_t		n;
+		const char *name;
+		size_t		namelen;
 
 		p += strspn(p, " ");
 		n = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
 		if (n == 0)
 			break;
+		name = p;
+		namelen = n;
 		p += n;
 		p += strspn(p, " ");
 		if (*p++ != '=')
@@ -1293,6 +1297,20 @@ ch_check_settings(const char *settings)
 			n = strspn(p, "0123456789.");
 			if (n == 0)
 				break;
+
+			/*
+			 * ClickHouse 18.16 loops for ever inserting into a table whose
+			 * index_granularity is 0 (or wraps around to 0): the INSERT
+			 * never ends, and the table cannot be dropped.
+			 */
+			if (namelen == strlen("index_granularity") &&
+				strncmp(name, "index_granularity", namelen) == 0 &&
+				(strspn(p, "0123456789") != n || n > 8 ||
+				 strtol(p, NULL, 10) < 1 || strtol(p, NULL, 10) > 16777216))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid value for option \"settings\": \"%s\"", settings),
+						 errdetail("index_granularity must be an integer from 1 to 16777216.")));
 			p += n;
 		}
 		p += strspn(p, " ");

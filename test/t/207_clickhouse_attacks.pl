@@ -564,6 +564,23 @@ foreach my $opt ("order_by = '$deep'", "engine = 'MergeTree$deep'",
 	is(eval { $ch->query('SELECT 1') } // 'ClickHouse is gone', "1\n",
 		'deep brackets: ClickHouse still runs');
 }
+# index_granularity 0 (or a value that wraps around to it) makes the
+# INSERT loop for ever in ClickHouse 18.16
+foreach my $v ('0', '99999999999999999999', '0.5')
+{
+	($ret, $out, $err) = $local->psql('postgres',
+		"CREATE TABLE lake.dw.gran WITH (settings = 'index_granularity = $v') AS SELECT g AS a FROM generate_series(1, 1000) g",
+		extra_params => [ '-U', 'alice', '-v', 'VERBOSITY=verbose' ]);
+	like($err, qr/22023: invalid value for option "settings".*\n.*index_granularity must be/,
+		"index_granularity = $v is refused");
+}
+is($ch->query(
+	"SELECT count() FROM system.processes WHERE query LIKE 'INSERT INTO `dw`.`_ctas_fed_stage_%'"),
+	"0\n", 'index_granularity: no INSERT left running');
+($ret, $out, $err) = $local->psql('postgres',
+	"CREATE TABLE lake.dw.gran WITH (settings = 'index_granularity = 64') AS SELECT g AS a FROM generate_series(1, 1000) g");
+is($ret, 0, 'index_granularity = 64 is fine') or diag $err;
+
 ($ret, $out, $err) = $local->psql('postgres',
 	"CREATE TABLE lake.dw.deep32 WITH (order_by = '" . ('(' x 32) . 'a' . (')' x 32) . "') AS SELECT 1 AS a");
 is($ret, 0, 'brackets 32 deep are fine') or diag $err;

@@ -9,9 +9,10 @@
  *
  *	begin_load	the target name is checked first (in ClickHouse and among
  *				what this transaction already did to it), then a staging
- *				table _ctas_fed_stage_<sysid>_<xid>_<n> is created with the
- *				mapped columns and the table options of the statement, and
- *				one streamed INSERT ... FORMAT RowBinary is opened on it.
+ *				table _ctas_fed_stage_<sysid>_<xid>_<n>_<random> is created
+ *				with the mapped columns and the table options of the
+ *				statement, and one streamed INSERT ... FORMAT RowBinary is
+ *				opened on it.
  *	put_row		each row is encoded into the stream's buffer; the buffer
  *				goes to the socket whenever it holds 1 MB (bounded memory,
  *				back-pressure from the server).
@@ -92,6 +93,7 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "port/pg_crc32c.h"
 #include "storage/fd.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -101,6 +103,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 #include "utils/xid8.h"
@@ -265,6 +268,13 @@ typedef struct ChLoad
 /* Deepest nesting of type constructors (Array, Nullable...) we parse */
 #define CH_MAX_TYPE_DEPTH	32
 
+/*
+ * Deepest nesting of brackets in a table option: ClickHouse 18.16 parses
+ * recursively without a depth limit, and a few hundred levels crash the
+ * server (a stack overflow, every query of every user lost).
+ */
+#define CH_MAX_EXPR_DEPTH	32
+
 static int128 ch_pow10[39];
 static bool ch_pow10_ready = false;
 
@@ -382,7 +392,8 @@ ch_display(const char *db, const char *table)
  * ch_tsv
  *		Split a TabSeparated result into a List (rows) of char ** (fields,
  *		unescaped; \N becomes NULL).  *nfields gets the field count of the
- *		first row.  Palloc'd.
+ *		rows, or -1 when they do not all have the same count (then no row
+ *		may be read beyond its first field).  Palloc'd.
  */
 static List *
 ch_tsv(const char *body, int *nfields)
@@ -461,6 +472,8 @@ ch_tsv(const char *body, int *nfields)
 			arr[i++] = lfirst(lc);
 		if (rows == NIL)
 			*nfields = n;
+		else if (n != *nfields)
+			*nfields = -1;
 		rows = lappend(rows, arr);
 	}
 	return rows;
@@ -1013,10 +1026,119 @@ ch_map_column(CtasLoad *load, CtasColumn *col)
  */
 
 /*
+ * ch_expr_reaches_out
+ *		Does the expression expr (balanced, see ch_check_expr) read anything
+ *		but the row: a subquery (SELECT, which also brings table functions:
+ *		url(), file(), remote()...), an IN operator (x IN db.table reads a
+ *		table), or a function that reads a dictionary or another table?
+ *		ClickHouse evaluates a partition key at each INSERT and shows the
+ *		values it cannot convert in its error, so any of these would let a
+ *		user of a shared mapping read, in an error message, what the
+ *		mapping's ClickHouse user may read, or reach hosts from the
+ *		ClickHouse server.  Returns what was found, for an errdetail, or
+ *		NULL.
+ */
+static const char *const ch_reaching_functions[] = {
+	"in", "notin", "nullin", "notnullin", "globalin", "globalnotin",
+	"globalnullin", "globalnotnullin", "hascolumnintable",
+	NULL
+};
+
+static const char *
+ch_expr_reaches_out(const char *expr)
+{
+	const char *p = expr;
+
+	while (*p)
+	{
+		char		word[NAMEDATALEN];
+		bool		quoted = false;
+		int			len = 0;
+		const char *after;
+
+		if (*p == '\'')
+		{
+			for (p++; *p && *p != '\''; p++)
+			{
+				if (*p == '\\' && p[1])
+					p++;
+			}
+			if (*p)
+				p++;
+			continue;
+		}
+		if (*p == '`' || *p == '"')
+		{
+			char		q = *p;
+
+			quoted = true;
+			for (p++; *p && *p != q; p++)
+			{
+				if (*p == '\\' && p[1])
+					p++;
+				if (len < NAMEDATALEN - 1)
+					word[len++] = pg_ascii_tolower((unsigned char) *p);
+			}
+			if (*p)
+				p++;
+		}
+		else if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+				 *p == '_')
+		{
+			while ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+				   (*p >= '0' && *p <= '9') || *p == '_')
+			{
+				if (len < NAMEDATALEN - 1)
+					word[len++] = pg_ascii_tolower((unsigned char) *p);
+				p++;
+			}
+		}
+		else
+		{
+			/* a number's letters (1e5, 0x1F) are no word */
+			if (*p >= '0' && *p <= '9')
+			{
+				while ((*p >= '0' && *p <= '9') || *p == '.' ||
+					   (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))
+					p++;
+			}
+			else
+				p++;
+			continue;
+		}
+		word[len] = '\0';
+
+		if (!quoted && strcmp(word, "select") == 0)
+			return "a subquery";
+		if (!quoted && (strcmp(word, "in") == 0 || strcmp(word, "global") == 0))
+			return "an IN operator, which can read another table";
+		after = p + strspn(p, " \t\r\n");
+		if (*after == '(')
+		{
+			const char *const *f;
+
+			for (f = ch_reaching_functions; *f; f++)
+			{
+				if (strcmp(word, *f) == 0)
+					break;
+			}
+			if (*f || strncmp(word, "dict", 4) == 0 ||
+				strncmp(word, "join", 4) == 0)
+				return psprintf("a call of function \"%s\", which can read another table or dictionary",
+								word);
+		}
+	}
+	return NULL;
+}
+
+/*
  * ch_check_expr
  *		A table option is a ClickHouse expression that goes into our DDL as
  *		written.  Refuse what could end the statement or hide the rest of
- *		it: a semicolon, a comment, an unbalanced bracket or quote.
+ *		it: a semicolon, a comment, an unbalanced bracket or quote; what
+ *		could crash the server: brackets nested deeper than
+ *		CH_MAX_EXPR_DEPTH; and what reads beyond the row
+ *		(ch_expr_reaches_out).
  */
 static void
 ch_check_expr(const char *option, const char *value)
@@ -1051,7 +1173,9 @@ ch_check_expr(const char *option, const char *value)
 				}
 			case '(':
 			case '[':
-				depth++;
+				if (++depth > CH_MAX_EXPR_DEPTH)
+					why = psprintf("brackets nested more than %d deep",
+								   CH_MAX_EXPR_DEPTH);
 				break;
 			case ')':
 			case ']':
@@ -1080,6 +1204,8 @@ ch_check_expr(const char *option, const char *value)
 		why = "an unbalanced bracket";
 	if (why == NULL && value[strspn(value, " \t\r\n")] == '\0')
 		why = "nothing";
+	if (why == NULL)
+		why = ch_expr_reaches_out(value);
 	if (why)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1142,11 +1268,15 @@ ch_check_settings(const char *settings)
 	for (;;)
 	{
 		size_t		n;
+		const char *name;
+		size_t		namelen;
 
 		p += strspn(p, " ");
 		n = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
 		if (n == 0)
 			break;
+		name = p;
+		namelen = n;
 		p += n;
 		p += strspn(p, " ");
 		if (*p++ != '=')
@@ -1167,6 +1297,20 @@ ch_check_settings(const char *settings)
 			n = strspn(p, "0123456789.");
 			if (n == 0)
 				break;
+
+			/*
+			 * ClickHouse 18.16 loops for ever inserting into a table whose
+			 * index_granularity is 0 (or wraps around to 0): the INSERT
+			 * never ends, and the table cannot be dropped.
+			 */
+			if (namelen == strlen("index_granularity") &&
+				strncmp(name, "index_granularity", namelen) == 0 &&
+				(strspn(p, "0123456789") != n || n > 8 ||
+				 strtol(p, NULL, 10) < 1 || strtol(p, NULL, 10) > 16777216))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid value for option \"settings\": \"%s\"", settings),
+						 errdetail("index_granularity must be an integer from 1 to 16777216.")));
 			p += n;
 		}
 		p += strspn(p, " ");
@@ -2140,7 +2284,12 @@ ch_check_version(CtasHttp *http)
  *		<user mapping oid>	<gid>
  * and each action is
  *		<kind>	<database>	<table>	<stage>	<old>	<marker>
- * with \N for a name the action does not have.
+ * with \N for a name the action does not have.  The last line is
+ *		crc32c	<CRC-32C of every byte before this line, 8 hex digits>
+ * A record that does not end so, or whose lines do not have these fields,
+ * is damaged (a disk, a copy or a hand went wrong): the resolver does not
+ * act on a part of a transaction, nor on names it cannot trust, and keeps
+ * the file, with a WARNING, for someone to look at.
  * ------------------------------------------------------------------------
  */
 
@@ -2185,6 +2334,18 @@ ch_record_field(StringInfo buf, const char *s, bool last)
 		}
 	}
 	appendStringInfoChar(buf, last ? '\n' : '\t');
+}
+
+/* The CRC-32C of a record's lines, which its last line repeats */
+static pg_crc32c
+ch_record_crc(const char *data, size_t len)
+{
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, data, len);
+	FIN_CRC32C(crc);
+	return crc;
 }
 
 /*
@@ -2275,6 +2436,7 @@ ch_record_write(CtasParticipant *part, ChXact *xs)
 		ch_record_field(&buf, a->old, false);
 		ch_record_field(&buf, a->marker, true);
 	}
+	appendStringInfo(&buf, "crc32c\t%08X\n", ch_record_crc(buf.data, buf.len));
 
 	/* the new file is locked before it takes the record's name */
 	snprintf(tmp, sizeof(tmp), "%s.tmp", xs->record_path);
@@ -2424,29 +2586,60 @@ ch_logical_exists(CtasHttp *http, ChXact *xs, const char *db,
 	return false;
 }
 
-/* A new action, in part->cxt, at the current nesting level */
+/*
+ * ch_token
+ *		Eight random hex digits, for the names of our scratch tables.  The
+ *		rest of such a name (system identifier, xid, counter) can be
+ *		guessed, and anyone who may create tables in the target database
+ *		could create it first: our CREATE or RENAME would then fail, and
+ *		undo would take the planted table for ours.  Palloc'd.
+ */
+static char *
+ch_token(void)
+{
+	uint32		r;
+
+	if (!pg_strong_random(&r, sizeof(r)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate a random name for a ClickHouse scratch table")));
+	return psprintf("%08x", r);
+}
+
+/*
+ * ch_new_action
+ *		A new action, in part->cxt, at the current nesting level, with
+ *		the names of its scratch tables: _ctas_fed_stage_<sysid>_<xid>_<n>_
+ *		<token>, and _ctas_fed_{old,new,drop}_<sysid>_<xid>_<n>_<token>_
+ *		<target> with a token of their own (the staging table can be seen
+ *		in system.tables during the load; the others cannot be guessed
+ *		from it).  Written to the durable record before it returns.
+ */
 static ChAction *
 ch_new_action(CtasParticipant *part, ChXact *xs, ChActionKind kind,
 			  const char *db, const char *table)
 {
 	MemoryContext old = MemoryContextSwitchTo(part->cxt);
 	ChAction   *a = palloc0(sizeof(ChAction));
+	char	   *base = NULL;
 
 	a->kind = kind;
 	a->db = pstrdup(db);
 	a->table = pstrdup(table);
 	a->level = GetCurrentTransactionNestLevel();
 	if (kind != CH_DROP)
-		a->stage = CtasScratchName("stage");
+	{
+		base = CtasScratchName("stage");
+		a->stage = psprintf("%s_%s", base, ch_token());
+		base += strlen("_ctas_fed_stage_");
+	}
 	/* names of the same action share its <sysid>_<xid>_<n> */
 	if (kind == CH_REPLACE)
-		a->old = psprintf("_ctas_fed_old_%s_%s",
-						  a->stage + strlen("_ctas_fed_stage_"), table);
+		a->old = psprintf("_ctas_fed_old_%s_%s_%s", base, ch_token(), table);
 	else if (kind == CH_CREATE)
-		a->marker = psprintf("_ctas_fed_new_%s_%s",
-							 a->stage + strlen("_ctas_fed_stage_"), table);
+		a->marker = psprintf("_ctas_fed_new_%s_%s_%s", base, ch_token(), table);
 	else if (kind == CH_DROP)
-		a->old = psprintf("%s_%s", CtasScratchName("drop"), table);
+		a->old = psprintf("%s_%s_%s", CtasScratchName("drop"), ch_token(), table);
 	xs->actions = lappend(xs->actions, a);
 	MemoryContextSwitchTo(old);
 
@@ -2574,6 +2767,11 @@ ch_begin_load(CtasLoad *load)
 	}
 
 	/* 1. the name, before anything moves */
+	if (strncmp(table, "_ctas_fed_", strlen("_ctas_fed_")) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_RESERVED_NAME),
+				 errmsg("table name \"%s\" is reserved", table),
+				 errdetail("Names beginning with \"_ctas_fed_\" are kept for the scratch tables of ctas_fed.")));
 	exists = ch_logical_exists(cl->http, cl->xs, db, table, &phys);
 	if (exists)
 	{
@@ -2968,13 +3166,22 @@ ch_tables_exist(CtasHttp *http, const char *db, const char **names, int n,
 								 db, &body))
 		return false;
 	rows = ch_tsv(body, &nf);
+	if (rows != NIL && nf != 1)
+	{
+		ch_cleanup_failed = true;
+		ereport(WARNING,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("unexpected answer from ClickHouse catalog \"%s\" to a list of tables",
+						CtasHttpCatalogName(http))));
+		return false;
+	}
 	foreach(lc, rows)
 	{
 		char	  **f = lfirst(lc);
 
 		for (i = 0; i < n; i++)
 		{
-			if (nf >= 1 && f[0] && names[i] && strcmp(f[0], names[i]) == 0)
+			if (f[0] && names[i] && strcmp(f[0], names[i]) == 0)
 				exists[i] = true;
 		}
 	}
@@ -3681,27 +3888,47 @@ ch_xid_status(uint64 fxid)
 
 
 /*
+ * ch_all_digits
+ *		Is s a non-empty string of decimal digits (a number a record holds)?
+ */
+static bool
+ch_all_digits(const char *s)
+{
+	return s != NULL && *s != '\0' && strspn(s, "0123456789") == strlen(s);
+}
+
+/*
  * ch_record_read
- *		The content of the record at fd, parsed: a List of char ** rows (see
- *		"Durable records"), the header first, with *nfields of the header.
- *		NIL for a file that is not a record of ours.  Palloc'd.
+ *		The content of the record at fd, checked and parsed: a List of
+ *		char ** rows (see "Durable records"), the header first (seven
+ *		fields), then the actions (six fields each).  NIL, with *why set,
+ *		for a file that is not a whole, intact record of ours.  ERROR when
+ *		the file cannot be read.  Palloc'd.
  */
 static List *
-ch_record_read(int fd, const char *path)
+ch_record_read(int fd, const char *path, const char **why)
 {
 	struct stat st;
 	char	   *data;
 	ssize_t		got;
+	char	   *trailer;
+	char	   *body_end;
+	unsigned int crc;
 	List	   *rows;
+	List	   *actions = NIL;
 	int			nf;
 	char	  **h;
 
+	*why = NULL;
 	if (fstat(fd, &st) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not stat file \"%s\": %m", path)));
 	if (st.st_size <= 0 || st.st_size > CH_RECORD_MAX_SIZE)
+	{
+		*why = st.st_size <= 0 ? "it is empty" : "it is too large";
 		return NIL;
+	}
 	data = palloc(st.st_size + 1);
 	got = pg_pread(fd, data, st.st_size, 0);
 	if (got != st.st_size)
@@ -3710,17 +3937,68 @@ ch_record_read(int fd, const char *path)
 				 errmsg("could not read file \"%s\": %m", path)));
 	data[got] = '\0';
 	if (strlen(data) != (size_t) got)
+	{
+		*why = "it contains a zero byte";
 		return NIL;
+	}
+
+	/* the last line is the checksum of everything before it */
+	if (data[got - 1] != '\n')
+	{
+		*why = "its last line is incomplete";
+		return NIL;
+	}
+	data[got - 1] = '\0';
+	trailer = strrchr(data, '\n');
+	trailer = trailer ? trailer + 1 : data;
+	if (strncmp(trailer, "crc32c\t", 7) != 0 || strlen(trailer) != 7 + 8 ||
+		strspn(trailer + 7, "0123456789ABCDEF") != 8 ||
+		sscanf(trailer + 7, "%8X", &crc) != 1)
+	{
+		*why = "it does not end with its checksum";
+		return NIL;
+	}
+	if (ch_record_crc(data, trailer - data) != (pg_crc32c) crc)
+	{
+		*why = "its checksum does not match its content";
+		return NIL;
+	}
+	*trailer = '\0';
+
+	/* the header line, then the action lines */
+	body_end = strchr(data, '\n');
+	if (body_end == NULL)
+	{
+		*why = "it has no header";
+		return NIL;
+	}
+	*body_end = '\0';
 	rows = ch_tsv(data, &nf);
-	if (rows == NIL || nf != 7)
+	if (list_length(rows) != 1 || nf != 7)
+	{
+		*why = "its header does not have seven fields";
 		return NIL;
+	}
 	h = linitial(rows);
-	if (h[0] == NULL || h[1] == NULL || h[2] == NULL || h[3] == NULL ||
-		h[4] == NULL || h[5] == NULL ||
+	if (h[0] == NULL || h[1] == NULL ||
 		strcmp(h[0], CH_RECORD_MAGIC) != 0 ||
-		strcmp(h[1], CH_RECORD_VERSION) != 0)
+		strcmp(h[1], CH_RECORD_VERSION) != 0 ||
+		!ch_all_digits(h[2]) || !ch_all_digits(h[3]) ||
+		!ch_all_digits(h[4]) || !ch_all_digits(h[5]))
+	{
+		*why = "its header is not that of a record of this version";
 		return NIL;
-	return rows;
+	}
+	if (body_end[1] != '\0')
+	{
+		actions = ch_tsv(body_end + 1, &nf);
+		if (nf != 6)
+		{
+			*why = "an action line does not have six fields";
+			return NIL;
+		}
+	}
+	return list_concat(rows, actions);
 }
 
 /*
@@ -3796,12 +4074,14 @@ ch_resolve_record(CtasCatalog *catalog, CtasHttp *http, const char *path,
 	uint64		fxid;
 	Oid			dbid;
 	Oid			serverid;
+	Oid			umid;
 	const char *object;
 	struct stat st_fd;
 	struct stat st_path;
 	ChXidStatus status;
 	List	   *actions = NIL;
 	ListCell   *lc;
+	const char *damage;
 	int			i;
 
 	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
@@ -3813,10 +4093,15 @@ ch_resolve_record(CtasCatalog *catalog, CtasHttp *http, const char *path,
 				(errcode_for_file_access(),
 				 errmsg("could not open file \"%s\": %m", path)));
 	}
-	rows = ch_record_read(fd, path);
+	rows = ch_record_read(fd, path, &damage);
 	if (rows == NIL)
 	{
 		CloseTransientFile(fd);
+		ereport(WARNING,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("ClickHouse transaction record \"%s\" is damaged", path),
+				 errdetail("The file cannot be read as a record: %s.", damage),
+				 errhint("The resolver does not act on it. Compare the tables it names with ClickHouse, then remove the file.")));
 		return;
 	}
 	h = linitial(rows);
@@ -3828,6 +4113,22 @@ ch_resolve_record(CtasCatalog *catalog, CtasHttp *http, const char *path,
 	{
 		CloseTransientFile(fd);
 		return;					/* another database's or catalog's */
+	}
+
+	/*
+	 * A transaction is finished with the credentials it ran with: the
+	 * user mapping of the record.  Another user's resolve_in_doubt() must
+	 * neither act with its own ClickHouse user on tables of someone else's
+	 * transaction nor learn their names.  Only when that mapping is gone
+	 * may a superuser finish it with another.
+	 */
+	umid = (Oid) strtoul(h[5], NULL, 10);
+	if (umid != catalog->umid &&
+		(!superuser() ||
+		 SearchSysCacheExists1(USERMAPPINGOID, ObjectIdGetDatum(umid))))
+	{
+		CloseTransientFile(fd);
+		return;
 	}
 	for_each_from(lc, rows, 1)
 	{

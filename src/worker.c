@@ -439,8 +439,8 @@ resolve_timeout_handler(void)
  *
  * Returns true when the catalog was resolved, with *umid set to the user
  * mapping used.  Otherwise returns false with *error set to the message of
- * the error, followed by its detail in parentheses when it has one
- * (palloc'd in the caller's memory context); the subtransaction
+ * the error, followed by its detail in parentheses on the same line when
+ * it has one (palloc'd in the caller's memory context); the subtransaction
  * is rolled back, so that the caller can go on with other catalogs.  A
  * query cancel that is not this deadline is raised again, so that the user
  * can still interrupt ctas_fed.resolve_in_doubt().
@@ -505,9 +505,18 @@ CtasResolveCatalog(Oid serverid, Oid userid, bool check_usage,
 		else if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
 			ReThrowError(edata);
 		else if (edata->detail)
+		{
+			/* one line: libpq's reasons come with line breaks and tabs */
+			char	   *detail = pstrdup(edata->detail);
+			char	   *c;
+
+			for (c = detail; *c; c++)
+				if (*c == '\n' || *c == '\t' || *c == '\r')
+					*c = ' ';
 			*error = psprintf("%s (%s)",
 							  edata->message ? edata->message : "unknown error",
-							  edata->detail);
+							  detail);
+		}
 		else
 			*error = pstrdup(edata->message ? edata->message : "unknown error");
 		FreeErrorData(edata);

@@ -706,6 +706,17 @@ typedef struct JobsFileHeader
 } JobsFileHeader;
 
 /*
+ * job_is_live
+ *		Was job running when it was saved?  The file holds the history
+ *		first, then the live jobs, so that a reload keeps the order.
+ */
+static bool
+job_is_live(const CtasJob *job)
+{
+	return job->state == CTAS_JOB_RUNNING || job->state == CTAS_JOB_PREPARED;
+}
+
+/*
  * CtasJobsSave
  *		Write the registry to JOBS_FILE (write, fsync, durable rename).
  *		Called by the worker.  Returns the change_count saved; LOG on
@@ -716,40 +727,31 @@ uint64
 CtasJobsSave(void)
 {
 	CtasJobsSnapshotData *snap = CtasJobsSnapshot();
-	CtasJob    *ordered;
 	JobsFileHeader hdr;
 	FILE	   *f = NULL;
 	uint64		saved = 0;
-	int			n = 0;
+	int			pass;
 	int			i;
 
 	LWLockAcquire(shared->lock, LW_SHARED);
 	hdr.next_job_id = shared->next_job_id;
 	LWLockRelease(shared->lock);
 
-	/* history first, then running jobs, so that a reload keeps the order */
-	ordered = palloc(sizeof(CtasJob) * Max(snap->njobs, 1));
-	for (i = 0; i < snap->njobs; i++)
-	{
-		if (snap->jobs[i].state != CTAS_JOB_RUNNING &&
-			snap->jobs[i].state != CTAS_JOB_PREPARED)
-			memcpy(&ordered[n++], &snap->jobs[i], sizeof(CtasJob));
-	}
-	for (i = 0; i < snap->njobs; i++)
-	{
-		if (snap->jobs[i].state == CTAS_JOB_RUNNING ||
-			snap->jobs[i].state == CTAS_JOB_PREPARED)
-			memcpy(&ordered[n++], &snap->jobs[i], sizeof(CtasJob));
-	}
-
 	hdr.magic = JOBS_MAGIC;
 	hdr.version = JOBS_VERSION;
 	hdr.job_size = sizeof(CtasJob);
 	hdr.stats_size = sizeof(CtasCatalogStats);
-	hdr.njobs = n;
+	hdr.njobs = snap->njobs;
 	hdr.ncatalogs = snap->ncatalogs;
 	INIT_CRC32C(hdr.body_crc);
-	COMP_CRC32C(hdr.body_crc, ordered, sizeof(CtasJob) * n);
+	for (pass = 0; pass < 2; pass++)
+	{
+		for (i = 0; i < snap->njobs; i++)
+		{
+			if (job_is_live(&snap->jobs[i]) == (pass == 1))
+				COMP_CRC32C(hdr.body_crc, &snap->jobs[i], sizeof(CtasJob));
+		}
+	}
 	COMP_CRC32C(hdr.body_crc, snap->catalogs,
 				sizeof(CtasCatalogStats) * snap->ncatalogs);
 	FIN_CRC32C(hdr.body_crc);
@@ -760,9 +762,18 @@ CtasJobsSave(void)
 	f = AllocateFile(JOBS_FILE_TMP, PG_BINARY_W);
 	if (f == NULL)
 		goto error;
-	if (fwrite(&hdr, sizeof(hdr), 1, f) != 1 ||
-		fwrite(ordered, sizeof(CtasJob), n, f) != (size_t) n ||
-		fwrite(snap->catalogs, sizeof(CtasCatalogStats), snap->ncatalogs,
+	if (fwrite(&hdr, sizeof(hdr), 1, f) != 1)
+		goto error;
+	for (pass = 0; pass < 2; pass++)
+	{
+		for (i = 0; i < snap->njobs; i++)
+		{
+			if (job_is_live(&snap->jobs[i]) == (pass == 1) &&
+				fwrite(&snap->jobs[i], sizeof(CtasJob), 1, f) != 1)
+				goto error;
+		}
+	}
+	if (fwrite(snap->catalogs, sizeof(CtasCatalogStats), snap->ncatalogs,
 			   f) != (size_t) snap->ncatalogs)
 		goto error;
 	if (fflush(f) != 0 || pg_fsync(fileno(f)) != 0)
@@ -786,7 +797,6 @@ error:
 		FreeFile(f);
 	unlink(JOBS_FILE_TMP);
 done:
-	pfree(ordered);
 	pfree(snap->jobs);
 	pfree(snap);
 	return saved;
@@ -876,8 +886,9 @@ reset_registry(void)
  *		field the server could not have written) is ignored as a whole, with
  *		a LOG message: the history starts empty.  The job id counter stays
  *		above every id the file gave out: that of its header when the header
- *		is intact, else the current time in microseconds (ids grow by one a
- *		job, far slower).  Never raises an error.
+ *		is intact, else the current time in microseconds since 2000 (above
+ *		any id unless jobs started faster than one a microsecond).  Never
+ *		raises an error.
  */
 static void
 load_jobs_file(void)
@@ -921,13 +932,20 @@ load_jobs_file(void)
 				 "The header's magic number or checksum is wrong.");
 		goto bad;
 	}
-	if (hdr.version != JOBS_VERSION ||
-		hdr.job_size != sizeof(CtasJob) ||
-		hdr.stats_size != sizeof(CtasCatalogStats))
+	if (hdr.version != JOBS_VERSION)
 	{
 		snprintf(detail, sizeof(detail),
 				 "The file has format version %u, this server expects %u.",
 				 hdr.version, JOBS_VERSION);
+		goto bad;
+	}
+	if (hdr.job_size != sizeof(CtasJob) ||
+		hdr.stats_size != sizeof(CtasCatalogStats))
+	{
+		snprintf(detail, sizeof(detail),
+				 "The file's records have %u and %u bytes, this server's %zu and %zu.",
+				 hdr.job_size, hdr.stats_size,
+				 sizeof(CtasJob), sizeof(CtasCatalogStats));
 		goto bad;
 	}
 	if (hdr.next_job_id < 1)
@@ -990,7 +1008,7 @@ load_jobs_file(void)
 					 i);
 			goto bad;
 		}
-		if (job.state == CTAS_JOB_RUNNING || job.state == CTAS_JOB_PREPARED)
+		if (job_is_live(&job))
 		{
 			/* a streaming load keeps what it committed: nothing to decide */
 			job.state = strcmp(job.mode, "streaming") == 0 ?
@@ -1031,7 +1049,6 @@ bad:
 			(errcode(ERRCODE_DATA_CORRUPTED),
 			 errmsg("ctas_fed job history file \"%s\" is damaged, starting with an empty history",
 					JOBS_FILE),
-			 errdetail_internal("%s", detail),
-			 errhint("Job ids continue from " INT64_FORMAT ".",
-					 shared->next_job_id)));
+			 errdetail_internal("%s Job ids continue from " INT64_FORMAT ".",
+								detail, shared->next_job_id)));
 }

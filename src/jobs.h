@@ -56,6 +56,7 @@ typedef struct CtasJob
 	pg_atomic_uint64 bytes;
 	TimestampTz started_at;
 	TimestampTz finished_at;
+	int			encoding;		/* of the strings: the job's database's */
 } CtasJob;
 
 /* A backend's handle on its running job */

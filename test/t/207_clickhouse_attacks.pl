@@ -473,8 +473,8 @@ flaky_clean('lost KILL QUERY');
 
 # ------------------------------------------------------------------------
 # 6. The job history file (pg_stat/ctas_fed_jobs.stat, jobs.c) damaged while
-# the server was down.  jobs.c belongs to another change in progress: these
-# are reproducers, marked TODO until its loader checks what it reads.
+# the server was down: it is loaded all or nothing (header checksum, body
+# checksum, every field checked), and job ids are never given out twice.
 # ------------------------------------------------------------------------
 # another user's job errors quote values of the rows: not for everyone
 # (pg_stat_activity shows another user's query only to pg_read_all_stats)
@@ -503,46 +503,124 @@ sub write_file_bytes
 	print $fh $d;
 	close $fh;
 }
+# CRC-32C (Castagnoli), as port/pg_crc32c.h computes it
+my @crc32c_table = map {
+	my $c = $_;
+	$c = ($c & 1) ? (($c >> 1) ^ 0x82F63B78) : ($c >> 1) foreach (1 .. 8);
+	$c;
+} 0 .. 255;
+sub crc32c
+{
+	my ($d) = @_;
+	my $c = 0xFFFFFFFF;
+	$c = $crc32c_table[($c ^ $_) & 0xFF] ^ ($c >> 8) foreach unpack('C*', $d);
+	return $c ^ 0xFFFFFFFF;
+}
+# the header: magic, version, sizes of a job and of a catalog's counters,
+# njobs, ncatalogs, next job id, CRC of the body, CRC of the header
+my $hdrsize = 40;
+sub reseal
+{
+	my ($file) = @_;
+	my @h = unpack('L4 l2 q', $file);
+	my $body = substr($file, $hdrsize);
+	my $head = pack('L4 l2 q L', @h, crc32c($body));
+	return $head . pack('L', crc32c($head)) . $body;
+}
+sub jobs_start
+{
+	my ($name, $detail) = @_;
+	my $offset = -s $local->logfile;
+	$local->start;
+	like(slurp_file($local->logfile, $offset),
+		qr/LOG:  ctas_fed job history file "pg_stat\/ctas_fed_jobs.stat" is damaged, starting with an empty history\n.*DETAIL:  $detail/,
+		"$name: the server says the file is damaged");
+	is($local->safe_psql('postgres', 'SELECT count(*) FROM ctas_fed.jobs'),
+		'0', "$name: nothing of it is loaded");
+}
+
 foreach my $n (1 .. 3)
 {
 	$local->safe_psql('postgres',
 		"CREATE TABLE lake.dw.hist$n AS SELECT $n AS a");
 }
+my $max_id = $local->safe_psql('postgres', 'SELECT max(job_id) FROM ctas_fed.jobs');
 $local->stop;
 my $saved = read_file_bytes($jobs_file);
-my (undef, $jobsize, $njobs) = unpack('l3', $saved);
-ok($njobs >= 3 && $jobsize > 0, "the job file holds the history ($njobs jobs)");
+my (undef, undef, $jobsize, undef, $njobs, undef, $next_id) = unpack('L4 l2 q', $saved);
+ok($njobs >= 3 && $jobsize > 0 && $next_id > $max_id,
+	"the job file holds the history ($njobs jobs) and the next id ($next_id)");
+is(reseal($saved), $saved, 'the test computes the checksums as the server does');
 
-# cut inside the second job: the first job is loaded, the counter of job ids
-# is not, and new jobs get the ids of loaded ones
-write_file_bytes($jobs_file, substr($saved, 0, 12 + $jobsize + int($jobsize / 2)));
+# the file as saved loads
 $local->start;
+is($local->safe_psql('postgres', 'SELECT count(*), max(job_id) FROM ctas_fed.jobs'),
+	"$njobs|$max_id", 'an intact job file is loaded');
+$local->stop;
+
+# cut inside the second job: before, the first job was loaded and the
+# counter of job ids was not, so that new jobs got the ids of loaded ones
+write_file_bytes($jobs_file, substr($saved, 0, $hdrsize + $jobsize + int($jobsize / 2)));
+jobs_start('truncated job file', 'The file is \\d+ bytes long');
 $local->safe_psql('postgres', 'CREATE TABLE lake.dw.hist_after AS SELECT 1 AS a');
 my $dup = $local->safe_psql('postgres',
 	'SELECT count(*) - count(DISTINCT job_id) FROM ctas_fed.jobs');
-TODO:
-{
-	local $TODO = 'jobs.c: a truncated job file is loaded in part, and job ids restart';
-	is($dup, 0, 'truncated job file: job ids stay unique');
-}
+is($dup, 0, 'truncated job file: job ids stay unique');
+cmp_ok($local->safe_psql('postgres', 'SELECT min(job_id) FROM ctas_fed.jobs'),
+	'>', $max_id, 'truncated job file: no id of the lost history is given again');
 $local->stop;
 
-# the first job's bytes replaced (no NUL in its strings, an unknown state)
-my $bad = $saved;
-substr($bad, 12, $jobsize) = "\x01" . ("\xff" x ($jobsize - 1));
-write_file_bytes($jobs_file, $bad);
-$local->start;
-($ret, $out, $err) = $local->psql('postgres',
-	q{SELECT count(*) FROM ctas_fed.jobs
-	  WHERE convert_from(convert_to(concat(catalog, target, mode, state, error, gid), 'UTF8'), 'UTF8') IS NOT NULL});
-TODO:
+# the first job's bytes replaced (no NUL in its strings, an unknown state):
+# the checksum of the body catches it; resealed with valid checksums, the
+# checks of its fields do
+# CtasJob on x86-64: in_use, job_id at 8, catalog[64] at 16, target[200],
+# mode[16] at 280, state at 296
+my $first = substr($saved, $hdrsize, $jobsize);
+is(unpack('q', substr($first, 8, 8)) > 0 && substr($first, 280, 16) =~ /^(atomic|streaming|drop)\0/,
+	1, 'the test knows where the fields of a job are');
+my %bad = (
+	'changed bytes' => "\x01" . ("\xff" x ($jobsize - 1)),
+	'changed bytes, resealed' => "\x01" . ("\xff" x ($jobsize - 1)),
+	'unterminated catalog, resealed' =>
+		substr($first, 0, 16) . ('x' x 64) . substr($first, 80),
+	'invalid UTF-8, resealed' =>
+		substr($first, 0, 16) . "\xff\xfe\0" . substr($first, 19),
+	'unknown state, resealed' =>
+		substr($first, 0, 296) . pack('l', 6) . substr($first, 300),
+	'future job id, resealed' =>
+		substr($first, 0, 8) . pack('q', $next_id) . substr($first, 16));
+foreach my $case (sort keys %bad)
 {
-	local $TODO = 'jobs.c: strings and states of the job file are not checked';
-	is($ret, 0, 'damaged job: ctas_fed.jobs shows only valid text') or diag $err;
+	my $bad = $saved;
+	substr($bad, $hdrsize, $jobsize) = $bad{$case};
+	$bad = reseal($bad) if $case =~ /resealed/;
+	write_file_bytes($jobs_file, $bad);
+	jobs_start("damaged job ($case)", $case =~ /resealed/ ?
+		'Job 0 holds a value the server cannot have written' :
+		'The checksum of the jobs does not match the header');
+	($ret, $out, $err) = $local->psql('postgres',
+		q{SELECT count(*) FROM ctas_fed.jobs
+		  WHERE convert_from(convert_to(concat(catalog, target, mode, state, error, gid), 'UTF8'), 'UTF8') IS NOT NULL});
+	is($ret, 0, "damaged job ($case): ctas_fed.jobs shows only valid text") or diag $err;
 	is($local->safe_psql('postgres',
 		q{SELECT count(*) FROM ctas_fed.jobs WHERE state NOT IN ('running', 'prepared', 'committed', 'aborted', 'failed', 'in_doubt')}),
-		'0', 'damaged job: no job in an unknown state');
+		'0', "damaged job ($case): no job in an unknown state");
+	$local->safe_psql('postgres', 'CREATE TABLE lake.dw.hist_bad AS SELECT 1 AS a');
+	cmp_ok($local->safe_psql('postgres', 'SELECT min(job_id) FROM ctas_fed.jobs'),
+		'>', $max_id, "damaged job ($case): new job ids stay above the lost ones");
+	$ch->query('DROP TABLE dw.hist_bad');
+	$local->stop;
 }
+
+# a header damaged too: nothing of the file can be trusted, ids continue
+# above any the server can have given out
+my $bad = $saved;
+substr($bad, 24, 8) = pack('q', 1);
+write_file_bytes($jobs_file, $bad);
+jobs_start('damaged header', "The header's magic number or checksum is wrong");
+$local->safe_psql('postgres', 'CREATE TABLE lake.dw.hist_hdr AS SELECT 1 AS a');
+cmp_ok($local->safe_psql('postgres', 'SELECT min(job_id) FROM ctas_fed.jobs'),
+	'>', $max_id, 'damaged header: new job ids stay above the lost ones');
 ok($local->safe_psql('postgres', 'SELECT 1') eq '1', 'damaged job file: the server runs');
 
 # ------------------------------------------------------------------------

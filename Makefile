@@ -1,11 +1,16 @@
 # contrib-style PGXS Makefile for ctas_fed
 #
-# make              build
+# make              build (PG_CONFIG: pg_config on PATH, else the Debian one)
 # make install      install into the PostgreSQL found by PG_CONFIG
-# make test         install what is missing (as root), build, install, then run
+# make deps         as root: apt-get install the build and test packages
+#                   that are missing (test/bootstrap.sh)
+# make test         make deps, then build with -Werror, install, and run
 #                   pg_regress on a throwaway instance and every TAP test
-# make demo         the same bootstrap, then a federated CTAS into each kind
-#                   of catalog on throwaway servers
+# make demo         make deps, then a federated CTAS into each kind of
+#                   catalog on throwaway servers
+#
+# CTAS_WERROR=1 turns compiler warnings into errors (make test and CI do);
+# a plain "make" does not, so that a newer compiler cannot break a build.
 
 MODULE_big = ctas_fed
 OBJS = \
@@ -28,24 +33,40 @@ EXTENSION = ctas_fed
 DATA = ctas_fed--0.1.sql
 PGFILEDESC = "ctas_fed - federated CREATE TABLE AS into external catalogs"
 
-REGRESS = catalog postgres types
+REGRESS = catalog postgres types clickhouse
 REGRESS_OPTS = --temp-config=$(srcdir)/test/ctas_fed.conf
 
-PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
-PGXS := $(shell $(PG_CONFIG) --pgxs)
+PG_CONFIG ?= pg_config
+ifeq ($(PG_CONFIG),pg_config)
+ifeq ($(shell command -v pg_config 2>/dev/null),)
+PG_CONFIG = /usr/lib/postgresql/15/bin/pg_config
+endif
+endif
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 PG_CPPFLAGS = -I$(libpq_srcdir) -I$(srcdir)/src
+ifeq ($(CTAS_WERROR),1)
 PG_CFLAGS = -Werror
+endif
 SHLIB_LINK_INTERNAL = $(libpq)
 SHLIB_LINK = -lcurl
 
+# "make deps" (and "make test" or "make demo" on a fresh machine) must work
+# before pg_config is installed
+ifneq ($(PGXS),)
 include $(PGXS)
+else ifneq ($(filter-out deps test demo,$(or $(MAKECMDGOALS),all)),)
+$(error $(PG_CONFIG) not found: install postgresql-server-dev-15 ("make deps" as root) or set PG_CONFIG)
+endif
 
-.PHONY: test demo bench
-test:
+.PHONY: deps test demo bench
+deps:
+	bash test/bootstrap.sh
+
+test: deps
 	bash test/run.sh
 
-demo:
+demo: deps
 	bash test/demo.sh
 
 bench:

@@ -1,18 +1,23 @@
-# test/bootstrap.sh - shared set-up of test/run.sh and test/demo.sh
+# test/bootstrap.sh - the packages of "make deps", and the set-up shared by
+# test/run.sh and test/demo.sh
 #
-# Source it (bash) from the repository root:
+#   bash test/bootstrap.sh    ("make deps") as root: apt-get install the
+#                             Debian packages that are missing
+#
+# Sourced (bash) from the repository root:
 #
 #   . test/bootstrap.sh
-#   ctas_bootstrap            # packages (as root), make, make install
+#   ctas_bootstrap            # packages there?, make, make install (root)
 #   ctas_stage stage_dir      # a copy the runner user can read
 #   ctas_as_runner cmd ...    # run as postgres when we are root
 #
-# As root it installs the Debian packages that are missing (and only then
-# touches the network), builds and installs the extension, and runs every
-# server as the unprivileged OS user "postgres" (PostgreSQL refuses to run
-# as root).  As another user it checks that the packages are there and that
-# the installed extension is the one just built, and says what to do when
-# not.
+# Only "make deps" installs packages (and only then touches the network,
+# and only for what is missing); ctas_bootstrap checks that they are there
+# and says what to do when not.  As root, ctas_bootstrap builds and
+# installs the extension, and every server runs as the unprivileged OS user
+# "postgres" (PostgreSQL refuses to run as root).  As another user it
+# checks that the installed extension is the one just built.  The build
+# passes CTAS_WERROR from the environment (test/run.sh sets it to 1).
 #
 # Nothing here starts a server.  Package installation is done with a
 # policy-rc.d that forbids starting services, so that no system PostgreSQL,
@@ -100,15 +105,29 @@ ctas_install_packages()
 	fi
 }
 
+# are the packages there?  Says what to do when not.
+ctas_check_packages()
+{
+	local missing
+	missing=$(ctas_missing_packages | tr '\n' ' ')
+	missing=${missing% }
+	[ -n "$missing" ] || return 0
+	echo "missing packages: $missing" >&2
+	echo "install them as root:  make deps   (or: apt-get install -y $missing)" >&2
+	return 1
+}
+
 # make; make install (root) or check that the installed build is this one
 ctas_build_install()
 {
 	local pkglibdir sharedir f
-	echo "== make"
-	make --no-print-directory PG_CONFIG="$CTAS_PG_CONFIG" || return 1
+	echo "== make${CTAS_WERROR:+ CTAS_WERROR=$CTAS_WERROR}"
+	make --no-print-directory PG_CONFIG="$CTAS_PG_CONFIG" \
+		CTAS_WERROR="${CTAS_WERROR:-}" || return 1
 	if ctas_is_root; then
 		echo "== make install"
-		make --no-print-directory PG_CONFIG="$CTAS_PG_CONFIG" install || return 1
+		make --no-print-directory PG_CONFIG="$CTAS_PG_CONFIG" \
+			CTAS_WERROR="${CTAS_WERROR:-}" install || return 1
 		return 0
 	fi
 	pkglibdir=$("$CTAS_PG_CONFIG" --pkglibdir)
@@ -135,7 +154,7 @@ ctas_check_runner()
 
 ctas_bootstrap()
 {
-	ctas_install_packages && ctas_check_runner && ctas_build_install
+	ctas_check_packages && ctas_check_runner && ctas_build_install
 }
 
 # ctas_stage DIR: copy what the tests read (sql/, expected/, test/) into
@@ -219,3 +238,8 @@ ctas_stop_leftovers()
 	done < <(find "$dir" \( -name clickhouse.pid -o -name pushgateway.pid \) 2>/dev/null)
 	[ "$found" = 0 ]
 }
+
+# "make deps": run, not sourced
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	ctas_install_packages && ctas_check_runner
+fi

@@ -1,16 +1,18 @@
 #!/bin/bash
-# test/run.sh - "make test": install what is missing, build, install, then run
-# pg_regress on a throwaway instance and every TAP test in test/t/.
+# test/run.sh - "make test" (after "make deps"): build with -Werror,
+# install, then run pg_regress on a throwaway instance and every TAP test in
+# test/t/.
 #
-#   make test                        (or: bash test/run.sh)
+#   make test                        (or, packages installed: bash test/run.sh)
 #   TAP_TESTS='test/t/001_servers.pl' bash test/run.sh    only these TAP tests
 #   SKIP_REGRESS=1 bash test/run.sh                       TAP tests only
 #   TEST_KEEP=1 bash test/run.sh          keep the test files and logs on success
 #
-# As root: apt-get installs the missing packages (see test/bootstrap.sh),
-# make install, and every server runs as the OS user "postgres".  As another
-# user: the packages and "make install" must be done already (it says what
-# to do), and the servers run as that user.
+# The packages must be there ("make deps" as root installs them; it says
+# what is missing).  As root: make install, and every server runs as the OS
+# user "postgres".  As another user: "make install" must be done already (it
+# says what to do), and the servers run as that user.  Compiler warnings
+# are errors (CTAS_WERROR=1, unless CTAS_WERROR is set otherwise).
 #
 # Everything runs in a fresh copy of sql/, expected/ and test/ under /tmp
 # (the repository may be unreadable to "postgres"), removed on success and
@@ -28,6 +30,7 @@ set -u
 
 cd "$(dirname "$0")/.." || exit 2
 . test/bootstrap.sh
+CTAS_WERROR=${CTAS_WERROR-1}
 
 passed=0
 failed=0

@@ -25,14 +25,7 @@ my $local = new_cluster('local', conf => 'ctas_fed.resolver_naptime = 3600');
 my $chpw  = $ch->{password};
 my $churl = $ch->{url};
 
-$local->safe_psql('postgres', qq{
-CREATE EXTENSION ctas_fed;
-CREATE SERVER lake FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'clickhouse', url '$churl');
-CREATE USER MAPPING FOR PUBLIC SERVER lake
-  OPTIONS (user 'default', password '$chpw');
-});
-$ch->query('CREATE DATABASE dw');
+clickhouse_catalog($local, $ch);
 # the log from here on: the set-up above logged its own statements
 my $log_start = -s $local->logfile;
 

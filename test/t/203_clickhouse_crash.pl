@@ -25,16 +25,8 @@ use CtasFed::Test;
 
 my $ch    = start_clickhouse();
 my $local = new_cluster('local');
-my $chpw  = $ch->{password};
-my $churl = $ch->{url};
 
-$local->safe_psql('postgres', qq{
-CREATE EXTENSION ctas_fed;
-CREATE SERVER lake FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'clickhouse', url '$churl');
-CREATE USER MAPPING FOR PUBLIC SERVER lake OPTIONS (user 'default', password '$chpw');
-});
-$ch->query('CREATE DATABASE dw');
+clickhouse_catalog($local, $ch);
 
 sub scratch_tables
 {

@@ -34,11 +34,9 @@ my $chpw = $ch->{password};
 my $rport = $remote->port;
 
 my $local = new_cluster('local');
+clickhouse_catalog($local, $ch, url => $purl,
+	options => { connect_timeout => 2 });
 $local->safe_psql('postgres', qq{
-CREATE EXTENSION ctas_fed;
-CREATE SERVER lake FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'clickhouse', url '$purl', connect_timeout '2');
-CREATE USER MAPPING FOR PUBLIC SERVER lake OPTIONS (user 'default', password '$chpw');
 CREATE SERVER lake2 FOREIGN DATA WRAPPER ctas_fed
   OPTIONS (type 'clickhouse', url '$purl', connect_timeout '2');
 CREATE USER MAPPING FOR PUBLIC SERVER lake2 OPTIONS (user 'default', password '$chpw');
@@ -48,7 +46,6 @@ CREATE USER MAPPING FOR PUBLIC SERVER wh OPTIONS (user 'loader', password 'secre
 CREATE TABLE src AS
   SELECT g AS id, md5(g::text) AS label FROM generate_series(1, 300) g;
 });
-$ch->query('CREATE DATABASE dw');
 my $digest = sql_digest($local, 'postgres', 'SELECT id, label FROM src');
 
 my $n = 0;

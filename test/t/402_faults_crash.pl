@@ -34,11 +34,8 @@ my $churl = $ch->{url};
 my $rport = $remote->port;
 
 my $local = new_cluster('local');
+clickhouse_catalog($local, $ch, options => { connect_timeout => 2 });
 $local->safe_psql('postgres', qq{
-CREATE EXTENSION ctas_fed;
-CREATE SERVER lake FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'clickhouse', url '$churl', connect_timeout '2');
-CREATE USER MAPPING FOR PUBLIC SERVER lake OPTIONS (user 'default', password '$chpw');
 CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
   OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw',
            connect_timeout '2');
@@ -46,7 +43,6 @@ CREATE USER MAPPING FOR PUBLIC SERVER wh OPTIONS (user 'loader', password 'secre
 CREATE TABLE src AS
   SELECT g AS id, md5(g::text) AS label FROM generate_series(1, 300) g;
 });
-$ch->query('CREATE DATABASE dw');
 my $digest = sql_digest($local, 'postgres', 'SELECT id, label FROM src');
 my $sysid = $local->safe_psql('postgres',
 	'SELECT system_identifier FROM pg_control_system()');

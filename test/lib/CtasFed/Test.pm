@@ -1532,4 +1532,62 @@ sub DESTROY
 	return;
 }
 
+
+#############################################################################
+# The ClickHouse catalog of a test.  Added as one block so that it merges
+# apart from the rest of the package.
+#############################################################################
+
+package CtasFed::Test;
+
+=pod
+
+=head2 A ClickHouse catalog
+
+=over
+
+=item clickhouse_catalog($node, $ch, %opts)
+
+The set-up that most ClickHouse tests share.  In database C<postgres> of
+$node: C<CREATE EXTENSION ctas_fed>, a catalog (foreign server) of type
+C<clickhouse> whose C<url> is that of $ch, and a user mapping C<FOR PUBLIC>
+with ClickHouse's user C<default> and $ch's password.  In ClickHouse: the
+database C<dw>.  Dies when a statement fails.  Options:
+
+  name       the catalog's name (default lake)
+  url        another url (a fault proxy in front of $ch, for instance)
+  options    more server options, { connect_timeout => 2, timeout => 10 }
+  extension  0: the extension exists already
+  database   the ClickHouse database to create (default dw); undef: none
+
+=back
+
+=cut
+
+sub clickhouse_catalog
+{
+	my ($node, $ch, %opts) = @_;
+	my $name = $opts{name} // 'lake';
+	my %options = (%{ $opts{options} // {} }, type => 'clickhouse',
+		url => $opts{url} // $ch->{url});
+	my $server_options = join(', ',
+		map { "$_ " . _sql_literal($options{$_}) }
+		  ('type', 'url', grep { $_ ne 'type' && $_ ne 'url' } sort keys %options));
+	my $db = exists $opts{database} ? $opts{database} : 'dw';
+	my $sql = '';
+
+	$sql .= "CREATE EXTENSION ctas_fed;\n" if $opts{extension} // 1;
+	$sql .= sprintf("CREATE SERVER %s FOREIGN DATA WRAPPER ctas_fed OPTIONS (%s);\n",
+		_sql_ident($name), $server_options);
+	$sql .= sprintf(
+		"CREATE USER MAPPING FOR PUBLIC SERVER %s OPTIONS (user 'default', password %s);\n",
+		_sql_ident($name), _sql_literal($ch->{password}));
+	$node->safe_psql('postgres', $sql);
+	$ch->query('CREATE DATABASE ' . $db) if defined $db;
+	return;
+}
+
+push @EXPORT, qw(clickhouse_catalog);
+
+
 1;

@@ -59,6 +59,11 @@ else ifneq ($(filter-out deps test demo,$(or $(MAKECMDGOALS),all)),)
 $(error $(PG_CONFIG) not found: install postgresql-server-dev-15 ("make deps" as root) or set PG_CONFIG)
 endif
 
+# PGXS tracks header dependencies only when PostgreSQL was configured with
+# --enable-depend: make every object depend on every header of ours, so that
+# a changed struct never meets an object compiled against the old one.
+$(OBJS): $(wildcard src/*.h src/*/*.h)
+
 .PHONY: deps test demo bench
 deps:
 	bash test/bootstrap.sh

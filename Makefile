@@ -13,11 +13,16 @@ OBJS = \
 	src/catalog.o \
 	src/connection.o \
 	src/ctas.o \
+	src/clickhouse/ddl.o \
+	src/clickhouse/resolve.o \
+	src/clickhouse/rowbinary.o \
+	src/clickhouse/types.o \
+	src/clickhouse/writer.o \
+	src/clickhouse/xact.o \
 	src/http.o \
 	src/jobs.o \
 	src/metrics.o \
 	src/remote.o \
-	src/target_clickhouse.o \
 	src/target_postgres.o \
 	src/typemap.o \
 	src/utility.o \

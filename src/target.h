@@ -5,7 +5,7 @@
  *
  * A target is one kind of external catalog (PostgreSQL, ClickHouse, ...).
  * Each one is a const CtasTargetRoutine of function pointers in its own
- * target_<kind>.c, reached through the catalog's type (catalog.c); no code
+ * files (target_postgres.c, src/clickhouse/), reached through the catalog's type (catalog.c); no code
  * outside a target file knows which kind it is talking to, as FdwRoutine
  * does for foreign-data wrappers.
  *
@@ -259,7 +259,7 @@ extern void CtasEndTextOutput(int nestlevel);
 /* in target_postgres.c */
 extern const CtasTargetRoutine CtasPostgresTarget;
 
-/* in target_clickhouse.c */
+/* in clickhouse/writer.c */
 extern const CtasTargetRoutine CtasClickHouseTarget;
 
 #endif							/* CTAS_TARGET_H */

@@ -13,13 +13,15 @@ OBJS = \
 	src/catalog.o \
 	src/connection.o \
 	src/ctas.o \
+	src/clickhouse/client.o \
 	src/clickhouse/ddl.o \
 	src/clickhouse/resolve.o \
 	src/clickhouse/rowbinary.o \
 	src/clickhouse/types.o \
 	src/clickhouse/writer.o \
 	src/clickhouse/xact.o \
-	src/http.o \
+	src/hosts.o \
+	src/http/curl.o \
 	src/jobs.o \
 	src/metrics.o \
 	src/remote.o \

@@ -61,7 +61,7 @@
 #include "utils/timestamp.h"
 
 #include "connection.h"
-#include "http.h"
+#include "hosts.h"
 
 /* The cache: one entry per user mapping */
 static HTAB *conn_cache = NULL;

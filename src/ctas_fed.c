@@ -31,7 +31,7 @@
 #include "storage/ipc.h"
 #include "utils/guc.h"
 
-#include "http.h"
+#include "hosts.h"
 #include "jobs.h"
 #include "target.h"
 

@@ -104,7 +104,7 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
-#include "http.h"
+#include "http/curl.h"
 #include "jobs.h"
 #include "target.h"
 
@@ -546,7 +546,7 @@ deliver_webhooks(MemoryContext cxt)
 
 		for (attempt = 1; attempt <= WEBHOOK_ATTEMPTS; attempt++)
 		{
-			if (CtasHttpSend(ev.notify_url, "POST", "application/json", body,
+			if (CtasCurlSend(ev.notify_url, "POST", "application/json", body,
 							 WEBHOOK_TIMEOUT, &err))
 				break;
 			if (attempt < WEBHOOK_ATTEMPTS)
@@ -580,7 +580,7 @@ push_metrics(MemoryContext cxt)
 				   (int) strcspn(CtasPushgatewayUrl, "?#") -
 				   (CtasPushgatewayUrl[strlen(CtasPushgatewayUrl) - 1] == '/'),
 				   CtasPushgatewayUrl, GetSystemIdentifier());
-	if (!CtasHttpSend(url, "PUT", "text/plain; version=0.0.4",
+	if (!CtasCurlSend(url, "PUT", "text/plain; version=0.0.4",
 					  CtasMetricsText(), WEBHOOK_TIMEOUT, &err))
 		ereport(LOG,
 				(errmsg("ctas_fed could not push metrics to the Pushgateway"),

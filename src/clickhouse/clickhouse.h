@@ -6,6 +6,7 @@
  * The target is split by concern; the extern blocks below, headed by the
  * file that defines them, are its map:
  *
+ *	client.c	the HTTP protocol of ClickHouse over src/http/curl.c
  *	types.c		ClickHouse type names and the type map
  *	ddl.c		quoting, small results, table options, CREATE TABLE
  *	rowbinary.c	the RowBinary encoder
@@ -14,7 +15,7 @@
  *	xact.c		pre_commit, post_commit, abort, subxact; durable records
  *	resolve.c	recovery from the durable records
  *
- * At most once: every request that changes something is sent once (http.c
+ * At most once: every request that changes something is sent once (client.c
  * never lets libcurl resend it); after a failure whose outcome is unknown
  * the server is asked what happened (system.tables, row counts).
  *
@@ -33,8 +34,61 @@
 #include "nodes/pg_list.h"
 #include "port/pg_crc32c.h"
 
-#include "http.h"
 #include "target.h"
+
+/* ClickHouse HTTP client (client.c) */
+typedef struct CtasHttp CtasHttp;
+typedef struct CtasHttpStream CtasHttpStream;
+
+/* Flags of CtasHttpTryQuery */
+#define CTAS_HTTP_CLEANUP		0x0001	/* commit/abort path: short deadline,
+										 * never aborted by an interrupt */
+#define CTAS_HTTP_MISSING_OK	0x0002	/* report "unknown table/database"
+										 * as success with a NULL result */
+
+/* Server version, read once per client */
+typedef struct CtasHttpVersion
+{
+	int			major;
+	int			minor;
+	int			patch;
+	const char *text;			/* as the server printed it */
+} CtasHttpVersion;
+
+/* in client.c */
+extern CtasHttp *CtasHttpCreate(const CtasCatalog *catalog,
+								MemoryContext cxt);
+extern const char *CtasHttpCatalogName(CtasHttp *http);
+extern const CtasHttpVersion *CtasHttpServerVersion(CtasHttp *http);
+extern bool CtasHttpServerVersionKnown(CtasHttp *http);
+extern bool CtasHttpVersionAtLeast(CtasHttp *http, int major, int minor);
+extern void CtasHttpAddSetting(CtasHttp *http, const char *name,
+							   const char *value);
+extern char *CtasHttpQuery(CtasHttp *http, const char *sql,
+						   const char *what);
+extern bool CtasHttpTryQuery(CtasHttp *http, const char *sql,
+							 const char *what, int flags,
+							 char **result, char **errdetail);
+extern void CtasHttpKillQuery(CtasHttp *http, const char *query_id);
+extern char *CtasHttpNewQueryId(void);
+
+extern CtasHttpStream *CtasHttpStreamOpen(CtasHttp *http, const char *sql,
+										  const char *what,
+										  MemoryContext cxt);
+extern void CtasHttpStreamWatch(CtasHttpStream *stream,
+								CtasHttpStream **slot);
+extern void CtasHttpStreamUnwatch(CtasHttpStream *stream);
+extern void CtasHttpStreamOnFailure(CtasHttpStream *stream,
+									void (*cb) (void *arg), void *arg);
+extern StringInfo CtasHttpStreamBuffer(CtasHttpStream *stream);
+extern void CtasHttpStreamFlush(CtasHttpStream *stream);
+extern void CtasHttpStreamFinish(CtasHttpStream *stream);
+extern void CtasHttpStreamClose(CtasHttpStream *stream);
+extern const char *CtasHttpStreamQueryId(CtasHttpStream *stream);
+extern uint64 CtasHttpStreamBytes(CtasHttpStream *stream);
+
+/* Size at which CtasHttpStreamFlush hands the buffer to the socket */
+#define CTAS_HTTP_STREAM_CHUNK	(1024 * 1024)
 
 /* ClickHouse types we can write */
 typedef enum ChKind

@@ -2,7 +2,7 @@
  *
  * writer.c
  *		  The ClickHouse writer: CREATE TABLE AS into a ClickHouse catalog
- *		  through its HTTP interface (http.c), and the routine of the target.
+ *		  through its HTTP interface (client.c), and the routine of the target.
  *
  * ClickHouse has no transactions, so an atomic load is built from objects
  * that only this transaction knows about, published at the very end

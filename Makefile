@@ -11,7 +11,6 @@ MODULE_big = ctas_fed
 OBJS = \
 	src/ctas_fed.o \
 	src/catalog.o \
-	src/connection.o \
 	src/ctas.o \
 	src/clickhouse/client.o \
 	src/clickhouse/ddl.o \
@@ -24,8 +23,11 @@ OBJS = \
 	src/http/curl.o \
 	src/jobs.o \
 	src/metrics.o \
+	src/postgres/connection.o \
+	src/postgres/resolve.o \
+	src/postgres/typemap.o \
+	src/postgres/writer.o \
 	src/remote.o \
-	src/target_postgres.o \
 	src/typemap.o \
 	src/utility.o \
 	src/worker.o \

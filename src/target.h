@@ -5,9 +5,9 @@
  *
  * A target is one kind of external catalog (PostgreSQL, ClickHouse, ...).
  * Each one is a const CtasTargetRoutine of function pointers in its own
- * files (target_postgres.c, src/clickhouse/), reached through the catalog's type (catalog.c); no code
- * outside a target file knows which kind it is talking to, as FdwRoutine
- * does for foreign-data wrappers.
+ * folder (src/postgres/, src/clickhouse/), reached through the catalog's
+ * type (catalog.c); no code outside a target's folder knows which kind it
+ * is talking to, as FdwRoutine does for foreign-data wrappers.
  *
  * Two objects are shared with the target:
  *
@@ -250,13 +250,9 @@ extern char *CtasFaultPoint;
 extern const char *CtasGidPrefix(void);
 
 /* in typemap.c */
-extern void CtasAppendCopyText(StringInfo buf, const char *s);
 extern List *CtasParseColumnTypes(const char *spec);
-extern char *CtasPostgresRemoteType(Oid typid, int32 typmod, bool *same_type);
-extern int	CtasBeginTextOutput(void);
-extern void CtasEndTextOutput(int nestlevel);
 
-/* in target_postgres.c */
+/* in postgres/writer.c */
 extern const CtasTargetRoutine CtasPostgresTarget;
 
 /* in clickhouse/writer.c */

@@ -48,8 +48,8 @@
  * Resolution connects to each PostgreSQL catalog once per user mapping, so
  * that a prepared transaction is finished by the remote role that prepared
  * it, and decides each of this cluster's gids from the commit status of the
- * local transaction it names (see target_postgres.c).  Gids of jobs whose
- * backend is still finishing them are left to that backend.  In each
+ * local transaction it names (see src/postgres/resolve.c).  Gids of jobs
+ * whose backend is still finishing them are left to that backend.  In each
  * database one resolution runs at a time (the resolver or a
  * ctas_fed.resolve_in_doubt() call): a session-level lock of that database
  * (CtasResolverLock).  Two databases whose catalogs reach the same remote

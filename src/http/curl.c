@@ -3,7 +3,7 @@
  * curl.c
  *		  The generic libcurl engine: one hardened HTTP transfer driven
  *		  inside a backend.  It takes a CtasCurlConfig, not a catalog; the
- *		  ClickHouse client (src/clickhouse/client.c) and the worker's
+ *		  HTTP client of a target (src/<target>/client.c) and the worker's
  *		  webhook and Pushgateway sender use it.  The rules, from STYLE.md
  *		  rule 5 and issue 5:
  *

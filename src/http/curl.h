@@ -8,7 +8,7 @@
  * the peer a CtasCurlConfig describes: its name for messages, timeouts,
  * extra header lines, and which response headers mark an answer of the
  * expected server.  It knows nothing of what it talks to; the protocol of
- * a target (src/clickhouse/client.c) and the worker's webhooks build on
+ * a target (src/<target>/client.c) and the worker's webhooks build on
  * it.  The fields below the "read by the caller" line are the outcome of
  * the last request.
  *
@@ -41,7 +41,7 @@ typedef enum CtasCurlResult
 /* What a transfer is for; copied by CtasCurlCreate */
 typedef struct CtasCurlConfig
 {
-	const char *peer;			/* for messages: ClickHouse catalog "x" */
+	const char *peer;			/* for messages, e.g. catalog "x" */
 	long		connect_timeout_ms;
 	long		timeout_ms;		/* inactivity limit */
 	const char *const *headers; /* extra header lines, NULL-terminated */

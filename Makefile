@@ -19,6 +19,7 @@ OBJS = \
 	src/clickhouse/types.o \
 	src/clickhouse/writer.o \
 	src/clickhouse/xact.o \
+	src/guc.o \
 	src/hosts.o \
 	src/http/curl.o \
 	src/jobs.o \

@@ -28,9 +28,6 @@
 
 #include "hosts.h"
 
-/* ctas_fed.allowed_hosts, defined in ctas_fed.c */
-char	   *CtasAllowedHosts = NULL;
-
 static bool hosts_next_entry(const char **p, char *buf, size_t bufsize);
 static bool hosts_entry_valid(const char *entry);
 static bool hosts_entry_matches(const char *entry, const char *host);

@@ -19,7 +19,6 @@
 #include "ctas_fed.h"
 
 /* in hosts.c */
-extern char *CtasAllowedHosts;
 extern bool CtasAllowedHostsCheck(char **newval, void **extra,
 								  GucSource source);
 extern bool CtasHostAllowed(const char *host);

@@ -216,8 +216,6 @@ struct CtasTargetRoutine
 extern const CtasTargetRoutine *CtasCatalogRoutine(const CtasCatalog *catalog);
 
 /* in ctas.c */
-extern bool CtasProgress;
-extern int	CtasProgressInterval;
 extern CtasLoad *CtasNewLoad(Oid serverid, RangeVar *rel, List *options);
 extern CtasLoad *CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt);
 extern void CtasBeginLoad(CtasLoad *load);
@@ -246,7 +244,6 @@ extern char *CtasMakeGid(CtasParticipant *part);
 extern char *CtasScratchName(const char *kind);
 extern void CtasXactAddJob(CtasParticipant *part, CtasJobRef job);
 extern const char *CtasLocalXactStatus(uint64 fxid);
-extern char *CtasFaultPoint;
 extern const char *CtasGidPrefix(void);
 
 /* in typemap.c */

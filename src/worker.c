@@ -108,12 +108,6 @@
 #include "jobs.h"
 #include "target.h"
 
-/* GUCs */
-int			CtasResolverNaptime = 60;
-int			CtasResolveTimeout = 30;
-char	   *CtasNotifyUrl = NULL;
-char	   *CtasPushgatewayUrl = NULL;
-
 #define WEBHOOK_ATTEMPTS	3
 #define WEBHOOK_TIMEOUT		5	/* seconds per attempt */
 

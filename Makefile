@@ -16,14 +16,24 @@ MODULE_big = ctas_fed
 OBJS = \
 	src/ctas_fed.o \
 	src/catalog.o \
-	src/connection.o \
 	src/ctas.o \
-	src/http.o \
+	src/clickhouse/client.o \
+	src/clickhouse/ddl.o \
+	src/clickhouse/resolve.o \
+	src/clickhouse/rowbinary.o \
+	src/clickhouse/types.o \
+	src/clickhouse/writer.o \
+	src/clickhouse/xact.o \
+	src/guc.o \
+	src/hosts.o \
+	src/http/curl.o \
 	src/jobs.o \
 	src/metrics.o \
+	src/postgres/connection.o \
+	src/postgres/resolve.o \
+	src/postgres/typemap.o \
+	src/postgres/writer.o \
 	src/remote.o \
-	src/target_clickhouse.o \
-	src/target_postgres.o \
 	src/typemap.o \
 	src/utility.o \
 	src/worker.o \

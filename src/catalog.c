@@ -49,7 +49,7 @@
 #include "utils/numeric.h"
 #include "utils/syscache.h"
 
-#include "http.h"
+#include "hosts.h"
 #include "target.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_handler);

@@ -59,10 +59,6 @@ typedef struct CtasDest
 	TimestampTz last_notice;
 } CtasDest;
 
-/* GUCs */
-bool		CtasProgress = false;
-int			CtasProgressInterval = 10;
-
 /* rows between two publications of a running job's counters */
 #define PROGRESS_EVERY_ROWS	1000
 

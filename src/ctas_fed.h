@@ -44,8 +44,19 @@ typedef struct CtasCatalog
 	char	   *notify_url;		/* status webhook, or NULL */
 } CtasCatalog;
 
-/* in ctas_fed.c */
+/* in guc.c */
 extern bool CtasPreloaded;
+extern int	CtasMaxJobs;
+extern int	CtasHistorySize;
+extern int	CtasResolverNaptime;
+extern int	CtasResolveTimeout;
+extern char *CtasNotifyUrl;
+extern char *CtasPushgatewayUrl;
+extern bool CtasProgress;
+extern int	CtasProgressInterval;
+extern char *CtasFaultPoint;
+extern char *CtasAllowedHosts;
+extern void CtasDefineSettings(void);
 extern void CtasCheckPreloaded(void);
 
 /* in catalog.c */

@@ -68,10 +68,6 @@ const double CtasDurationBuckets[CTAS_DURATION_BUCKETS] = {
 	0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800, 3600
 };
 
-/* GUCs */
-int			CtasMaxJobs = 64;
-int			CtasHistorySize = 1000;
-
 typedef struct JobsShared
 {
 	LWLock	   *lock;

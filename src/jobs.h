@@ -105,8 +105,6 @@ typedef struct CtasJobsSnapshotData
 } CtasJobsSnapshotData;
 
 /* in jobs.c */
-extern int	CtasMaxJobs;
-extern int	CtasHistorySize;
 extern const double CtasDurationBuckets[CTAS_DURATION_BUCKETS];
 extern void CtasJobsShmemRequest(void);
 extern void CtasJobsShmemStartup(void);
@@ -132,10 +130,6 @@ extern char *CtasMetricsText(void);
 extern char *CtasJobEventJson(const CtasJobEvent *ev);
 
 /* in worker.c */
-extern int	CtasResolverNaptime;
-extern int	CtasResolveTimeout;
-extern char *CtasNotifyUrl;
-extern char *CtasPushgatewayUrl;
 extern void CtasWorkerRegister(void);
 extern void CtasWorkerShmemRequest(void);
 extern void CtasWorkerShmemStartup(void);

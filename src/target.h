@@ -5,9 +5,9 @@
  *
  * A target is one kind of external catalog (PostgreSQL, ClickHouse, ...).
  * Each one is a const CtasTargetRoutine of function pointers in its own
- * target_<kind>.c, reached through the catalog's type (catalog.c); no code
- * outside a target file knows which kind it is talking to, as FdwRoutine
- * does for foreign-data wrappers.
+ * folder (src/postgres/, src/clickhouse/), reached through the catalog's
+ * type (catalog.c); no code outside a target's folder knows which kind it
+ * is talking to, as FdwRoutine does for foreign-data wrappers.
  *
  * Two objects are shared with the target:
  *
@@ -216,8 +216,6 @@ struct CtasTargetRoutine
 extern const CtasTargetRoutine *CtasCatalogRoutine(const CtasCatalog *catalog);
 
 /* in ctas.c */
-extern bool CtasProgress;
-extern int	CtasProgressInterval;
 extern CtasLoad *CtasNewLoad(Oid serverid, RangeVar *rel, List *options);
 extern CtasLoad *CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt);
 extern void CtasBeginLoad(CtasLoad *load);
@@ -246,20 +244,15 @@ extern char *CtasMakeGid(CtasParticipant *part);
 extern char *CtasScratchName(const char *kind);
 extern void CtasXactAddJob(CtasParticipant *part, CtasJobRef job);
 extern const char *CtasLocalXactStatus(uint64 fxid);
-extern char *CtasFaultPoint;
 extern const char *CtasGidPrefix(void);
 
 /* in typemap.c */
-extern void CtasAppendCopyText(StringInfo buf, const char *s);
 extern List *CtasParseColumnTypes(const char *spec);
-extern char *CtasPostgresRemoteType(Oid typid, int32 typmod, bool *same_type);
-extern int	CtasBeginTextOutput(void);
-extern void CtasEndTextOutput(int nestlevel);
 
-/* in target_postgres.c */
+/* in postgres/writer.c */
 extern const CtasTargetRoutine CtasPostgresTarget;
 
-/* in target_clickhouse.c */
+/* in clickhouse/writer.c */
 extern const CtasTargetRoutine CtasClickHouseTarget;
 
 #endif							/* CTAS_TARGET_H */

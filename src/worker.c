@@ -48,8 +48,8 @@
  * Resolution connects to each PostgreSQL catalog once per user mapping, so
  * that a prepared transaction is finished by the remote role that prepared
  * it, and decides each of this cluster's gids from the commit status of the
- * local transaction it names (see target_postgres.c).  Gids of jobs whose
- * backend is still finishing them are left to that backend.  In each
+ * local transaction it names (see src/postgres/resolve.c).  Gids of jobs
+ * whose backend is still finishing them are left to that backend.  In each
  * database one resolution runs at a time (the resolver or a
  * ctas_fed.resolve_in_doubt() call): a session-level lock of that database
  * (CtasResolverLock).  Two databases whose catalogs reach the same remote
@@ -104,15 +104,9 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
-#include "http.h"
+#include "http/curl.h"
 #include "jobs.h"
 #include "target.h"
-
-/* GUCs */
-int			CtasResolverNaptime = 60;
-int			CtasResolveTimeout = 30;
-char	   *CtasNotifyUrl = NULL;
-char	   *CtasPushgatewayUrl = NULL;
 
 #define WEBHOOK_ATTEMPTS	3
 #define WEBHOOK_TIMEOUT		5	/* seconds per attempt */
@@ -546,7 +540,7 @@ deliver_webhooks(MemoryContext cxt)
 
 		for (attempt = 1; attempt <= WEBHOOK_ATTEMPTS; attempt++)
 		{
-			if (CtasHttpSend(ev.notify_url, "POST", "application/json", body,
+			if (CtasCurlSend(ev.notify_url, "POST", "application/json", body,
 							 WEBHOOK_TIMEOUT, &err))
 				break;
 			if (attempt < WEBHOOK_ATTEMPTS)
@@ -580,7 +574,7 @@ push_metrics(MemoryContext cxt)
 				   (int) strcspn(CtasPushgatewayUrl, "?#") -
 				   (CtasPushgatewayUrl[strlen(CtasPushgatewayUrl) - 1] == '/'),
 				   CtasPushgatewayUrl, GetSystemIdentifier());
-	if (!CtasHttpSend(url, "PUT", "text/plain; version=0.0.4",
+	if (!CtasCurlSend(url, "PUT", "text/plain; version=0.0.4",
 					  CtasMetricsText(), WEBHOOK_TIMEOUT, &err))
 		ereport(LOG,
 				(errmsg("ctas_fed could not push metrics to the Pushgateway"),

@@ -54,9 +54,6 @@
 static List *participants = NIL;
 static int	scratch_counter = 0;
 
-/* GUC ctas_fed.fault_point (tests only, superuser only) */
-char	   *CtasFaultPoint = NULL;
-
 /* a job of a participant, with the nesting level that did it */
 typedef struct XactJob
 {

@@ -1,22 +1,36 @@
 /*-------------------------------------------------------------------------
  *
- * connection.h
- *		  libpq connections of the PostgreSQL target (connection.c).
+ * postgres_target.h
+ *		  Private declarations of the PostgreSQL target (src/postgres/).
+ *
+ * The extern blocks below, headed by the file that defines them, are the
+ * target's module map:
+ *
+ *	connection.c	libpq connections: cache, interruptible waits, remote
+ *					errors, COPY with back-pressure
+ *	typemap.c		PostgreSQL -> PostgreSQL type map, COPY text encoding
+ *	writer.c		the writer and its transaction steps; the routine
+ *					CtasPostgresTarget
+ *	resolve.c		recovery of prepared transactions
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
- *		  src/connection.h
+ *		  src/postgres/postgres_target.h
  *
  *-------------------------------------------------------------------------
  */
-#ifndef CTAS_CONNECTION_H
-#define CTAS_CONNECTION_H
+#ifndef CTAS_POSTGRES_TARGET_H
+#define CTAS_POSTGRES_TARGET_H
 
 #include "libpq-fe.h"
 #include "utils/timestamp.h"
 
 #include "ctas_fed.h"
+#include "target.h"
+
+/* how long the commit and abort paths wait for the remote, in ms */
+#define CLEANUP_TIMEOUT_MS	30000
 
 /* A cached connection, one per user mapping */
 typedef struct CtasConn
@@ -56,4 +70,16 @@ extern void CtasPgPutCopyData(PGconn *conn, CtasCatalog *catalog,
 extern uint64 CtasPgEndCopy(PGconn *conn, CtasCatalog *catalog,
 							const char *sql);
 
-#endif							/* CTAS_CONNECTION_H */
+/* in typemap.c */
+extern void CtasAppendCopyText(StringInfo buf, const char *s);
+extern char *CtasPostgresRemoteType(Oid typid, int32 typmod, bool *same_type);
+extern int	CtasBeginTextOutput(void);
+extern void CtasEndTextOutput(int nestlevel);
+
+/* in resolve.c */
+extern void CtasPgResolve(CtasCatalog *catalog,
+						  void (*emit) (void *arg, const char *object,
+										const char *action),
+						  void *arg);
+
+#endif							/* CTAS_POSTGRES_TARGET_H */

@@ -14,7 +14,7 @@
  * socket is waited for with WaitLatchOrSocket and interrupts are checked,
  * so cancel and statement_timeout take effect promptly.  A statement
  * interrupted while the remote is busy leaves the connection "busy"; the
- * abort path (target_postgres.c) cancels the remote command with a bounded
+ * abort path (writer.c) cancels the remote command with a bounded
  * wait.
  *
  * Every connection is accounted for with AcquireExternalFD.
@@ -39,7 +39,7 @@
  * Portions Copyright (c) 2012-2022, PostgreSQL Global Development Group
  *
  * IDENTIFICATION
- *		  src/connection.c
+ *		  src/postgres/connection.c
  *
  *-------------------------------------------------------------------------
  */
@@ -60,8 +60,8 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "connection.h"
-#include "http.h"
+#include "postgres_target.h"
+#include "hosts.h"
 
 /* The cache: one entry per user mapping */
 static HTAB *conn_cache = NULL;

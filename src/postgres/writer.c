@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * target_postgres.c
+ * writer.c
  *		  The writer for catalogs of type 'postgres': CREATE TABLE and COPY
  *		  over libpq in a remote transaction that is prepared at local
  *		  pre-commit and committed after the local commit.
@@ -32,7 +32,7 @@
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
- *		  src/target_postgres.c
+ *		  src/postgres/writer.c
  *
  *-------------------------------------------------------------------------
  */
@@ -47,14 +47,10 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
-#include "connection.h"
-#include "target.h"
+#include "postgres_target.h"
 
 /* bytes of COPY data collected before they are handed to libpq */
 #define COPY_BUFFER_SIZE	(64 * 1024)
-
-/* how long the commit and abort paths wait for the remote, in ms */
-#define CLEANUP_TIMEOUT_MS	30000
 
 /*
  * How long an abort waits for a remote command or COPY to stop, and for the
@@ -107,10 +103,6 @@ static void pg_list_columns(CtasCatalog *catalog, const char *schema,
 							void (*emit) (void *arg, const char *name,
 										  const char *type, bool nullable),
 							void *arg);
-static void pg_resolve(CtasCatalog *catalog,
-					   void (*emit) (void *arg, const char *object,
-									 const char *action),
-					   void *arg);
 
 const CtasTargetRoutine CtasPostgresTarget = {
 	.type_name = "postgres",
@@ -128,7 +120,7 @@ const CtasTargetRoutine CtasPostgresTarget = {
 	.subxact = pg_subxact,
 	.list_tables = pg_list_tables,
 	.list_columns = pg_list_columns,
-	.resolve = pg_resolve,
+	.resolve = CtasPgResolve,
 };
 
 /*
@@ -1234,86 +1226,4 @@ pg_list_columns(CtasCatalog *catalog, const char *schema, const char *table,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation \"%s.%s\" does not exist in catalog \"%s\"",
 						schema, table, catalog->name)));
-}
-
-/*
- * pg_resolve
- *		Decide every prepared transaction of this cluster on the catalog's
- *		database from the commit status of the local transaction its gid
- *		names: committed -> COMMIT PREPARED, aborted -> ROLLBACK PREPARED,
- *		in progress or unknown -> left alone and reported.
- */
-static void
-pg_resolve(CtasCatalog *catalog,
-		   void (*emit) (void *arg, const char *object, const char *action),
-		   void *arg)
-{
-	PGconn	   *volatile conn = CtasPgConnectFresh(catalog);
-
-	PG_TRY();
-	{
-		const char *prefix = CtasGidPrefix();
-		PGresult   *res;
-		int			i;
-		List	   *gids = NIL;
-		ListCell   *lc;
-
-		res = CtasPgQuery(conn, catalog,
-						  psprintf("SELECT gid FROM pg_catalog.pg_prepared_xacts "
-								   "WHERE database = pg_catalog.current_database() "
-								   "AND pg_catalog.starts_with(gid, %s) "
-								   "AND (owner = current_user OR (SELECT rolsuper FROM pg_catalog.pg_roles "
-								   "WHERE rolname = current_user)) ORDER BY prepared",
-								   quote_literal_cstr(prefix)));
-		for (i = 0; i < PQntuples(res); i++)
-			gids = lappend(gids, pstrdup(PQgetvalue(res, i, 0)));
-		PQclear(res);
-
-		foreach(lc, gids)
-		{
-			char	   *gid = lfirst(lc);
-			uint64		fxid;
-			char	   *end;
-			const char *status;
-
-			fxid = strtou64(gid + strlen(prefix), &end, 10);
-			if (*end != '_')
-			{
-				emit(arg, gid, "skipped: not a gid of ctas_fed");
-				continue;
-			}
-			if (CtasJobsGidIsLive(gid))
-			{
-				emit(arg, gid, "left: its backend is finishing it");
-				continue;
-			}
-			status = CtasLocalXactStatus(fxid);
-			if (status == NULL)
-				emit(arg, gid, "left: local transaction status unknown");
-			else if (strcmp(status, "committed") == 0 ||
-					 strcmp(status, "aborted") == 0)
-			{
-				bool		commit = strcmp(status, "committed") == 0;
-				char	   *msg;
-
-				if (CtasPgExecBounded(conn,
-									  psprintf("%s PREPARED %s",
-											   commit ? "COMMIT" : "ROLLBACK",
-											   quote_literal_cstr(gid)),
-									  CLEANUP_TIMEOUT_MS, &msg))
-					emit(arg, gid, commit ? "committed" : "rolled back");
-				else
-					emit(arg, gid, psprintf("failed to %s: %s",
-											commit ? "commit" : "roll back",
-											msg));
-			}
-			else
-				emit(arg, gid, "left: local transaction in progress");
-		}
-	}
-	PG_FINALLY();
-	{
-		CtasPgCloseFresh(conn);
-	}
-	PG_END_TRY();
 }

@@ -1,0 +1,320 @@
+/*-------------------------------------------------------------------------
+ *
+ * clickhouse.h
+ *		  Private declarations of the ClickHouse target (src/clickhouse/).
+ *
+ * The target is split by concern; the extern blocks below, headed by the
+ * file that defines them, are its map:
+ *
+ *	client.c	the HTTP protocol of ClickHouse over src/http/curl.c
+ *	types.c		ClickHouse type names and the type map
+ *	ddl.c		quoting, small results, table options, CREATE TABLE
+ *	rowbinary.c	the RowBinary encoder
+ *	writer.c	begin_load, put_row, end_load, DROP TABLE, EXPLAIN, listing,
+ *				and the routine CtasClickHouseTarget
+ *	xact.c		pre_commit, post_commit, abort, subxact; durable records
+ *	resolve.c	recovery from the durable records
+ *
+ * At most once: every request that changes something is sent once (client.c
+ * never lets libcurl resend it); after a failure whose outcome is unknown
+ * the server is asked what happened (system.tables, row counts).
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/clickhouse/clickhouse.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CTAS_CLICKHOUSE_H
+#define CTAS_CLICKHOUSE_H
+
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
+#include "port/pg_crc32c.h"
+
+#include "target.h"
+
+/* ClickHouse HTTP client (client.c) */
+typedef struct CtasHttp CtasHttp;
+typedef struct CtasHttpStream CtasHttpStream;
+
+/* Flags of CtasHttpTryQuery */
+#define CTAS_HTTP_CLEANUP		0x0001	/* commit/abort path: short deadline,
+										 * never aborted by an interrupt */
+#define CTAS_HTTP_MISSING_OK	0x0002	/* report "unknown table/database"
+										 * as success with a NULL result */
+
+/* Server version, read once per client */
+typedef struct CtasHttpVersion
+{
+	int			major;
+	int			minor;
+	int			patch;
+	const char *text;			/* as the server printed it */
+} CtasHttpVersion;
+
+/* in client.c */
+extern CtasHttp *CtasHttpCreate(const CtasCatalog *catalog,
+								MemoryContext cxt);
+extern const char *CtasHttpCatalogName(CtasHttp *http);
+extern const CtasHttpVersion *CtasHttpServerVersion(CtasHttp *http);
+extern bool CtasHttpServerVersionKnown(CtasHttp *http);
+extern bool CtasHttpVersionAtLeast(CtasHttp *http, int major, int minor);
+extern void CtasHttpAddSetting(CtasHttp *http, const char *name,
+							   const char *value);
+extern char *CtasHttpQuery(CtasHttp *http, const char *sql,
+						   const char *what);
+extern bool CtasHttpTryQuery(CtasHttp *http, const char *sql,
+							 const char *what, int flags,
+							 char **result, char **errdetail);
+extern void CtasHttpKillQuery(CtasHttp *http, const char *query_id);
+extern char *CtasHttpNewQueryId(void);
+
+extern CtasHttpStream *CtasHttpStreamOpen(CtasHttp *http, const char *sql,
+										  const char *what,
+										  MemoryContext cxt);
+extern void CtasHttpStreamWatch(CtasHttpStream *stream,
+								CtasHttpStream **slot);
+extern void CtasHttpStreamUnwatch(CtasHttpStream *stream);
+extern void CtasHttpStreamOnFailure(CtasHttpStream *stream,
+									void (*cb) (void *arg), void *arg);
+extern StringInfo CtasHttpStreamBuffer(CtasHttpStream *stream);
+extern void CtasHttpStreamFlush(CtasHttpStream *stream);
+extern void CtasHttpStreamFinish(CtasHttpStream *stream);
+extern void CtasHttpStreamClose(CtasHttpStream *stream);
+extern const char *CtasHttpStreamQueryId(CtasHttpStream *stream);
+extern uint64 CtasHttpStreamBytes(CtasHttpStream *stream);
+
+/* Size at which CtasHttpStreamFlush hands the buffer to the socket */
+#define CTAS_HTTP_STREAM_CHUNK	(1024 * 1024)
+
+/* ClickHouse types we can write */
+typedef enum ChKind
+{
+	CHK_INT8,
+	CHK_INT16,
+	CHK_INT32,
+	CHK_INT64,
+	CHK_UINT8,
+	CHK_UINT16,
+	CHK_UINT32,
+	CHK_UINT64,
+	CHK_FLOAT32,
+	CHK_FLOAT64,
+	CHK_DECIMAL,
+	CHK_STRING,
+	CHK_FIXEDSTRING,
+	CHK_DATE,
+	CHK_DATETIME,
+	CHK_UUID,
+	CHK_ENUM8,
+	CHK_ENUM16,
+	CHK_ARRAY
+} ChKind;
+
+/* A parsed ClickHouse type */
+typedef struct ChType
+{
+	ChKind		kind;
+	bool		nullable;		/* Nullable(...) */
+	bool		lowcard;		/* LowCardinality(...): same wire format */
+	int			precision;		/* Decimal */
+	int			scale;			/* Decimal */
+	int			length;			/* FixedString */
+	char	   *tz;				/* DateTime('tz'), or NULL */
+	int			nenum;			/* Enum8/16 */
+	char	  **enum_names;
+	int		   *enum_values;
+	struct ChType *elem;		/* Array */
+} ChType;
+
+/* What a local value is, for the encoders */
+typedef enum ChSrc
+{
+	SRC_INT2,
+	SRC_INT4,
+	SRC_INT8,
+	SRC_FLOAT4,
+	SRC_FLOAT8,
+	SRC_NUMERIC,
+	SRC_BOOL,
+	SRC_TEXT,					/* text, varchar, bpchar */
+	SRC_NAME,
+	SRC_BYTEA,
+	SRC_DATE,
+	SRC_TIMESTAMP,				/* timestamp and timestamptz */
+	SRC_UUID,
+	SRC_ARRAY,
+	SRC_OTHER					/* anything else: its text output */
+} ChSrc;
+
+struct ChColumn;
+
+/* How one value (a column, or an array element) is encoded */
+typedef struct ChEnc
+{
+	ChType	   *type;
+	ChSrc		src;
+	Oid			typid;			/* local type (domains stripped) */
+	FmgrInfo	out;			/* its output function */
+	bool		via_text;		/* convert through text first */
+	FmgrInfo	in;				/* input function of the canonical type */
+	Oid			in_ioparam;
+	ChSrc		in_src;
+	struct ChEnc *elem;			/* Array */
+	int16		elmlen;
+	bool		elmbyval;
+	char		elmalign;
+	struct ChColumn *col;
+} ChEnc;
+
+typedef struct ChColumn
+{
+	const char *name;
+	bool		key;			/* sorting, partition or primary key */
+	bool		frac_notice;	/* NOTICE about fractional seconds given */
+	bool		time_notice;	/* NOTICE about a dropped time of day given */
+	ChEnc		enc;
+} ChColumn;
+
+/* What one statement did to the catalog in this transaction */
+typedef enum ChActionKind
+{
+	CH_CREATE,					/* stage renamed to target at commit */
+	CH_REPLACE,					/* target renamed away, stage renamed in */
+	CH_APPEND,					/* stage's rows moved into target */
+	CH_DROP						/* target renamed away, dropped after */
+} ChActionKind;
+
+typedef struct ChAction
+{
+	ChActionKind kind;
+	char	   *db;
+	char	   *table;			/* the target */
+	char	   *stage;			/* staging table, or NULL (CH_DROP) */
+	char	   *old;			/* replace/drop: where the target goes */
+	char	   *marker;			/* create: commit marker, see CtasChPreCommit */
+	char	   *source;			/* append: table the stage copies */
+	int			level;			/* subtransaction nesting level */
+	bool		loaded;			/* end_load checked the stage */
+	uint64		rows;
+	/* progress of pre_commit, for undo */
+	bool		old_moved;
+	bool		stage_moved;
+	bool		appended;
+	bool		marker_made;
+	bool		publishing;		/* pre_commit sent a request for it */
+} ChAction;
+
+/* Per transaction and user mapping: part->private */
+typedef struct ChXact
+{
+	CtasHttp   *http;			/* in part->cxt */
+	List	   *actions;		/* ChAction *, oldest first */
+	CtasHttpStream *stream;		/* open INSERT, watched; or NULL */
+	char	   *stream_qid;		/* its query_id until it is closed */
+	int			stream_level;
+	char		record_path[MAXPGPATH]; /* durable record, or "" */
+	int			record_fd;		/* open on it, flock'd; or -1 */
+} ChXact;
+
+/* Per statement: load->private */
+typedef struct ChLoad
+{
+	CtasHttp   *http;
+	ChXact	   *xs;				/* NULL in streaming mode */
+	ChAction   *action;			/* atomic mode */
+	bool		streaming;
+	char	   *db;
+	char	   *insert_table;	/* where the rows go */
+	char	   *insert_sql;
+	char	   *engine;			/* engine name of insert_table */
+	int			ncols;
+	ChColumn   *cols;
+	CtasHttpStream *stream;
+	MemoryContext stream_cxt;	/* owns stream; deleted when it is done */
+	uint64		rows;			/* rows encoded */
+	uint64		block_rows;		/* streaming: rows in the open INSERT */
+	uint64		count_before;	/* streaming append: rows already there */
+	CtasLoad   *load;
+} ChLoad;
+
+/* Date and DateTime range of ClickHouse 18.16 (its date tables end 2105) */
+#define CH_MAX_DATE_YEAR	2105
+
+/* Deepest nesting of type constructors (Array, Nullable...) we parse */
+#define CH_MAX_TYPE_DEPTH	32
+
+/*
+ * Deepest nesting of brackets in a table option: ClickHouse 18.16 parses
+ * recursively without a depth limit, and a few hundred levels crash the
+ * server (a stack overflow, every query of every user lost).
+ */
+#define CH_MAX_EXPR_DEPTH	32
+
+/* Durable records of a transaction (xact.c, read by resolve.c) */
+#define CH_RECORD_DIR		"pg_ctas_fed"
+#define CH_RECORD_MAGIC		"ctas_fed clickhouse"
+#define CH_RECORD_VERSION	"1"
+#define CH_RECORD_MAX_SIZE	(64 * 1024 * 1024)
+
+/* in types.c */
+extern void CtasChSkipWs(const char **p);
+extern ChType *CtasChParseType(const char *text, bool *too_deep);
+extern void CtasChAppendType(StringInfo buf, const ChType *t);
+extern char *CtasChTypeText(const ChType *t);
+extern bool CtasChIsKey(CtasLoad *load, const CtasColumn *col);
+extern void CtasChMapColumn(CtasLoad *load, CtasColumn *col);
+
+/* in ddl.c */
+extern void CtasChAppendIdent(StringInfo buf, const char *s);
+extern void CtasChAppendLiteral(StringInfo buf, const char *s);
+extern char *CtasChQname(const char *db, const char *table);
+extern char *CtasChLit(const char *s);
+extern char *CtasChDisplay(const char *db, const char *table);
+extern List *CtasChTsv(const char *body, int *nfields);
+extern uint64 CtasChParseCount(CtasHttp *http, const char *body,
+							   const char *what);
+extern void CtasChCheckOptions(CtasLoad *load);
+extern char *CtasChEngineName(const char *engine);
+extern bool CtasChIsMergetree(const char *engine_name);
+extern char *CtasChCreateSql(CtasLoad *load, ChColumn *cols, const char *db,
+							 const char *name);
+
+/* in rowbinary.c */
+extern ChColumn *CtasChSetupColumns(CtasLoad *load, char **types);
+extern void CtasChPutValue(ChEnc *e, StringInfo buf, Datum v, bool isnull);
+
+/* in writer.c */
+extern ChAction *CtasChNewAction(CtasParticipant *part, ChXact *xs,
+								 ChActionKind kind, const char *db,
+								 const char *table);
+extern char *CtasChRemoteEngine(CtasHttp *http, const char *db,
+								const char *table);
+extern int CtasChCountCheckMode(const char *engine);
+
+/* in xact.c */
+extern void CtasChCheckVersion(CtasHttp *http);
+extern const char *const CtasChActionNames[CH_DROP + 1];
+extern pg_crc32c CtasChRecordCrc(const char *data, size_t len);
+extern void CtasChRecordWrite(CtasParticipant *part, ChXact *xs);
+extern ChXact *CtasChXact(CtasParticipant *part);
+extern bool CtasChCleanupFailed;
+extern bool CtasChCleanupDrop(CtasHttp *http, const char *db,
+							  const char *table, const char *what);
+extern bool CtasChUndoChecked(CtasHttp *http, ChAction *a, char **why);
+extern void CtasChPreCommit(CtasParticipant *part);
+extern void CtasChPostCommit(CtasParticipant *part);
+extern void CtasChAbort(CtasParticipant *part);
+extern void CtasChSubxact(CtasParticipant *part, SubXactEvent event,
+						  int level);
+
+/* in resolve.c */
+extern void CtasChResolve(CtasCatalog *catalog,
+						  void (*emit) (void *arg, const char *object,
+										const char *action),
+						  void *arg);
+
+#endif							/* CTAS_CLICKHOUSE_H */

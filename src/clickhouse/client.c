@@ -1,0 +1,1322 @@
+/*-------------------------------------------------------------------------
+ *
+ * client.c
+ *		  The ClickHouse protocol over the generic libcurl engine
+ *		  (src/http/curl.c): queries, streamed INSERTs, KILL QUERY.
+ *
+ * Everything ctas_fed sends to ClickHouse goes through here: small
+ * queries (DDL, SELECT count(), system tables) and one streamed INSERT per
+ * statement.  The engine's rules (no signals, http/https only, latch
+ * waits, inactivity timeouts, owned resources) hold for every request;
+ * on top of them:
+ *
+ *	- Timeouts come from the catalog: connect_timeout (default 10 s) and
+ *	  timeout (default 300 s, an inactivity limit).  Requests on commit and
+ *	  abort paths (CTAS_HTTP_CLEANUP) also have a total deadline of 30 s,
+ *	  as postgres_fdw's abort cleanup does.
+ *	- An interrupted request stops the remote query with KILL QUERY before
+ *	  CHECK_FOR_INTERRUPTS() raises PostgreSQL's own error.
+ *	- Credentials travel in the X-ClickHouse-User / X-ClickHouse-Key
+ *	  headers, never in a URL; no error message ever shows them.
+ *	- Every request carries a query_id of ours (CtasHttpNewQueryId), so that
+ *	  a request we gave up on can be stopped with KILL QUERY: ClickHouse
+ *	  goes on running an HTTP query whose client has gone.
+ *	- Every response is checked for a ClickHouse exception: the
+ *	  X-ClickHouse-Exception-Code header (newer servers), a non-200 status,
+ *	  and the body, which can end with "Code: N, ..." even after a 200
+ *	  status (18.16 streams the status line before the result).
+ *	- Only ClickHouse's own answers are read: one without an X-ClickHouse-*
+ *	  header and without a ClickHouse exception is "not a ClickHouse
+ *	  server", and nothing of its body reaches an error, a result or a log
+ *	  (a non-superuser's catalog can name any HTTP endpoint).
+ *	- A non-superuser's catalog needs a password (at the end of this file)
+ *	  and, when the superuser setting ctas_fed.allowed_hosts is set, a
+ *	  listed host (src/hosts.c).
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/clickhouse/client.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "commands/defrem.h"
+#include "foreign/foreign.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+
+#include "clickhouse.h"
+#include "hosts.h"
+#include "http/curl.h"
+
+#define CH_DEFAULT_CONNECT_TIMEOUT	10	/* s, option connect_timeout */
+#define CH_DEFAULT_TIMEOUT			300 /* s, option timeout */
+#define CH_CLEANUP_DEADLINE_MS		30000	/* commit/abort requests */
+#define CH_KILL_DEADLINE_MS			1000	/* KILL QUERY */
+#define CH_MAX_REMOTE_TEXT			1000	/* bytes of remote text shown */
+#define CH_MAX_SQL_TEXT				300 /* bytes of SQL in a context */
+
+struct CtasHttp
+{
+	MemoryContext cxt;
+	char	   *catalog;		/* catalog name, for messages */
+	char	   *base_url;		/* scheme://host[:port], no slash */
+	char	   *user;			/* or NULL */
+	char	   *password;		/* or NULL; never printed */
+	long		connect_timeout_ms;
+	long		timeout_ms;		/* inactivity limit */
+	int			timeout_s;		/* the same, for messages */
+	CtasCurl   *xfer;			/* reused for queries, or NULL */
+	CtasHttpVersion *version;	/* read once, or NULL */
+	char	   *settings;		/* "&name=value..." on every URL, or NULL */
+	char		inflight[96];	/* query_id of the query on xfer, or "" */
+	bool		unresponsive;	/* a request or KILL QUERY got no answer */
+};
+
+struct CtasHttpStream
+{
+	CtasHttp   *http;
+	CtasCurl   *xfer;
+	StringInfoData buf;			/* rows not yet taken by curl */
+	char	   *query_id;
+	char	   *sql;			/* for error contexts */
+	char	   *what;
+	bool		closed;			/* finished, failed or aborted */
+	CtasHttpStream **slot;		/* cleared when the stream goes away */
+	void		(*on_failure) (void *arg);	/* before the error is raised */
+	void	   *on_failure_arg;
+};
+
+/* A failed request, described for an ereport */
+typedef struct ch_failure
+{
+	int			sqlstate;
+	char	   *detail;
+	long		not_clickhouse; /* HTTP status of a foreign response, or 0 */
+} ch_failure;
+
+static uint32 query_serial = 0;
+
+static CtasCurl *ch_xfer_create(CtasHttp *http, MemoryContext cxt,
+								bool stream, bool must_succeed);
+static void ch_xfer_start(CtasCurl *t, const char *url, const char *body,
+						  StringInfo up);
+static char *ch_url(CtasHttp *http, CtasCurl *t, const char *query_id,
+					const char *sql_in_url, bool wait_end);
+static bool ch_check_response(CtasHttp *http, CtasCurl *t, CtasCurlResult rr,
+							  ch_failure *f, bool *missing);
+static bool ch_find_exception(const char *body, size_t len, bool at_end_only,
+							  int *code, const char **msg, size_t *msglen);
+static int	ch_code_sqlstate(int code);
+static char *ch_sanitize(const char *s, size_t len, size_t cap);
+static void ch_raise(CtasHttp *http, const char *what, const char *sql,
+					 ch_failure *f) pg_attribute_noreturn();
+static void ch_after_interrupt(CtasHttp *http, const char *what,
+							   const char *sql) pg_attribute_noreturn();
+static void ch_stream_fail(CtasHttpStream *s, CtasCurlResult rr);
+static bool ch_password_required(const CtasCatalog *catalog);
+static void ch_stream_reset_cb(void *arg);
+
+/*
+ * CtasHttpCreate
+ *		A client for the ClickHouse catalog, allocated in cxt.
+ *
+ * Reads url, connect_timeout and timeout from the server options and user
+ * and password from the user mapping.  No connection is made yet.  All
+ * curl resources the client acquires later are released when cxt is reset
+ * or deleted.  ereport(ERROR) when the catalog has no url, when a
+ * non-superuser's mapping has no password (2F003) and when the catalog of
+ * a non-superuser names a host that ctas_fed.allowed_hosts does not list
+ * (42501).
+ */
+CtasHttp *
+CtasHttpCreate(const CtasCatalog *catalog, MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	CtasHttp   *http;
+	const char *url;
+	const char *v;
+	size_t		len;
+
+	CtasCurlInit();
+
+	url = CtasCatalogOption(catalog, "url");
+	if (url == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("ClickHouse catalog \"%s\" has no url", catalog->name)));
+
+	http = palloc0(sizeof(CtasHttp));
+	http->cxt = cxt;
+	http->catalog = pstrdup(catalog->name);
+	http->base_url = pstrdup(url);
+	len = strlen(http->base_url);
+	while (len > 0 && http->base_url[len - 1] == '/')
+		http->base_url[--len] = '\0';
+
+	v = CtasCatalogOption(catalog, "user");
+	http->user = v ? pstrdup(v) : NULL;
+	v = CtasCatalogOption(catalog, "password");
+	http->password = v ? pstrdup(v) : NULL;
+
+	/* the rules of a non-superuser's catalog, checked on every use */
+	CtasCheckCatalogHosts(catalog);
+	if ((http->password == NULL || http->password[0] == '\0') &&
+		ch_password_required(catalog))
+		ereport(ERROR,
+				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
+				 errmsg("password is required"),
+				 errdetail("Non-superusers must provide a password in the user mapping of ClickHouse catalog \"%s\".",
+						   catalog->name),
+				 errhint("Set the password option of the user mapping, or have a superuser set password_required 'false' on it.")));
+
+	v = CtasCatalogOption(catalog, "connect_timeout");
+	http->connect_timeout_ms = 1000L * (v ? atoi(v) : CH_DEFAULT_CONNECT_TIMEOUT);
+	v = CtasCatalogOption(catalog, "timeout");
+	http->timeout_s = v ? atoi(v) : CH_DEFAULT_TIMEOUT;
+	if (http->connect_timeout_ms <= 0)
+		http->connect_timeout_ms = 1000L * CH_DEFAULT_CONNECT_TIMEOUT;
+	if (http->timeout_s <= 0)
+		http->timeout_s = CH_DEFAULT_TIMEOUT;
+	http->timeout_ms = 1000L * http->timeout_s;
+
+	MemoryContextSwitchTo(old);
+	return http;
+}
+
+const char *
+CtasHttpCatalogName(CtasHttp *http)
+{
+	return http->catalog;
+}
+
+/*
+ * CtasHttpNewQueryId
+ *		A query_id that no other running query has:
+ *		ctas_fed_<system identifier>_<top xid or 0>_<pid>_<serial>.
+ *		Palloc'd in the current memory context.
+ */
+char *
+CtasHttpNewQueryId(void)
+{
+	return psprintf("ctas_fed_" UINT64_FORMAT "_%u_%d_%u",
+					GetSystemIdentifier(), GetTopTransactionIdIfAny(),
+					MyProcPid, ++query_serial);
+}
+
+
+/*
+ * ch_sql_is_read_only
+ *		Is sql a statement that may safely run twice (SELECT, SHOW, EXISTS,
+ *		DESCRIBE)?  Only those may go over a reused connection.
+ */
+static bool
+ch_sql_is_read_only(const char *sql)
+{
+	static const char *const words[] = {
+		"SELECT", "SHOW", "EXISTS", "DESCRIBE", "DESC", NULL
+	};
+	int			i;
+
+	while (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r' ||
+		   *sql == '(')
+		sql++;
+	for (i = 0; words[i]; i++)
+	{
+		size_t		len = strlen(words[i]);
+
+		if (pg_strncasecmp(sql, words[i], len) == 0 &&
+			!isalnum((unsigned char) sql[len]) && sql[len] != '_')
+			return true;
+	}
+	return false;
+}
+
+/*
+ * ch_xfer_create
+ *		A transfer in cxt for http's catalog (CtasCurlCreate): its timeouts,
+ *		and its credentials in the X-ClickHouse-User / X-ClickHouse-Key
+ *		headers; an answer counts as ClickHouse's when it has an
+ *		X-ClickHouse-* header.  The header line holding the password is
+ *		wiped once libcurl has its copy.  ereport(ERROR) on failure.
+ */
+static CtasCurl *
+ch_xfer_create(CtasHttp *http, MemoryContext cxt, bool stream,
+			   bool must_succeed)
+{
+	CtasCurlConfig config;
+	const char *headers[3];
+	char	   *user_line = NULL;
+	char	   *key_line = NULL;
+	int			n = 0;
+	CtasCurl   *t;
+
+	if (http->user)
+		headers[n++] = user_line = psprintf("X-ClickHouse-User: %s",
+											http->user);
+	if (http->password)
+		headers[n++] = key_line = psprintf("X-ClickHouse-Key: %s",
+										   http->password);
+	headers[n] = NULL;
+
+	memset(&config, 0, sizeof(config));
+	config.peer = psprintf("ClickHouse catalog \"%s\"", http->catalog);
+	config.connect_timeout_ms = http->connect_timeout_ms;
+	config.timeout_ms = http->timeout_ms;
+	config.headers = headers;
+	config.stream = stream;
+	config.upload_buffer_size = CTAS_HTTP_STREAM_CHUNK;
+	config.must_succeed = must_succeed;
+	config.mark_prefix = "X-ClickHouse-";
+	config.code_header = "X-ClickHouse-Exception-Code:";
+
+	PG_TRY();
+	{
+		t = CtasCurlCreate(&config, cxt);
+	}
+	PG_FINALLY();
+	{
+		if (key_line)
+		{
+			memset(key_line, 0, strlen(key_line));
+			pfree(key_line);
+		}
+		if (user_line)
+			pfree(user_line);
+	}
+	PG_END_TRY();
+	pfree((char *) config.peer);
+	return t;
+}
+
+/*
+ * ch_xfer_start
+ *		Start a request on t (CtasCurlStart).  Only a read-only statement
+ *		may go over a reused connection: anything else is sent at most
+ *		once.
+ */
+static void
+ch_xfer_start(CtasCurl *t, const char *url, const char *body, StringInfo up)
+{
+	CtasCurlStart(t, url, body, up,
+				  body == NULL || !ch_sql_is_read_only(body));
+}
+
+/*
+ * ch_url
+ *		The URL of a request: base URL, our query_id, and either the SQL of
+ *		a streamed INSERT (in the query parameter, URL-encoded) or
+ *		wait_end_of_query=1 for a query whose SQL is the body (the server
+ *		then buffers the result and reports an error with its status).
+ *		Palloc'd.
+ */
+static char *
+ch_url(CtasHttp *http, CtasCurl *t, const char *query_id,
+	   const char *sql_in_url, bool wait_end)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "%s/?query_id=%s", http->base_url, query_id);
+	if (http->settings)
+		appendStringInfoString(&buf, http->settings);
+	if (wait_end)
+		appendStringInfoString(&buf, "&wait_end_of_query=1");
+	if (sql_in_url)
+	{
+		char	   *esc = curl_easy_escape(t->easy, sql_in_url, 0);
+
+		if (esc == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory")));
+		appendStringInfo(&buf, "&query=%s", esc);
+		curl_free(esc);
+	}
+	return buf.data;
+}
+
+/*
+ * ch_find_exception
+ *		Find a ClickHouse exception in a response body: "Code: N, e.display
+ *		Text() = DB::Exception: ..." (18.16) or "Code: N. DB::Exception:
+ *		..." (later versions), at the start of the body or of a line.  With
+ *		at_end_only (a 200 response, whose body may hold data), only on the
+ *		last line.  Sets the code and the message (without the
+ *		"DB::Exception: " prefix and the ", e.what() = ..." suffix).
+ */
+static bool
+ch_find_exception(const char *body, size_t len, bool at_end_only,
+				  int *code, const char **msg, size_t *msglen)
+{
+	const char *p = NULL;
+	const char *end = body + len;
+	const char *q;
+	const char *m;
+	const char *e;
+	int			c = 0;
+
+	if (body == NULL || len == 0)
+		return false;
+
+	if (at_end_only)
+	{
+		/* start of the last non-empty line */
+		q = end;
+		while (q > body && (q[-1] == '\n' || q[-1] == '\r'))
+			q--;
+		while (q > body && q[-1] != '\n')
+			q--;
+		if (end - q >= 6 && strncmp(q, "Code: ", 6) == 0)
+			p = q;
+	}
+	else
+	{
+		for (q = body; q < end; q++)
+		{
+			if ((q == body || q[-1] == '\n') && end - q >= 6 &&
+				strncmp(q, "Code: ", 6) == 0)
+			{
+				p = q;
+				break;
+			}
+		}
+	}
+	if (p == NULL)
+		return false;
+
+	q = p + 6;
+	if (q >= end || *q < '0' || *q > '9')
+		return false;
+	while (q < end && *q >= '0' && *q <= '9' && c < 100000)
+		c = c * 10 + (*q++ - '0');
+
+	if (end - q >= 19 && strncmp(q, ", e.displayText() = ", 19) == 0)
+		m = q + 19;
+	else if (end - q >= 2 && strncmp(q, ". ", 2) == 0)
+		m = q + 2;
+	else if (at_end_only)
+		return false;
+	else
+		m = q;
+	while (m < end && *m == ' ')
+		m++;
+	if (end - m >= 15 && strncmp(m, "DB::Exception: ", 15) == 0)
+		m += 15;
+
+	/* the message ends at ", e.what() = " or at the end of its line */
+	for (e = m; e < end && *e != '\n'; e++)
+	{
+		if (end - e >= 13 && strncmp(e, ", e.what() = ", 13) == 0)
+			break;
+	}
+
+	*code = c;
+	*msg = m;
+	*msglen = e - m;
+	return true;
+}
+
+/*
+ * ch_is_exception_body
+ *		Does the body start with a ClickHouse exception in one of the exact
+ *		forms servers print ("Code: N, e.displayText() = DB::Exception: "
+ *		in 18.16, "Code: N. DB::Exception: " later)?  Used to recognise a
+ *		ClickHouse answer that carries no X-ClickHouse-* header.
+ */
+static bool
+ch_is_exception_body(const char *body, size_t len)
+{
+	static const char old_form[] = ", e.displayText() = DB::Exception: ";
+	static const char new_form[] = ". DB::Exception: ";
+	size_t		i = 6;
+
+	if (body == NULL || len < 6 || strncmp(body, "Code: ", 6) != 0)
+		return false;
+	if (i >= len || body[i] < '0' || body[i] > '9')
+		return false;
+	while (i < len && body[i] >= '0' && body[i] <= '9')
+		i++;
+	if (len - i >= sizeof(old_form) - 1 &&
+		strncmp(body + i, old_form, sizeof(old_form) - 1) == 0)
+		return true;
+	if (len - i >= sizeof(new_form) - 1 &&
+		strncmp(body + i, new_form, sizeof(new_form) - 1) == 0)
+		return true;
+	return false;
+}
+
+/*
+ * ch_code_sqlstate
+ *		The SQLSTATE for a ClickHouse error code (ErrorCodes.cpp).
+ */
+static int
+ch_code_sqlstate(int code)
+{
+	switch (code)
+	{
+		case 60:				/* UNKNOWN_TABLE */
+			return ERRCODE_UNDEFINED_TABLE;
+		case 81:				/* UNKNOWN_DATABASE */
+			return ERRCODE_INVALID_SCHEMA_NAME;
+		case 57:				/* TABLE_ALREADY_EXISTS */
+			return ERRCODE_DUPLICATE_TABLE;
+		case 82:				/* DATABASE_ALREADY_EXISTS */
+			return ERRCODE_DUPLICATE_SCHEMA;
+		case 62:				/* SYNTAX_ERROR */
+			return ERRCODE_SYNTAX_ERROR;
+		case 16:				/* NO_SUCH_COLUMN_IN_TABLE */
+		case 47:				/* UNKNOWN_IDENTIFIER */
+			return ERRCODE_UNDEFINED_COLUMN;
+		case 46:				/* UNKNOWN_FUNCTION */
+			return ERRCODE_UNDEFINED_FUNCTION;
+		case 50:				/* UNKNOWN_TYPE */
+		case 56:				/* UNKNOWN_STORAGE */
+		case 115:				/* UNKNOWN_SETTING */
+			return ERRCODE_UNDEFINED_OBJECT;
+		case 44:				/* ILLEGAL_COLUMN */
+		case 42:				/* NUMBER_OF_ARGUMENTS_DOESNT_MATCH */
+		case 36:				/* BAD_ARGUMENTS */
+			return ERRCODE_INVALID_TABLE_DEFINITION;
+		case 43:				/* ILLEGAL_TYPE_OF_ARGUMENT */
+		case 53:				/* TYPE_MISMATCH */
+		case 70:				/* CANNOT_CONVERT_TYPE */
+			return ERRCODE_DATATYPE_MISMATCH;
+		case 69:				/* ARGUMENT_OUT_OF_BOUND */
+			return ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE;
+		case 6:					/* CANNOT_PARSE_TEXT */
+		case 26:				/* CANNOT_PARSE_QUOTED_STRING */
+		case 27:				/* CANNOT_PARSE_INPUT_ASSERTION_FAILED */
+		case 32:				/* ATTEMPT_TO_READ_AFTER_EOF */
+		case 33:				/* CANNOT_READ_ALL_DATA */
+		case 38:				/* CANNOT_PARSE_DATE */
+		case 41:				/* CANNOT_PARSE_DATETIME */
+		case 72:				/* CANNOT_PARSE_NUMBER */
+		case 117:				/* INCORRECT_DATA */
+			return ERRCODE_DATA_EXCEPTION;
+		case 192:				/* UNKNOWN_USER */
+		case 516:				/* AUTHENTICATION_FAILED */
+			return ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION;
+		case 193:				/* WRONG_PASSWORD */
+		case 194:				/* REQUIRED_PASSWORD */
+			return ERRCODE_INVALID_PASSWORD;
+		case 164:				/* READONLY */
+		case 497:				/* ACCESS_DENIED */
+			return ERRCODE_INSUFFICIENT_PRIVILEGE;
+		case 241:				/* MEMORY_LIMIT_EXCEEDED */
+			return ERRCODE_OUT_OF_MEMORY;
+		case 202:				/* TOO_MANY_SIMULTANEOUS_QUERIES */
+			return ERRCODE_TOO_MANY_CONNECTIONS;
+		case 252:				/* TOO_MANY_PARTS */
+			return ERRCODE_PROGRAM_LIMIT_EXCEEDED;
+		default:
+			return ERRCODE_FDW_ERROR;
+	}
+}
+
+/*
+ * ch_sanitize
+ *		A printable copy of remote text, at most cap bytes (then "..."):
+ *		line breaks and tabs become spaces, other control characters and
+ *		bytes that are not valid in the server encoding become '?'.
+ *		Remote messages can quote our binary rows; they must not corrupt
+ *		the log or the client's encoding.  Palloc'd.
+ */
+static char *
+ch_sanitize(const char *s, size_t len, size_t cap)
+{
+	StringInfoData buf;
+	size_t		i = 0;
+	bool		utf8 = GetDatabaseEncoding() == PG_UTF8;
+
+	initStringInfo(&buf);
+	while (i < len)
+	{
+		unsigned char c = (unsigned char) s[i];
+
+		if ((size_t) buf.len >= cap)
+		{
+			appendStringInfoString(&buf, "...");
+			break;
+		}
+		if (c < 0x80)
+		{
+			if (c == '\n' || c == '\r' || c == '\t')
+				appendStringInfoChar(&buf, ' ');
+			else if (c < 0x20 || c == 0x7f)
+				appendStringInfoChar(&buf, '?');
+			else
+				appendStringInfoChar(&buf, (char) c);
+			i++;
+		}
+		else
+		{
+			int			l = pg_utf_mblen((const unsigned char *) s + i);
+
+			if (utf8 && i + l <= len &&
+				pg_utf8_islegal((const unsigned char *) s + i, l))
+			{
+				appendBinaryStringInfo(&buf, s + i, l);
+				i += l;
+			}
+			else
+			{
+				appendStringInfoChar(&buf, '?');
+				i++;
+			}
+		}
+	}
+	/* drop trailing blanks */
+	while (buf.len > 0 && buf.data[buf.len - 1] == ' ')
+		buf.data[--buf.len] = '\0';
+	return buf.data;
+}
+
+/*
+ * ch_check_response
+ *		Classify the outcome of a finished (or abandoned) request.  Returns
+ *		true for a 200 response without exception; otherwise fills f.  With
+ *		missing != NULL, an "unknown table" or "unknown database" error sets
+ *		*missing and returns false.
+ *
+ * A response that does not come from ClickHouse - no X-ClickHouse-* header
+ * (18.16 sends X-ClickHouse-Server-Display-Name with every answer) and no
+ * exception in ClickHouse's own format - is a failure whatever its status,
+ * and nothing of its body is kept: a catalog's url can name any HTTP
+ * endpoint (a cloud metadata service, an internal admin page), and its
+ * answer must not reach the user through an error or a result.
+ */
+static bool
+ch_check_response(CtasHttp *http, CtasCurl *t, CtasCurlResult rr,
+				  ch_failure *f, bool *missing)
+{
+	long		status = 0;
+	int			code;
+	const char *msg;
+	size_t		msglen;
+
+	if (missing)
+		*missing = false;
+	f->not_clickhouse = 0;
+
+	if (rr == CTAS_CURL_TIMEOUT)
+	{
+		f->sqlstate = ERRCODE_CONNECTION_FAILURE;
+		f->detail = psprintf("The server did not answer for %d seconds (catalog option \"timeout\").",
+							 http->timeout_s);
+		return false;
+	}
+	if (rr == CTAS_CURL_INTERRUPTED)
+	{
+		f->sqlstate = ERRCODE_CONNECTION_FAILURE;
+		f->detail = pstrdup("The request was interrupted.");
+		return false;
+	}
+
+	if (t->result != CURLE_OK)
+	{
+		const char *errtext = t->errbuf[0] ? t->errbuf : curl_easy_strerror(t->result);
+
+		if (t->resp_overflow)
+		{
+			f->sqlstate = ERRCODE_PROGRAM_LIMIT_EXCEEDED;
+			f->detail = psprintf("The response is larger than %zu bytes.",
+								 CTAS_CURL_MAX_RESPONSE);
+			return false;
+		}
+		switch (t->result)
+		{
+			case CURLE_COULDNT_RESOLVE_HOST:
+			case CURLE_COULDNT_CONNECT:
+			case CURLE_SSL_CONNECT_ERROR:
+			case CURLE_PEER_FAILED_VERIFICATION:
+			case CURLE_SSL_CACERT_BADFILE:
+			case CURLE_UNSUPPORTED_PROTOCOL:
+				f->sqlstate = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
+				break;
+			case CURLE_OPERATION_TIMEDOUT:
+				/* only the connect timeout is left to curl */
+				f->sqlstate = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
+				break;
+			default:
+				f->sqlstate = ERRCODE_CONNECTION_FAILURE;
+				break;
+		}
+		f->detail = psprintf("libcurl error %d (%s): %s", (int) t->result,
+							 curl_easy_strerror(t->result),
+							 ch_sanitize(errtext, strlen(errtext),
+										 CH_MAX_REMOTE_TEXT));
+		return false;
+	}
+
+	(void) curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+
+	if (!t->marked && !ch_is_exception_body(t->resp, t->resp_len))
+	{
+		f->sqlstate = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
+		f->not_clickhouse = status > 0 ? status : -1;
+		f->detail = psprintf("\"%s\" is not a ClickHouse server (HTTP status %ld).",
+							 http->base_url, status);
+		return false;
+	}
+
+	if (ch_find_exception(t->resp, t->resp_len, status == 200,
+						  &code, &msg, &msglen) ||
+		(t->header_code >= 0 &&
+		 ch_find_exception(t->resp, t->resp_len, false, &code, &msg, &msglen)))
+	{
+		f->sqlstate = ch_code_sqlstate(code);
+		f->detail = psprintf("HTTP status %ld, ClickHouse error %d: %s",
+							 status, code,
+							 ch_sanitize(msg, msglen, CH_MAX_REMOTE_TEXT));
+		if (missing && (code == 60 || code == 81))
+			*missing = true;
+		return false;
+	}
+	if (t->header_code >= 0)
+	{
+		f->sqlstate = ch_code_sqlstate(t->header_code);
+		f->detail = psprintf("HTTP status %ld, ClickHouse error %d: %s",
+							 status, t->header_code,
+							 ch_sanitize(t->resp ? t->resp : "", t->resp_len,
+										 CH_MAX_REMOTE_TEXT));
+		return false;
+	}
+	if (status != 200)
+	{
+		f->sqlstate = ERRCODE_FDW_ERROR;
+		f->detail = psprintf("HTTP status %ld: %s", status,
+							 ch_sanitize(t->resp ? t->resp : "", t->resp_len,
+										 CH_MAX_REMOTE_TEXT));
+		return false;
+	}
+	return true;
+}
+
+/*
+ * ch_raise
+ *		ereport(ERROR) a failed request.  The message names the operation
+ *		and the catalog, the detail the server's answer, the context the
+ *		SQL (capped).
+ */
+static void
+ch_raise(CtasHttp *http, const char *what, const char *sql, ch_failure *f)
+{
+	if (f->not_clickhouse != 0)
+		ereport(ERROR,
+				(errcode(f->sqlstate),
+				 errmsg("\"%s\" is not a ClickHouse server", http->base_url),
+				 errdetail("HTTP status %ld.", f->not_clickhouse),
+				 errhint("Check option \"url\" of catalog \"%s\"; an answer that does not come from ClickHouse is not shown.",
+						 http->catalog)));
+	ereport(ERROR,
+			(errcode(f->sqlstate),
+			 errmsg("could not %s on ClickHouse catalog \"%s\"",
+					what, http->catalog),
+			 errdetail_internal("%s", f->detail),
+			 sql ? errcontext("ClickHouse query: %s",
+							  ch_sanitize(sql, strlen(sql), CH_MAX_SQL_TEXT)) : 0));
+	pg_unreachable();
+}
+
+/*
+ * ch_after_interrupt
+ *		The transfer was abandoned for a pending cancel or termination and
+ *		the remote query stopped: let PostgreSQL raise its own error.  Only
+ *		if that does not happen (the interrupt was absorbed), report the
+ *		abandoned request.
+ */
+static void
+ch_after_interrupt(CtasHttp *http, const char *what, const char *sql)
+{
+	ch_failure	f;
+
+	CHECK_FOR_INTERRUPTS();
+	f.sqlstate = ERRCODE_CONNECTION_FAILURE;
+	f.detail = pstrdup("The request was interrupted.");
+	f.not_clickhouse = 0;
+	ch_raise(http, what, sql, &f);
+}
+
+/*
+ * ch_query_xfer
+ *		The client's transfer for a query.  A transfer still busy with an
+ *		earlier query means that query was abandoned by an ERROR thrown
+ *		while we waited: its connection is closed and the query killed
+ *		first.
+ */
+static CtasCurl *
+ch_query_xfer(CtasHttp *http, bool cleanup)
+{
+	if (http->xfer != NULL && http->xfer->attached)
+	{
+		CtasCurlRelease(http->xfer);
+		if (http->inflight[0] != '\0')
+			CtasHttpKillQuery(http, http->inflight);
+	}
+	http->inflight[0] = '\0';
+	if (http->xfer == NULL || http->xfer->easy == NULL)
+		http->xfer = ch_xfer_create(http, http->cxt, false, cleanup);
+	http->xfer->allow_interrupt = !cleanup;
+	return http->xfer;
+}
+
+/*
+ * ch_abandon
+ *		A query that did not get an answer (interrupted, timed out, broken
+ *		connection): fill *f, close the connection, stop the query on the
+ *		server if the request went out, and let an interrupt raise its own
+ *		error.  A server that let the request time out is taken as
+ *		unresponsive for the rest of the client's life (see
+ *		CtasHttpTryQuery).
+ */
+static void
+ch_abandon(CtasHttp *http, CtasCurl *t, CtasCurlResult rr, ch_failure *f,
+		   const char *qid, const char *what, const char *sql)
+{
+	bool		sent;
+
+	if (rr != CTAS_CURL_DONE)
+		(void) ch_check_response(http, t, rr, f, NULL);
+	sent = CtasCurlSentRequest(t);
+	CtasCurlRelease(t);
+	if (sent)
+		CtasHttpKillQuery(http, qid);
+	if (rr == CTAS_CURL_TIMEOUT)
+		http->unresponsive = true;
+	if (rr == CTAS_CURL_INTERRUPTED)
+		ch_after_interrupt(http, what, sql);
+}
+
+/*
+ * CtasHttpTryQuery
+ *		Run one query (SQL in the body) and return whether it succeeded.
+ *
+ * On success *result is the response body, palloc'd in the current
+ * context.  On a remote or transport failure, *errdetail (if not NULL)
+ * describes it and false is returned: no ERROR, for callers on commit and
+ * abort paths.  With CTAS_HTTP_MISSING_OK, an "unknown table/database"
+ * error counts as success with *result = NULL.  With CTAS_HTTP_CLEANUP the
+ * request has a total deadline and is not cut short by interrupts; and once
+ * the server has failed to answer a request or a KILL QUERY of this client
+ * (it stopped, or stopped reading), a cleanup request is not sent at all
+ * but fails at once, so that an abort after a cancel does not wait on a
+ * stalled server once per table (what is left is the resolver's).
+ *
+ * A cancel pending while waiting (without CTAS_HTTP_CLEANUP) does raise
+ * an ERROR: the query is killed on the server, then CHECK_FOR_INTERRUPTS.
+ */
+bool
+CtasHttpTryQuery(CtasHttp *http, const char *sql, const char *what,
+				 int flags, char **result, char **errdetail)
+{
+	CtasCurl    *t;
+	char	   *qid;
+	char	   *url;
+	CtasCurlResult rr;
+	ch_failure	f;
+	bool		missing = false;
+	bool		cleanup = (flags & CTAS_HTTP_CLEANUP) != 0;
+
+	*result = NULL;
+	if (errdetail)
+		*errdetail = NULL;
+
+	if (cleanup && http->unresponsive)
+	{
+		if (errdetail)
+			*errdetail = pstrdup("The server did not answer an earlier request; nothing more is sent to it in this transaction.");
+		return false;
+	}
+
+	t = ch_query_xfer(http, cleanup);
+	qid = CtasHttpNewQueryId();
+	url = ch_url(http, t, qid, NULL, true);
+	strlcpy(http->inflight, qid, sizeof(http->inflight));
+	ch_xfer_start(t, url, sql, NULL);
+	rr = CtasCurlRun(t, false,
+					 cleanup ? Min(CH_CLEANUP_DEADLINE_MS, http->timeout_ms) : 0);
+	http->inflight[0] = '\0';
+
+	if (rr == CTAS_CURL_DONE && ch_check_response(http, t, rr, &f, &missing))
+	{
+		CtasCurlDetach(t);
+		http->unresponsive = false;
+		*result = palloc(t->resp_len + 1);
+		memcpy(*result, t->resp ? t->resp : "", t->resp_len);
+		(*result)[t->resp_len] = '\0';
+		return true;
+	}
+
+	if (rr == CTAS_CURL_DONE && t->result == CURLE_OK)
+	{
+		/* the server answered with an error: the connection is fine */
+		CtasCurlDetach(t);
+		if (missing && (flags & CTAS_HTTP_MISSING_OK))
+			return true;
+	}
+	else
+		ch_abandon(http, t, rr, &f, qid, what, sql);
+
+	if (errdetail)
+		*errdetail = f.detail;
+	return false;
+}
+
+/*
+ * CtasHttpQuery
+ *		Run one query and return its response body (palloc'd); ereport
+ *		(ERROR) on any failure, with the SQLSTATE derived from ClickHouse's
+ *		error code.
+ */
+char *
+CtasHttpQuery(CtasHttp *http, const char *sql, const char *what)
+{
+	CtasCurl    *t;
+	char	   *qid;
+	char	   *url;
+	char	   *result;
+	CtasCurlResult rr;
+	ch_failure	f;
+
+	t = ch_query_xfer(http, false);
+	qid = CtasHttpNewQueryId();
+	url = ch_url(http, t, qid, NULL, true);
+	strlcpy(http->inflight, qid, sizeof(http->inflight));
+	ch_xfer_start(t, url, sql, NULL);
+	rr = CtasCurlRun(t, false, 0);
+	http->inflight[0] = '\0';
+
+	if (rr == CTAS_CURL_DONE && ch_check_response(http, t, rr, &f, NULL))
+	{
+		CtasCurlDetach(t);
+		http->unresponsive = false;
+		result = palloc(t->resp_len + 1);
+		memcpy(result, t->resp ? t->resp : "", t->resp_len);
+		result[t->resp_len] = '\0';
+		return result;
+	}
+
+	if (rr == CTAS_CURL_DONE && t->result == CURLE_OK)
+		CtasCurlDetach(t);
+	else
+		ch_abandon(http, t, rr, &f, qid, what, sql);
+	ch_raise(http, what, sql, &f);
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * CtasHttpKillQuery
+ *		KILL QUERY WHERE query_id = '...' SYNC, on a fresh connection, with
+ *		interrupts held and a deadline of one second: it runs on the way out
+ *		of a cancel, a statement_timeout or a termination, which must not
+ *		wait on a server that stopped answering.  A kill that gets no answer
+ *		in time marks the server unresponsive (no further kill or cleanup
+ *		request is sent by this client); the abandoned query then ends with
+ *		its connection, which is closed already.  Never raises an ERROR for
+ *		a remote failure (a server that is down has nothing left running);
+ *		the outcome is logged at DEBUG1.
+ */
+void
+CtasHttpKillQuery(CtasHttp *http, const char *query_id)
+{
+	MemoryContext cxt;
+	MemoryContext old;
+	CtasCurl    *t;
+	char	   *sql;
+	char	   *url;
+	CtasCurlResult rr;
+	ch_failure	f;
+	const char *p;
+	StringInfoData lit;
+
+	if (http->unresponsive)
+	{
+		elog(DEBUG1, "ctas_fed: not killing ClickHouse query %s on catalog \"%s\": the server did not answer",
+			 query_id, http->catalog);
+		return;
+	}
+
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "ctas_fed kill query",
+								ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	HOLD_INTERRUPTS();
+
+	/* our query ids are [A-Za-z0-9_], but quote anyway */
+	initStringInfo(&lit);
+	appendStringInfoChar(&lit, '\'');
+	for (p = query_id; *p; p++)
+	{
+		if (*p == '\'' || *p == '\\')
+			appendStringInfoChar(&lit, '\\');
+		appendStringInfoChar(&lit, *p);
+	}
+	appendStringInfoChar(&lit, '\'');
+	sql = psprintf("KILL QUERY WHERE query_id = %s SYNC", lit.data);
+
+	t = ch_xfer_create(http, cxt, false, true);
+	t->allow_interrupt = false;
+	url = ch_url(http, t, CtasHttpNewQueryId(), NULL, true);
+	ch_xfer_start(t, url, sql, NULL);
+	rr = CtasCurlRun(t, false, CH_KILL_DEADLINE_MS);
+	if (rr == CTAS_CURL_DONE && ch_check_response(http, t, rr, &f, NULL))
+		elog(DEBUG1, "ctas_fed: killed ClickHouse query %s on catalog \"%s\": %s",
+			 query_id, http->catalog,
+			 ch_sanitize(t->resp, t->resp_len, CH_MAX_REMOTE_TEXT));
+	else
+	{
+		if (rr != CTAS_CURL_DONE)
+			(void) ch_check_response(http, t, rr, &f, NULL);
+		if (rr == CTAS_CURL_TIMEOUT)
+			http->unresponsive = true;
+		elog(DEBUG1, "ctas_fed: could not kill ClickHouse query %s on catalog \"%s\": %s",
+			 query_id, http->catalog, f.detail);
+	}
+
+	RESUME_INTERRUPTS();
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);	/* releases the transfer */
+}
+
+/* Has the server version been read already? */
+bool
+CtasHttpServerVersionKnown(CtasHttp *http)
+{
+	return http->version != NULL;
+}
+
+/*
+ * CtasHttpServerVersion
+ *		The server's version, read with SELECT version() on first use and
+ *		kept for the client's lifetime.  ereport(ERROR) if it cannot be read.
+ */
+const CtasHttpVersion *
+CtasHttpServerVersion(CtasHttp *http)
+{
+	char	   *body;
+	CtasHttpVersion *v;
+	MemoryContext old;
+
+	if (http->version)
+		return http->version;
+
+	body = CtasHttpQuery(http, "SELECT version()", "read the server version");
+	old = MemoryContextSwitchTo(http->cxt);
+	v = palloc0(sizeof(CtasHttpVersion));
+	v->text = pstrdup(ch_sanitize(body, strlen(body), 64));
+	if (sscanf(v->text, "%d.%d.%d", &v->major, &v->minor, &v->patch) < 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("could not read the server version of ClickHouse catalog \"%s\"",
+						http->catalog),
+				 errdetail_internal("SELECT version() returned \"%s\".", v->text)));
+	MemoryContextSwitchTo(old);
+	http->version = v;
+	return v;
+}
+
+/*
+ * CtasHttpAddSetting
+ *		Send the ClickHouse setting name=value with every later request of
+ *		this client (URL parameters; name and value are URL-encoded).
+ */
+void
+CtasHttpAddSetting(CtasHttp *http, const char *name, const char *value)
+{
+	MemoryContext old = MemoryContextSwitchTo(http->cxt);
+	char	   *n = curl_easy_escape(NULL, name, 0);
+	char	   *v = curl_easy_escape(NULL, value, 0);
+
+	if (n == NULL || v == NULL)
+	{
+		curl_free(n);
+		curl_free(v);
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	}
+	http->settings = psprintf("%s&%s=%s", http->settings ? http->settings : "",
+							  n, v);
+	curl_free(n);
+	curl_free(v);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * CtasHttpVersionAtLeast
+ *		Is the server's version at least major.minor?
+ */
+bool
+CtasHttpVersionAtLeast(CtasHttp *http, int major, int minor)
+{
+	const CtasHttpVersion *v = CtasHttpServerVersion(http);
+
+	return v->major > major || (v->major == major && v->minor >= minor);
+}
+
+/*
+ * CtasHttpStreamOpen
+ *		Start a streamed POST of sql (an INSERT ... FORMAT ...), whose data
+ *		the caller appends to CtasHttpStreamBuffer() and hands over with
+ *		CtasHttpStreamFlush().  One chunked request for the whole stream,
+ *		with bounded memory: the buffer is sent whenever it reaches
+ *		CTAS_HTTP_STREAM_CHUNK bytes.  The stream and its curl resources
+ *		live in cxt.  Errors come out of Flush or Finish.
+ */
+CtasHttpStream *
+CtasHttpStreamOpen(CtasHttp *http, const char *sql, const char *what,
+				   MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	CtasHttpStream *s;
+	MemoryContextCallback *cb;
+	char	   *url;
+
+	s = palloc0(sizeof(CtasHttpStream));
+	s->http = http;
+	s->sql = pstrdup(sql);
+	s->what = pstrdup(what);
+	s->query_id = CtasHttpNewQueryId();
+	initStringInfo(&s->buf);
+	enlargeStringInfo(&s->buf, CTAS_HTTP_STREAM_CHUNK + 64 * 1024);
+
+	cb = palloc(sizeof(MemoryContextCallback));
+	cb->func = ch_stream_reset_cb;
+	cb->arg = s;
+	MemoryContextRegisterResetCallback(cxt, cb);
+
+	s->xfer = ch_xfer_create(http, cxt, true, false);
+	s->xfer->allow_interrupt = true;
+	url = ch_url(http, s->xfer, s->query_id, sql, false);
+	ch_xfer_start(s->xfer, url, NULL, &s->buf);
+	MemoryContextSwitchTo(old);
+	return s;
+}
+
+/* reset callback: the stream is gone, tell whoever watches it */
+static void
+ch_stream_reset_cb(void *arg)
+{
+	CtasHttpStream *s = (CtasHttpStream *) arg;
+
+	if (s->slot && *s->slot == s)
+		*s->slot = NULL;
+	s->slot = NULL;
+}
+
+/*
+ * CtasHttpStreamWatch
+ *		Make *slot point to the stream until the stream is finished,
+ *		closed, or freed with its memory context; then *slot is set to
+ *		NULL.  The owner of slot must call CtasHttpStreamClose (or clear the
+ *		slot) before slot's own memory goes away.
+ */
+void
+CtasHttpStreamWatch(CtasHttpStream *s, CtasHttpStream **slot)
+{
+	s->slot = slot;
+	*slot = s;
+}
+
+/*
+ * CtasHttpStreamUnwatch
+ *		Forget the slot of CtasHttpStreamWatch without touching it (its
+ *		memory may be about to go).
+ */
+void
+CtasHttpStreamUnwatch(CtasHttpStream *s)
+{
+	s->slot = NULL;
+}
+
+/*
+ * CtasHttpStreamOnFailure
+ *		Call cb(arg) when the stream fails, after the connection is closed
+ *		and the remote INSERT killed, before the error is raised: the place
+ *		to find out what the server kept.  cb must not raise an ERROR and
+ *		should only run requests with CTAS_HTTP_CLEANUP.
+ */
+void
+CtasHttpStreamOnFailure(CtasHttpStream *s, void (*cb) (void *arg), void *arg)
+{
+	s->on_failure = cb;
+	s->on_failure_arg = arg;
+}
+
+StringInfo
+CtasHttpStreamBuffer(CtasHttpStream *s)
+{
+	return &s->buf;
+}
+
+const char *
+CtasHttpStreamQueryId(CtasHttpStream *s)
+{
+	return s->query_id;
+}
+
+uint64
+CtasHttpStreamBytes(CtasHttpStream *s)
+{
+	return s->xfer ? s->xfer->up_total + (uint64) s->buf.len : 0;
+}
+
+/*
+ * ch_stream_fail
+ *		The stream failed (early answer from the server, broken connection,
+ *		timeout, interrupt): close the connection, stop the remote INSERT,
+ *		and raise the error.
+ */
+static void
+ch_stream_fail(CtasHttpStream *s, CtasCurlResult rr)
+{
+	CtasHttp   *http = s->http;
+	CtasCurl    *t = s->xfer;
+	ch_failure	f;
+	bool		sent;
+
+	if (!ch_check_response(http, t, rr, &f, NULL))
+	{
+		/* f is filled */
+	}
+	else
+	{
+		/* a 200 before the end of our data: the server stopped reading */
+		f.sqlstate = ERRCODE_CONNECTION_FAILURE;
+		f.detail = pstrdup("The server answered before the end of the data.");
+		f.not_clickhouse = 0;
+	}
+	sent = CtasCurlSentRequest(t);
+	CtasCurlRelease(t);
+	s->closed = true;
+	if (s->slot && *s->slot == s)
+		*s->slot = NULL;
+	s->slot = NULL;
+	if (sent)
+		CtasHttpKillQuery(http, s->query_id);
+	if (rr == CTAS_CURL_TIMEOUT)
+		http->unresponsive = true;
+	if (s->on_failure)
+		s->on_failure(s->on_failure_arg);
+	if (rr == CTAS_CURL_INTERRUPTED)
+		ch_after_interrupt(http, s->what, s->sql);
+	ch_raise(http, s->what, s->sql, &f);
+}
+
+/*
+ * CtasHttpStreamFlush
+ *		Call after appending to the buffer: when it holds a chunk or more,
+ *		wait until curl has taken all of it (back-pressure from the
+ *		server), then empty it.  ereport(ERROR) when the stream fails; the
+ *		remote query is killed first.
+ */
+void
+CtasHttpStreamFlush(CtasHttpStream *s)
+{
+	CtasCurl    *t = s->xfer;
+	CtasCurlResult rr;
+
+	if (s->buf.len < CTAS_HTTP_STREAM_CHUNK)
+		return;
+	if (s->closed)
+		elog(ERROR, "ClickHouse stream used after close");
+
+	CtasCurlResume(t);
+	rr = CtasCurlRun(t, true, 0);
+	if (rr != CTAS_CURL_DRAINED)
+		ch_stream_fail(s, rr);
+	resetStringInfo(&s->buf);
+	t->up_off = 0;
+}
+
+/*
+ * CtasHttpStreamFinish
+ *		Send the rest of the buffer and the end of the body, wait for the
+ *		server's answer and check it.  ereport(ERROR) on failure (after
+ *		killing the remote query); the stream is closed either way.
+ */
+void
+CtasHttpStreamFinish(CtasHttpStream *s)
+{
+	CtasCurl    *t = s->xfer;
+	CtasCurlResult rr;
+	ch_failure	f;
+
+	if (s->closed)
+		elog(ERROR, "ClickHouse stream used after close");
+
+	t->up_eof = true;
+	CtasCurlResume(t);
+	rr = CtasCurlRun(t, false, 0);
+	if (rr != CTAS_CURL_DONE || !ch_check_response(s->http, t, rr, &f, NULL))
+		ch_stream_fail(s, rr);
+
+	CtasCurlRelease(t);
+	resetStringInfo(&s->buf);
+	s->closed = true;
+	if (s->slot && *s->slot == s)
+		*s->slot = NULL;
+	s->slot = NULL;
+}
+
+/*
+ * CtasHttpStreamClose
+ *		Abandon the stream without error: close the connection and, when
+ *		the request had started, kill the remote INSERT.  Idempotent; for
+ *		abort paths (interrupts are held there, and the kill has a short
+ *		deadline).
+ */
+void
+CtasHttpStreamClose(CtasHttpStream *s)
+{
+	bool		sent;
+
+	if (s->slot && *s->slot == s)
+		*s->slot = NULL;
+	s->slot = NULL;
+	if (s->closed)
+		return;
+	s->closed = true;
+	sent = s->xfer->easy != NULL && CtasCurlSentRequest(s->xfer);
+	CtasCurlRelease(s->xfer);
+	if (sent)
+		CtasHttpKillQuery(s->http, s->query_id);
+}
+
+
+/* ---- who may reach what: the password rule ---- */
+
+/*
+ * ch_password_required
+ *		Must the user mapping of catalog carry a non-empty password?  Yes,
+ *		unless both the mapping's user and the server's owner are
+ *		superusers (a superuser's own catalog), or a superuser set
+ *		password_required 'false' on the mapping (only a superuser may:
+ *		catalog.c).  ClickHouse's own users.xml may let "default" in
+ *		without a password from this host: a non-superuser must not borrow
+ *		the database server's network position, as postgres_fdw's
+ *		password_required keeps them from borrowing its .pgpass or peer
+ *		authentication.
+ */
+static bool
+ch_password_required(const CtasCatalog *catalog)
+{
+	ForeignServer *server = GetForeignServer(catalog->serverid);
+	ListCell   *lc;
+
+	if (superuser_arg(catalog->userid) && superuser_arg(server->owner))
+		return false;
+	foreach(lc, catalog->user_options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+
+		if (strcmp(def->defname, "password_required") == 0)
+			return defGetBoolean(def);
+	}
+	return true;
+}

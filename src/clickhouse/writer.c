@@ -1,0 +1,739 @@
+/*-------------------------------------------------------------------------
+ *
+ * writer.c
+ *		  The ClickHouse writer: CREATE TABLE AS into a ClickHouse catalog
+ *		  through its HTTP interface (client.c), and the routine of the target.
+ *
+ * ClickHouse has no transactions, so an atomic load is built from objects
+ * that only this transaction knows about, published at the very end
+ * (xact.c):
+ *
+ *	begin_load	the target name is checked first (in ClickHouse and among
+ *				what this transaction already did to it), then a staging
+ *				table _ctas_fed_stage_<sysid>_<xid>_<n>_<random> is created
+ *				with the mapped columns and the table options of the
+ *				statement, and one streamed INSERT ... FORMAT RowBinary is
+ *				opened on it.
+ *	put_row		each row is encoded into the stream's buffer; the buffer
+ *				goes to the socket whenever it holds 1 MB (bounded memory,
+ *				back-pressure from the server).
+ *	end_load	the stream is closed and the staging table must hold
+ *				exactly the rows sent (a dropped connection makes ClickHouse
+ *				keep what it got, so the count is the proof).
+ *
+ * Streaming mode (atomic = false) creates the target directly and sends
+ * one INSERT per commit_every rows; what is committed stays.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/clickhouse/writer.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/explain.h"
+#include "executor/tuptable.h"
+#include "utils/memutils.h"
+
+#include "clickhouse.h"
+
+/* ------------------------------------------------------------------------
+ * Remote steps of a load
+ * ------------------------------------------------------------------------
+ */
+
+/*
+ * ch_remote_exists
+ *		Does db.table exist on the server?  ERROR when the database does not
+ *		exist.  One round trip.
+ */
+static bool
+ch_remote_exists(CtasHttp *http, const char *db, const char *table)
+{
+	char	   *sql;
+	char	   *body;
+	List	   *rows;
+	int			nf;
+	char	  **f;
+
+	sql = psprintf("SELECT (SELECT count() FROM system.databases WHERE name = %s), "
+				   "(SELECT count() FROM system.tables WHERE database = %s AND name = %s)",
+				   CtasChLit(db), CtasChLit(db), CtasChLit(table));
+	body = CtasHttpQuery(http, sql, "check the target table");
+	rows = CtasChTsv(body, &nf);
+	if (list_length(rows) != 1 || nf != 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("unexpected answer from ClickHouse catalog \"%s\" to a table check",
+						CtasHttpCatalogName(http))));
+	f = linitial(rows);
+	if (strcmp(f[0], "0") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_SCHEMA_NAME),
+				 errmsg("database \"%s\" does not exist in ClickHouse catalog \"%s\"",
+						db, CtasHttpCatalogName(http))));
+	return strcmp(f[1], "0") != 0;
+}
+
+/*
+ * ch_logical_exists
+ *		Does db.table exist as this transaction sees it: the latest action
+ *		of this transaction on it decides, else the server.  *phys is the
+ *		table that holds its current definition (a staging table when the
+ *		table was created in this transaction).
+ */
+static bool
+ch_logical_exists(CtasHttp *http, ChXact *xs, const char *db,
+				  const char *table, char **phys)
+{
+	ListCell   *lc;
+	ChAction   *last = NULL;
+
+	*phys = pstrdup(table);
+	if (xs)
+	{
+		foreach(lc, xs->actions)
+		{
+			ChAction   *a = lfirst(lc);
+
+			if (strcmp(a->db, db) == 0 && strcmp(a->table, table) == 0)
+				last = a;
+		}
+	}
+	if (last == NULL)
+		return ch_remote_exists(http, db, table);
+	switch (last->kind)
+	{
+		case CH_CREATE:
+		case CH_REPLACE:
+			*phys = pstrdup(last->stage);
+			return true;
+		case CH_APPEND:
+			*phys = pstrdup(last->source);
+			return true;
+		case CH_DROP:
+			return false;
+	}
+	return false;
+}
+
+/*
+ * ch_token
+ *		Eight random hex digits, for the names of our scratch tables.  The
+ *		rest of such a name (system identifier, xid, counter) can be
+ *		guessed, and anyone who may create tables in the target database
+ *		could create it first: our CREATE or RENAME would then fail, and
+ *		undo would take the planted table for ours.  Palloc'd.
+ */
+static char *
+ch_token(void)
+{
+	uint32		r;
+
+	if (!pg_strong_random(&r, sizeof(r)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate a random name for a ClickHouse scratch table")));
+	return psprintf("%08x", r);
+}
+
+/*
+ * CtasChNewAction
+ *		A new action, in part->cxt, at the current nesting level, with
+ *		the names of its scratch tables: _ctas_fed_stage_<sysid>_<xid>_<n>_
+ *		<token>, and _ctas_fed_{old,new,drop}_<sysid>_<xid>_<n>_<token>_
+ *		<target> with a token of their own (the staging table can be seen
+ *		in system.tables during the load; the others cannot be guessed
+ *		from it).  Written to the durable record before it returns.
+ */
+ChAction *
+CtasChNewAction(CtasParticipant *part, ChXact *xs, ChActionKind kind,
+			  const char *db, const char *table)
+{
+	MemoryContext old = MemoryContextSwitchTo(part->cxt);
+	ChAction   *a = palloc0(sizeof(ChAction));
+	char	   *base = NULL;
+
+	a->kind = kind;
+	a->db = pstrdup(db);
+	a->table = pstrdup(table);
+	a->level = GetCurrentTransactionNestLevel();
+	if (kind != CH_DROP)
+	{
+		base = CtasScratchName("stage");
+		a->stage = psprintf("%s_%s", base, ch_token());
+		base += strlen("_ctas_fed_stage_");
+	}
+	/* names of the same action share its <sysid>_<xid>_<n> */
+	if (kind == CH_REPLACE)
+		a->old = psprintf("_ctas_fed_old_%s_%s_%s", base, ch_token(), table);
+	else if (kind == CH_CREATE)
+		a->marker = psprintf("_ctas_fed_new_%s_%s_%s", base, ch_token(), table);
+	else if (kind == CH_DROP)
+		a->old = psprintf("%s_%s_%s", CtasScratchName("drop"), ch_token(), table);
+	xs->actions = lappend(xs->actions, a);
+	MemoryContextSwitchTo(old);
+
+	/* durable before the action's first remote effect */
+	CtasChRecordWrite(part, xs);
+	return a;
+}
+
+/* engine name of db.table on the server */
+char *
+CtasChRemoteEngine(CtasHttp *http, const char *db, const char *table)
+{
+	char	   *body;
+	List	   *rows;
+	int			nf;
+
+	body = CtasHttpQuery(http,
+						 psprintf("SELECT engine FROM system.tables WHERE database = %s AND name = %s",
+								  CtasChLit(db), CtasChLit(table)),
+						 "read the table engine");
+	rows = CtasChTsv(body, &nf);
+	if (rows == NIL || nf != 1)
+		return pstrdup("");
+	return ((char **) linitial(rows))[0];
+}
+
+/*
+ * CtasChCountCheckMode
+ *		Can the rows of a table of this engine be counted right after the
+ *		load?  1: yes; 2: yes, while merges are stopped (engines whose
+ *		merges fold rows: Replacing, Summing, Collapsing...); 0: no (Null,
+ *		Buffer, Distributed, ...).
+ */
+int
+CtasChCountCheckMode(const char *engine)
+{
+	if (strcmp(engine, "MergeTree") == 0 || strcmp(engine, "Log") == 0 ||
+		strcmp(engine, "TinyLog") == 0 || strcmp(engine, "StripeLog") == 0 ||
+		strcmp(engine, "Memory") == 0)
+		return 1;
+	if (CtasChIsMergetree(engine) && strncmp(engine, "Replicated", 10) != 0)
+		return 2;
+	return 0;
+}
+
+static void ch_streaming_count(void *arg);
+
+static void
+ch_stream_open(ChLoad *cl)
+{
+	CtasLoad   *load = cl->load;
+
+	/*
+	 * Each stream (one per block in streaming mode) lives in a context of
+	 * its own, deleted when it is done: its 1 MB buffer and curl handles
+	 * do not pile up over the blocks of a long load.
+	 */
+	cl->stream_cxt = AllocSetContextCreate(load->cxt, "ctas_fed ClickHouse stream",
+										   ALLOCSET_DEFAULT_SIZES);
+	cl->stream = CtasHttpStreamOpen(cl->http, cl->insert_sql, "insert rows",
+									cl->stream_cxt);
+	cl->block_rows = 0;
+	if (cl->streaming)
+		CtasHttpStreamOnFailure(cl->stream, ch_streaming_count, cl);
+	if (cl->xs)
+	{
+		ChXact	   *xs = cl->xs;
+
+		CtasHttpStreamWatch(cl->stream, &xs->stream);
+		xs->stream_qid = MemoryContextStrdup(GetMemoryChunkContext(xs),
+											 CtasHttpStreamQueryId(cl->stream));
+		xs->stream_level = GetCurrentTransactionNestLevel();
+	}
+}
+
+static void
+ch_stream_done(ChLoad *cl)
+{
+	CtasHttpStreamFinish(cl->stream);
+	cl->stream = NULL;
+	if (cl->xs)
+	{
+		cl->xs->stream = NULL;
+		if (cl->xs->stream_qid)
+			pfree(cl->xs->stream_qid);
+		cl->xs->stream_qid = NULL;
+	}
+	MemoryContextDelete(cl->stream_cxt);
+	cl->stream_cxt = NULL;
+}
+
+/*
+ * ch_begin_load
+ *		begin_load of the writer: check the name, create the staging table
+ *		(atomic) or the target (streaming), open the INSERT.
+ */
+static void
+ch_begin_load(CtasLoad *load)
+{
+	ChLoad	   *cl = palloc0(sizeof(ChLoad));
+	const char *db = load->schema;
+	const char *table = load->table;
+	char	   *phys;
+	bool		exists;
+	ChActionKind kind = CH_CREATE;
+	char	  **types;
+	StringInfoData sql;
+	int			i;
+
+	load->private = cl;
+	load->format = "RowBinary";
+	cl->load = load;
+	cl->db = pstrdup(db);
+	cl->streaming = !load->opts.atomic;
+
+	if (load->part)
+	{
+		cl->xs = CtasChXact(load->part);
+		cl->http = cl->xs->http;
+	}
+	else
+	{
+		cl->http = CtasHttpCreate(load->catalog, load->cxt);
+		CtasChCheckVersion(cl->http);
+	}
+
+	/* 1. the name, before anything moves */
+	if (strncmp(table, "_ctas_fed_", strlen("_ctas_fed_")) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_RESERVED_NAME),
+				 errmsg("table name \"%s\" is reserved", table),
+				 errdetail("Names beginning with \"_ctas_fed_\" are kept for the scratch tables of ctas_fed.")));
+	exists = ch_logical_exists(cl->http, cl->xs, db, table, &phys);
+	if (exists)
+	{
+		switch (load->opts.if_exists)
+		{
+			case CTAS_IF_EXISTS_ERROR:
+				ereport(ERROR,
+						(errcode(ERRCODE_DUPLICATE_TABLE),
+						 errmsg("table \"%s\" already exists in catalog \"%s\"",
+								CtasChDisplay(db, table), load->catalog->name),
+						 errhint("Use WITH (if_exists = 'replace') or WITH (if_exists = 'append'), or CREATE TABLE IF NOT EXISTS.")));
+				break;
+			case CTAS_IF_EXISTS_SKIP:
+				ereport(NOTICE,
+						(errcode(ERRCODE_DUPLICATE_TABLE),
+						 errmsg("table \"%s\" already exists in catalog \"%s\", skipping",
+								CtasChDisplay(db, table), load->catalog->name)));
+				load->skipped = true;
+				return;
+			case CTAS_IF_EXISTS_REPLACE:
+				kind = CH_REPLACE;
+				break;
+			case CTAS_IF_EXISTS_APPEND:
+				kind = CH_APPEND;
+				break;
+		}
+	}
+
+	/* 2. the remote types: the target's when appending, else ours */
+	types = palloc(sizeof(char *) * load->ncolumns);
+	if (kind == CH_APPEND)
+	{
+		char	   *body;
+		List	   *rows;
+		int			nf;
+		ListCell   *lc;
+
+		body = CtasHttpQuery(cl->http,
+							 psprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s",
+									  CtasChLit(db), CtasChLit(phys)),
+							 "read the columns of the target table");
+		rows = CtasChTsv(body, &nf);
+		for (i = 0; i < load->ncolumns; i++)
+		{
+			types[i] = NULL;
+			foreach(lc, rows)
+			{
+				char	  **f = lfirst(lc);
+
+				if (nf == 2 && f[0] && strcmp(f[0], load->columns[i].name) == 0)
+					types[i] = f[1];
+			}
+			if (types[i] == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_COLUMN),
+						 errmsg("column \"%s\" does not exist in table \"%s\" of catalog \"%s\"",
+								load->columns[i].name, CtasChDisplay(db, table),
+								load->catalog->name),
+						 errdetail("Rows are appended by column name.")));
+		}
+	}
+	else
+	{
+		for (i = 0; i < load->ncolumns; i++)
+			types[i] = load->columns[i].remote_type;
+	}
+	cl->ncols = load->ncolumns;
+	cl->cols = CtasChSetupColumns(load, types);
+
+	/* 3. the table the rows go into */
+	if (cl->streaming)
+	{
+		cl->insert_table = pstrdup(table);
+		if (kind == CH_CREATE)
+		{
+			CtasHttpQuery(cl->http, CtasChCreateSql(load, cl->cols, db, table),
+						  "create the table");
+			cl->engine = CtasChEngineName(load->opts.engine ? load->opts.engine : "MergeTree");
+		}
+		else
+		{
+			cl->count_before = CtasChParseCount(cl->http,
+											  CtasHttpQuery(cl->http,
+															psprintf("SELECT count() FROM %s", CtasChQname(db, table)),
+															"count the rows of the target table"),
+											  "SELECT count()");
+		}
+	}
+	else
+	{
+		ChAction   *a = CtasChNewAction(load->part, cl->xs, kind, db, table);
+
+		cl->action = a;
+		cl->insert_table = pstrdup(a->stage);
+		/* the action is recorded first: abort drops the stage if needed */
+		if (kind == CH_APPEND)
+		{
+			char	   *engine = CtasChRemoteEngine(cl->http, db, phys);
+			char	   *create;
+
+			a->source = MemoryContextStrdup(load->part->cxt, phys);
+
+			/*
+			 * A copy of a Buffer, Distributed, Merge, View ... table would
+			 * write to (and read from) the underlying data at once: no
+			 * staging possible.
+			 */
+			if (CtasChCountCheckMode(engine) == 0 &&
+				!(strncmp(engine, "Replicated", 10) == 0 &&
+				  CtasChIsMergetree(engine)))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot append atomically to %s, a table of engine %s",
+								CtasChDisplay(db, table), engine),
+						 errhint("Append to the table that holds the rows, or use atomic = false.")));
+			if (strncmp(engine, "Replicated", 10) == 0)
+			{
+				/* a copy would share the replica path: stage as MergeTree */
+				create = psprintf("CREATE TABLE %s AS %s ENGINE = MergeTree ORDER BY tuple()",
+								  CtasChQname(db, a->stage), CtasChQname(db, phys));
+				cl->engine = pstrdup("MergeTree");
+			}
+			else
+			{
+				create = psprintf("CREATE TABLE %s AS %s",
+								  CtasChQname(db, a->stage), CtasChQname(db, phys));
+				cl->engine = engine;
+			}
+			CtasHttpQuery(cl->http, create, "create the staging table");
+		}
+		else
+		{
+			CtasHttpQuery(cl->http, CtasChCreateSql(load, cl->cols, db, a->stage),
+						  "create the staging table");
+			cl->engine = CtasChEngineName(load->opts.engine ? load->opts.engine : "MergeTree");
+		}
+		if (CtasChCountCheckMode(cl->engine) == 2)
+			CtasHttpQuery(cl->http,
+						  psprintf("SYSTEM STOP MERGES %s", CtasChQname(db, a->stage)),
+						  "stop merges on the staging table");
+	}
+
+	/* 4. the row stream */
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "INSERT INTO %s (", CtasChQname(db, cl->insert_table));
+	for (i = 0; i < load->ncolumns; i++)
+	{
+		if (i > 0)
+			appendStringInfoString(&sql, ", ");
+		CtasChAppendIdent(&sql, load->columns[i].name);
+	}
+	appendStringInfoString(&sql, ") FORMAT RowBinary");
+	cl->insert_sql = sql.data;
+
+	if (!load->skip_data)
+		ch_stream_open(cl);
+}
+
+/*
+ * ch_streaming_count
+ *		Streaming mode, after a failed INSERT: ask the server how many rows
+ *		the table holds now (a dropped connection keeps what arrived), so
+ *		that the error says what stays.  Never raises an ERROR.
+ */
+static void
+ch_streaming_count(void *arg)
+{
+	ChLoad	   *cl = (ChLoad *) arg;
+	char	   *body;
+
+	if (CtasHttpTryQuery(cl->http,
+						 psprintf("SELECT count() FROM %s",
+								  CtasChQname(cl->db, cl->insert_table)),
+						 "count the rows of the table", CTAS_HTTP_CLEANUP,
+						 &body, NULL) && body != NULL)
+	{
+		uint64		n = strtou64(body, NULL, 10);
+
+		cl->load->rows_committed = n >= cl->count_before ? n - cl->count_before : 0;
+	}
+}
+
+/* Flush or finish the stream; in streaming mode, keep rows_committed true */
+static void
+ch_stream_step(ChLoad *cl, bool finish)
+{
+	if (finish)
+		ch_stream_done(cl);
+	else
+		CtasHttpStreamFlush(cl->stream);
+	if (cl->streaming)
+		cl->load->rows_committed = cl->rows;
+}
+
+/*
+ * ch_put_row
+ *		put_row of the writer: encode one row into the stream's buffer.
+ */
+static void
+ch_put_row(CtasLoad *load, TupleTableSlot *slot)
+{
+	ChLoad	   *cl = (ChLoad *) load->private;
+	StringInfo	buf = CtasHttpStreamBuffer(cl->stream);
+	int			before = buf->len;
+	int			i;
+
+	slot_getallattrs(slot);
+	for (i = 0; i < cl->ncols; i++)
+		CtasChPutValue(&cl->cols[i].enc, buf, slot->tts_values[i],
+					 slot->tts_isnull[i]);
+	load->bytes += buf->len - before;
+	cl->rows++;
+	cl->block_rows++;
+
+	if (cl->streaming && cl->block_rows >= (uint64) load->opts.commit_every)
+	{
+		ch_stream_step(cl, true);
+		ch_stream_open(cl);
+	}
+	else if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
+	{
+		/* what the socket took is kept when the connection drops */
+		ch_stream_step(cl, false);
+	}
+}
+
+/*
+ * ch_end_load
+ *		end_load of the writer: finish the INSERT and, in atomic mode,
+ *		check that the staging table holds exactly the rows sent.
+ */
+static void
+ch_end_load(CtasLoad *load)
+{
+	ChLoad	   *cl = (ChLoad *) load->private;
+	uint64		n;
+
+	if (cl == NULL || load->skipped)
+		return;
+	if (cl->stream)
+		ch_stream_step(cl, true);
+	if (cl->streaming)
+		return;
+
+	if (CtasChCountCheckMode(cl->engine) != 0)
+	{
+		n = CtasChParseCount(cl->http,
+						   CtasHttpQuery(cl->http,
+										 psprintf("SELECT count() FROM %s",
+												  CtasChQname(cl->db, cl->insert_table)),
+										 "count the rows of the staging table"),
+						   "SELECT count()");
+		if (n != cl->rows)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_ERROR),
+					 errmsg("staging table of \"%s\" in catalog \"%s\" holds " UINT64_FORMAT " rows, but " UINT64_FORMAT " were sent",
+							CtasChDisplay(cl->db, load->table), load->catalog->name,
+							n, cl->rows)));
+	}
+	if (CtasChCountCheckMode(cl->engine) == 2)
+		CtasHttpQuery(cl->http,
+					  psprintf("SYSTEM START MERGES %s",
+							   CtasChQname(cl->db, cl->insert_table)),
+					  "start merges on the staging table");
+	cl->action->loaded = true;
+	cl->action->rows = cl->rows;
+}
+
+/*
+ * ch_drop_table
+ *		drop_table of the writer: the table is renamed away at pre-commit
+ *		and dropped after the local commit, so that an abort can put it
+ *		back.
+ */
+static void
+ch_drop_table(CtasLoad *load, bool missing_ok)
+{
+	ChXact	   *xs;
+	char	   *phys;
+	ChAction   *a;
+
+	if (load->part == NULL)
+		load->part = CtasJoinTransaction(load->catalog);
+	xs = CtasChXact(load->part);
+
+	if (!ch_logical_exists(xs->http, xs, load->schema, load->table, &phys))
+	{
+		if (missing_ok)
+		{
+			ereport(NOTICE,
+					(errmsg("table \"%s\" does not exist in catalog \"%s\", skipping",
+							CtasChDisplay(load->schema, load->table),
+							load->catalog->name)));
+			return;
+		}
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table \"%s\" does not exist in catalog \"%s\"",
+						CtasChDisplay(load->schema, load->table),
+						load->catalog->name)));
+	}
+	a = CtasChNewAction(load->part, xs, CH_DROP, load->schema, load->table);
+	a->loaded = true;
+}
+
+/* ------------------------------------------------------------------------
+ * EXPLAIN and metadata
+ * ------------------------------------------------------------------------
+ */
+
+/*
+ * ch_explain
+ *		explain of the writer: target, mode, format and the DDL, with no
+ *		remote work.
+ */
+static void
+ch_explain(CtasLoad *load, ExplainState *es)
+{
+	char	  **types = palloc(sizeof(char *) * load->ncolumns);
+	ChColumn   *cols;
+	int			i;
+	const char *mode;
+
+	for (i = 0; i < load->ncolumns; i++)
+		types[i] = load->columns[i].remote_type;
+	cols = CtasChSetupColumns(load, types);
+
+	ExplainPropertyText("Catalog", load->catalog->name, es);
+	ExplainPropertyText("Catalog Type", "clickhouse", es);
+	ExplainPropertyText("Target", CtasChQname(load->schema, load->table), es);
+	if (load->opts.atomic)
+		mode = "atomic: staging table, RENAME TABLE to the target at commit";
+	else
+		mode = psprintf("streaming: table created first, one INSERT every " INT64_FORMAT " rows",
+						load->opts.commit_every);
+	ExplainPropertyText("Mode", mode, es);
+	ExplainPropertyText("If Exists",
+						load->opts.if_exists == CTAS_IF_EXISTS_REPLACE ? "replace" :
+						load->opts.if_exists == CTAS_IF_EXISTS_APPEND ? "append" :
+						load->opts.if_exists == CTAS_IF_EXISTS_SKIP ? "skip" : "error",
+						es);
+	ExplainPropertyText("Format", "RowBinary", es);
+	ExplainPropertyText("Remote DDL",
+						CtasChCreateSql(load, cols, load->schema, load->table), es);
+}
+
+static void
+ch_list_tables(CtasCatalog *catalog, const char *schema,
+			   void (*emit) (void *arg, const char *name, const char *kind),
+			   void *arg)
+{
+	CtasHttp   *http = CtasHttpCreate(catalog, CurrentMemoryContext);
+	const char *db = schema ? schema : CtasCatalogOption(catalog, "database");
+	char	   *body;
+	List	   *rows;
+	int			nf;
+	ListCell   *lc;
+
+	if (db == NULL)
+		db = "default";
+	(void) ch_remote_exists(http, db, "");	/* ERROR for a missing database */
+	body = CtasHttpQuery(http,
+						 psprintf("SELECT name, engine FROM system.tables WHERE database = %s ORDER BY name",
+								  CtasChLit(db)),
+						 "list tables");
+	rows = CtasChTsv(body, &nf);
+	foreach(lc, rows)
+	{
+		char	  **f = lfirst(lc);
+
+		if (nf == 2 && f[0] && f[1])
+			emit(arg, f[0], f[1]);
+	}
+}
+
+static void
+ch_list_columns(CtasCatalog *catalog, const char *schema, const char *table,
+				void (*emit) (void *arg, const char *name, const char *type,
+							  bool nullable),
+				void *arg)
+{
+	CtasHttp   *http = CtasHttpCreate(catalog, CurrentMemoryContext);
+	const char *db = schema ? schema : CtasCatalogOption(catalog, "database");
+	char	   *body;
+	List	   *rows;
+	int			nf;
+	ListCell   *lc;
+
+	if (db == NULL)
+		db = "default";
+	if (!ch_remote_exists(http, db, table))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table \"%s\" does not exist in catalog \"%s\"",
+						CtasChDisplay(db, table), catalog->name)));
+	body = CtasHttpQuery(http,
+						 psprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s",
+								  CtasChLit(db), CtasChLit(table)),
+						 "list columns");
+	rows = CtasChTsv(body, &nf);
+	foreach(lc, rows)
+	{
+		char	  **f = lfirst(lc);
+
+		if (nf == 2 && f[0] && f[1])
+			emit(arg, f[0], f[1], strncmp(f[1], "Nullable(", 9) == 0);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * The routine
+ * ------------------------------------------------------------------------
+ */
+
+const CtasTargetRoutine CtasClickHouseTarget = {
+	.type_name = "clickhouse",
+	.commit_order = 1,
+	.map_column = CtasChMapColumn,
+	.check_options = CtasChCheckOptions,
+	.explain = ch_explain,
+	.begin_load = ch_begin_load,
+	.put_row = ch_put_row,
+	.end_load = ch_end_load,
+	.drop_table = ch_drop_table,
+	.pre_commit = CtasChPreCommit,
+	.post_commit = CtasChPostCommit,
+	.abort = CtasChAbort,
+	.subxact = CtasChSubxact,
+	.list_tables = ch_list_tables,
+	.list_columns = ch_list_columns,
+	.resolve = CtasChResolve,
+};

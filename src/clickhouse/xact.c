@@ -1,0 +1,1009 @@
+/*-------------------------------------------------------------------------
+ *
+ * xact.c
+ *		  The transaction steps of the ClickHouse target and its durable
+ *		  records.
+ *
+ *	pre_commit	after every two-phase participant has prepared (commit
+ *				order 1, "last resource"): a marker
+ *				_ctas_fed_new_..._<target> is created, then RENAME TABLE
+ *				stage TO target.  if_exists 'replace': target
+ *				is renamed to _ctas_fed_old_..._<target> first; 'append':
+ *				the staged parts are attached to the target (or inserted,
+ *				for engines without partitions); DROP TABLE renames the
+ *				table to _ctas_fed_drop_..._<target>.
+ *	post_commit	the renamed-away tables, markers and appended stages are
+ *				dropped.
+ *	abort		everything is undone in reverse order: a running INSERT is
+ *				killed, renames are reverted, staging tables dropped.  Once
+ *				publication has begun, what to revert is read from
+ *				system.tables, not assumed (a reply may have been lost).
+ *				Failures are WARNINGs; resolve (ctas_fed.resolve_in_doubt)
+ *				finishes the job later from the durable record.
+ *
+ * Durable records: before the first remote effect of each action, the
+ * participant's actions and every table name they use are written to a
+ * file in the data directory (see "Durable records"), removed when the
+ * transaction is finished or undone.
+ *
+ * Each action of the transaction (create, replace, append, drop) is one
+ * ChAction in the participant's list, in the order of the statements; the
+ * list is also this transaction's view of which tables exist, so that a
+ * table created earlier in the same transaction counts as existing.  An
+ * action remembers the subtransaction nesting level that created it:
+ * ROLLBACK TO SAVEPOINT undoes the actions of that level and deeper, and
+ * a released savepoint hands its actions to the parent.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/clickhouse/xact.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/file.h>
+
+#include "access/transam.h"
+#include "access/xact.h"
+#include "common/file_perm.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "utils/memutils.h"
+
+#include "clickhouse.h"
+
+/* ------------------------------------------------------------------------
+ * Server version and transaction state
+ * ------------------------------------------------------------------------
+ */
+
+/*
+ * CtasChCheckVersion
+ *		Read the server version (once per client) and choose features from
+ *		it.  Servers older than the oldest we know to work are refused:
+ *		18.14 has the RowBinary, Decimal, KILL QUERY ... SYNC and ATTACH
+ *		PARTITION ... FROM we rely on.  Before 19.1, LowCardinality columns
+ *		need allow_experimental_low_cardinality_type (later servers reject
+ *		that setting as unknown).
+ *
+ * XXX: 18.16 has neither EXCHANGE TABLES nor DateTime64 nor Atomic
+ * databases; a newer server could get an atomic swap for 'replace' and
+ * exact timestamps, chosen here, once tests run against one.
+ */
+void
+CtasChCheckVersion(CtasHttp *http)
+{
+	const CtasHttpVersion *v;
+	bool		known = CtasHttpServerVersionKnown(http);
+
+	v = CtasHttpServerVersion(http);
+	if (known)
+		return;
+	if (!CtasHttpVersionAtLeast(http, 18, 14))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("ClickHouse catalog \"%s\" runs version %s, but ctas_fed needs 18.14 or later",
+						CtasHttpCatalogName(http), v->text)));
+	if (!CtasHttpVersionAtLeast(http, 19, 1))
+		CtasHttpAddSetting(http, "allow_experimental_low_cardinality_type", "1");
+}
+
+/* ------------------------------------------------------------------------
+ * Durable records
+ *
+ * Before the first remote effect of an action (its staging table, or for
+ * DROP TABLE the rename at pre-commit) the participant writes the list of
+ * its actions, oldest first, with every table name each one uses, to
+ * pg_ctas_fed/ch_<full xid>_<server oid>_<user mapping oid> in the data
+ * directory: a new file is written and fsync'd, then renamed over the old
+ * one (durable_rename).  The file goes when the transaction is finished
+ * (post_commit) or undone (abort); if that does not happen (a crash, an
+ * unreachable server) the resolver reads it, decides from the local
+ * transaction's status, and finishes or undoes the transaction as a whole.
+ * The resolver acts on nothing else: a table that no record names is
+ * never touched, whatever its name.
+ *
+ * The writing backend holds an exclusive flock() on the record from the
+ * first write until the transaction is over (the kernel drops it if the
+ * backend dies), so that a resolver never works on a transaction whose
+ * own backend is still finishing it.
+ *
+ * Format: tab-separated lines, escaped as ClickHouse's TabSeparated (read
+ * back with CtasChTsv).  The first line is
+ *		ctas_fed clickhouse	1	<full xid>	<database oid>	<server oid>
+ *		<user mapping oid>	<gid>
+ * and each action is
+ *		<kind>	<database>	<table>	<stage>	<old>	<marker>
+ * with \N for a name the action does not have.  The last line is
+ *		crc32c	<CRC-32C of every byte before this line, 8 hex digits>
+ * A record that does not end so, or whose lines do not have these fields,
+ * is damaged (a disk, a copy or a hand went wrong): the resolver does not
+ * act on a part of a transaction, nor on names it cannot trust, and keeps
+ * the file, with a WARNING, for someone to look at.
+ * ------------------------------------------------------------------------
+ */
+
+/* by ChActionKind */
+const char *const CtasChActionNames[CH_DROP + 1] = {
+	"create", "replace", "append", "drop"
+};
+
+/* Append one TabSeparated field (NULL as \N), then a tab or a newline */
+static void
+ch_record_field(StringInfo buf, const char *s, bool last)
+{
+	if (s == NULL)
+		appendStringInfoString(buf, "\\N");
+	else
+	{
+		for (; *s; s++)
+		{
+			switch (*s)
+			{
+				case '\\':
+					appendStringInfoString(buf, "\\\\");
+					break;
+				case '\t':
+					appendStringInfoString(buf, "\\t");
+					break;
+				case '\n':
+					appendStringInfoString(buf, "\\n");
+					break;
+				case '\r':
+					appendStringInfoString(buf, "\\r");
+					break;
+				default:
+					appendStringInfoChar(buf, *s);
+					break;
+			}
+		}
+	}
+	appendStringInfoChar(buf, last ? '\n' : '\t');
+}
+
+/* The CRC-32C of a record's lines, which its last line repeats */
+pg_crc32c
+CtasChRecordCrc(const char *data, size_t len)
+{
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, data, len);
+	FIN_CRC32C(crc);
+	return crc;
+}
+
+/*
+ * ch_gid
+ *		What ctas_fed.jobs and the resolver call this participant's remote
+ *		work: db.name of the first action's marker, old or staging table.
+ *		NULL without actions.  Palloc'd.
+ */
+static char *
+ch_gid(ChXact *xs)
+{
+	ChAction   *first;
+
+	if (xs->actions == NIL)
+		return NULL;
+	first = linitial(xs->actions);
+	return CtasChDisplay(first->db,
+					  first->marker ? first->marker :
+					  first->old ? first->old : first->stage);
+}
+
+/*
+ * ch_record_release
+ *		Close the record's descriptor, which drops its lock.  A reset
+ *		callback of the participant's context as well; never fails.
+ */
+static void
+ch_record_release(void *arg)
+{
+	ChXact	   *xs = (ChXact *) arg;
+
+	if (xs->record_fd >= 0)
+	{
+		close(xs->record_fd);
+		ReleaseExternalFD();
+	}
+	xs->record_fd = -1;
+}
+
+/*
+ * CtasChRecordWrite
+ *		Write the durable record of part (see above) with the actions of
+ *		xs as they are now.  ERROR on an I/O failure, before any remote
+ *		effect of the newest action.
+ */
+void
+CtasChRecordWrite(CtasParticipant *part, ChXact *xs)
+{
+	StringInfoData buf;
+	char		tmp[MAXPGPATH];
+	char	   *gid = ch_gid(xs);
+	ListCell   *lc;
+	int			fd;
+
+	if (xs->record_path[0] == '\0')
+	{
+		if (MakePGDirectory(CH_RECORD_DIR) == 0)
+		{
+			fsync_fname(CH_RECORD_DIR, true);
+			fsync_fname(".", true);
+		}
+		else if (errno != EEXIST)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not create directory \"%s\": %m",
+							CH_RECORD_DIR)));
+		snprintf(xs->record_path, MAXPGPATH,
+				 CH_RECORD_DIR "/ch_" UINT64_FORMAT "_%u_%u",
+				 U64FromFullTransactionId(GetTopFullTransactionId()),
+				 part->serverid, part->umid);
+	}
+
+	initStringInfo(&buf);
+	ch_record_field(&buf, CH_RECORD_MAGIC, false);
+	ch_record_field(&buf, CH_RECORD_VERSION, false);
+	appendStringInfo(&buf, UINT64_FORMAT "\t%u\t%u\t%u\t",
+					 U64FromFullTransactionId(GetTopFullTransactionId()),
+					 MyDatabaseId, part->serverid, part->umid);
+	ch_record_field(&buf, gid, true);
+	foreach(lc, xs->actions)
+	{
+		ChAction   *a = lfirst(lc);
+
+		ch_record_field(&buf, CtasChActionNames[a->kind], false);
+		ch_record_field(&buf, a->db, false);
+		ch_record_field(&buf, a->table, false);
+		ch_record_field(&buf, a->stage, false);
+		ch_record_field(&buf, a->old, false);
+		ch_record_field(&buf, a->marker, true);
+	}
+	appendStringInfo(&buf, "crc32c\t%08X\n", CtasChRecordCrc(buf.data, buf.len));
+
+	/* the new file is locked before it takes the record's name */
+	snprintf(tmp, sizeof(tmp), "%s.tmp", xs->record_path);
+	ReserveExternalFD();
+	fd = BasicOpenFilePerm(tmp, O_RDWR | O_CREAT | O_TRUNC | PG_BINARY,
+						   pg_file_create_mode);
+	if (fd < 0)
+	{
+		ReleaseExternalFD();
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", tmp)));
+	}
+	errno = 0;
+	if (flock(fd, LOCK_EX) != 0 ||
+		write(fd, buf.data, buf.len) != buf.len ||
+		pg_fsync(fd) != 0 ||
+		durable_rename(tmp, xs->record_path, LOG) != 0)
+	{
+		int			save_errno = errno ? errno : ENOSPC;
+
+		close(fd);
+		ReleaseExternalFD();
+		(void) unlink(tmp);
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", xs->record_path)));
+	}
+	ch_record_release(xs);
+	xs->record_fd = fd;
+	pfree(buf.data);
+}
+
+/*
+ * ch_record_remove
+ *		The transaction is finished or undone: remove its record.  A
+ *		failure is a WARNING (the resolver then finds nothing left to do).
+ */
+static void
+ch_record_remove(ChXact *xs)
+{
+	if (xs->record_path[0] != '\0')
+		(void) durable_unlink(xs->record_path, WARNING);
+	xs->record_path[0] = '\0';
+	ch_record_release(xs);
+}
+
+/* The transaction state of part, created on first use */
+ChXact *
+CtasChXact(CtasParticipant *part)
+{
+	ChXact	   *xs = (ChXact *) part->private;
+
+	if (xs == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(part->cxt);
+
+		MemoryContextCallback *cb;
+
+		xs = palloc0(sizeof(ChXact));
+		xs->http = CtasHttpCreate(part->catalog, part->cxt);
+		xs->record_fd = -1;
+		cb = palloc(sizeof(MemoryContextCallback));
+		cb->func = ch_record_release;
+		cb->arg = xs;
+		MemoryContextRegisterResetCallback(part->cxt, cb);
+		part->private = xs;
+		MemoryContextSwitchTo(old);
+	}
+	CtasChCheckVersion(xs->http);
+	return xs;
+}
+
+/* Did a ch_cleanup_query fail since the flag was last cleared? */
+bool CtasChCleanupFailed = false;
+
+/*
+ * ch_cleanup_query
+ *		Run sql on a commit/abort/resolve path; WARNING, CtasChCleanupFailed
+ *		and false on failure.  The answer goes to *result if result is not
+ *		NULL.
+ */
+static bool
+ch_cleanup_query_result(CtasHttp *http, const char *sql, const char *what,
+						const char *object, char **result)
+{
+	char	   *answer;
+	char	   *detail;
+
+	if (CtasHttpTryQuery(http, sql, what, CTAS_HTTP_CLEANUP, &answer, &detail))
+	{
+		if (result)
+			*result = answer;
+		return true;
+	}
+	CtasChCleanupFailed = true;
+	ereport(WARNING,
+			(errcode(ERRCODE_FDW_ERROR),
+			 errmsg("could not %s \"%s\" on ClickHouse catalog \"%s\"",
+					what, object, CtasHttpCatalogName(http)),
+			 errdetail_internal("%s", detail ? detail : ""),
+			 errhint("ctas_fed.resolve_in_doubt() cleans up what this leaves behind.")));
+	return false;
+}
+
+static bool
+ch_cleanup_query(CtasHttp *http, const char *sql, const char *what,
+				 const char *object)
+{
+	return ch_cleanup_query_result(http, sql, what, object, NULL);
+}
+
+bool
+CtasChCleanupDrop(CtasHttp *http, const char *db, const char *table,
+				const char *what)
+{
+	return ch_cleanup_query(http,
+							psprintf("DROP TABLE IF EXISTS %s", CtasChQname(db, table)),
+							what, CtasChDisplay(db, table));
+}
+
+/*
+ * ch_tables_exist
+ *		Which of the tables names[0..n-1] (NULL entries skipped) of db exist
+ *		on the server now: exists[i].  One round trip; false (with a
+ *		WARNING) when the server cannot be asked.
+ */
+static bool
+ch_tables_exist(CtasHttp *http, const char *db, const char **names, int n,
+				bool *exists)
+{
+	StringInfoData sql;
+	char	   *body;
+	List	   *rows;
+	int			nf;
+	ListCell   *lc;
+	int			i;
+	bool		any = false;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT name FROM system.tables WHERE database = %s AND name IN (",
+					 CtasChLit(db));
+	for (i = 0; i < n; i++)
+	{
+		exists[i] = false;
+		if (names[i] == NULL)
+			continue;
+		if (any)
+			appendStringInfoString(&sql, ", ");
+		CtasChAppendLiteral(&sql, names[i]);
+		any = true;
+	}
+	appendStringInfoChar(&sql, ')');
+	if (!any)
+		return true;
+	if (!ch_cleanup_query_result(http, sql.data,
+								 "check the tables of the transaction in database",
+								 db, &body))
+		return false;
+	rows = CtasChTsv(body, &nf);
+	if (rows != NIL && nf != 1)
+	{
+		CtasChCleanupFailed = true;
+		ereport(WARNING,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("unexpected answer from ClickHouse catalog \"%s\" to a list of tables",
+						CtasHttpCatalogName(http))));
+		return false;
+	}
+	foreach(lc, rows)
+	{
+		char	  **f = lfirst(lc);
+
+		for (i = 0; i < n; i++)
+		{
+			if (f[0] && names[i] && strcmp(f[0], names[i]) == 0)
+				exists[i] = true;
+		}
+	}
+	return true;
+}
+
+static char *ch_rename_sql(const char *db, const char *from,
+						   const char *to);
+
+/*
+ * CtasChUndoChecked
+ *		Undo action a (CREATE, REPLACE or DROP) of an aborted transaction
+ *		from what the server shows, not from what we believe we did: after
+ *		a lost reply, or in the resolver after a crash, a rename may or may
+ *		not have happened.  The names are the transaction's own (no one
+ *		else makes tables called so), and each one's presence tells how
+ *		far publication got:
+ *
+ *		- the marker (CREATE) or the old table (REPLACE) exists and the
+ *		  staging table does not: the staging table was renamed to the
+ *		  target, which is taken back;
+ *		- the old table exists and the target does not: it is put back;
+ *		- then the marker and the staging table are dropped.
+ *
+ *		Every step can be repeated after a failure or a crash.  Returns
+ *		false, with a WARNING and *why set, when something is left.
+ */
+bool
+CtasChUndoChecked(CtasHttp *http, ChAction *a, char **why)
+{
+	const char *names[4];
+	bool		ex[4];
+	bool		target_ex,
+				stage_ex,
+				old_ex,
+				marker_ex;
+
+	*why = NULL;
+	names[0] = a->table;
+	names[1] = a->kind == CH_DROP ? NULL : a->stage;
+	names[2] = a->old;
+	names[3] = a->marker;
+	if (!ch_tables_exist(http, a->db, names, 4, ex))
+	{
+		*why = psprintf("could not check the tables of \"%s\"",
+						CtasChDisplay(a->db, a->table));
+		return false;
+	}
+	target_ex = ex[0];
+	stage_ex = ex[1];
+	old_ex = ex[2];
+	marker_ex = ex[3];
+
+	/* take back the published table */
+	if (a->kind != CH_DROP && (marker_ex || old_ex) && !stage_ex && target_ex)
+	{
+		if (!ch_cleanup_query(http, ch_rename_sql(a->db, a->table, a->stage),
+							  "take back the published table",
+							  CtasChDisplay(a->db, a->table)))
+		{
+			*why = psprintf("could not take back table \"%s\"",
+							CtasChDisplay(a->db, a->table));
+			return false;
+		}
+		target_ex = false;
+		stage_ex = true;
+	}
+	/* put back the replaced or dropped table */
+	if (old_ex)
+	{
+		if (target_ex)
+		{
+			*why = psprintf("table \"%s\" exists again; \"%s\" was left",
+							CtasChDisplay(a->db, a->table),
+							CtasChDisplay(a->db, a->old));
+			ereport(WARNING,
+					(errcode(ERRCODE_DUPLICATE_TABLE),
+					 errmsg("could not restore table \"%s\" of ClickHouse catalog \"%s\"",
+							CtasChDisplay(a->db, a->table), CtasHttpCatalogName(http)),
+					 errdetail("A table of that name exists again; the original is kept as \"%s\".",
+							   CtasChDisplay(a->db, a->old))));
+			return false;
+		}
+		if (!ch_cleanup_query(http, ch_rename_sql(a->db, a->old, a->table),
+							  "restore the replaced table",
+							  CtasChDisplay(a->db, a->old)))
+		{
+			*why = psprintf("could not restore table \"%s\"",
+							CtasChDisplay(a->db, a->table));
+			return false;
+		}
+	}
+	/* the marker before the staging table: see the resolver */
+	if (marker_ex &&
+		!CtasChCleanupDrop(http, a->db, a->marker, "drop the commit marker"))
+	{
+		*why = pstrdup("could not drop the commit marker");
+		return false;
+	}
+	if (stage_ex &&
+		!CtasChCleanupDrop(http, a->db, a->stage, "drop the staging table"))
+	{
+		*why = pstrdup("could not drop the staging table");
+		return false;
+	}
+	return true;
+}
+
+static char *
+ch_rename_sql(const char *db, const char *from, const char *to)
+{
+	return psprintf("RENAME TABLE %s TO %s", CtasChQname(db, from),
+					CtasChQname(db, to));
+}
+
+/*
+ * ch_append_step
+ *		Run one step of moving the staged rows into the target (an ATTACH
+ *		PARTITION or an INSERT ... SELECT) that adds rows rows to it.  The
+ *		statement is sent once.  When it fails, the server may still have
+ *		run it (a reply lost after the work): with *count >= 0, the row
+ *		count the target must have before the step, the target is counted
+ *		again to find out.  If the rows arrived, that is success; if not,
+ *		or if the count says neither, ERROR.  *count is advanced by rows.
+ */
+static void
+ch_append_step(CtasHttp *http, ChAction *a, const char *sql, const char *what,
+			   uint64 rows, int64 *count, int64 before)
+{
+	char	   *result;
+	char	   *detail;
+	char	   *body;
+	uint64		now = 0;
+	bool		counted = false;
+
+	a->appended = true;
+	if (CtasHttpTryQuery(http, sql, what, 0, &result, &detail))
+	{
+		if (*count >= 0)
+			*count += rows;
+		return;
+	}
+	if (*count >= 0 &&
+		CtasHttpTryQuery(http,
+						 psprintf("SELECT count() FROM %s", CtasChQname(a->db, a->table)),
+						 "count the rows of the target table", 0, &body, NULL))
+	{
+		now = CtasChParseCount(http, body, "SELECT count()");
+		counted = true;
+		if (now == (uint64) *count + rows)
+		{
+			ereport(LOG,
+					(errmsg("ctas_fed: the answer to a ClickHouse request was lost, but the rows arrived in table \"%s\" of catalog \"%s\"",
+							CtasChDisplay(a->db, a->table), CtasHttpCatalogName(http)),
+					 errdetail_internal("%s", detail ? detail : "")));
+			*count += rows;
+			return;
+		}
+		if (now == (uint64) *count && *count == before)
+			a->appended = false;	/* nothing of ours arrived */
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_ERROR),
+			 errmsg("could not %s on ClickHouse catalog \"%s\"",
+					what, CtasHttpCatalogName(http)),
+			 errdetail_internal("%s", detail ? detail : ""),
+			 counted && now != (uint64) *count ?
+			 errhint("Table \"%s\" holds " UINT64_FORMAT " rows; " INT64_FORMAT " were expected without the step and " UINT64_FORMAT " with it.",
+					 CtasChDisplay(a->db, a->table), now, *count,
+					 (uint64) *count + rows) : 0));
+}
+
+/*
+ * ch_append_move
+ *		Move the staged rows into the target: the stage's parts are
+ *		attached partition by partition (MergeTree engines: each attach is
+ *		atomic, and no row is copied), else INSERT ... SELECT.  Each
+ *		statement is sent once (ch_append_step); for targets whose rows
+ *		can be counted exactly, a lost reply is settled from the target's
+ *		row count, which assumes that no one else writes to the target
+ *		during the commit.
+ */
+static void
+ch_append_move(CtasHttp *http, ChAction *a)
+{
+	char	   *engine = CtasChRemoteEngine(http, a->db, a->stage);
+	char	   *target_engine = CtasChRemoteEngine(http, a->db, a->table);
+	int64		count = -1;
+	int64		before;
+
+	if (CtasChCountCheckMode(target_engine) == 1)
+		count = (int64) CtasChParseCount(http,
+									   CtasHttpQuery(http,
+													 psprintf("SELECT count() FROM %s",
+															  CtasChQname(a->db, a->table)),
+													 "count the rows of the target table"),
+									   "SELECT count()");
+	before = count;
+
+	if (CtasChIsMergetree(engine) && strcmp(engine, target_engine) == 0 &&
+		strncmp(engine, "Replicated", 10) != 0)
+	{
+		char	   *body;
+		List	   *rows;
+		int			nf;
+		ListCell   *lc;
+
+		body = CtasHttpQuery(http,
+							 psprintf("SELECT partition_id, sum(rows) FROM system.parts WHERE database = %s AND table = %s AND active GROUP BY partition_id ORDER BY partition_id",
+									  CtasChLit(a->db), CtasChLit(a->stage)),
+							 "list the partitions of the staging table");
+		rows = CtasChTsv(body, &nf);
+		foreach(lc, rows)
+		{
+			char	  **f = lfirst(lc);
+
+			if (nf != 2 || f[0] == NULL || f[1] == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_ERROR),
+						 errmsg("unexpected answer from ClickHouse catalog \"%s\" to a list of partitions",
+								CtasHttpCatalogName(http))));
+			ch_append_step(http, a,
+						   psprintf("ALTER TABLE %s ATTACH PARTITION ID %s FROM %s",
+									CtasChQname(a->db, a->table), CtasChLit(f[0]),
+									CtasChQname(a->db, a->stage)),
+						   "attach the staged rows to the target table",
+						   CtasChParseCount(http, f[1], "a list of partitions"),
+						   &count, before);
+		}
+	}
+	else
+		ch_append_step(http, a,
+					   psprintf("INSERT INTO %s SELECT * FROM %s",
+								CtasChQname(a->db, a->table),
+								CtasChQname(a->db, a->stage)),
+					   "insert the staged rows into the target table",
+					   a->rows, &count, before);
+}
+
+/*
+ * CtasChPreCommit
+ *		pre_commit of the writer: publish every action, in statement order.
+ *		Runs after all two-phase participants have prepared.  An ERROR here
+ *		aborts the local transaction, and CtasChAbort undoes what was done.
+ *
+ * XXX: appends are published in statement order, interleaved with the
+ * renames; moving them after every rename (and every other participant)
+ * would narrow the window in which a later failure leaves appended rows.
+ */
+void
+CtasChPreCommit(CtasParticipant *part)
+{
+	ChXact	   *xs = (ChXact *) part->private;
+	ListCell   *lc;
+
+	if (xs == NULL)
+		return;
+	if (xs->stream)
+		elog(ERROR, "ClickHouse INSERT still open at commit");
+
+	/*
+	 * Every action is in the durable record already (CtasChNewAction), and
+	 * resolve decides it by this transaction's outcome; xact.c made the
+	 * xid durable when the transaction joined (CtasJoinTransaction).
+	 */
+	/* for ctas_fed.jobs: the object resolve reports on, and no 2PC */
+	if (xs->actions != NIL)
+	{
+		part->gid = MemoryContextStrdup(part->cxt, ch_gid(xs));
+		part->one_phase = true;
+	}
+
+	foreach(lc, xs->actions)
+	{
+		ChAction   *a = lfirst(lc);
+
+		if (!a->loaded)
+			elog(ERROR, "ClickHouse staging table \"%s\" was never completed",
+				 a->stage);
+
+		/*
+		 * From the first request on, the outcome may be unknown (a lost
+		 * reply): undo then asks the server what happened.
+		 */
+		a->publishing = true;
+		switch (a->kind)
+		{
+			case CH_CREATE:
+				/*
+				 * The marker outlives a crash between the rename and the
+				 * local commit record: resolve then finds it and, the local
+				 * transaction having aborted, drops the published table.
+				 */
+				a->marker_made = true;
+				CtasHttpQuery(xs->http,
+							  psprintf("CREATE TABLE %s (x UInt8) ENGINE = TinyLog",
+									   CtasChQname(a->db, a->marker)),
+							  "record the publication");
+				CtasHttpQuery(xs->http, ch_rename_sql(a->db, a->stage, a->table),
+							  "publish the new table");
+				a->stage_moved = true;
+				break;
+			case CH_REPLACE:
+				CtasHttpQuery(xs->http, ch_rename_sql(a->db, a->table, a->old),
+							  "move the replaced table away");
+				a->old_moved = true;
+				CtasHttpQuery(xs->http, ch_rename_sql(a->db, a->stage, a->table),
+							  "publish the new table");
+				a->stage_moved = true;
+				break;
+			case CH_APPEND:
+				ch_append_move(xs->http, a);
+				break;
+			case CH_DROP:
+				CtasHttpQuery(xs->http, ch_rename_sql(a->db, a->table, a->old),
+							  "drop the table");
+				a->old_moved = true;
+				break;
+		}
+	}
+}
+
+/*
+ * CtasChPostCommit
+ *		post_commit of the writer: drop what was moved away.  Never an
+ *		ERROR: failures are WARNINGs, and the durable record then stays,
+ *		from which resolve drops the leftovers.  The record goes once
+ *		everything is dropped.
+ */
+void
+CtasChPostCommit(CtasParticipant *part)
+{
+	ChXact	   *xs = (ChXact *) part->private;
+	MemoryContext cxt;
+	MemoryContext old;
+	ListCell   *lc;
+
+	if (xs == NULL || in_error_recursion_trouble())
+		return;
+	cxt = AllocSetContextCreate(part->cxt, "ctas_fed clickhouse commit",
+								ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	CtasChCleanupFailed = false;
+	foreach(lc, xs->actions)
+	{
+		ChAction   *a = lfirst(lc);
+
+		if ((a->kind == CH_REPLACE || a->kind == CH_DROP) && a->old_moved)
+			ch_cleanup_query(xs->http,
+							 psprintf("DROP TABLE IF EXISTS %s", CtasChQname(a->db, a->old)),
+							 "drop the old table", CtasChDisplay(a->db, a->old));
+		else if (a->kind == CH_CREATE && a->marker_made)
+			ch_cleanup_query(xs->http,
+							 psprintf("DROP TABLE IF EXISTS %s", CtasChQname(a->db, a->marker)),
+							 "drop the commit marker", CtasChDisplay(a->db, a->marker));
+		else if (a->kind == CH_APPEND)
+			ch_cleanup_query(xs->http,
+							 psprintf("DROP TABLE IF EXISTS %s", CtasChQname(a->db, a->stage)),
+							 "drop the staging table", CtasChDisplay(a->db, a->stage));
+	}
+	/* what failed stays in the record, for the resolver */
+	if (!CtasChCleanupFailed)
+		ch_record_remove(xs);
+	ch_record_release(xs);
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+}
+
+/*
+ * ch_undo
+ *		Undo one action, whatever stage it reached.  Before publication
+ *		the flags say what exists; from the first request of publication on
+ *		the server is asked (CtasChUndoChecked).  WARNINGs only; what is left
+ *		stays in the durable record.
+ */
+static void
+ch_undo(CtasParticipant *part, ChXact *xs, ChAction *a)
+{
+	CtasHttp   *http = xs->http;
+
+	if (a->publishing && a->kind != CH_APPEND)
+	{
+		char	   *why;
+
+		if (CtasChUndoChecked(http, a, &why))
+			a->stage_moved = a->old_moved = a->marker_made = false;
+		else
+			part->in_doubt = true;
+		return;
+	}
+
+	switch (a->kind)
+	{
+		case CH_CREATE:
+		case CH_REPLACE:
+			if (a->stage_moved &&
+				ch_cleanup_query(http, ch_rename_sql(a->db, a->table, a->stage),
+								 "take back the published table",
+								 CtasChDisplay(a->db, a->table)))
+				a->stage_moved = false;
+			if (a->old_moved && !a->stage_moved &&
+				ch_cleanup_query(http, ch_rename_sql(a->db, a->old, a->table),
+								 "restore the replaced table",
+								 CtasChDisplay(a->db, a->old)))
+				a->old_moved = false;
+			if (!a->stage_moved)
+				ch_cleanup_query(http,
+								 psprintf("DROP TABLE IF EXISTS %s", CtasChQname(a->db, a->stage)),
+								 "drop the staging table", CtasChDisplay(a->db, a->stage));
+			/* the marker goes last: resolve needs it while anything is left */
+			if (a->marker_made && !a->stage_moved &&
+				ch_cleanup_query(http,
+								 psprintf("DROP TABLE IF EXISTS %s", CtasChQname(a->db, a->marker)),
+								 "drop the commit marker", CtasChDisplay(a->db, a->marker)))
+				a->marker_made = false;
+			if (a->stage_moved || a->old_moved)
+				part->in_doubt = true;	/* published, and not taken back */
+			break;
+		case CH_APPEND:
+			if (a->appended)
+				ereport(WARNING,
+						(errcode(ERRCODE_FDW_ERROR),
+						 errmsg("rows appended to table \"%s\" of ClickHouse catalog \"%s\" stay there",
+								CtasChDisplay(a->db, a->table), CtasHttpCatalogName(http)),
+						 errdetail("The transaction failed after the rows were moved into the table; ClickHouse cannot take them back.")));
+			ch_cleanup_query(http,
+							 psprintf("DROP TABLE IF EXISTS %s", CtasChQname(a->db, a->stage)),
+							 "drop the staging table", CtasChDisplay(a->db, a->stage));
+			break;
+		case CH_DROP:
+			if (a->old_moved &&
+				ch_cleanup_query(http, ch_rename_sql(a->db, a->old, a->table),
+								 "restore the dropped table",
+								 CtasChDisplay(a->db, a->old)))
+				a->old_moved = false;
+			if (a->old_moved)
+				part->in_doubt = true;
+			break;
+	}
+}
+
+/* Stop the open INSERT, if any (abort paths) */
+static void
+ch_kill_stream(ChXact *xs)
+{
+	if (xs->stream)
+		CtasHttpStreamClose(xs->stream);	/* kills, clears xs->stream */
+	else if (xs->stream_qid)
+		CtasHttpKillQuery(xs->http, xs->stream_qid);
+	xs->stream = NULL;
+	xs->stream_qid = NULL;
+}
+
+/*
+ * CtasChAbort
+ *		abort of the writer: stop a running INSERT, then undo every action
+ *		in reverse order.  Never an ERROR.
+ */
+void
+CtasChAbort(CtasParticipant *part)
+{
+	ChXact	   *xs = (ChXact *) part->private;
+	MemoryContext cxt;
+	MemoryContext old;
+	int			i;
+
+	if (xs == NULL)
+		return;
+	if (in_error_recursion_trouble())
+	{
+		/* the stream must not touch xs, which goes away now */
+		if (xs->stream)
+			CtasHttpStreamUnwatch(xs->stream);
+		xs->stream = NULL;
+		return;					/* resolve will clean up */
+	}
+	cxt = AllocSetContextCreate(part->cxt, "ctas_fed clickhouse abort",
+								ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	CtasChCleanupFailed = false;
+	ch_kill_stream(xs);
+	for (i = list_length(xs->actions) - 1; i >= 0; i--)
+		ch_undo(part, xs, list_nth(xs->actions, i));
+	xs->actions = NIL;
+	/* what could not be undone stays in the record, for the resolver */
+	if (!CtasChCleanupFailed && !part->in_doubt)
+		ch_record_remove(xs);
+	ch_record_release(xs);
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+}
+
+/*
+ * CtasChSubxact
+ *		subxact of the writer.  Commit of a subtransaction hands its actions
+ *		to the parent level; abort (ROLLBACK TO SAVEPOINT, or an error in a
+ *		subtransaction) undoes the actions of that level and deeper, which
+ *		are never published yet.  Never an ERROR.
+ */
+void
+CtasChSubxact(CtasParticipant *part, SubXactEvent event, int level)
+{
+	ChXact	   *xs = (ChXact *) part->private;
+	ListCell   *lc;
+
+	if (xs == NULL)
+		return;
+
+	if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
+	{
+		foreach(lc, xs->actions)
+		{
+			ChAction   *a = lfirst(lc);
+
+			if (a->level >= level)
+				a->level = level - 1;
+		}
+		if (xs->stream_qid && xs->stream_level >= level)
+			xs->stream_level = level - 1;
+	}
+	else if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		MemoryContext cxt;
+		MemoryContext old;
+		List	   *keep = NIL;
+		int			i;
+
+		if (in_error_recursion_trouble())
+		{
+			if (xs->stream && xs->stream_level >= level)
+			{
+				CtasHttpStreamUnwatch(xs->stream);
+				xs->stream = NULL;
+			}
+			return;
+		}
+		cxt = AllocSetContextCreate(part->cxt, "ctas_fed clickhouse rollback",
+									ALLOCSET_SMALL_SIZES);
+		old = MemoryContextSwitchTo(cxt);
+		if (xs->stream_qid && xs->stream_level >= level)
+			ch_kill_stream(xs);
+		for (i = list_length(xs->actions) - 1; i >= 0; i--)
+		{
+			ChAction   *a = list_nth(xs->actions, i);
+
+			if (a->level >= level)
+				ch_undo(part, xs, a);
+		}
+		/*
+		 * The durable record goes on naming the undone actions until its
+		 * next version: they are its newest ones, their tables are gone,
+		 * and neither undo nor finish finds anything of theirs to act on.
+		 */
+		MemoryContextSwitchTo(part->cxt);
+		foreach(lc, xs->actions)
+		{
+			ChAction   *a = lfirst(lc);
+
+			if (a->level < level)
+				keep = lappend(keep, a);
+		}
+		xs->actions = keep;
+		MemoryContextSwitchTo(old);
+		MemoryContextDelete(cxt);
+	}
+}

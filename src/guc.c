@@ -1,0 +1,122 @@
+/*-------------------------------------------------------------------------
+ *
+ * guc.c
+ *		  Every setting of ctas_fed, and the check that the library was
+ *		  preloaded.
+ *
+ * The variables live here, at the bottom of the module, so that the files
+ * that read them (jobs.c, worker.c, ctas.c, xact.c, hosts.c) need nothing
+ * above their own layer.  _PG_init defines the settings only when the
+ * library is preloaded; otherwise every entry point fails through
+ * CtasCheckPreloaded.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/guc.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/guc.h"
+
+#include "ctas_fed.h"
+#include "hosts.h"
+
+/* true when loaded by shared_preload_libraries */
+bool		CtasPreloaded = false;
+
+/* jobs.c */
+int			CtasMaxJobs = 64;
+int			CtasHistorySize = 1000;
+
+/* worker.c */
+int			CtasResolverNaptime = 60;
+int			CtasResolveTimeout = 30;
+char	   *CtasNotifyUrl = NULL;
+char	   *CtasPushgatewayUrl = NULL;
+
+/* ctas.c */
+bool		CtasProgress = false;
+int			CtasProgressInterval = 10;
+
+/* xact.c: ctas_fed.fault_point (tests only, superuser only) */
+char	   *CtasFaultPoint = NULL;
+
+/* hosts.c */
+char	   *CtasAllowedHosts = NULL;
+
+/*
+ * CtasDefineSettings
+ *		Every setting of ctas_fed, by meaning: sizes of shared memory are
+ *		postmaster settings, the worker's are reloadable, the webhook and
+ *		the fault point are superuser-only, progress reporting is the
+ *		user's.
+ */
+void
+CtasDefineSettings(void)
+{
+	DefineCustomIntVariable("ctas_fed.max_jobs",
+							"Maximum number of jobs running at once.",
+							NULL, &CtasMaxJobs, 64, 1, 10000,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("ctas_fed.history_size",
+							"Number of finished jobs kept in ctas_fed.jobs.",
+							NULL, &CtasHistorySize, 1000, 0, 100000,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("ctas_fed.resolver_naptime",
+							"Time between two rounds of in-doubt resolution.",
+							"Also the longest wait between two retries while work stays in doubt.",
+							&CtasResolverNaptime, 60, 1, 86400,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("ctas_fed.resolve_timeout",
+							"Longest time the resolution of one catalog may take.",
+							"A catalog that does not answer within it is reported and skipped; 0 means no limit.",
+							&CtasResolveTimeout, 30, 0, 3600,
+							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomStringVariable("ctas_fed.notify_url",
+							   "Status webhook for catalogs without a notify_url of their own.",
+							   NULL, &CtasNotifyUrl, "",
+							   PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("ctas_fed.pushgateway_url",
+							   "Prometheus Pushgateway that receives the metrics when jobs end.",
+							   NULL, &CtasPushgatewayUrl, "",
+							   PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("ctas_fed.progress",
+							 "Report the progress of long loads with NOTICEs.",
+							 NULL, &CtasProgress, false,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("ctas_fed.progress_interval",
+							"Time between two progress NOTICEs.",
+							NULL, &CtasProgressInterval, 10, 1, 3600,
+							PGC_USERSET, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomStringVariable("ctas_fed.fault_point",
+							   "For tests only: stop the backend at this point of the commit protocol.",
+							   "after_prepare, after_commit_record or after_rename.",
+							   &CtasFaultPoint, "",
+							   PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomStringVariable("ctas_fed.allowed_hosts",
+							   "Hosts that the catalogs of non-superusers may reach.",
+							   "Comma-separated host names, IP addresses and address/prefix lengths; empty allows every host.",
+							   &CtasAllowedHosts, "",
+							   PGC_SUSET, 0,
+							   CtasAllowedHostsCheck, NULL, NULL);
+
+	MarkGUCPrefixReserved("ctas_fed");
+}
+
+/*
+ * CtasCheckPreloaded
+ *		ereport(ERROR) unless the library was loaded through
+ *		shared_preload_libraries.  Every SQL-callable entry point calls it.
+ */
+void
+CtasCheckPreloaded(void)
+{
+	if (!CtasPreloaded)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("ctas_fed must be loaded via shared_preload_libraries"),
+				 errhint("Add ctas_fed to shared_preload_libraries in postgresql.conf and restart the server: shared_preload_libraries = 'ctas_fed'.")));
+}

@@ -1,0 +1,28 @@
+/*-------------------------------------------------------------------------
+ *
+ * hosts.h
+ *		  ctas_fed.allowed_hosts: the hosts non-superusers' catalogs may
+ *		  reach (hosts.c).
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/hosts.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CTAS_HOSTS_H
+#define CTAS_HOSTS_H
+
+#include "utils/guc.h"
+
+#include "ctas_fed.h"
+
+/* in hosts.c */
+extern bool CtasAllowedHostsCheck(char **newval, void **extra,
+								  GucSource source);
+extern bool CtasHostAllowed(const char *host);
+extern void CtasCheckHostOption(const char *option, const char *value);
+extern void CtasCheckCatalogHosts(const CtasCatalog *catalog);
+
+#endif							/* CTAS_HOSTS_H */

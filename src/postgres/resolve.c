@@ -1,0 +1,107 @@
+/*-------------------------------------------------------------------------
+ *
+ * resolve.c
+ *		  Recovery of the PostgreSQL target: the prepared transactions that
+ *		  a failed COMMIT PREPARED or a crash left on a catalog.
+ *
+ * A remote transaction prepared by ctas_fed carries a gid naming the local
+ * transaction (CtasMakeGid).  The resolver decides each one from the
+ * commit status of that local transaction, durable evidence in the commit
+ * log, as Citus's recovery does: committed -> COMMIT PREPARED, aborted ->
+ * ROLLBACK PREPARED, in progress or unknown -> left alone.  A gid whose
+ * backend is still finishing it (CtasJobsGidIsLive) is left alone too.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/postgres/resolve.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/builtins.h"
+
+#include "postgres_target.h"
+
+/*
+ * CtasPgResolve
+ *		Decide every prepared transaction of this cluster on the catalog's
+ *		database from the commit status of the local transaction its gid
+ *		names: committed -> COMMIT PREPARED, aborted -> ROLLBACK PREPARED,
+ *		in progress or unknown -> left alone and reported.
+ */
+void
+CtasPgResolve(CtasCatalog *catalog,
+			  void (*emit) (void *arg, const char *object, const char *action),
+			  void *arg)
+{
+	PGconn	   *volatile conn = CtasPgConnectFresh(catalog);
+
+	PG_TRY();
+	{
+		const char *prefix = CtasGidPrefix();
+		PGresult   *res;
+		int			i;
+		List	   *gids = NIL;
+		ListCell   *lc;
+
+		res = CtasPgQuery(conn, catalog,
+						  psprintf("SELECT gid FROM pg_catalog.pg_prepared_xacts "
+								   "WHERE database = pg_catalog.current_database() "
+								   "AND pg_catalog.starts_with(gid, %s) "
+								   "AND (owner = current_user OR (SELECT rolsuper FROM pg_catalog.pg_roles "
+								   "WHERE rolname = current_user)) ORDER BY prepared",
+								   quote_literal_cstr(prefix)));
+		for (i = 0; i < PQntuples(res); i++)
+			gids = lappend(gids, pstrdup(PQgetvalue(res, i, 0)));
+		PQclear(res);
+
+		foreach(lc, gids)
+		{
+			char	   *gid = lfirst(lc);
+			uint64		fxid;
+			char	   *end;
+			const char *status;
+
+			fxid = strtou64(gid + strlen(prefix), &end, 10);
+			if (*end != '_')
+			{
+				emit(arg, gid, "skipped: not a gid of ctas_fed");
+				continue;
+			}
+			if (CtasJobsGidIsLive(gid))
+			{
+				emit(arg, gid, "left: its backend is finishing it");
+				continue;
+			}
+			status = CtasLocalXactStatus(fxid);
+			if (status == NULL)
+				emit(arg, gid, "left: local transaction status unknown");
+			else if (strcmp(status, "committed") == 0 ||
+					 strcmp(status, "aborted") == 0)
+			{
+				bool		commit = strcmp(status, "committed") == 0;
+				char	   *msg;
+
+				if (CtasPgExecBounded(conn,
+									  psprintf("%s PREPARED %s",
+											   commit ? "COMMIT" : "ROLLBACK",
+											   quote_literal_cstr(gid)),
+									  CLEANUP_TIMEOUT_MS, &msg))
+					emit(arg, gid, commit ? "committed" : "rolled back");
+				else
+					emit(arg, gid, psprintf("failed to %s: %s",
+											commit ? "commit" : "roll back",
+											msg));
+			}
+			else
+				emit(arg, gid, "left: local transaction in progress");
+		}
+	}
+	PG_FINALLY();
+	{
+		CtasPgCloseFresh(conn);
+	}
+	PG_END_TRY();
+}

@@ -17,6 +17,7 @@ OBJS = \
 	src/ctas_fed.o \
 	src/catalog.o \
 	src/ctas.o \
+	src/targets.o \
 	src/clickhouse/client.o \
 	src/clickhouse/ddl.o \
 	src/clickhouse/resolve.o \

@@ -59,51 +59,8 @@ PG_FUNCTION_INFO_V1(ctas_fed_catalog_descriptor);
 
 #define CTAS_FDW_NAME	"ctas_fed"
 
-/* How an option's value is checked */
-typedef enum CtasOptionKind
-{
-	CTAS_OPT_STRING,			/* any single-line text */
-	CTAS_OPT_INT,				/* integer in [min, max] */
-	CTAS_OPT_BOOL,				/* anything parse_bool accepts */
-	CTAS_OPT_ENUM,				/* one of choices */
-	CTAS_OPT_SERVICE_URL,		/* http(s) URL of a service: no path/query */
-	CTAS_OPT_HOOK_URL			/* http(s) URL of a webhook: path, query ok */
-} CtasOptionKind;
-
-typedef struct CtasOption
-{
-	const char *name;
-	Oid			context;		/* ForeignServer- or UserMappingRelationId */
-	CtasOptionKind kind;
-	int			min;			/* CTAS_OPT_INT only */
-	int			max;
-	const char *const *choices; /* CTAS_OPT_ENUM only, NULL-terminated */
-	bool		secret;			/* never shown anywhere */
-	bool		names_host;		/* limited by ctas_fed.allowed_hosts */
-} CtasOption;
-
-struct CtasCatalogType
-{
-	const char *name;
-	const CtasTargetRoutine *routine;	/* the writer */
-	const CtasOption *options;	/* terminated by a NULL name */
-	const char *const *required;	/* server options that must be set */
-};
-
 #define SRV		ForeignServerRelationId
 #define UM		UserMappingRelationId
-
-static const char *const two_phase_choices[] = {"auto", "on", "off", NULL};
-static const char *const sslmode_choices[] = {
-	"disable", "allow", "prefer", "require", "verify-ca", "verify-full", NULL
-};
-static const char *const gssencmode_choices[] = {
-	"disable", "prefer", "require", NULL
-};
-static const char *const session_attrs_choices[] = {
-	"any", "read-write", "read-only", "primary", "standby",
-	"prefer-standby", NULL
-};
 
 /* Options every kind of catalog accepts */
 static const CtasOption common_options[] = {
@@ -114,64 +71,6 @@ static const CtasOption common_options[] = {
 	{NULL}
 };
 
-/*
- * type 'postgres': the libpq connection keywords that describe a server.
- * user and password are credentials and live on the user mapping (common
- * table above); client_encoding, replication and fallback_application_name
- * are set by ctas_fed itself.
- */
-static const CtasOption postgres_options[] = {
-	{"host", SRV, CTAS_OPT_STRING, 0, 0, NULL, false, true},
-	{"hostaddr", SRV, CTAS_OPT_STRING, 0, 0, NULL, false, true},
-	{"port", SRV, CTAS_OPT_INT, 1, 65535},
-	{"dbname", SRV, CTAS_OPT_STRING},
-	{"options", SRV, CTAS_OPT_STRING},
-	{"application_name", SRV, CTAS_OPT_STRING},
-	{"connect_timeout", SRV, CTAS_OPT_INT, 0, INT_MAX},
-	{"keepalives", SRV, CTAS_OPT_INT, 0, 1},
-	{"keepalives_idle", SRV, CTAS_OPT_INT, 0, INT_MAX},
-	{"keepalives_interval", SRV, CTAS_OPT_INT, 0, INT_MAX},
-	{"keepalives_count", SRV, CTAS_OPT_INT, 0, INT_MAX},
-	{"tcp_user_timeout", SRV, CTAS_OPT_INT, 0, INT_MAX},
-	{"sslmode", SRV, CTAS_OPT_ENUM, 0, 0, sslmode_choices},
-	{"sslcompression", SRV, CTAS_OPT_INT, 0, 1},
-	{"sslcert", SRV, CTAS_OPT_STRING},
-	{"sslkey", SRV, CTAS_OPT_STRING},
-	{"sslrootcert", SRV, CTAS_OPT_STRING},
-	{"sslcrl", SRV, CTAS_OPT_STRING},
-	{"sslcrldir", SRV, CTAS_OPT_STRING},
-	{"sslsni", SRV, CTAS_OPT_INT, 0, 1},
-	{"ssl_min_protocol_version", SRV, CTAS_OPT_STRING},
-	{"ssl_max_protocol_version", SRV, CTAS_OPT_STRING},
-	{"gssencmode", SRV, CTAS_OPT_ENUM, 0, 0, gssencmode_choices},
-	{"krbsrvname", SRV, CTAS_OPT_STRING},
-	{"target_session_attrs", SRV, CTAS_OPT_ENUM, 0, 0, session_attrs_choices},
-	{"two_phase", SRV, CTAS_OPT_ENUM, 0, 0, two_phase_choices},
-	{NULL}
-};
-
-/* type 'clickhouse': the HTTP interface */
-static const CtasOption clickhouse_options[] = {
-	{"url", SRV, CTAS_OPT_SERVICE_URL, 0, 0, NULL, false, true},
-	{"database", SRV, CTAS_OPT_STRING},
-	{"connect_timeout", SRV, CTAS_OPT_INT, 1, 3600},
-	{"timeout", SRV, CTAS_OPT_INT, 1, 86400},
-	{NULL}
-};
-
-static const char *const clickhouse_required[] = {"url", NULL};
-
-/*
- * The kinds of catalog.  A new target adds one entry here (and its writer
- * file); nothing else switches on the type.
- */
-static const CtasCatalogType catalog_types[] = {
-	{"postgres", &CtasPostgresTarget, postgres_options, NULL},
-	{"clickhouse", &CtasClickHouseTarget, clickhouse_options, clickhouse_required},
-	{NULL}
-};
-
-static const CtasCatalogType *lookup_type(const char *name);
 static const CtasOption *lookup_option(const CtasOption *table,
 									   const char *name, Oid context);
 static char *valid_options_list(const CtasCatalogType *type, Oid context);
@@ -182,42 +81,20 @@ static bool is_ctas_server(ForeignServer *server);
 static void append_descriptor_options(StringInfo buf, List *options);
 
 
-/*
- * lookup_type
- *		The catalog type called name, or NULL.
- */
-static const CtasCatalogType *
-lookup_type(const char *name)
-{
-	const CtasCatalogType *type;
-
-	for (type = catalog_types; type->name; type++)
-	{
-		if (strcmp(type->name, name) == 0)
-			return type;
-	}
-	return NULL;
-}
-
 const char *
 CtasCatalogTypeName(const CtasCatalogType *type)
 {
-	return type->name;
+	return type->type_name;
 }
 
 /*
  * CtasCatalogRoutine
- *		The writer of catalog's type.  ERROR when this build has none.
+ *		The writer of catalog's type.
  */
 const CtasTargetRoutine *
 CtasCatalogRoutine(const CtasCatalog *catalog)
 {
-	if (catalog->type->routine == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("catalogs of type \"%s\" cannot be written yet",
-						catalog->type->name)));
-	return catalog->type->routine;
+	return catalog->type;
 }
 
 /*
@@ -248,7 +125,7 @@ static char *
 valid_options_list(const CtasCatalogType *type, Oid context)
 {
 	StringInfoData buf;
-	const CtasCatalogType *t;
+	const CtasTargetRoutine *const *t;
 	const CtasOption *opt;
 
 	initStringInfo(&buf);
@@ -262,16 +139,17 @@ valid_options_list(const CtasCatalogType *type, Oid context)
 		appendStringInfo(&buf, "%s%s", buf.len > 0 ? ", " : "", opt->name);
 	}
 
-	for (t = catalog_types; t->name; t++)
+	for (t = CtasTargets; *t; t++)
 	{
-		if (type != NULL && t != type)
+		if (type != NULL && *t != type)
 			continue;
-		for (opt = t->options; opt->name; opt++)
+		for (opt = (*t)->server_options; opt->name; opt++)
 		{
 			/* with no type given, name each option once */
 			if (opt->context != context ||
-				(type == NULL && t != catalog_types &&
-				 lookup_option(catalog_types[0].options, opt->name, context)))
+				(type == NULL && t != CtasTargets &&
+				 lookup_option(CtasTargets[0]->server_options, opt->name,
+							   context)))
 				continue;
 			appendStringInfo(&buf, "%s%s", buf.len > 0 ? ", " : "",
 							 opt->name);
@@ -284,11 +162,12 @@ static char *
 valid_types_list(void)
 {
 	StringInfoData buf;
-	const CtasCatalogType *t;
+	const CtasTargetRoutine *const *t;
 
 	initStringInfo(&buf);
-	for (t = catalog_types; t->name; t++)
-		appendStringInfo(&buf, "%s%s", buf.len > 0 ? ", " : "", t->name);
+	for (t = CtasTargets; *t; t++)
+		appendStringInfo(&buf, "%s%s", buf.len > 0 ? ", " : "",
+						 (*t)->type_name);
 	return buf.data;
 }
 
@@ -522,7 +401,7 @@ ctas_fed_validator(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
 					 errmsg("option \"type\" is required for a ctas_fed server"),
 					 errhint("Valid types are: %s.", valid_types_list())));
-		type = lookup_type(typename);
+		type = CtasTargetByName(typename);
 		if (type == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
@@ -545,14 +424,16 @@ ctas_fed_validator(PG_FUNCTION_ARGS)
 		{
 			opt = lookup_option(common_options, def->defname, catalog);
 			if (opt == NULL && type != NULL)
-				opt = lookup_option(type->options, def->defname, catalog);
+				opt = lookup_option(type->server_options, def->defname,
+									 catalog);
 			if (opt == NULL && type == NULL)
 			{
-				const CtasCatalogType *t;
+				const CtasTargetRoutine *const *t;
 
 				/* a user mapping does not know its server's type */
-				for (t = catalog_types; t->name && opt == NULL; t++)
-					opt = lookup_option(t->options, def->defname, catalog);
+				for (t = CtasTargets; *t && opt == NULL; t++)
+					opt = lookup_option((*t)->server_options, def->defname,
+										catalog);
 			}
 		}
 
@@ -600,11 +481,11 @@ ctas_fed_validator(PG_FUNCTION_ARGS)
 	}
 
 	/* options a type cannot work without */
-	if (type != NULL && type->required != NULL)
+	if (type != NULL && type->required_options != NULL)
 	{
 		const char *const *req;
 
-		for (req = type->required; *req; req++)
+		for (req = type->required_options; *req; req++)
 		{
 			bool		found = false;
 
@@ -617,7 +498,7 @@ ctas_fed_validator(PG_FUNCTION_ARGS)
 				ereport(ERROR,
 						(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
 						 errmsg("option \"%s\" is required for a catalog of type \"%s\"",
-								*req, type->name)));
+								*req, type->type_name)));
 		}
 	}
 
@@ -722,7 +603,7 @@ CtasGetCatalog(Oid serverid, Oid userid, bool check_usage, bool need_mapping)
 		else
 			catalog->server_options = lappend(catalog->server_options, def);
 	}
-	catalog->type = typename ? lookup_type(typename) : NULL;
+	catalog->type = typename ? CtasTargetByName(typename) : NULL;
 	if (catalog->type == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),

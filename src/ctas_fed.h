@@ -20,11 +20,11 @@
 #include "nodes/pg_list.h"
 
 /*
- * The type of a catalog.  Everything specific to one kind of external
- * catalog hangs off this struct; there is one entry per kind in
- * catalog.c's table and no switch on the type anywhere else.
+ * The type of a catalog is its target's routine (target.h): everything
+ * specific to one kind of external catalog hangs off it; targets.c holds
+ * the one table of them and nothing switches on the type anywhere else.
  */
-typedef struct CtasCatalogType CtasCatalogType;
+typedef struct CtasTargetRoutine CtasCatalogType;
 
 /*
  * A catalog descriptor, rebuilt from the system tables alone:

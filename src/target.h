@@ -47,6 +47,32 @@
 #include "ctas_fed.h"
 #include "jobs.h"
 
+/*
+ * A server or user mapping option a target accepts; the validator in
+ * catalog.c checks the value by kind.
+ */
+typedef enum CtasOptionKind
+{
+	CTAS_OPT_STRING,			/* any single-line text */
+	CTAS_OPT_INT,				/* integer in [min, max] */
+	CTAS_OPT_BOOL,				/* anything parse_bool accepts */
+	CTAS_OPT_ENUM,				/* one of choices */
+	CTAS_OPT_SERVICE_URL,		/* http(s) URL of a service: no path/query */
+	CTAS_OPT_HOOK_URL			/* http(s) URL of a webhook: path, query ok */
+} CtasOptionKind;
+
+typedef struct CtasOption
+{
+	const char *name;
+	Oid			context;		/* ForeignServer- or UserMappingRelationId */
+	CtasOptionKind kind;
+	int			min;			/* CTAS_OPT_INT only */
+	int			max;
+	const char *const *choices; /* CTAS_OPT_ENUM only, NULL-terminated */
+	bool		secret;			/* never shown anywhere */
+	bool		names_host;		/* limited by ctas_fed.allowed_hosts */
+} CtasOption;
+
 /* WITH (if_exists = ...) */
 typedef enum CtasIfExists
 {
@@ -139,7 +165,15 @@ struct CtasParticipant
  */
 struct CtasTargetRoutine
 {
-	const char *type_name;		/* "postgres", "clickhouse" */
+	const char *type_name;		/* value of the server option "type" */
+
+	/*
+	 * Server and user mapping options of this type, beyond the generic
+	 * ones (terminated by a NULL name), and the server options that must
+	 * be set (NULL-terminated, or NULL for none).
+	 */
+	const CtasOption *server_options;
+	const char *const *required_options;
 
 	/*
 	 * Pre-commit order: participants with a lower value run pre_commit
@@ -249,10 +283,8 @@ extern const char *CtasGidPrefix(void);
 /* in typemap.c */
 extern List *CtasParseColumnTypes(const char *spec);
 
-/* in postgres/writer.c */
-extern const CtasTargetRoutine CtasPostgresTarget;
-
-/* in clickhouse/writer.c */
-extern const CtasTargetRoutine CtasClickHouseTarget;
+/* in targets.c */
+extern const CtasTargetRoutine *const CtasTargets[];
+extern const CtasTargetRoutine *CtasTargetByName(const char *name);
 
 #endif							/* CTAS_TARGET_H */

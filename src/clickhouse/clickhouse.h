@@ -55,6 +55,9 @@ typedef struct CtasHttpVersion
 	const char *text;			/* as the server printed it */
 } CtasHttpVersion;
 
+/* in writer.c: the routine, listed in targets.c */
+extern const CtasTargetRoutine CtasClickHouseTarget;
+
 /* in client.c */
 extern CtasHttp *CtasHttpCreate(const CtasCatalog *catalog,
 								MemoryContext cxt);

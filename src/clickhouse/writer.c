@@ -33,6 +33,7 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_foreign_server.h"
 #include "commands/explain.h"
 #include "executor/tuptable.h"
 #include "utils/memutils.h"
@@ -719,8 +720,21 @@ ch_list_columns(CtasCatalog *catalog, const char *schema, const char *table,
  * ------------------------------------------------------------------------
  */
 
+/* type 'clickhouse': the HTTP interface */
+static const CtasOption ch_server_options[] = {
+	{"url", ForeignServerRelationId, CTAS_OPT_SERVICE_URL, 0, 0, NULL, false, true},
+	{"database", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"connect_timeout", ForeignServerRelationId, CTAS_OPT_INT, 1, 3600},
+	{"timeout", ForeignServerRelationId, CTAS_OPT_INT, 1, 86400},
+	{NULL}
+};
+
+static const char *const ch_required_options[] = {"url", NULL};
+
 const CtasTargetRoutine CtasClickHouseTarget = {
 	.type_name = "clickhouse",
+	.server_options = ch_server_options,
+	.required_options = ch_required_options,
 	.commit_order = 1,
 	.map_column = CtasChMapColumn,
 	.check_options = CtasChCheckOptions,

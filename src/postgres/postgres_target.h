@@ -48,6 +48,9 @@ typedef struct CtasConn
 	int			max_prepared;	/* remote max_prepared_transactions, -1 */
 } CtasConn;
 
+/* in writer.c: the routine, listed in targets.c */
+extern const CtasTargetRoutine CtasPostgresTarget;
+
 /* in connection.c */
 extern CtasConn *CtasPgGetConnection(CtasCatalog *catalog);
 extern void CtasPgDisconnect(CtasConn *entry);

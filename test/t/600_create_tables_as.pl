@@ -401,6 +401,24 @@ SELECT string_agg(name || ' ' || type, ', ')
 like($ch->query('SHOW CREATE TABLE r2.nums'), qr/ORDER BY \(id, intHash32\(id\)\)/,
 	'order_by given replaces the sorting key from the primary key');
 
+# options as JSON numbers and booleans: a streaming load, in batches
+($ret, $out, $err) = $local->psql('postgres', q{
+SELECT source, target, rows FROM ctas_fed.create_tables_as('wh', 'r2',
+    tables => ARRAY['src."Mixed Case"']::regclass[],
+    options => '{"atomic": false, "commit_every": 100, "primary_key": "n"}')});
+is($ret, 0, 'JSON booleans and numbers as option values') or diag $err;
+is($out, 'src."Mixed Case"|r2."Mixed Case"|500', 'the streaming load reports its rows');
+is( $local->safe_psql('postgres', q{
+SELECT mode || ' ' || state || ' ' || (group_id IS NOT NULL) FROM ctas_fed.jobs
+ WHERE target = 'r2."Mixed Case"' ORDER BY job_id DESC LIMIT 1}),
+	'streaming committed true', 'the job is a committed streaming load of a group');
+is(pg_table($remote, 'dw', 'r2."Mixed Case"'), pg_table($local, 'postgres', 'src."Mixed Case"'),
+	'the streamed table has the rows of its source');
+is( $remote->safe_psql('dw', q{
+SELECT pg_get_constraintdef(oid) FROM pg_constraint
+ WHERE conrelid = 'r2."Mixed Case"'::regclass AND contype = 'p'}),
+	'PRIMARY KEY (n)', 'primary_key given where the source has none');
+
 # --- errors of the arguments: before any remote work
 $jobs_before = jobs_count();
 sub call_fails

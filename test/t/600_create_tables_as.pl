@@ -285,6 +285,33 @@ SELECT count(*) || ' ' || string_agg(DISTINCT state, ',') FROM ctas_fed.jobs
  WHERE target LIKE 'r2.%'}),
 	'10 aborted', 'the ten jobs of the rolled back calls are aborted');
 
+# --- ROLLBACK TO SAVEPOINT undoes the calls made inside the savepoint only
+($ret, $out, $err) = $local->psql('postgres', q{
+BEGIN;
+SELECT target FROM ctas_fed.create_tables_as('wh', 'r2', tables => '{src.parted}');
+SAVEPOINT s;
+SELECT target FROM ctas_fed.create_tables_as('lake', 'r2', tables => '{src.nums}');
+SELECT target FROM ctas_fed.create_tables_as('wh', 'r2', tables => '{src.texts}');
+ROLLBACK TO SAVEPOINT s;
+COMMIT;});
+is($ret, 0, 'calls inside and outside a savepoint') or diag $err;
+check_invariant(
+	node    => $local,
+	name    => 'after ROLLBACK TO SAVEPOINT',
+	targets => [
+		{ ch => $ch, table => 'r2.nums' },
+		{ pg => $remote, dbname => 'dw', table => 'r2.texts' }
+	]);
+is(pg_table($remote, 'dw', 'r2.parted'), pg_table($local, 'postgres', 'src.parted'),
+	'the call made before the savepoint is committed');
+$remote->safe_psql('dw', 'DROP TABLE r2.parted');
+
+($ret, $out, $err) = psql_verbose($local, q{
+BEGIN READ ONLY;
+SELECT * FROM ctas_fed.create_tables_as('wh', 'r2', tables => '{src.nums}')});
+like($err, qr/ERROR:  25006: cannot execute ctas_fed.create_tables_as\(\) in a read-only transaction/,
+	'a read-only transaction cannot call it');
+
 # --- one failing table fails them all: if_exists error on an existing table
 $remote->safe_psql('dw', 'CREATE TABLE r2.times (x int)');
 ($ret, $out, $err) = $local->psql('postgres', q{

@@ -131,11 +131,11 @@ ctas_fed_create_tables_as(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("catalog must not be null")));
+				 errmsg("\"catalog\" must not be null")));
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("remote_schema must not be null")));
+				 errmsg("\"remote_schema\" must not be null")));
 	catalog_name = NameStr(*PG_GETARG_NAME(0));
 	remote_schema = text_to_cstring(PG_GETARG_TEXT_PP(1));
 

@@ -466,6 +466,10 @@ call_fails(q{'wh', 'r2', source_schema => 'empty'},
 	qr/ERROR:  22023: schema "empty" has no tables/, 'an empty schema');
 call_fails(q{'wh', 'r2', source_schema => 'nosuch'},
 	qr/ERROR:  3F000: schema "nosuch" does not exist/, 'a missing schema');
+call_fails(q{'wh', NULL, '{src.nums}'},
+	qr/ERROR:  22004: "remote_schema" must not be null/, 'a null remote schema');
+call_fails(q{'wh', 'r2', '{src.nums, NULL}'},
+	qr/ERROR:  22004: "tables" must not contain nulls/, 'a null table');
 call_fails(q{'wh', 'r2', '{}'},
 	qr/ERROR:  22023: "tables" is empty/, 'an empty array');
 call_fails(q{'wh', 'r2', '{src.nums, src.nums}'},

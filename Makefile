@@ -30,6 +30,7 @@ OBJS = \
 	src/http/curl.o \
 	src/jobs.o \
 	src/metrics.o \
+	src/multi.o \
 	src/postgres/connection.o \
 	src/postgres/resolve.o \
 	src/postgres/typemap.o \

@@ -90,11 +90,24 @@ COMMENT ON FUNCTION @extschema@.resolve_in_doubt(name)
 
 REVOKE ALL ON FUNCTION @extschema@.resolve_in_doubt(name) FROM PUBLIC;
 
+CREATE FUNCTION @extschema@.create_tables_as(catalog name,
+                                             remote_schema text,
+                                             tables regclass[] DEFAULT NULL,
+                                             source_schema name DEFAULT NULL,
+                                             options jsonb DEFAULT '{}')
+RETURNS TABLE (source regclass, target text, rows bigint)
+AS 'MODULE_PATHNAME', 'ctas_fed_create_tables_as'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.create_tables_as(name, text, regclass[], name, jsonb)
+  IS 'copy many tables into a catalog in one call, atomically with the transaction';
+
 CREATE FUNCTION @extschema@.jobs(
     OUT job_id bigint, OUT catalog text, OUT target text, OUT mode text,
     OUT state text, OUT rows bigint, OUT bytes bigint,
     OUT started_at timestamptz, OUT finished_at timestamptz,
-    OUT error text, OUT pid integer, OUT local_xid xid8, OUT gid text)
+    OUT error text, OUT pid integer, OUT local_xid xid8, OUT gid text,
+    OUT group_id bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'ctas_fed_jobs'
 LANGUAGE C STRICT VOLATILE;

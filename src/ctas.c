@@ -503,6 +503,8 @@ start_job(CtasLoad *load, const char *mode)
 							 mode,
 							 load->catalog->notify_url ? load->catalog->notify_url :
 							 CtasNotifyUrl);
+	if (load->group_id != 0)
+		CtasJobSetGroup(load->job, load->group_id);
 	if (load->part)
 		CtasXactAddJob(load->part, load->job);
 }
@@ -558,7 +560,26 @@ CtasExecCreateTableAs(ParseState *pstate, CreateTableAsStmt *stmt,
 	PreventCommandIfReadOnly("CREATE TABLE AS");
 
 	load = CtasPrepareLoad(serverid, stmt);
+	CtasRunLoad(load, pstate, castNode(Query, stmt->query), params,
+				queryEnv);
 
+	if (qc)
+		SetQueryCompletion(qc, CMDTAG_SELECT, load->rows);
+	MemoryContextDelete(load->cxt);
+}
+
+/*
+ * CtasRunLoad
+ *		Run a load made by CtasPrepareLoad from the query of its statement:
+ *		join the transaction, create the remote table, stream the rows, and
+ *		record the outcome in the load's job.  load->rows says how many rows
+ *		were written; the caller deletes load->cxt.  ERROR (the job marked
+ *		failed) when any of it fails.
+ */
+void
+CtasRunLoad(CtasLoad *load, ParseState *pstate, Query *query,
+			ParamListInfo params, QueryEnvironment *queryEnv)
+{
 	PG_TRY();
 	{
 		ErrorContextCallback errcallback;
@@ -571,8 +592,7 @@ CtasExecCreateTableAs(ParseState *pstate, CreateTableAsStmt *stmt,
 		error_context_stack = &errcallback;
 
 		if (!load->skipped && !load->skip_data)
-			run_load(load, pstate, castNode(Query, stmt->query), params,
-					 queryEnv);
+			run_load(load, pstate, query, params, queryEnv);
 		CtasEndLoad(load);
 
 		error_context_stack = errcallback.previous;
@@ -587,10 +607,6 @@ CtasExecCreateTableAs(ParseState *pstate, CreateTableAsStmt *stmt,
 	CtasJobProgress(load->job, load->rows, load->bytes);
 	if (!load->opts.atomic || load->skipped)
 		CtasJobSetState(load->job, CTAS_JOB_COMMITTED, NULL);
-
-	if (qc)
-		SetQueryCompletion(qc, CMDTAG_SELECT, load->rows);
-	MemoryContextDelete(load->cxt);
 }
 
 /*

@@ -292,6 +292,7 @@ CtasJobStart(const CtasCatalog *catalog, const char *target, const char *mode,
 		job->umid = catalog->umid;
 		job->fxid = U64FromFullTransactionId(GetTopFullTransactionIdIfAny());
 		job->encoding = GetDatabaseEncoding();
+		job->group_id = 0;
 		ref.slot = i;
 		ref.id = job->job_id;
 		(void) catalog_stats(job->catalog);
@@ -354,6 +355,43 @@ CtasJobSetGid(CtasJobRef ref, const char *gid)
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	clip_copy(job->gid, gid, sizeof(job->gid));
 	job->fxid = U64FromFullTransactionId(GetTopFullTransactionIdIfAny());
+	notify_worker();
+	LWLockRelease(shared->lock);
+}
+
+/*
+ * CtasJobNewGroup
+ *		A new job group id, for the jobs of one multi-table call.  Group ids
+ *		are drawn from the sequence of job ids, which survives restarts, so
+ *		no two groups share one.  0 when the registry is not there.
+ */
+int64
+CtasJobNewGroup(void)
+{
+	int64		id;
+
+	if (shared == NULL)
+		return 0;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	id = shared->next_job_id++;
+	notify_worker();
+	LWLockRelease(shared->lock);
+	return id;
+}
+
+/*
+ * CtasJobSetGroup
+ *		Put a running job in group group_id (see CtasJobNewGroup).
+ */
+void
+CtasJobSetGroup(CtasJobRef ref, int64 group_id)
+{
+	CtasJob    *job = running_job(ref);
+
+	if (job == NULL)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	job->group_id = group_id;
 	notify_worker();
 	LWLockRelease(shared->lock);
 }
@@ -823,6 +861,8 @@ static bool
 valid_job(const CtasJob *job, int64 next_job_id)
 {
 	if (job->job_id < 1 || job->job_id >= next_job_id)
+		return false;
+	if (job->group_id < 0 || job->group_id >= next_job_id)
 		return false;
 	if ((unsigned int) job->state >= CTAS_JOB_NSTATES)
 		return false;

@@ -57,6 +57,7 @@ typedef struct CtasJob
 	TimestampTz started_at;
 	TimestampTz finished_at;
 	int			encoding;		/* of the strings: the job's database's */
+	int64		group_id;		/* create_tables_as call, or 0 */
 } CtasJob;
 
 /* A backend's handle on its running job */
@@ -113,6 +114,8 @@ extern CtasJobRef CtasJobStart(const CtasCatalog *catalog, const char *target,
 							   const char *mode, const char *notify_url);
 extern void CtasJobProgress(CtasJobRef ref, uint64 rows, uint64 bytes);
 extern void CtasJobSetGid(CtasJobRef ref, const char *gid);
+extern int64 CtasJobNewGroup(void);
+extern void CtasJobSetGroup(CtasJobRef ref, int64 group_id);
 extern void CtasJobSetState(CtasJobRef ref, CtasJobState state,
 							const char *error);
 extern bool CtasJobsNextEvent(CtasJobEvent *ev);

@@ -33,7 +33,7 @@
 PG_FUNCTION_INFO_V1(ctas_fed_jobs);
 PG_FUNCTION_INFO_V1(ctas_fed_metrics);
 
-#define JOBS_COLS	13
+#define JOBS_COLS	14
 
 /*
  * ctas_fed.jobs() - the rows of the ctas_fed.jobs view: running jobs, then
@@ -85,6 +85,8 @@ ctas_fed_jobs(PG_FUNCTION_ARGS)
 		nulls[11] = job->fxid == 0;
 		values[12] = CStringGetTextDatum(job->gid);
 		nulls[12] = job->gid[0] == '\0';
+		values[13] = Int64GetDatum(job->group_id);
+		nulls[13] = job->group_id == 0;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

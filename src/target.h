@@ -133,6 +133,7 @@ typedef struct CtasLoad
 	uint64		bytes;			/* payload bytes sent so far */
 	uint64		rows_committed; /* streaming: rows the remote has committed */
 	CtasJobRef	job;			/* the job in ctas_fed.jobs */
+	int64		group_id;		/* job group of a multi-table call, or 0 */
 	const char *format;			/* wire format chosen, for EXPLAIN/DEBUG */
 	MemoryContext cxt;			/* lives as long as the statement */
 	MemoryContext row_cxt;		/* reset by the caller after every row */
@@ -254,6 +255,8 @@ extern CtasLoad *CtasNewLoad(Oid serverid, RangeVar *rel, List *options);
 extern CtasLoad *CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt);
 extern void CtasBeginLoad(CtasLoad *load);
 extern void CtasEndLoad(CtasLoad *load);
+extern void CtasRunLoad(CtasLoad *load, ParseState *pstate, Query *query,
+						ParamListInfo params, QueryEnvironment *queryEnv);
 extern void CtasExecCreateTableAs(ParseState *pstate, CreateTableAsStmt *stmt,
 								  Oid serverid, ParamListInfo params,
 								  QueryEnvironment *queryEnv,

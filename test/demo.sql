@@ -65,10 +65,43 @@ CREATE TABLE lake.default.never AS SELECT * FROM sales;
 ROLLBACK;
 SELECT * FROM ctas_fed.remote_tables('lake', 'default');
 
+-- a whole schema of tables in one call: one remote table per table, the
+-- source's primary key as the remote key (ClickHouse: the sorting key),
+-- atomic with the transaction across both catalogs
+CREATE SCHEMA shop;
+CREATE TABLE shop.customers (id int PRIMARY KEY, name text NOT NULL,
+                             country text);
+CREATE TABLE shop.orders (id int PRIMARY KEY,
+                          customer_id int REFERENCES shop.customers,
+                          ordered_at timestamptz NOT NULL,
+                          amount numeric(12,2));
+INSERT INTO shop.customers
+  SELECT g, 'customer ' || g, (ARRAY['fr', 'de', NULL])[g % 3 + 1]
+    FROM generate_series(1, 100) g;
+INSERT INTO shop.orders
+  SELECT g, g % 100 + 1, timestamptz '2026-11-01 00:00:00+00' + g * interval '1 hour',
+         (g % 50) * 2.5
+    FROM generate_series(1, 1000) g;
+
+BEGIN;
+SELECT * FROM ctas_fed.create_tables_as('warehouse', 'public',
+                                        source_schema => 'shop');
+SELECT * FROM ctas_fed.create_tables_as('lake', 'default',
+    tables => ARRAY['shop.customers', 'shop.orders']::regclass[],
+    options => '{"rename": {"shop.orders": "shop_orders"}}');
+COMMIT;
+
+SELECT * FROM ctas_fed.remote_columns('lake', 'default', 'shop_orders');
+
 -- every federated CTAS and DROP is a job, visible live from any session and
 -- kept in a bounded history that survives restarts
 SELECT job_id, catalog, target, mode, state, rows, bytes, error
   FROM ctas_fed.jobs ORDER BY job_id;
+
+-- the jobs of one create_tables_as call share a group
+SELECT group_id, catalog, count(*) AS tables, sum(rows) AS rows
+  FROM ctas_fed.jobs WHERE group_id IS NOT NULL
+ GROUP BY group_id, catalog ORDER BY group_id;
 
 -- the same registry in the Prometheus text format
 SELECT ctas_fed.metrics();

@@ -55,7 +55,6 @@ extern char *CtasPushgatewayUrl;
 extern bool CtasProgress;
 extern int	CtasProgressInterval;
 extern char *CtasFaultPoint;
-extern char *CtasAllowedHosts;
 extern void CtasDefineSettings(void);
 extern void CtasCheckPreloaded(void);
 

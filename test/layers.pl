@@ -45,7 +45,6 @@ my @layer_table = (
 	['sync*.c' => 3],
 	['parallel*.c' => 3],
 	['sqlfuncs.c' => 3],
-	['remote.c' => 3],    # the SQL-callable functions until renamed sqlfuncs.c
 	['metrics.c' => 3],
 	['worker.c' => 3],
 	['targets.c' => 3],

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * remote.c
+ * sqlfuncs.c
  *		  SQL functions that read or repair catalogs: remote_tables,
  *		  remote_columns, resolve_in_doubt.
  *
@@ -12,7 +12,7 @@
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
- *		  src/remote.c
+ *		  src/sqlfuncs.c
  *
  *-------------------------------------------------------------------------
  */

@@ -35,7 +35,7 @@ OBJS = \
 	src/postgres/resolve.o \
 	src/postgres/typemap.o \
 	src/postgres/writer.o \
-	src/remote.o \
+	src/sqlfuncs.o \
 	src/typemap.o \
 	src/utility.o \
 	src/worker.o \

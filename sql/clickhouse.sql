@@ -38,6 +38,11 @@ EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t AS SELECT 1.5::numeric(39,2) AS 
 EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
   WITH (column_types = 'p String, n Decimal(38, 2)')
   AS SELECT ROW(1, 'x')::ch_pair AS p, 1.5::numeric(39,2) AS n;
+-- record and other pseudo-types: PostgreSQL's own error, as for a local
+-- table, and column_types does not help
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t AS SELECT ROW(1, 'x') AS r;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t WITH (column_types = 'r String')
+  AS SELECT ROW(1, 'x') AS r;
 
 -- table options: the defaults, then each option
 EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
@@ -53,6 +58,33 @@ EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t WITH (engine = 'Memory')
   AS SELECT 1 AS id;
 EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t WITH (engine = 'TinyLog')
   AS SELECT 1 AS id;
+-- the other engines of the whitelist, with column names as arguments
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (engine = 'SummingMergeTree(v)', order_by = 'id')
+  AS SELECT 1 AS id, 2 AS v;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (engine = 'AggregatingMergeTree', order_by = 'id')
+  AS SELECT 1 AS id;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (engine = 'CollapsingMergeTree(sign)', order_by = 'id')
+  AS SELECT 1 AS id, 1::int2 AS sign;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (engine = 'VersionedCollapsingMergeTree(sign, ver)', order_by = 'id')
+  AS SELECT 1 AS id, 1::int2 AS sign, 1 AS ver;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t WITH (engine = 'Log')
+  AS SELECT 1 AS id;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t WITH (engine = 'StripeLog')
+  AS SELECT 1 AS id;
+-- settings: index_granularity at both bounds, and a quoted value
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (settings = 'index_granularity = 1') AS SELECT 1 AS id;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (settings = 'index_granularity=16777216, some_text = ''a\''b''')
+  AS SELECT 1 AS id;
+-- brackets nested exactly 32 deep are accepted
+SELECT format('%s a %s', repeat('(', 32), repeat(')', 32)) AS deep32 \gset
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (order_by = :'deep32') AS SELECT 1 AS a;
 EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
   WITH (atomic = false, commit_every = 500, if_exists = 'append') AS SELECT 1 AS id;
 EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t WITH (if_exists = 'replace') AS SELECT 1 AS id;
@@ -115,6 +147,27 @@ EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
 SELECT format('(%s%s)', repeat('(', 33), repeat(')', 33)) AS deep \gset
 EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
   WITH (order_by = :'deep') AS SELECT 1 AS a;
+-- 33 deep: refused in every option that is an expression
+SELECT format('%s a %s', repeat('(', 33), repeat(')', 33)) AS deep33 \gset
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (partition_by = :'deep33') AS SELECT 1 AS a;
+SELECT 'ReplacingMergeTree' || :'deep33' AS deep33engine \gset
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (engine = :'deep33engine') AS SELECT 1 AS a;
+-- a subquery, IN or a reaching function in the other options
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (order_by = '(select max(a) from db.other)') AS SELECT 1 AS a;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (engine = 'ReplacingMergeTree((SELECT 1))') AS SELECT 1 AS a;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (partition_by = 'a GLOBAL IN db.other') AS SELECT 1 AS a;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (partition_by = 'notIn(a, db.other)') AS SELECT 1 AS a;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (partition_by = 'hasColumnInTable(''db'', ''other'', ''c'')') AS SELECT 1 AS a;
+-- a quoted word is a name, not a keyword
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (order_by = '`select`') AS SELECT 1 AS "select";
 EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
   WITH (engine = 'Buffer(db, t, 16, 10, 100, 10000, 1000000, 10000000, 100000000)') AS SELECT 1 AS a;
 EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
@@ -122,11 +175,30 @@ EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
 EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
   WITH (engine = 'ReplicatedMergeTree(''/p'', ''r'')') AS SELECT 1 AS a;
 EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (engine = 'Merge(db, other)') AS SELECT 1 AS a;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (engine = 'File(CSV)') AS SELECT 1 AS a;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (engine = 'URL(''http://127.0.0.1:1/'', CSV)') AS SELECT 1 AS a;
+-- the engine name is case sensitive, and a string argument is refused
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (engine = 'mergetree') AS SELECT 1 AS a;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (engine = 'MergeTree(''x'')') AS SELECT 1 AS a;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
   WITH (settings = 'index_granularity = 0') AS SELECT 1 AS a;
 EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
   WITH (settings = 'index_granularity = 4294967296') AS SELECT 1 AS a;
 EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
   WITH (settings = 'index_granularity') AS SELECT 1 AS a;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (settings = 'index_granularity = 16777217') AS SELECT 1 AS a;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (settings = 'index_granularity = 1.5') AS SELECT 1 AS a;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (settings = 'index_granularity = -1') AS SELECT 1 AS a;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (settings = 'index_granularity = 8192 merge_with_ttl_timeout = 1') AS SELECT 1 AS a;
 -- options of the statement, not of ClickHouse
 EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
   WITH (atomic = false, if_exists = 'replace') AS SELECT 1 AS a;

@@ -34,8 +34,10 @@
 #include "catalog/pg_foreign_data_wrapper.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_foreign_table.h"
+#include "catalog/pg_type.h"
 #include "catalog/pg_user_mapping.h"
 #include "commands/defrem.h"
+#include "executor/spi.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -664,6 +666,73 @@ CtasCatalogOption(const CtasCatalog *catalog, const char *name)
 			return defGetString(def);
 	}
 	return NULL;
+}
+
+/*
+ * CtasListCatalogs
+ *		Every catalog of this database: a List of CtasCatalogRef in name
+ *		order.  With per_mapping, one entry per (server, user mapping) pair,
+ *		ordered by name then user (PUBLIC's mapping has userid InvalidOid),
+ *		and a server without a user mapping is left out; without, one entry
+ *		per server, userid InvalidOid.  No privilege is checked: the caller
+ *		decides what the current user may do with each.
+ *
+ * The list and its entries are allocated in the caller's memory context.
+ * Needs a transaction and an active snapshot; uses SPI, so the caller must
+ * not be inside an SPI procedure of its own.  ERRORs only when SPI fails.
+ */
+List *
+CtasListCatalogs(bool per_mapping)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ForeignDataWrapper *fdw;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1];
+	List	   *result = NIL;
+	uint64		i;
+
+	/* without the wrapper (no extension here) there is no catalog */
+	fdw = GetForeignDataWrapperByName(CTAS_FDW_NAME, true);
+	if (fdw == NULL)
+		return NIL;
+	args[0] = ObjectIdGetDatum(fdw->fdwid);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(per_mapping ?
+							  "SELECT s.oid, um.umuser, s.srvname "
+							  "FROM pg_catalog.pg_foreign_server s "
+							  "JOIN pg_catalog.pg_user_mapping um "
+							  "ON um.umserver = s.oid "
+							  "WHERE s.srvfdw = $1 "
+							  "ORDER BY s.srvname, um.umuser" :
+							  "SELECT s.oid, 0::pg_catalog.oid, s.srvname "
+							  "FROM pg_catalog.pg_foreign_server s "
+							  "WHERE s.srvfdw = $1 ORDER BY s.srvname",
+							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not list catalogs");
+
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Datum		srv = SPI_getbinval(tup, desc, 1, &isnull);
+		Datum		usr = SPI_getbinval(tup, desc, 2, &isnull);
+		Datum		name = SPI_getbinval(tup, desc, 3, &isnull);
+
+		/* SPI's memory goes with SPI_finish: build the result outside it */
+		MemoryContext spi_cxt = MemoryContextSwitchTo(cxt);
+		CtasCatalogRef *ref = palloc(sizeof(CtasCatalogRef));
+
+		ref->serverid = DatumGetObjectId(srv);
+		ref->userid = DatumGetObjectId(usr);
+		ref->name = pstrdup(NameStr(*DatumGetName(name)));
+		result = lappend(result, ref);
+		MemoryContextSwitchTo(spi_cxt);
+	}
+	SPI_finish();
+	return result;
 }
 
 /*

@@ -44,6 +44,14 @@ typedef struct CtasCatalog
 	char	   *notify_url;		/* status webhook, or NULL */
 } CtasCatalog;
 
+/* one entry of CtasListCatalogs */
+typedef struct CtasCatalogRef
+{
+	Oid			serverid;		/* OID of the foreign server */
+	Oid			userid;			/* user of the mapping, or InvalidOid */
+	char	   *name;			/* server name = catalog name */
+} CtasCatalogRef;
+
 /* in guc.c */
 extern bool CtasPreloaded;
 extern int	CtasMaxJobs;
@@ -55,7 +63,6 @@ extern char *CtasPushgatewayUrl;
 extern bool CtasProgress;
 extern int	CtasProgressInterval;
 extern char *CtasFaultPoint;
-extern char *CtasAllowedHosts;
 extern void CtasDefineSettings(void);
 extern void CtasCheckPreloaded(void);
 
@@ -66,5 +73,6 @@ extern CtasCatalog *CtasGetCatalog(Oid serverid, Oid userid,
 								   bool check_usage, bool need_mapping);
 extern const char *CtasCatalogOption(const CtasCatalog *catalog,
 									 const char *name);
+extern List *CtasListCatalogs(bool per_mapping);
 
 #endif							/* CTAS_FED_H */

@@ -44,9 +44,6 @@ int			CtasProgressInterval = 10;
 /* xact.c: ctas_fed.fault_point (tests only, superuser only) */
 char	   *CtasFaultPoint = NULL;
 
-/* hosts.c */
-char	   *CtasAllowedHosts = NULL;
-
 /*
  * CtasDefineSettings
  *		Every setting of ctas_fed, by meaning: sizes of shared memory are

@@ -23,16 +23,26 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 
+#include "commands/defrem.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
 
 #include "hosts.h"
+
+/*
+ * ctas_fed.allowed_hosts, defined in guc.c with the other settings; the
+ * variable lives here, with its only reader, so that this file calls
+ * nothing of ours.
+ */
+char	   *CtasAllowedHosts = NULL;
 
 static bool hosts_next_entry(const char **p, char *buf, size_t bufsize);
 static bool hosts_entry_valid(const char *entry);
 static bool hosts_entry_matches(const char *entry, const char *host);
 static void hosts_check_host(const CtasCatalog *catalog, const char *option,
 							 const char *host);
+static const char *hosts_server_option(const CtasCatalog *catalog,
+									   const char *name);
 
 /*
  * hosts_next_entry
@@ -345,6 +355,29 @@ hosts_check_host_option(const CtasCatalog *catalog, const char *option,
 }
 
 /*
+ * hosts_server_option
+ *		Value of server option name of the catalog, or NULL.  url, host and
+ *		hostaddr are server options only (the validators refuse them on a
+ *		user mapping), so the user mapping is not searched; reading the
+ *		list here keeps this file from calling back into catalog.c, which
+ *		calls it.  Never ERRORs.
+ */
+static const char *
+hosts_server_option(const CtasCatalog *catalog, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, catalog->server_options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+
+		if (strcmp(def->defname, name) == 0)
+			return defGetString(def);
+	}
+	return NULL;
+}
+
+/*
  * CtasCheckHostOption
  *		Validator side of ctas_fed.allowed_hosts: ereport(ERROR) when a
  *		non-superuser sets a server option (url, host, hostaddr) naming a
@@ -381,7 +414,7 @@ CtasCheckCatalogHosts(const CtasCatalog *catalog)
 		return;
 	for (opt = options; *opt; opt++)
 	{
-		const char *value = CtasCatalogOption(catalog, *opt);
+		const char *value = hosts_server_option(catalog, *opt);
 
 		if (value == NULL)
 			continue;

@@ -19,6 +19,7 @@
 #include "ctas_fed.h"
 
 /* in hosts.c */
+extern char *CtasAllowedHosts;
 extern bool CtasAllowedHostsCheck(char **newval, void **extra,
 								  GucSource source);
 extern bool CtasHostAllowed(const char *host);

@@ -83,7 +83,6 @@
 #include "access/xact.h"
 #include "catalog/pg_database.h"
 #include "commands/extension.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -1118,35 +1117,17 @@ resolve_all(void)
 	{
 		List	   *pairs = NIL;
 		ListCell   *lc;
-		uint64		i;
 
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		/* every (server, mapped user) of the ctas_fed wrapper */
-		if (SPI_execute("SELECT s.oid, um.umuser, s.srvname FROM pg_catalog.pg_foreign_server s "
-						"JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw "
-						"JOIN pg_catalog.pg_user_mapping um ON um.umserver = s.oid "
-						"WHERE w.fdwname = 'ctas_fed' ORDER BY s.srvname, um.umuser",
-						true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "could not list catalogs");
-		for (i = 0; i < SPI_processed; i++)
+		/* every (server, mapped user) of this database */
+		foreach(lc, CtasListCatalogs(true))
 		{
-			HeapTuple	tup = SPI_tuptable->vals[i];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
-			bool		isnull;
-			Oid			srv = DatumGetObjectId(SPI_getbinval(tup, desc, 1, &isnull));
-			Oid			usr = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
-			char	   *name = SPI_getvalue(tup, desc, 3);
+			CtasCatalogRef *ref = lfirst(lc);
 
-			/* the SPI context goes with SPI_finish: keep copies */
-			MemoryContext spi_cxt = MemoryContextSwitchTo(round_cxt);
-
-			pairs = lappend(pairs, list_make2(list_make2_oid(srv, usr),
-											  pstrdup(name)));
-			MemoryContextSwitchTo(spi_cxt);
+			pairs = lappend(pairs,
+							list_make2(list_make2_oid(ref->serverid,
+													  ref->userid),
+									   ref->name));
 		}
-		SPI_finish();
-		MemoryContextSwitchTo(round_cxt);
 
 		pairs = in_doubt_first(pairs);
 		foreach(lc, pairs)

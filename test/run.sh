@@ -1,7 +1,7 @@
 #!/bin/bash
 # test/run.sh - "make test" (after "make deps"): build with -Werror,
-# install, then run pg_regress on a throwaway instance and every TAP test in
-# test/t/.
+# install, then run pg_regress on a throwaway instance, the checks of the
+# shape of src/ (test/layers.pl) and every TAP test in test/t/.
 #
 #   make test                        (or, packages installed: bash test/run.sh)
 #   TAP_TESTS='test/t/001_servers.pl' bash test/run.sh    only these TAP tests
@@ -171,6 +171,23 @@ else
 		failed=$((failed + 1))
 	fi
 fi
+
+# ---- the shape of src/ -------------------------------------------------------
+# test/layers.pl, from the object files just built: no call up a layer
+# (DESIGN.md section 3), no cycle between files, no target calling another,
+# generic code naming no target, no .c file over 1,500 lines.  Each rule is
+# one check.
+echo "== layers: perl test/layers.pl"
+perl test/layers.pl > "$stage/layers.out" 2>&1
+rc=$?
+cat "$stage/layers.out"
+ok=$(grep -cE '^ok [0-9]+' "$stage/layers.out")
+bad=$(grep -cE '^not ok [0-9]+' "$stage/layers.out")
+if [ "$rc" != 0 ] && [ "$bad" = 0 ]; then
+	bad=1    # died
+fi
+passed=$((passed + ok))
+failed=$((failed + bad))
 
 # ---- TAP ------------------------------------------------------------------
 if [ -n "${TAP_TESTS:-}" ]; then

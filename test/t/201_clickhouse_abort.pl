@@ -44,35 +44,21 @@ my $fp = start_fault_proxy($ch->{http_port});
 my $fpurl = 'http://127.0.0.1:' . $fp->port;
 my $chpw  = $ch->{password};
 my $churl = $ch->{url};
-my $rport = $remote->port;
-my $nport = $nopre->port;
 my $dead  = free_port();
 
+clickhouse_catalog($local, $ch, options => { connect_timeout => 2 });
+clickhouse_catalog($local, $ch, name => 'stalled', url => $fpurl,
+	options => { connect_timeout => 2 });
+clickhouse_catalog($local, $ch, name => 'badpw', password => "wrong-$chpw");
+clickhouse_catalog($local, $ch, name => 'down', url => "http://127.0.0.1:$dead",
+	options => { connect_timeout => 2 });
+postgres_catalog($local, $remote);
+postgres_catalog($local, $nopre, name => 'np_on', options => { two_phase => 'on' });
 $local->safe_psql('postgres', qq{
-CREATE EXTENSION ctas_fed;
-CREATE SERVER lake FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'clickhouse', url '$churl', connect_timeout '2');
-CREATE USER MAPPING FOR PUBLIC SERVER lake OPTIONS (user 'default', password '$chpw');
-CREATE SERVER stalled FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'clickhouse', url '$fpurl', connect_timeout '2');
-CREATE USER MAPPING FOR PUBLIC SERVER stalled OPTIONS (user 'default', password '$chpw');
-CREATE SERVER badpw FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'clickhouse', url '$churl');
-CREATE USER MAPPING FOR PUBLIC SERVER badpw OPTIONS (user 'default', password 'wrong-$chpw');
-CREATE SERVER down FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'clickhouse', url 'http://127.0.0.1:$dead', connect_timeout '2');
-CREATE USER MAPPING FOR PUBLIC SERVER down OPTIONS (user 'default', password '$chpw');
-CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');
-CREATE USER MAPPING FOR PUBLIC SERVER wh OPTIONS (user 'loader', password 'secret');
-CREATE SERVER np_on FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'postgres', host '127.0.0.1', port '$nport', dbname 'dw', two_phase 'on');
-CREATE USER MAPPING FOR PUBLIC SERVER np_on OPTIONS (user 'loader', password 'secret');
 CREATE TABLE src AS
   SELECT g AS id, md5(g::text) AS label, g * 0.5 AS half
     FROM generate_series(1, 50000) g;
 });
-$ch->query('CREATE DATABASE dw');
 
 # --- helpers (no assertions)
 

@@ -25,18 +25,12 @@ my $ch    = start_clickhouse();
 # resolution is called explicitly, after each case
 my $local = new_cluster('local', conf => 'ctas_fed.resolver_naptime = 3600');
 my $fp    = start_fault_proxy($ch->{http_port});
-my $chpw  = $ch->{password};
-my $churl = $ch->{url};
 my $purl  = 'http://127.0.0.1:' . $fp->port;
 
-$local->safe_psql('postgres', qq{
-CREATE EXTENSION ctas_fed;
-CREATE SERVER flaky FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'clickhouse', url '$purl', connect_timeout '2', timeout '10');
-CREATE USER MAPPING FOR PUBLIC SERVER flaky OPTIONS (user 'default', password '$chpw');
-CREATE TABLE src AS SELECT g AS id, md5(g::text) AS label FROM generate_series(1, 500) g;
-});
-$ch->query('CREATE DATABASE dw');
+clickhouse_catalog($local, $ch, name => 'flaky', url => $purl,
+	options => { connect_timeout => 2, timeout => 10 });
+$local->safe_psql('postgres',
+	'CREATE TABLE src AS SELECT g AS id, md5(g::text) AS label FROM generate_series(1, 500) g');
 
 sub scratch_tables
 {

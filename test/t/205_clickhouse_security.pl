@@ -114,17 +114,12 @@ my $fakech = start_fake_http(
 	  "Code: 999, e.displayText() = DB::Exception: shown because it is ClickHouse's, e.what() = DB::Exception\n"
 );
 
+clickhouse_catalog($local, $ch, options => { connect_timeout => 2 });
 $local->safe_psql('postgres', qq{
-CREATE EXTENSION ctas_fed;
 CREATE ROLE alice LOGIN;
 GRANT USAGE ON FOREIGN DATA WRAPPER ctas_fed TO alice;
 GRANT EXECUTE ON FUNCTION ctas_fed.resolve_in_doubt(name) TO alice;
-CREATE SERVER lake FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'clickhouse', url '$churl', connect_timeout '2');
-CREATE USER MAPPING FOR PUBLIC SERVER lake
-  OPTIONS (user 'default', password '$chpw');
 });
-$ch->query('CREATE DATABASE dw');
 
 # --- helpers (no assertions)
 

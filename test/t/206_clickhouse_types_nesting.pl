@@ -21,12 +21,8 @@ use CtasFed::Test;
 my $local = new_cluster('local');
 my $port  = free_port();
 
-$local->safe_psql('postgres', qq{
-CREATE EXTENSION ctas_fed;
-CREATE SERVER lake FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'clickhouse', url 'http://127.0.0.1:$port');
-CREATE USER MAPPING FOR PUBLIC SERVER lake OPTIONS (user 'default', password 'x');
-});
+# a catalog at a closed port: EXPLAIN never reaches it
+clickhouse_catalog($local, undef, url => "http://127.0.0.1:$port", password => 'x');
 
 sub explain_types
 {

@@ -70,26 +70,17 @@ my $remote = new_remote_cluster(
 	host_auth => 'scram-sha-256',
 	roles     => { loader => 'secret' },
 	databases => { dw => 'loader' });
-my $rport = $remote->port;
 
 my $local = new_cluster('local',
 	conf => "ctas_fed.resolver_naptime = 1\n"
 	  . "ctas_fed.pushgateway_url = '" . $pgw->{url} . "'\n");
-$local->safe_psql('postgres', qq{
-CREATE EXTENSION ctas_fed;
-CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw',
-           notify_url 'http://127.0.0.1:$hook_port/hook');
-CREATE SERVER wh_dead FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw',
-           notify_url 'http://127.0.0.1:$dead_port/hook');
-CREATE SERVER wh_quiet FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');
-CREATE USER MAPPING FOR PUBLIC SERVER wh OPTIONS (user 'loader', password 'secret');
-CREATE USER MAPPING FOR PUBLIC SERVER wh_dead OPTIONS (user 'loader', password 'secret');
-CREATE USER MAPPING FOR PUBLIC SERVER wh_quiet OPTIONS (user 'loader', password 'secret');
-CREATE TABLE src AS SELECT g AS id, md5(g::text) AS t FROM generate_series(1, 20000) g;
-});
+postgres_catalog($local, $remote,
+	options => { notify_url => "http://127.0.0.1:$hook_port/hook" });
+postgres_catalog($local, $remote, name => 'wh_dead',
+	options => { notify_url => "http://127.0.0.1:$dead_port/hook" });
+postgres_catalog($local, $remote, name => 'wh_quiet');
+$local->safe_psql('postgres',
+	'CREATE TABLE src AS SELECT g AS id, md5(g::text) AS t FROM generate_series(1, 20000) g');
 
 sub remote_has
 {

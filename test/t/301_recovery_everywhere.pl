@@ -49,13 +49,9 @@ my $local = new_cluster('local',
 	conf => "ctas_fed.resolver_naptime = 3600\n"
 	  . "ctas_fed.resolve_timeout = 3\n");
 $local->safe_psql('postgres', 'CREATE DATABASE app');
-$local->safe_psql('app', qq{
-CREATE EXTENSION ctas_fed;
-CREATE SERVER good FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');
-CREATE USER MAPPING FOR PUBLIC SERVER good OPTIONS (user 'loader', password 'secret');
-CREATE TABLE src AS SELECT g AS id, md5(g::text) AS t FROM generate_series(1, 5000) g;
-});
+postgres_catalog($local, $remote, name => 'good', dbname => 'app');
+$local->safe_psql('app',
+	'CREATE TABLE src AS SELECT g AS id, md5(g::text) AS t FROM generate_series(1, 5000) g');
 
 # poll $sql in database $db of $node until it returns $expected, up to
 # $secs seconds; returns the time it took, or undef
@@ -250,11 +246,8 @@ if ($relay_pid == 0)
 	}
 }
 close $relay_sock;
-$local->safe_psql('app', qq{
-CREATE SERVER relayed FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'postgres', host '127.0.0.1', port '$relay_port', dbname 'dw');
-CREATE USER MAPPING FOR PUBLIC SERVER relayed OPTIONS (user 'loader', password 'secret');
-});
+postgres_catalog($local, undef, name => 'relayed', port => $relay_port,
+	dbname => 'app');
 open my $ff, '>', $flag or die;
 close $ff;
 my $log_offset2 = -s $local->logfile;
@@ -291,24 +284,14 @@ my $hung = IO::Socket::INET->new(
 my $hung_port = $hung->sockport;    # accepted by the kernel, never answered
 
 my @names = map { sprintf('cat_%02d_%s', $_, 'x' x 40) } 1 .. 30;
-my $sql = '';
-foreach my $n (@names)
-{
-	$sql .= "CREATE SERVER $n FOREIGN DATA WRAPPER ctas_fed OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');\n"
-	  . "CREATE USER MAPPING FOR PUBLIC SERVER $n OPTIONS (user 'loader', password 'secret');\n";
-}
-$sql .= qq{
-CREATE SERVER cat_15_refused FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'postgres', host '127.0.0.1', port '$refuse_port', dbname 'dw');
-CREATE USER MAPPING FOR PUBLIC SERVER cat_15_refused OPTIONS (user 'loader', password 'secret');
-CREATE SERVER cat_16_hung FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'postgres', host '127.0.0.1', port '$hung_port', dbname 'dw', connect_timeout '0');
-CREATE USER MAPPING FOR PUBLIC SERVER cat_16_hung OPTIONS (user 'loader', password 'secret');
-CREATE SERVER cat_17_hung_http FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'clickhouse', url 'http://127.0.0.1:$hung_port', timeout '3600');
-CREATE USER MAPPING FOR PUBLIC SERVER cat_17_hung_http OPTIONS (user 'default', password 'x');
-};
-$local->safe_psql('app', $sql);
+postgres_catalog($local, $remote, name => $_, dbname => 'app') foreach @names;
+postgres_catalog($local, undef, name => 'cat_15_refused', port => $refuse_port,
+	dbname => 'app');
+postgres_catalog($local, undef, name => 'cat_16_hung', port => $hung_port,
+	options => { connect_timeout => 0 }, dbname => 'app');
+clickhouse_catalog($local, undef, name => 'cat_17_hung_http',
+	url => "http://127.0.0.1:$hung_port", options => { timeout => 3600 },
+	password => 'x', dbname => 'app');
 push @names, 'cat_15_refused', 'cat_16_hung', 'cat_17_hung_http', 'good';
 
 my $t0 = time;

@@ -30,19 +30,14 @@ my $remote = new_remote_cluster(
 	databases => { dw => 'loader' });
 my $fp = start_fault_proxy($ch->{http_port});
 my $purl = 'http://127.0.0.1:' . $fp->port;
-my $chpw = $ch->{password};
-my $rport = $remote->port;
 
 my $local = new_cluster('local');
 clickhouse_catalog($local, $ch, url => $purl,
 	options => { connect_timeout => 2 });
+clickhouse_catalog($local, $ch, name => 'lake2', url => $purl,
+	options => { connect_timeout => 2 });
+postgres_catalog($local, $remote);
 $local->safe_psql('postgres', qq{
-CREATE SERVER lake2 FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'clickhouse', url '$purl', connect_timeout '2');
-CREATE USER MAPPING FOR PUBLIC SERVER lake2 OPTIONS (user 'default', password '$chpw');
-CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');
-CREATE USER MAPPING FOR PUBLIC SERVER wh OPTIONS (user 'loader', password 'secret');
 CREATE TABLE src AS
   SELECT g AS id, md5(g::text) AS label FROM generate_series(1, 300) g;
 });

@@ -29,17 +29,12 @@ my $remote = new_remote_cluster(
 	host_auth => 'scram-sha-256',
 	roles     => { loader => 'secret' },
 	databases => { dw => 'loader' });
-my $chpw  = $ch->{password};
 my $churl = $ch->{url};
-my $rport = $remote->port;
 
 my $local = new_cluster('local');
 clickhouse_catalog($local, $ch, options => { connect_timeout => 2 });
+postgres_catalog($local, $remote, options => { connect_timeout => 2 });
 $local->safe_psql('postgres', qq{
-CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw',
-           connect_timeout '2');
-CREATE USER MAPPING FOR PUBLIC SERVER wh OPTIONS (user 'loader', password 'secret');
 CREATE TABLE src AS
   SELECT g AS id, md5(g::text) AS label FROM generate_series(1, 300) g;
 });

@@ -1542,52 +1542,115 @@ package CtasFed::Test;
 
 =pod
 
-=head2 A ClickHouse catalog
+=head2 Catalogs
+
+The set-up that the TAP tests share: a catalog (foreign server) and a user
+mapping C<FOR PUBLIC>, in database C<postgres> of $node unless told
+otherwise, after C<CREATE EXTENSION IF NOT EXISTS ctas_fed>.  Both die when
+a statement fails and assert nothing.
 
 =over
 
 =item clickhouse_catalog($node, $ch, %opts)
 
-The set-up that most ClickHouse tests share.  In database C<postgres> of
-$node: C<CREATE EXTENSION ctas_fed>, a catalog (foreign server) of type
-C<clickhouse> whose C<url> is that of $ch, and a user mapping C<FOR PUBLIC>
-with ClickHouse's user C<default> and $ch's password.  In ClickHouse: the
-database C<dw>.  Dies when a statement fails.  Options:
+A catalog of type C<clickhouse> whose C<url> is that of $ch, a user mapping
+with ClickHouse's user C<default> and $ch's password, and in ClickHouse the
+database C<dw> (C<IF NOT EXISTS>).  $ch may be undef for a catalog that
+never reaches a server (then C<url> is required and no database is made).
+Options:
 
   name       the catalog's name (default lake)
-  url        another url (a fault proxy in front of $ch, for instance)
+  url        another url (a fault proxy in front of $ch, a closed port)
   options    more server options, { connect_timeout => 2, timeout => 10 }
-  extension  0: the extension exists already
+  password   another password for the user mapping (a wrong one)
+  extension  0: do not create the extension
   database   the ClickHouse database to create (default dw); undef: none
+  dbname     the local database (default postgres)
+
+=item postgres_catalog($node, $remote, %opts)
+
+A catalog of type C<postgres> on host 127.0.0.1, port $remote->port,
+database C<dw>, and a user mapping with user C<loader>, password C<secret>
+(the role that C<new_remote_cluster> is usually given).  $remote may be
+undef when C<port> is given.  Options:
+
+  name       the catalog's name (default wh)
+  port       another port (a proxy, a closed or a hung port)
+  options    more server options, { two_phase => 'on', notify_url => ... }
+  user, password   another user mapping
+  extension  0: do not create the extension
+  dbname     the local database (default postgres)
 
 =back
 
 =cut
 
-sub clickhouse_catalog
+# CREATE SERVER ... OPTIONS (...) and CREATE USER MAPPING FOR PUBLIC, with
+# the extension first unless told otherwise; the options named in $first
+# come first, in that order, the others sorted.
+sub _create_catalog
 {
-	my ($node, $ch, %opts) = @_;
-	my $name = $opts{name} // 'lake';
-	my %options = (%{ $opts{options} // {} }, type => 'clickhouse',
-		url => $opts{url} // $ch->{url});
-	my $server_options = join(', ',
-		map { "$_ " . _sql_literal($options{$_}) }
-		  ('type', 'url', grep { $_ ne 'type' && $_ ne 'url' } sort keys %options));
-	my $db = exists $opts{database} ? $opts{database} : 'dw';
+	my ($node, $opts, $name, $server, $first, $mapping) = @_;
+	my %seen = map { $_ => 1 } @$first;
 	my $sql = '';
 
-	$sql .= "CREATE EXTENSION ctas_fed;\n" if $opts{extension} // 1;
-	$sql .= sprintf("CREATE SERVER %s FOREIGN DATA WRAPPER ctas_fed OPTIONS (%s);\n",
-		_sql_ident($name), $server_options);
+	$sql .= "CREATE EXTENSION IF NOT EXISTS ctas_fed;\n"
+	  if $opts->{extension} // 1;
 	$sql .= sprintf(
-		"CREATE USER MAPPING FOR PUBLIC SERVER %s OPTIONS (user 'default', password %s);\n",
-		_sql_ident($name), _sql_literal($ch->{password}));
-	$node->safe_psql('postgres', $sql);
-	$ch->query('CREATE DATABASE ' . $db) if defined $db;
+		"CREATE SERVER %s FOREIGN DATA WRAPPER ctas_fed OPTIONS (%s);\n",
+		_sql_ident($name),
+		join(', ',
+			map { "$_ " . _sql_literal($server->{$_}) }
+			  (@$first, grep { !$seen{$_} } sort keys %$server)));
+	$sql .= sprintf(
+		"CREATE USER MAPPING FOR PUBLIC SERVER %s OPTIONS (%s);\n",
+		_sql_ident($name),
+		join(', ',
+			map { "$_->[0] " . _sql_literal($_->[1]) } @$mapping));
+	$node->safe_psql($opts->{dbname} // 'postgres', $sql);
 	return;
 }
 
-push @EXPORT, qw(clickhouse_catalog);
+sub clickhouse_catalog
+{
+	my ($node, $ch, %opts) = @_;
+	my $url = $opts{url} // ($ch ? $ch->{url} : undef);
+	my $password = $opts{password} // ($ch ? $ch->{password} : '');
+	my $db = exists $opts{database} ? $opts{database} : 'dw';
+
+	die "clickhouse_catalog: no url" unless defined $url;
+	_create_catalog($node, \%opts, $opts{name} // 'lake',
+		{ %{ $opts{options} // {} }, type => 'clickhouse', url => $url },
+		[ 'type', 'url' ],
+		[ [ user => 'default' ], [ password => $password ] ]);
+	$ch->query('CREATE DATABASE IF NOT EXISTS ' . $db) if $ch && defined $db;
+	return;
+}
+
+sub postgres_catalog
+{
+	my ($node, $remote, %opts) = @_;
+	my $port = $opts{port} // $remote->port;
+
+	_create_catalog(
+		$node, \%opts,
+		$opts{name} // 'wh',
+		{
+			%{ $opts{options} // {} },
+			type => 'postgres',
+			host => '127.0.0.1',
+			port => $port,
+			dbname => 'dw'
+		},
+		[ 'type', 'host', 'port', 'dbname' ],
+		[
+			[ user => $opts{user} // 'loader' ],
+			[ password => $opts{password} // 'secret' ]
+		]);
+	return;
+}
+
+push @EXPORT, qw(clickhouse_catalog postgres_catalog);
 
 
 1;

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * remote.c
+ * sqlfuncs.c
  *		  SQL functions that read or repair catalogs: remote_tables,
  *		  remote_columns, resolve_in_doubt.
  *
@@ -12,13 +12,12 @@
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
- *		  src/remote.c
+ *		  src/sqlfuncs.c
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -160,39 +159,6 @@ ctas_fed_remote_columns(PG_FUNCTION_ARGS)
 }
 
 /*
- * all_catalogs
- *		OIDs of every ctas_fed server, in name order, in the caller's
- *		memory context (not SPI's, which SPI_finish frees).
- */
-static List *
-all_catalogs(void)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	List	   *result = NIL;
-	uint64		i;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute("SELECT s.oid FROM pg_catalog.pg_foreign_server s "
-					"JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw "
-					"WHERE w.fdwname = 'ctas_fed' ORDER BY s.srvname",
-					true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not list catalogs");
-	for (i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-		Datum		d = SPI_getbinval(SPI_tuptable->vals[i],
-									  SPI_tuptable->tupdesc, 1, &isnull);
-		MemoryContext old = MemoryContextSwitchTo(cxt);
-
-		result = lappend_oid(result, DatumGetObjectId(d));
-		MemoryContextSwitchTo(old);
-	}
-	SPI_finish();
-	return result;
-}
-
-/*
  * ctas_fed.resolve_in_doubt(catalog name DEFAULT NULL)
  *		RETURNS TABLE (catalog name, object text, action text)
  *
@@ -218,7 +184,12 @@ ctas_fed_resolve_in_doubt(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(0))
 		catalogs = list_make1_oid(lookup(NameStr(*PG_GETARG_NAME(0)))->serverid);
 	else
-		catalogs = all_catalogs();
+	{
+		catalogs = NIL;
+		foreach(lc, CtasListCatalogs(false))
+			catalogs = lappend_oid(catalogs,
+								   ((CtasCatalogRef *) lfirst(lc))->serverid);
+	}
 
 	(void) CtasResolverLock(true);
 	PG_TRY();

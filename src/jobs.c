@@ -88,6 +88,9 @@ typedef struct JobsShared
 
 static JobsShared *shared = NULL;
 
+/* set by worker.c (see jobs.h) */
+CtasResolverWakeFunc CtasJobsResolverWake = NULL;
+
 #define RUNNING(i)	(&shared->jobs[(i)])
 #define HISTORY(i)	(&shared->jobs[CtasMaxJobs + (i)])
 
@@ -191,6 +194,13 @@ state_is_final(CtasJobState state)
 }
 
 static void
+wake_resolver(Oid dboid, bool now)
+{
+	if (CtasJobsResolverWake != NULL)
+		CtasJobsResolverWake(dboid, now);
+}
+
+static void
 notify_worker(void)
 {
 	shared->change_count++;
@@ -239,7 +249,7 @@ jobs_on_exit(int code, Datum arg)
 	}
 	LWLockRelease(shared->lock);
 	if (wake)
-		CtasResolverWake(MyDatabaseId, true);
+		wake_resolver(MyDatabaseId, true);
 }
 
 /*
@@ -303,7 +313,7 @@ CtasJobStart(const CtasCatalog *catalog, const char *target, const char *mode,
 	LWLockRelease(shared->lock);
 
 	/* a database whose backends use ctas_fed needs its resolver */
-	CtasResolverWake(MyDatabaseId, false);
+	wake_resolver(MyDatabaseId, false);
 
 	if (ref.slot < 0)
 		ereport(WARNING,
@@ -435,7 +445,7 @@ CtasJobSetState(CtasJobRef ref, CtasJobState state, const char *error)
 
 	/* the resolver of this database takes over at once */
 	if (wake)
-		CtasResolverWake(MyDatabaseId, true);
+		wake_resolver(MyDatabaseId, true);
 }
 
 /*

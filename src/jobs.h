@@ -105,7 +105,17 @@ typedef struct CtasJobsSnapshotData
 	uint64		events_dropped;
 } CtasJobsSnapshotData;
 
+/*
+ * How the registry asks for the resolver of a database: with now, a job was
+ * left in doubt and should be resolved at once; without, the database uses
+ * ctas_fed, so its resolver must be running.  Set by worker.c, a layer
+ * above, so that the registry never calls up; NULL (nothing to wake) until
+ * the worker code registers.
+ */
+typedef void (*CtasResolverWakeFunc) (Oid dboid, bool now);
+
 /* in jobs.c */
+extern CtasResolverWakeFunc CtasJobsResolverWake;
 extern const double CtasDurationBuckets[CTAS_DURATION_BUCKETS];
 extern void CtasJobsShmemRequest(void);
 extern void CtasJobsShmemStartup(void);

@@ -164,6 +164,9 @@ CtasWorkerRegister(void)
 {
 	BackgroundWorker worker;
 
+	/* the job registry wakes resolvers through this */
+	CtasJobsResolverWake = CtasResolverWake;
+
 	memset(&worker, 0, sizeof(worker));
 	/* a connection to no database: it reads pg_database only */
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |

@@ -41,6 +41,7 @@ my @layer_table = (
 
 	# L3: the statement, the transaction, the jobs that use targets
 	['ctas.c' => 3],
+	['multi.c' => 3],
 	['xact.c' => 3],
 	['sync*.c' => 3],
 	['parallel*.c' => 3],

@@ -39,6 +39,7 @@
 #include "utils/memutils.h"
 
 #include "clickhouse.h"
+#include "gid.h"
 
 /* ------------------------------------------------------------------------
  * Remote steps of a load
@@ -155,25 +156,24 @@ CtasChNewAction(CtasParticipant *part, ChXact *xs, ChActionKind kind,
 {
 	MemoryContext old = MemoryContextSwitchTo(part->cxt);
 	ChAction   *a = palloc0(sizeof(ChAction));
-	char	   *base = NULL;
+	int			serial = CtasScratchSerial();
 
 	a->kind = kind;
 	a->db = pstrdup(db);
 	a->table = pstrdup(table);
 	a->level = GetCurrentTransactionNestLevel();
-	if (kind != CH_DROP)
-	{
-		base = CtasScratchName("stage");
-		a->stage = psprintf("%s_%s", base, ch_token());
-		base += strlen("_ctas_fed_stage_");
-	}
 	/* names of the same action share its <sysid>_<xid>_<n> */
+	if (kind != CH_DROP)
+		a->stage = CtasScratchName("stage", serial, ch_token());
 	if (kind == CH_REPLACE)
-		a->old = psprintf("_ctas_fed_old_%s_%s_%s", base, ch_token(), table);
+		a->old = CtasScratchName("old", serial,
+								 psprintf("%s_%s", ch_token(), table));
 	else if (kind == CH_CREATE)
-		a->marker = psprintf("_ctas_fed_new_%s_%s_%s", base, ch_token(), table);
+		a->marker = CtasScratchName("new", serial,
+									psprintf("%s_%s", ch_token(), table));
 	else if (kind == CH_DROP)
-		a->old = psprintf("%s_%s_%s", CtasScratchName("drop"), ch_token(), table);
+		a->old = CtasScratchName("drop", serial,
+								 psprintf("%s_%s", ch_token(), table));
 	xs->actions = lappend(xs->actions, a);
 	MemoryContextSwitchTo(old);
 
@@ -301,11 +301,12 @@ ch_begin_load(CtasLoad *load)
 	}
 
 	/* 1. the name, before anything moves */
-	if (strncmp(table, "_ctas_fed_", strlen("_ctas_fed_")) == 0)
+	if (CtasIsScratchName(table))
 		ereport(ERROR,
 				(errcode(ERRCODE_RESERVED_NAME),
 				 errmsg("table name \"%s\" is reserved", table),
-				 errdetail("Names beginning with \"_ctas_fed_\" are kept for the scratch tables of ctas_fed.")));
+				 errdetail("Names beginning with \"%s\" are kept for the scratch tables of ctas_fed.",
+						   CTAS_SCRATCH_PREFIX)));
 	exists = ch_logical_exists(cl->http, cl->xs, db, table, &phys);
 	if (exists)
 	{

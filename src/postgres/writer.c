@@ -48,6 +48,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
+#include "gid.h"
 #include "postgres_target.h"
 
 /* bytes of COPY data collected before they are handed to libpq */
@@ -978,7 +979,7 @@ pg_pre_commit(CtasParticipant *part)
 
 	if (st->two_phase)
 	{
-		st->gid = CtasMakeGid(part);
+		st->gid = MemoryContextStrdup(part->cxt, CtasGidMake(part->serial));
 		part->gid = st->gid;
 		sql = psprintf("PREPARE TRANSACTION %s", quote_literal_cstr(st->gid));
 		CtasPgExec(st->entry->conn, part->catalog, sql);

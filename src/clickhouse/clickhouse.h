@@ -191,6 +191,23 @@ typedef enum ChActionKind
 	CH_DROP						/* target renamed away, dropped after */
 } ChActionKind;
 
+/*
+ * How far one action got, as Citus's RemoteTransactionState: what the
+ * server holds of it, on which abort (ch_undo) and post-commit switch.
+ */
+typedef enum ChActionState
+{
+	CH_ACTION_STAGING,			/* recorded; the staging table is being
+								 * created and loaded */
+	CH_ACTION_LOADED,			/* end_load checked the staging table (a
+								 * drop: recorded); nothing is published */
+	CH_ACTION_PUBLISHING,		/* pre_commit sent a request that changes
+								 * the target: what took effect is unknown
+								 * until the server is asked */
+	CH_ACTION_PUBLISHED			/* pre_commit published it (an append with
+								 * no rows to move stays LOADED) */
+} ChActionState;
+
 typedef struct ChAction
 {
 	ChActionKind kind;
@@ -201,14 +218,8 @@ typedef struct ChAction
 	char	   *marker;			/* create: commit marker, see CtasChPreCommit */
 	char	   *source;			/* append: table the stage copies */
 	int			level;			/* subtransaction nesting level */
-	bool		loaded;			/* end_load checked the stage */
+	ChActionState state;
 	uint64		rows;
-	/* progress of pre_commit, for undo */
-	bool		old_moved;
-	bool		stage_moved;
-	bool		appended;
-	bool		marker_made;
-	bool		publishing;		/* pre_commit sent a request for it */
 } ChAction;
 
 /* Per transaction and user mapping: part->private */

@@ -162,6 +162,7 @@ CtasChNewAction(CtasParticipant *part, ChXact *xs, ChActionKind kind,
 	a->db = pstrdup(db);
 	a->table = pstrdup(table);
 	a->level = GetCurrentTransactionNestLevel();
+	a->state = CH_ACTION_STAGING;
 	/* names of the same action share its <sysid>_<xid>_<n> */
 	if (kind != CH_DROP)
 		a->stage = CtasScratchName("stage", serial, ch_token());
@@ -571,7 +572,7 @@ ch_end_load(CtasLoad *load)
 					  psprintf("SYSTEM START MERGES %s",
 							   CtasChQname(cl->db, cl->insert_table)),
 					  "start merges on the staging table");
-	cl->action->loaded = true;
+	cl->action->state = CH_ACTION_LOADED;
 	cl->action->rows = cl->rows;
 }
 
@@ -609,7 +610,7 @@ ch_drop_table(CtasLoad *load, bool missing_ok)
 						load->catalog->name)));
 	}
 	a = CtasChNewAction(load->part, xs, CH_DROP, load->schema, load->table);
-	a->loaded = true;
+	a->state = CH_ACTION_LOADED;
 }
 
 /* ------------------------------------------------------------------------

@@ -294,6 +294,9 @@ extern uint64 CtasChParseCount(CtasHttp *http, const char *body,
 extern void CtasChCheckOptions(CtasLoad *load);
 extern char *CtasChEngineName(const char *engine);
 extern bool CtasChIsMergetree(const char *engine_name);
+extern char *CtasChRemoteEngine(CtasHttp *http, const char *db,
+								const char *table);
+extern int	CtasChCountCheckMode(const char *engine);
 extern char *CtasChCreateSql(CtasLoad *load, ChColumn *cols, const char *db,
 							 const char *name);
 
@@ -305,9 +308,6 @@ extern void CtasChPutValue(ChEnc *e, StringInfo buf, Datum v, bool isnull);
 extern ChAction *CtasChNewAction(CtasParticipant *part, ChXact *xs,
 								 ChActionKind kind, const char *db,
 								 const char *table);
-extern char *CtasChRemoteEngine(CtasHttp *http, const char *db,
-								const char *table);
-extern int CtasChCountCheckMode(const char *engine);
 
 /* in xact.c */
 extern void CtasChCheckVersion(CtasHttp *http);

@@ -544,6 +544,47 @@ CtasChIsMergetree(const char *engine_name)
 }
 
 /*
+ * CtasChRemoteEngine
+ *		The engine name of db.table on the server, "" when there is no such
+ *		table.  ERROR when the server cannot be asked.  Palloc'd.
+ */
+char *
+CtasChRemoteEngine(CtasHttp *http, const char *db, const char *table)
+{
+	char	   *body;
+	List	   *rows;
+	int			nf;
+
+	body = CtasHttpQuery(http,
+						 psprintf("SELECT engine FROM system.tables WHERE database = %s AND name = %s",
+								  CtasChLit(db), CtasChLit(table)),
+						 "read the table engine");
+	rows = CtasChTsv(body, &nf);
+	if (rows == NIL || nf != 1)
+		return pstrdup("");
+	return ((char **) linitial(rows))[0];
+}
+
+/*
+ * CtasChCountCheckMode
+ *		Can the rows of a table of this engine be counted right after the
+ *		load?  1: yes; 2: yes, while merges are stopped (engines whose
+ *		merges fold rows: Replacing, Summing, Collapsing...); 0: no (Null,
+ *		Buffer, Distributed, ...).
+ */
+int
+CtasChCountCheckMode(const char *engine)
+{
+	if (strcmp(engine, "MergeTree") == 0 || strcmp(engine, "Log") == 0 ||
+		strcmp(engine, "TinyLog") == 0 || strcmp(engine, "StripeLog") == 0 ||
+		strcmp(engine, "Memory") == 0)
+		return 1;
+	if (CtasChIsMergetree(engine) && strncmp(engine, "Replicated", 10) != 0)
+		return 2;
+	return 0;
+}
+
+/*
  * CtasChCreateSql
  *		CREATE TABLE db.name (...) ENGINE = ... for the statement's columns
  *		and table options.  MergeTree engines get ORDER BY tuple() unless

@@ -6,9 +6,9 @@
  * The target is split by concern; the extern blocks below, headed by the
  * file that defines them, are its map:
  *
- *	client.c	the HTTP protocol of ClickHouse over src/http/curl.c
+ *	client.c	the HTTP protocol of ClickHouse over src/http/curl.c; quoting
  *	types.c		ClickHouse type names and the type map
- *	ddl.c		quoting, small results, table options, CREATE TABLE
+ *	ddl.c		quoted names, small results, table options, CREATE TABLE
  *	rowbinary.c	the RowBinary encoder
  *	writer.c	begin_load, put_row, end_load, DROP TABLE, EXPLAIN, listing,
  *				and the routine CtasClickHouseTarget
@@ -74,6 +74,8 @@ extern bool CtasHttpTryQuery(CtasHttp *http, const char *sql,
 							 char **result, char **errdetail);
 extern void CtasHttpKillQuery(CtasHttp *http, const char *query_id);
 extern char *CtasHttpNewQueryId(void);
+extern void CtasChAppendIdent(StringInfo buf, const char *s);
+extern void CtasChAppendLiteral(StringInfo buf, const char *s);
 
 extern CtasHttpStream *CtasHttpStreamOpen(CtasHttp *http, const char *sql,
 										  const char *what,
@@ -283,8 +285,6 @@ extern bool CtasChIsKey(CtasLoad *load, const CtasColumn *col);
 extern void CtasChMapColumn(CtasLoad *load, CtasColumn *col);
 
 /* in ddl.c */
-extern void CtasChAppendIdent(StringInfo buf, const char *s);
-extern void CtasChAppendLiteral(StringInfo buf, const char *s);
 extern char *CtasChQname(const char *db, const char *table);
 extern char *CtasChLit(const char *s);
 extern char *CtasChDisplay(const char *db, const char *table);

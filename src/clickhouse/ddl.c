@@ -1,11 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * ddl.c
- *		  The SQL text the ClickHouse target sends: quoting, small results,
- *		  the checks of the table options and CREATE TABLE.
+ *		  The SQL text the ClickHouse target sends: quoted names, small
+ *		  results, the checks of the table options and CREATE TABLE.
  *
  * Every remote identifier is backquoted with escapes, every literal
- * single-quoted with escapes; the table options engine, order_by,
+ * single-quoted with escapes (client.c); the table options engine, order_by,
  * partition_by and settings are ClickHouse expressions and pass through,
  * after a check that they cannot end the statement or comment out the
  * rest of it.
@@ -25,34 +25,6 @@
  * Quoting and small results
  * ------------------------------------------------------------------------
  */
-
-/* Append a backquoted identifier: `a\`b` */
-void
-CtasChAppendIdent(StringInfo buf, const char *s)
-{
-	appendStringInfoChar(buf, '`');
-	for (; *s; s++)
-	{
-		if (*s == '`' || *s == '\\')
-			appendStringInfoChar(buf, '\\');
-		appendStringInfoChar(buf, *s);
-	}
-	appendStringInfoChar(buf, '`');
-}
-
-/* Append a single-quoted literal: 'it\'s' */
-void
-CtasChAppendLiteral(StringInfo buf, const char *s)
-{
-	appendStringInfoChar(buf, '\'');
-	for (; *s; s++)
-	{
-		if (*s == '\'' || *s == '\\')
-			appendStringInfoChar(buf, '\\');
-		appendStringInfoChar(buf, *s);
-	}
-	appendStringInfoChar(buf, '\'');
-}
 
 /* `db`.`table`, palloc'd */
 char *

@@ -552,8 +552,8 @@ ch_drop_table(CtasLoad *load, bool missing_ok)
 	char	   *phys;
 	ChAction   *a;
 
-	if (load->part == NULL)
-		load->part = CtasJoinTransaction(load->catalog);
+	/* ctas.c has joined the transaction (CtasExecDrop) */
+	Assert(load->part != NULL);
 	xs = CtasChXact(load->part);
 
 	if (!ch_logical_exists(xs->http, xs, load->schema, load->table, &phys))

@@ -25,6 +25,7 @@ OBJS = \
 	src/clickhouse/types.o \
 	src/clickhouse/writer.o \
 	src/clickhouse/xact.o \
+	src/gid.o \
 	src/guc.o \
 	src/hosts.o \
 	src/http/curl.o \

@@ -48,6 +48,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "gid.h"
 #include "target.h"
 
 /* The DestReceiver that hands rows to the writer */
@@ -90,9 +91,6 @@ elapsed_seconds(instr_time *start)
 	INSTR_TIME_SUBTRACT(now, *start);
 	return INSTR_TIME_GET_DOUBLE(now);
 }
-
-/* prefix of the scratch tables of the writers (see CtasScratchName) */
-#define CTAS_RESERVED_PREFIX	"_ctas_fed_"
 
 /*
  * check_remote_name
@@ -159,15 +157,14 @@ CtasNewLoad(Oid serverid, RangeVar *rel, List *options)
 	load->table = pstrdup(rel->relname);
 	check_remote_name("schema", load->schema);
 	check_remote_name("table", load->table);
-	if (pg_strncasecmp(load->table, CTAS_RESERVED_PREFIX,
-					   strlen(CTAS_RESERVED_PREFIX)) == 0)
+	if (CtasIsScratchName(load->table))
 		ereport(ERROR,
 				(errcode(ERRCODE_RESERVED_NAME),
 				 errmsg("table name \"%s\" is reserved", load->table),
 				 errdetail("Names beginning with \"%s\" are reserved for the scratch tables of ctas_fed.",
-						   CTAS_RESERVED_PREFIX),
+						   CTAS_SCRATCH_PREFIX),
 				 errhint("Choose a table name that does not begin with \"%s\".",
-						 CTAS_RESERVED_PREFIX)));
+						 CTAS_SCRATCH_PREFIX)));
 	parse_options(load, options);
 	load->routine->check_options(load);
 

@@ -277,11 +277,7 @@ extern void CtasUtilityInit(void);
 /* in xact.c */
 extern void CtasXactInit(void);
 extern CtasParticipant *CtasJoinTransaction(CtasCatalog *catalog);
-extern char *CtasMakeGid(CtasParticipant *part);
-extern char *CtasScratchName(const char *kind);
 extern void CtasXactAddJob(CtasParticipant *part, CtasJobRef job);
-extern const char *CtasLocalXactStatus(uint64 fxid);
-extern const char *CtasGidPrefix(void);
 
 /* in typemap.c */
 extern List *CtasParseColumnTypes(const char *spec);

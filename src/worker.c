@@ -103,6 +103,7 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include "gid.h"
 #include "http/curl.h"
 #include "jobs.h"
 #include "target.h"
@@ -1201,7 +1202,7 @@ decide_in_doubt_jobs(List *unresolved, List *scanned)
 	for (i = 0; i < snap->njobs; i++)
 	{
 		CtasJob    *job = &snap->jobs[i];
-		const char *status;
+		CtasXactStatus status;
 		ListCell   *lc;
 		bool		pending = false;
 		bool		seen = false;
@@ -1214,8 +1215,7 @@ decide_in_doubt_jobs(List *unresolved, List *scanned)
 			continue;
 		}
 		status = CtasLocalXactStatus(job->fxid);
-		if (status != NULL && strcmp(status, "aborted") == 0 &&
-			job->gid[0] == '\0')
+		if (status == CTAS_XACT_ABORTED && job->gid[0] == '\0')
 		{
 			CtasJobsResolveHistory(job->job_id, CTAS_JOB_ABORTED, NULL);
 			continue;
@@ -1226,7 +1226,7 @@ decide_in_doubt_jobs(List *unresolved, List *scanned)
 				lsecond_oid(lfirst(lc)) == job->umid)
 				seen = true;
 		}
-		if (!seen || status == NULL || strcmp(status, "in progress") == 0)
+		if (!seen)
 		{
 			left++;
 			continue;
@@ -1236,13 +1236,24 @@ decide_in_doubt_jobs(List *unresolved, List *scanned)
 			if (job->gid[0] && strcmp((char *) lfirst(lc), job->gid) == 0)
 				pending = true;
 		}
-		/* what the catalog still holds of it keeps the job in doubt */
-		if (pending)
-			left++;
-		else if (strcmp(status, "aborted") == 0)
-			CtasJobsResolveHistory(job->job_id, CTAS_JOB_ABORTED, NULL);
-		else
-			CtasJobsResolveHistory(job->job_id, CTAS_JOB_COMMITTED, NULL);
+		switch (status)
+		{
+			case CTAS_XACT_UNKNOWN:
+			case CTAS_XACT_IN_PROGRESS:
+				left++;
+				break;
+			case CTAS_XACT_ABORTED:
+			case CTAS_XACT_COMMITTED:
+				/* what the catalog still holds of it keeps the job in doubt */
+				if (pending)
+					left++;
+				else
+					CtasJobsResolveHistory(job->job_id,
+										   status == CTAS_XACT_COMMITTED ?
+										   CTAS_JOB_COMMITTED : CTAS_JOB_ABORTED,
+										   NULL);
+				break;
+		}
 	}
 	if (snap->jobs)
 		pfree(snap->jobs);

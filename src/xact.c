@@ -36,11 +36,9 @@
  */
 #include "postgres.h"
 
-#include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "nodes/pg_list.h"
-#include "storage/procarray.h"
 #include "replication/message.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -52,7 +50,6 @@
 #include "target.h"
 
 static List *participants = NIL;
-static int	scratch_counter = 0;
 
 /* a job of a participant, with the nesting level that did it */
 typedef struct XactJob
@@ -161,60 +158,6 @@ CtasJoinTransaction(CtasCatalog *catalog)
 }
 
 /*
- * CtasMakeGid
- *		The global transaction id of part's remote transaction:
- *		ctas_fed_<system identifier>_<full local xid>_<serial>.  It names
- *		this cluster, so that the resolver touches only its own prepared
- *		transactions, and the local transaction, whose commit status decides
- *		the outcome.  Palloc'd in part->cxt.
- */
-char *
-CtasMakeGid(CtasParticipant *part)
-{
-	FullTransactionId fxid = GetTopFullTransactionId();
-
-	return MemoryContextStrdup(part->cxt,
-							   psprintf("%s" UINT64_FORMAT "_%d",
-										CtasGidPrefix(),
-										U64FromFullTransactionId(fxid),
-										part->serial));
-}
-
-/*
- * CtasGidPrefix
- *		"ctas_fed_<system identifier>_": what every gid of this cluster
- *		starts with.  Static storage.
- */
-const char *
-CtasGidPrefix(void)
-{
-	static char prefix[64];
-
-	if (prefix[0] == '\0')
-		snprintf(prefix, sizeof(prefix), "ctas_fed_" UINT64_FORMAT "_",
-				 GetSystemIdentifier());
-	return prefix;
-}
-
-/*
- * CtasScratchName
- *		A name for a remote object that only this transaction uses:
- *		_ctas_fed_<kind>_<system identifier>_<full local xid>_<n>.  kind is
- *		"stage" for staging tables, "old" for tables being replaced.  The
- *		resolver finds leftovers by this shape.  Palloc'd in the current
- *		memory context.
- */
-char *
-CtasScratchName(const char *kind)
-{
-	FullTransactionId fxid = GetTopFullTransactionId();
-
-	return psprintf("_ctas_fed_%s_" UINT64_FORMAT "_" UINT64_FORMAT "_%d",
-					kind, GetSystemIdentifier(),
-					U64FromFullTransactionId(fxid), ++scratch_counter);
-}
-
-/*
  * CtasXactAddJob
  *		Let the transaction move job through prepared, committed, aborted
  *		with part.
@@ -288,49 +231,11 @@ fault_point(const char *name)
 	}
 }
 
-/*
- * CtasLocalXactStatus
- *		Commit status of the local transaction fxid: "committed",
- *		"aborted", "in progress", or NULL when it is not known - an id that
- *		is in the future (e.g. after a restore from an older backup) or so
- *		old that the commit log no longer has it.  The checks are those of
- *		pg_xact_status(), which raises an error for an id in the future
- *		instead.  Static result.
- */
-const char *
-CtasLocalXactStatus(uint64 fxid_u64)
-{
-	FullTransactionId fxid = FullTransactionIdFromU64(fxid_u64);
-	FullTransactionId next = ReadNextFullTransactionId();
-	TransactionId xid = XidFromFullTransactionId(fxid);
-	const char *status;
-
-	if (!FullTransactionIdPrecedes(fxid, next) ||
-		U64FromFullTransactionId(next) - fxid_u64 > (uint64) MaxTransactionId / 2 ||
-		!TransactionIdIsNormal(xid))
-		return NULL;
-
-	/* the commit log must still cover xid, and stay so while we look */
-	LWLockAcquire(XactTruncationLock, LW_SHARED);
-	if (TransactionIdPrecedes(xid, ShmemVariableCache->oldestClogXid))
-		status = NULL;
-	else if (TransactionIdIsCurrentTransactionId(xid) ||
-			 TransactionIdIsInProgress(xid))
-		status = "in progress";
-	else if (TransactionIdDidCommit(xid))
-		status = "committed";
-	else
-		status = "aborted";
-	LWLockRelease(XactTruncationLock);
-	return status;
-}
-
 static void
 forget_participants(void)
 {
 	/* the memory goes with TopTransactionContext */
 	participants = NIL;
-	scratch_counter = 0;
 }
 
 /*

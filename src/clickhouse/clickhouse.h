@@ -6,9 +6,9 @@
  * The target is split by concern; the extern blocks below, headed by the
  * file that defines them, are its map:
  *
- *	client.c	the HTTP protocol of ClickHouse over src/http/curl.c
+ *	client.c	the HTTP protocol of ClickHouse over src/http/curl.c; quoting
  *	types.c		ClickHouse type names and the type map
- *	ddl.c		quoting, small results, table options, CREATE TABLE
+ *	ddl.c		quoted names, small results, table options, CREATE TABLE
  *	rowbinary.c	the RowBinary encoder
  *	writer.c	begin_load, put_row, end_load, DROP TABLE, EXPLAIN, listing,
  *				and the routine CtasClickHouseTarget
@@ -74,6 +74,8 @@ extern bool CtasHttpTryQuery(CtasHttp *http, const char *sql,
 							 char **result, char **errdetail);
 extern void CtasHttpKillQuery(CtasHttp *http, const char *query_id);
 extern char *CtasHttpNewQueryId(void);
+extern void CtasChAppendIdent(StringInfo buf, const char *s);
+extern void CtasChAppendLiteral(StringInfo buf, const char *s);
 
 extern CtasHttpStream *CtasHttpStreamOpen(CtasHttp *http, const char *sql,
 										  const char *what,
@@ -191,6 +193,23 @@ typedef enum ChActionKind
 	CH_DROP						/* target renamed away, dropped after */
 } ChActionKind;
 
+/*
+ * How far one action got, as Citus's RemoteTransactionState: what the
+ * server holds of it, on which abort (ch_undo) and post-commit switch.
+ */
+typedef enum ChActionState
+{
+	CH_ACTION_STAGING,			/* recorded; the staging table is being
+								 * created and loaded */
+	CH_ACTION_LOADED,			/* end_load checked the staging table (a
+								 * drop: recorded); nothing is published */
+	CH_ACTION_PUBLISHING,		/* pre_commit sent a request that changes
+								 * the target: what took effect is unknown
+								 * until the server is asked */
+	CH_ACTION_PUBLISHED			/* pre_commit published it (an append with
+								 * no rows to move stays LOADED) */
+} ChActionState;
+
 typedef struct ChAction
 {
 	ChActionKind kind;
@@ -201,14 +220,8 @@ typedef struct ChAction
 	char	   *marker;			/* create: commit marker, see CtasChPreCommit */
 	char	   *source;			/* append: table the stage copies */
 	int			level;			/* subtransaction nesting level */
-	bool		loaded;			/* end_load checked the stage */
+	ChActionState state;
 	uint64		rows;
-	/* progress of pre_commit, for undo */
-	bool		old_moved;
-	bool		stage_moved;
-	bool		appended;
-	bool		marker_made;
-	bool		publishing;		/* pre_commit sent a request for it */
 } ChAction;
 
 /* Per transaction and user mapping: part->private */
@@ -272,8 +285,6 @@ extern bool CtasChIsKey(CtasLoad *load, const CtasColumn *col);
 extern void CtasChMapColumn(CtasLoad *load, CtasColumn *col);
 
 /* in ddl.c */
-extern void CtasChAppendIdent(StringInfo buf, const char *s);
-extern void CtasChAppendLiteral(StringInfo buf, const char *s);
 extern char *CtasChQname(const char *db, const char *table);
 extern char *CtasChLit(const char *s);
 extern char *CtasChDisplay(const char *db, const char *table);
@@ -283,6 +294,9 @@ extern uint64 CtasChParseCount(CtasHttp *http, const char *body,
 extern void CtasChCheckOptions(CtasLoad *load);
 extern char *CtasChEngineName(const char *engine);
 extern bool CtasChIsMergetree(const char *engine_name);
+extern char *CtasChRemoteEngine(CtasHttp *http, const char *db,
+								const char *table);
+extern int	CtasChCountCheckMode(const char *engine);
 extern char *CtasChCreateSql(CtasLoad *load, ChColumn *cols, const char *db,
 							 const char *name);
 
@@ -294,9 +308,6 @@ extern void CtasChPutValue(ChEnc *e, StringInfo buf, Datum v, bool isnull);
 extern ChAction *CtasChNewAction(CtasParticipant *part, ChXact *xs,
 								 ChActionKind kind, const char *db,
 								 const char *table);
-extern char *CtasChRemoteEngine(CtasHttp *http, const char *db,
-								const char *table);
-extern int CtasChCountCheckMode(const char *engine);
 
 /* in xact.c */
 extern void CtasChCheckVersion(CtasHttp *http);

@@ -29,6 +29,9 @@
  *	  header and without a ClickHouse exception is "not a ClickHouse
  *	  server", and nothing of its body reaches an error, a result or a log
  *	  (a non-superuser's catalog can name any HTTP endpoint).
+ *	- Identifiers are backquoted and literals single-quoted, with
+ *	  backslash escapes (CtasChAppendIdent, CtasChAppendLiteral): the
+ *	  quoting of every SQL text of the target, these requests included.
  *	- A non-superuser's catalog needs a password (at the end of this file)
  *	  and, when the superuser setting ctas_fed.allowed_hosts is set, a
  *	  listed host (src/hosts.c).
@@ -193,6 +196,34 @@ const char *
 CtasHttpCatalogName(CtasHttp *http)
 {
 	return http->catalog;
+}
+
+/* Append a backquoted identifier: `a\`b` */
+void
+CtasChAppendIdent(StringInfo buf, const char *s)
+{
+	appendStringInfoChar(buf, '`');
+	for (; *s; s++)
+	{
+		if (*s == '`' || *s == '\\')
+			appendStringInfoChar(buf, '\\');
+		appendStringInfoChar(buf, *s);
+	}
+	appendStringInfoChar(buf, '`');
+}
+
+/* Append a single-quoted literal: 'it\'s' */
+void
+CtasChAppendLiteral(StringInfo buf, const char *s)
+{
+	appendStringInfoChar(buf, '\'');
+	for (; *s; s++)
+	{
+		if (*s == '\'' || *s == '\\')
+			appendStringInfoChar(buf, '\\');
+		appendStringInfoChar(buf, *s);
+	}
+	appendStringInfoChar(buf, '\'');
 }
 
 /*
@@ -932,7 +963,6 @@ CtasHttpKillQuery(CtasHttp *http, const char *query_id)
 	char	   *url;
 	CtasCurlResult rr;
 	ch_failure	f;
-	const char *p;
 	StringInfoData lit;
 
 	if (http->unresponsive)
@@ -949,14 +979,7 @@ CtasHttpKillQuery(CtasHttp *http, const char *query_id)
 
 	/* our query ids are [A-Za-z0-9_], but quote anyway */
 	initStringInfo(&lit);
-	appendStringInfoChar(&lit, '\'');
-	for (p = query_id; *p; p++)
-	{
-		if (*p == '\'' || *p == '\\')
-			appendStringInfoChar(&lit, '\\');
-		appendStringInfoChar(&lit, *p);
-	}
-	appendStringInfoChar(&lit, '\'');
+	CtasChAppendLiteral(&lit, query_id);
 	sql = psprintf("KILL QUERY WHERE query_id = %s SYNC", lit.data);
 
 	t = ch_xfer_create(http, cxt, false, true);

@@ -1,11 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * ddl.c
- *		  The SQL text the ClickHouse target sends: quoting, small results,
- *		  the checks of the table options and CREATE TABLE.
+ *		  The SQL text the ClickHouse target sends: quoted names, small
+ *		  results, the checks of the table options and CREATE TABLE.
  *
  * Every remote identifier is backquoted with escapes, every literal
- * single-quoted with escapes; the table options engine, order_by,
+ * single-quoted with escapes (client.c); the table options engine, order_by,
  * partition_by and settings are ClickHouse expressions and pass through,
  * after a check that they cannot end the statement or comment out the
  * rest of it.
@@ -25,34 +25,6 @@
  * Quoting and small results
  * ------------------------------------------------------------------------
  */
-
-/* Append a backquoted identifier: `a\`b` */
-void
-CtasChAppendIdent(StringInfo buf, const char *s)
-{
-	appendStringInfoChar(buf, '`');
-	for (; *s; s++)
-	{
-		if (*s == '`' || *s == '\\')
-			appendStringInfoChar(buf, '\\');
-		appendStringInfoChar(buf, *s);
-	}
-	appendStringInfoChar(buf, '`');
-}
-
-/* Append a single-quoted literal: 'it\'s' */
-void
-CtasChAppendLiteral(StringInfo buf, const char *s)
-{
-	appendStringInfoChar(buf, '\'');
-	for (; *s; s++)
-	{
-		if (*s == '\'' || *s == '\\')
-			appendStringInfoChar(buf, '\\');
-		appendStringInfoChar(buf, *s);
-	}
-	appendStringInfoChar(buf, '\'');
-}
 
 /* `db`.`table`, palloc'd */
 char *
@@ -541,6 +513,47 @@ CtasChIsMergetree(const char *engine_name)
 	size_t		len = strlen(engine_name);
 
 	return len >= 9 && strcmp(engine_name + len - 9, "MergeTree") == 0;
+}
+
+/*
+ * CtasChRemoteEngine
+ *		The engine name of db.table on the server, "" when there is no such
+ *		table.  ERROR when the server cannot be asked.  Palloc'd.
+ */
+char *
+CtasChRemoteEngine(CtasHttp *http, const char *db, const char *table)
+{
+	char	   *body;
+	List	   *rows;
+	int			nf;
+
+	body = CtasHttpQuery(http,
+						 psprintf("SELECT engine FROM system.tables WHERE database = %s AND name = %s",
+								  CtasChLit(db), CtasChLit(table)),
+						 "read the table engine");
+	rows = CtasChTsv(body, &nf);
+	if (rows == NIL || nf != 1)
+		return pstrdup("");
+	return ((char **) linitial(rows))[0];
+}
+
+/*
+ * CtasChCountCheckMode
+ *		Can the rows of a table of this engine be counted right after the
+ *		load?  1: yes; 2: yes, while merges are stopped (engines whose
+ *		merges fold rows: Replacing, Summing, Collapsing...); 0: no (Null,
+ *		Buffer, Distributed, ...).
+ */
+int
+CtasChCountCheckMode(const char *engine)
+{
+	if (strcmp(engine, "MergeTree") == 0 || strcmp(engine, "Log") == 0 ||
+		strcmp(engine, "TinyLog") == 0 || strcmp(engine, "StripeLog") == 0 ||
+		strcmp(engine, "Memory") == 0)
+		return 1;
+	if (CtasChIsMergetree(engine) && strncmp(engine, "Replicated", 10) != 0)
+		return 2;
+	return 0;
 }
 
 /*

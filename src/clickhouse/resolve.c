@@ -26,40 +26,12 @@
 #include "utils/syscache.h"
 
 #include "clickhouse.h"
+#include "gid.h"
 
 /* ------------------------------------------------------------------------
  * Recovery
  * ------------------------------------------------------------------------
  */
-
-typedef enum ChXidStatus
-{
-	CH_XID_IN_PROGRESS,
-	CH_XID_COMMITTED,
-	CH_XID_ABORTED,
-	CH_XID_UNKNOWN
-} ChXidStatus;
-
-/*
- * ch_xid_status
- *		Outcome of the local transaction with full id fxid, from the commit
- *		log (CtasLocalXactStatus): durable evidence, never a guess.  UNKNOWN
- *		for ids from the future or too old for the commit log.
- */
-static ChXidStatus
-ch_xid_status(uint64 fxid)
-{
-	const char *s = CtasLocalXactStatus(fxid);
-
-	if (s == NULL)
-		return CH_XID_UNKNOWN;
-	if (strcmp(s, "in progress") == 0)
-		return CH_XID_IN_PROGRESS;
-	if (strcmp(s, "committed") == 0)
-		return CH_XID_COMMITTED;
-	return CH_XID_ABORTED;
-}
-
 
 /*
  * ch_all_digits
@@ -252,7 +224,7 @@ ch_resolve_record(CtasCatalog *catalog, CtasHttp *http, const char *path,
 	const char *object;
 	struct stat st_fd;
 	struct stat st_path;
-	ChXidStatus status;
+	CtasXactStatus status;
 	List	   *actions = NIL;
 	ListCell   *lc;
 	const char *damage;
@@ -317,7 +289,7 @@ ch_resolve_record(CtasCatalog *catalog, CtasHttp *http, const char *path,
 		actions = lappend(actions, a);
 	}
 
-	if (ch_xid_status(fxid) == CH_XID_IN_PROGRESS)
+	if (CtasLocalXactStatus(fxid) == CTAS_XACT_IN_PROGRESS)
 	{
 		emit(arg, object, "left: its transaction is in progress");
 		CloseTransientFile(fd);
@@ -343,58 +315,68 @@ ch_resolve_record(CtasCatalog *catalog, CtasHttp *http, const char *path,
 		return;
 	}
 
-	status = ch_xid_status(fxid);
-	if (status == CH_XID_IN_PROGRESS)
-	{
-		emit(arg, object, "left: its transaction is in progress");
-		CloseTransientFile(fd);
-		return;
-	}
-	if (status == CH_XID_UNKNOWN)
-	{
-		emit(arg, object, "left: local transaction status unknown");
-		CloseTransientFile(fd);
-		return;
-	}
-
+	/* the commit log decides; see CtasChResolve */
+	status = CtasLocalXactStatus(fxid);
 	CtasChCleanupFailed = false;
-	if (status == CH_XID_COMMITTED)
+	switch (status)
 	{
-		foreach(lc, actions)
-		{
-			if (!ch_finish_recorded(http, lfirst(lc)))
-			{
-				emit(arg, object, "left: could not drop what the transaction replaced");
-				CloseTransientFile(fd);
-				return;
-			}
-		}
-	}
-	else
-	{
-		/* as CtasChAbort: every action, newest first */
-		for (i = list_length(actions) - 1; i >= 0; i--)
-		{
-			ChAction   *a = list_nth(actions, i);
-			char	   *why = NULL;
-			bool		ok;
+		case CTAS_XACT_IN_PROGRESS:
+			/* everything stays: its backend may still publish or undo it */
+			emit(arg, object, "left: its transaction is in progress");
+			CloseTransientFile(fd);
+			return;
+		case CTAS_XACT_UNKNOWN:
+			/* no evidence either way: everything stays, for a human */
+			emit(arg, object, "left: local transaction status unknown");
+			CloseTransientFile(fd);
+			return;
+		case CTAS_XACT_COMMITTED:
 
-			if (a->kind == CH_APPEND)
-				ok = CtasChCleanupDrop(http, a->db, a->stage, "drop the staging table");
-			else
-				ok = CtasChUndoChecked(http, a, &why);
-			if (!ok)
+			/*
+			 * Published: left are the commit markers, the replaced and
+			 * dropped tables under their scratch names, and the staging
+			 * tables of appends.
+			 */
+			foreach(lc, actions)
 			{
-				emit(arg, object,
-					 psprintf("left: %s", why ? why : "could not drop the staging table"));
-				CloseTransientFile(fd);
-				return;
+				if (!ch_finish_recorded(http, lfirst(lc)))
+				{
+					emit(arg, object, "left: could not drop what the transaction replaced");
+					CloseTransientFile(fd);
+					return;
+				}
 			}
-		}
+			break;
+		case CTAS_XACT_ABORTED:
+
+			/*
+			 * Anything from a staging table to a complete publication may be
+			 * left: as CtasChAbort, every action, newest first, undone from
+			 * what the server shows.
+			 */
+			for (i = list_length(actions) - 1; i >= 0; i--)
+			{
+				ChAction   *a = list_nth(actions, i);
+				char	   *why = NULL;
+				bool		ok;
+
+				if (a->kind == CH_APPEND)
+					ok = CtasChCleanupDrop(http, a->db, a->stage, "drop the staging table");
+				else
+					ok = CtasChUndoChecked(http, a, &why);
+				if (!ok)
+				{
+					emit(arg, object,
+						 psprintf("left: %s", why ? why : "could not drop the staging table"));
+					CloseTransientFile(fd);
+					return;
+				}
+			}
+			break;
 	}
 	(void) durable_unlink(path, WARNING);
 	CloseTransientFile(fd);
-	emit(arg, object, status == CH_XID_COMMITTED ? "committed" : "rolled back");
+	emit(arg, object, status == CTAS_XACT_COMMITTED ? "committed" : "rolled back");
 }
 
 static int
@@ -449,7 +431,7 @@ CtasChResolve(CtasCatalog *catalog,
 			/* a new version that a crash kept from replacing its record */
 			uint64		fxid = strtou64(de->d_name + 3, NULL, 10);
 
-			if (ch_xid_status(fxid) != CH_XID_IN_PROGRESS)
+			if (CtasLocalXactStatus(fxid) != CTAS_XACT_IN_PROGRESS)
 			{
 				char	   *tmp = psprintf(CH_RECORD_DIR "/%s", de->d_name);
 

@@ -39,6 +39,7 @@
 #include "utils/memutils.h"
 
 #include "clickhouse.h"
+#include "gid.h"
 
 /* ------------------------------------------------------------------------
  * Remote steps of a load
@@ -155,68 +156,31 @@ CtasChNewAction(CtasParticipant *part, ChXact *xs, ChActionKind kind,
 {
 	MemoryContext old = MemoryContextSwitchTo(part->cxt);
 	ChAction   *a = palloc0(sizeof(ChAction));
-	char	   *base = NULL;
+	int			serial = CtasScratchSerial();
 
 	a->kind = kind;
 	a->db = pstrdup(db);
 	a->table = pstrdup(table);
 	a->level = GetCurrentTransactionNestLevel();
-	if (kind != CH_DROP)
-	{
-		base = CtasScratchName("stage");
-		a->stage = psprintf("%s_%s", base, ch_token());
-		base += strlen("_ctas_fed_stage_");
-	}
+	a->state = CH_ACTION_STAGING;
 	/* names of the same action share its <sysid>_<xid>_<n> */
+	if (kind != CH_DROP)
+		a->stage = CtasScratchName("stage", serial, ch_token());
 	if (kind == CH_REPLACE)
-		a->old = psprintf("_ctas_fed_old_%s_%s_%s", base, ch_token(), table);
+		a->old = CtasScratchName("old", serial,
+								 psprintf("%s_%s", ch_token(), table));
 	else if (kind == CH_CREATE)
-		a->marker = psprintf("_ctas_fed_new_%s_%s_%s", base, ch_token(), table);
+		a->marker = CtasScratchName("new", serial,
+									psprintf("%s_%s", ch_token(), table));
 	else if (kind == CH_DROP)
-		a->old = psprintf("%s_%s_%s", CtasScratchName("drop"), ch_token(), table);
+		a->old = CtasScratchName("drop", serial,
+								 psprintf("%s_%s", ch_token(), table));
 	xs->actions = lappend(xs->actions, a);
 	MemoryContextSwitchTo(old);
 
 	/* durable before the action's first remote effect */
 	CtasChRecordWrite(part, xs);
 	return a;
-}
-
-/* engine name of db.table on the server */
-char *
-CtasChRemoteEngine(CtasHttp *http, const char *db, const char *table)
-{
-	char	   *body;
-	List	   *rows;
-	int			nf;
-
-	body = CtasHttpQuery(http,
-						 psprintf("SELECT engine FROM system.tables WHERE database = %s AND name = %s",
-								  CtasChLit(db), CtasChLit(table)),
-						 "read the table engine");
-	rows = CtasChTsv(body, &nf);
-	if (rows == NIL || nf != 1)
-		return pstrdup("");
-	return ((char **) linitial(rows))[0];
-}
-
-/*
- * CtasChCountCheckMode
- *		Can the rows of a table of this engine be counted right after the
- *		load?  1: yes; 2: yes, while merges are stopped (engines whose
- *		merges fold rows: Replacing, Summing, Collapsing...); 0: no (Null,
- *		Buffer, Distributed, ...).
- */
-int
-CtasChCountCheckMode(const char *engine)
-{
-	if (strcmp(engine, "MergeTree") == 0 || strcmp(engine, "Log") == 0 ||
-		strcmp(engine, "TinyLog") == 0 || strcmp(engine, "StripeLog") == 0 ||
-		strcmp(engine, "Memory") == 0)
-		return 1;
-	if (CtasChIsMergetree(engine) && strncmp(engine, "Replicated", 10) != 0)
-		return 2;
-	return 0;
 }
 
 static void ch_streaming_count(void *arg);
@@ -301,11 +265,12 @@ ch_begin_load(CtasLoad *load)
 	}
 
 	/* 1. the name, before anything moves */
-	if (strncmp(table, "_ctas_fed_", strlen("_ctas_fed_")) == 0)
+	if (CtasIsScratchName(table))
 		ereport(ERROR,
 				(errcode(ERRCODE_RESERVED_NAME),
 				 errmsg("table name \"%s\" is reserved", table),
-				 errdetail("Names beginning with \"_ctas_fed_\" are kept for the scratch tables of ctas_fed.")));
+				 errdetail("Names beginning with \"%s\" are kept for the scratch tables of ctas_fed.",
+						   CTAS_SCRATCH_PREFIX)));
 	exists = ch_logical_exists(cl->http, cl->xs, db, table, &phys);
 	if (exists)
 	{
@@ -570,7 +535,7 @@ ch_end_load(CtasLoad *load)
 					  psprintf("SYSTEM START MERGES %s",
 							   CtasChQname(cl->db, cl->insert_table)),
 					  "start merges on the staging table");
-	cl->action->loaded = true;
+	cl->action->state = CH_ACTION_LOADED;
 	cl->action->rows = cl->rows;
 }
 
@@ -587,8 +552,8 @@ ch_drop_table(CtasLoad *load, bool missing_ok)
 	char	   *phys;
 	ChAction   *a;
 
-	if (load->part == NULL)
-		load->part = CtasJoinTransaction(load->catalog);
+	/* ctas.c has joined the transaction (CtasExecDrop) */
+	Assert(load->part != NULL);
 	xs = CtasChXact(load->part);
 
 	if (!ch_logical_exists(xs->http, xs, load->schema, load->table, &phys))
@@ -608,7 +573,7 @@ ch_drop_table(CtasLoad *load, bool missing_ok)
 						load->catalog->name)));
 	}
 	a = CtasChNewAction(load->part, xs, CH_DROP, load->schema, load->table);
-	a->loaded = true;
+	a->state = CH_ACTION_LOADED;
 }
 
 /* ------------------------------------------------------------------------

@@ -576,7 +576,7 @@ ch_append_step(CtasHttp *http, ChAction *a, const char *sql, const char *what,
 	uint64		now = 0;
 	bool		counted = false;
 
-	a->appended = true;
+	a->state = CH_ACTION_PUBLISHING;
 	if (CtasHttpTryQuery(http, sql, what, 0, &result, &detail))
 	{
 		if (*count >= 0)
@@ -600,7 +600,7 @@ ch_append_step(CtasHttp *http, ChAction *a, const char *sql, const char *what,
 			return;
 		}
 		if (now == (uint64) *count && *count == before)
-			a->appended = false;	/* nothing of ours arrived */
+			a->state = CH_ACTION_LOADED;	/* nothing of ours arrived */
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_FDW_ERROR),
@@ -717,15 +717,17 @@ CtasChPreCommit(CtasParticipant *part)
 	{
 		ChAction   *a = lfirst(lc);
 
-		if (!a->loaded)
+		if (a->state != CH_ACTION_LOADED)
 			elog(ERROR, "ClickHouse staging table \"%s\" was never completed",
 				 a->stage);
 
 		/*
 		 * From the first request on, the outcome may be unknown (a lost
-		 * reply): undo then asks the server what happened.
+		 * reply): undo then asks the server what happened.  An append is
+		 * publishing from its first step on (ch_append_step).
 		 */
-		a->publishing = true;
+		if (a->kind != CH_APPEND)
+			a->state = CH_ACTION_PUBLISHING;
 		switch (a->kind)
 		{
 			case CH_CREATE:
@@ -734,22 +736,18 @@ CtasChPreCommit(CtasParticipant *part)
 				 * local commit record: resolve then finds it and, the local
 				 * transaction having aborted, drops the published table.
 				 */
-				a->marker_made = true;
 				CtasHttpQuery(xs->http,
 							  psprintf("CREATE TABLE %s (x UInt8) ENGINE = TinyLog",
 									   CtasChQname(a->db, a->marker)),
 							  "record the publication");
 				CtasHttpQuery(xs->http, ch_rename_sql(a->db, a->stage, a->table),
 							  "publish the new table");
-				a->stage_moved = true;
 				break;
 			case CH_REPLACE:
 				CtasHttpQuery(xs->http, ch_rename_sql(a->db, a->table, a->old),
 							  "move the replaced table away");
-				a->old_moved = true;
 				CtasHttpQuery(xs->http, ch_rename_sql(a->db, a->stage, a->table),
 							  "publish the new table");
-				a->stage_moved = true;
 				break;
 			case CH_APPEND:
 				ch_append_move(xs->http, a);
@@ -757,9 +755,10 @@ CtasChPreCommit(CtasParticipant *part)
 			case CH_DROP:
 				CtasHttpQuery(xs->http, ch_rename_sql(a->db, a->table, a->old),
 							  "drop the table");
-				a->old_moved = true;
 				break;
 		}
+		if (a->state == CH_ACTION_PUBLISHING)
+			a->state = CH_ACTION_PUBLISHED;
 	}
 }
 
@@ -788,18 +787,31 @@ CtasChPostCommit(CtasParticipant *part)
 	{
 		ChAction   *a = lfirst(lc);
 
-		if ((a->kind == CH_REPLACE || a->kind == CH_DROP) && a->old_moved)
-			ch_cleanup_query(xs->http,
-							 psprintf("DROP TABLE IF EXISTS %s", CtasChQname(a->db, a->old)),
-							 "drop the old table", CtasChDisplay(a->db, a->old));
-		else if (a->kind == CH_CREATE && a->marker_made)
-			ch_cleanup_query(xs->http,
-							 psprintf("DROP TABLE IF EXISTS %s", CtasChQname(a->db, a->marker)),
-							 "drop the commit marker", CtasChDisplay(a->db, a->marker));
-		else if (a->kind == CH_APPEND)
-			ch_cleanup_query(xs->http,
-							 psprintf("DROP TABLE IF EXISTS %s", CtasChQname(a->db, a->stage)),
-							 "drop the staging table", CtasChDisplay(a->db, a->stage));
+		switch (a->state)
+		{
+			case CH_ACTION_PUBLISHED:
+				/*
+				 * Left remotely: the replaced or dropped table under its
+				 * scratch name, the commit marker of a created table, or
+				 * the staging table of an append.
+				 */
+				if (a->kind == CH_REPLACE || a->kind == CH_DROP)
+					CtasChCleanupDrop(xs->http, a->db, a->old, "drop the old table");
+				else if (a->kind == CH_CREATE)
+					CtasChCleanupDrop(xs->http, a->db, a->marker, "drop the commit marker");
+				else
+					CtasChCleanupDrop(xs->http, a->db, a->stage, "drop the staging table");
+				break;
+			case CH_ACTION_LOADED:
+				/* an append with no rows to move: its staging table is left */
+				if (a->kind == CH_APPEND)
+					CtasChCleanupDrop(xs->http, a->db, a->stage, "drop the staging table");
+				break;
+			case CH_ACTION_STAGING:
+			case CH_ACTION_PUBLISHING:
+				/* pre_commit got past these or failed: cannot happen */
+				break;
+		}
 	}
 	/* what failed stays in the record, for the resolver */
 	if (!CtasChCleanupFailed)
@@ -811,73 +823,49 @@ CtasChPostCommit(CtasParticipant *part)
 
 /*
  * ch_undo
- *		Undo one action, whatever stage it reached.  Before publication
- *		the flags say what exists; from the first request of publication on
- *		the server is asked (CtasChUndoChecked).  WARNINGs only; what is left
- *		stays in the durable record.
+ *		Undo one action, whatever stage it reached.  Before publication the
+ *		state says what exists; from the first request of publication on
+ *		the server is asked (CtasChUndoChecked).  WARNINGs only; what is
+ *		left stays in the durable record.
  */
 static void
 ch_undo(CtasParticipant *part, ChXact *xs, ChAction *a)
 {
 	CtasHttp   *http = xs->http;
+	char	   *why;
 
-	if (a->publishing && a->kind != CH_APPEND)
+	switch (a->state)
 	{
-		char	   *why;
-
-		if (CtasChUndoChecked(http, a, &why))
-			a->stage_moved = a->old_moved = a->marker_made = false;
-		else
-			part->in_doubt = true;
-		return;
-	}
-
-	switch (a->kind)
-	{
-		case CH_CREATE:
-		case CH_REPLACE:
-			if (a->stage_moved &&
-				ch_cleanup_query(http, ch_rename_sql(a->db, a->table, a->stage),
-								 "take back the published table",
-								 CtasChDisplay(a->db, a->table)))
-				a->stage_moved = false;
-			if (a->old_moved && !a->stage_moved &&
-				ch_cleanup_query(http, ch_rename_sql(a->db, a->old, a->table),
-								 "restore the replaced table",
-								 CtasChDisplay(a->db, a->old)))
-				a->old_moved = false;
-			if (!a->stage_moved)
-				ch_cleanup_query(http,
-								 psprintf("DROP TABLE IF EXISTS %s", CtasChQname(a->db, a->stage)),
-								 "drop the staging table", CtasChDisplay(a->db, a->stage));
-			/* the marker goes last: resolve needs it while anything is left */
-			if (a->marker_made && !a->stage_moved &&
-				ch_cleanup_query(http,
-								 psprintf("DROP TABLE IF EXISTS %s", CtasChQname(a->db, a->marker)),
-								 "drop the commit marker", CtasChDisplay(a->db, a->marker)))
-				a->marker_made = false;
-			if (a->stage_moved || a->old_moved)
-				part->in_doubt = true;	/* published, and not taken back */
+		case CH_ACTION_STAGING:
+		case CH_ACTION_LOADED:
+			/* left remotely: the staging table, if any (none for a drop) */
+			if (a->kind != CH_DROP)
+				CtasChCleanupDrop(http, a->db, a->stage, "drop the staging table");
 			break;
-		case CH_APPEND:
-			if (a->appended)
+		case CH_ACTION_PUBLISHING:
+		case CH_ACTION_PUBLISHED:
+			if (a->kind == CH_APPEND)
+			{
+				/*
+				 * Left remotely: the rows moved into the target, which
+				 * ClickHouse cannot take back, and the staging table.
+				 */
 				ereport(WARNING,
 						(errcode(ERRCODE_FDW_ERROR),
 						 errmsg("rows appended to table \"%s\" of ClickHouse catalog \"%s\" stay there",
 								CtasChDisplay(a->db, a->table), CtasHttpCatalogName(http)),
 						 errdetail("The transaction failed after the rows were moved into the table; ClickHouse cannot take them back.")));
-			ch_cleanup_query(http,
-							 psprintf("DROP TABLE IF EXISTS %s", CtasChQname(a->db, a->stage)),
-							 "drop the staging table", CtasChDisplay(a->db, a->stage));
-			break;
-		case CH_DROP:
-			if (a->old_moved &&
-				ch_cleanup_query(http, ch_rename_sql(a->db, a->old, a->table),
-								 "restore the dropped table",
-								 CtasChDisplay(a->db, a->old)))
-				a->old_moved = false;
-			if (a->old_moved)
+				CtasChCleanupDrop(http, a->db, a->stage, "drop the staging table");
+			}
+			else if (!CtasChUndoChecked(http, a, &why))
+			{
+				/*
+				 * Left remotely: anything from the staging table to the
+				 * whole publication; the server says which, and what
+				 * could not be undone is the resolver's.
+				 */
 				part->in_doubt = true;
+			}
 			break;
 	}
 }

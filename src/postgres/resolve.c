@@ -5,7 +5,7 @@
  *		  a failed COMMIT PREPARED or a crash left on a catalog.
  *
  * A remote transaction prepared by ctas_fed carries a gid naming the local
- * transaction (CtasMakeGid).  The resolver decides each one from the
+ * transaction (CtasGidMake, gid.c).  The resolver decides each one from the
  * commit status of that local transaction, durable evidence in the commit
  * log, as Citus's recovery does: committed -> COMMIT PREPARED, aborted ->
  * ROLLBACK PREPARED, in progress or unknown -> left alone.  A gid whose
@@ -22,6 +22,7 @@
 
 #include "utils/builtins.h"
 
+#include "gid.h"
 #include "postgres_target.h"
 
 /*
@@ -61,11 +62,11 @@ CtasPgResolve(CtasCatalog *catalog,
 		{
 			char	   *gid = lfirst(lc);
 			uint64		fxid;
-			char	   *end;
-			const char *status;
+			int			serial;
+			bool		commit;
+			char	   *msg;
 
-			fxid = strtou64(gid + strlen(prefix), &end, 10);
-			if (*end != '_')
+			if (!CtasGidParse(gid, &fxid, &serial))
 			{
 				emit(arg, gid, "skipped: not a gid of ctas_fed");
 				continue;
@@ -75,28 +76,33 @@ CtasPgResolve(CtasCatalog *catalog,
 				emit(arg, gid, "left: its backend is finishing it");
 				continue;
 			}
-			status = CtasLocalXactStatus(fxid);
-			if (status == NULL)
-				emit(arg, gid, "left: local transaction status unknown");
-			else if (strcmp(status, "committed") == 0 ||
-					 strcmp(status, "aborted") == 0)
+			switch (CtasLocalXactStatus(fxid))
 			{
-				bool		commit = strcmp(status, "committed") == 0;
-				char	   *msg;
-
-				if (CtasPgExecBounded(conn,
-									  psprintf("%s PREPARED %s",
-											   commit ? "COMMIT" : "ROLLBACK",
-											   quote_literal_cstr(gid)),
-									  CLEANUP_TIMEOUT_MS, &msg))
-					emit(arg, gid, commit ? "committed" : "rolled back");
-				else
-					emit(arg, gid, psprintf("failed to %s: %s",
-											commit ? "commit" : "roll back",
-											msg));
+				case CTAS_XACT_UNKNOWN:
+					emit(arg, gid, "left: local transaction status unknown");
+					continue;
+				case CTAS_XACT_IN_PROGRESS:
+					emit(arg, gid, "left: local transaction in progress");
+					continue;
+				case CTAS_XACT_COMMITTED:
+					commit = true;
+					break;
+				case CTAS_XACT_ABORTED:
+					commit = false;
+					break;
+				default:
+					elog(ERROR, "unexpected local transaction status");
 			}
+			if (CtasPgExecBounded(conn,
+								  psprintf("%s PREPARED %s",
+										   commit ? "COMMIT" : "ROLLBACK",
+										   quote_literal_cstr(gid)),
+								  CLEANUP_TIMEOUT_MS, &msg))
+				emit(arg, gid, commit ? "committed" : "rolled back");
 			else
-				emit(arg, gid, "left: local transaction in progress");
+				emit(arg, gid, psprintf("failed to %s: %s",
+										commit ? "commit" : "roll back",
+										msg));
 		}
 	}
 	PG_FINALLY();

@@ -48,6 +48,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
+#include "gid.h"
 #include "postgres_target.h"
 
 /* bytes of COPY data collected before they are handed to libpq */
@@ -61,15 +62,30 @@
  */
 #define ABORT_TIMEOUT_MS	1000
 
+/*
+ * How far the remote transaction of a participant got, as Citus's
+ * RemoteTransactionState.  pg_pre_commit, pg_post_commit, pg_abort and
+ * pg_subxact move it; pg_abort and pg_post_commit are switches over it.
+ */
+typedef enum PgXactProgress
+{
+	PG_XACT_STARTED,			/* BEGIN done: the remote transaction is open */
+	PG_XACT_PREPARING,			/* PREPARE TRANSACTION sent, no reply yet */
+	PG_XACT_PREPARED,			/* PREPARE TRANSACTION done */
+	PG_XACT_COMMITTING,			/* one-phase COMMIT sent, no reply yet */
+	PG_XACT_COMMITTED,			/* one-phase COMMIT done */
+	PG_XACT_LOST				/* a savepoint could not be rolled back: the
+								 * connection was closed, which rolled back
+								 * the remote transaction */
+} PgXactProgress;
+
 /* Per-transaction state of a participant (part->private) */
 typedef struct PgXactState
 {
 	CtasConn   *entry;
-	bool		two_phase;
-	char	   *gid;			/* set at PREPARE */
-	bool		prepared;		/* remote PREPARE TRANSACTION done */
-	bool		committed;		/* one-phase COMMIT done */
-	bool		lost;			/* the remote transaction is gone */
+	bool		two_phase;		/* the mode: PREPARE, or COMMIT in one phase */
+	PgXactProgress progress;
+	char	   *gid;			/* set at PREPARING */
 } PgXactState;
 
 /* Per-statement state (load->private) */
@@ -594,6 +610,7 @@ xact_state(CtasParticipant *part)
 
 		st = MemoryContextAllocZero(part->cxt, sizeof(PgXactState));
 		st->entry = entry;
+		st->progress = PG_XACT_STARTED;
 		st->two_phase = strcmp(setting, "off") != 0 && entry->max_prepared > 0;
 		part->private = st;
 		if (!st->two_phase)
@@ -602,7 +619,7 @@ xact_state(CtasParticipant *part)
 									 catalog->name)));
 	}
 
-	if (st->lost || st->entry->conn == NULL)
+	if (st->progress == PG_XACT_LOST || st->entry->conn == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("the remote transaction on catalog \"%s\" was lost",
@@ -960,7 +977,8 @@ pg_pre_commit(CtasParticipant *part)
 
 	if (st == NULL)
 		return;
-	if (st->lost || st->entry->conn == NULL || st->entry->in_copy)
+	if (st->progress == PG_XACT_LOST || st->entry->conn == NULL ||
+		st->entry->in_copy)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("the remote transaction on catalog \"%s\" was lost",
@@ -978,16 +996,18 @@ pg_pre_commit(CtasParticipant *part)
 
 	if (st->two_phase)
 	{
-		st->gid = CtasMakeGid(part);
+		st->gid = MemoryContextStrdup(part->cxt, CtasGidMake(part->serial));
 		part->gid = st->gid;
 		sql = psprintf("PREPARE TRANSACTION %s", quote_literal_cstr(st->gid));
+		st->progress = PG_XACT_PREPARING;
 		CtasPgExec(st->entry->conn, part->catalog, sql);
-		st->prepared = true;
+		st->progress = PG_XACT_PREPARED;
 	}
 	else
 	{
+		st->progress = PG_XACT_COMMITTING;
 		CtasPgExec(st->entry->conn, part->catalog, "COMMIT");
-		st->committed = true;
+		st->progress = PG_XACT_COMMITTED;
 		part->one_phase = true;
 	}
 	st->entry->xact_depth = 0;
@@ -995,7 +1015,8 @@ pg_pre_commit(CtasParticipant *part)
 
 /*
  * pg_post_commit
- *		COMMIT PREPARED, bounded in time; never an error.
+ *		Finish the remote transaction after the local commit: COMMIT
+ *		PREPARED, bounded in time; never an error.
  */
 static void
 pg_post_commit(CtasParticipant *part)
@@ -1003,22 +1024,68 @@ pg_post_commit(CtasParticipant *part)
 	PgXactState *st = (PgXactState *) part->private;
 	char	   *msg;
 
-	if (st == NULL || !st->prepared)
+	if (st == NULL)
 		return;
-	if (!CtasPgExecBounded(st->entry->conn,
-						   psprintf("COMMIT PREPARED %s",
-									quote_literal_cstr(st->gid)),
-						   CLEANUP_TIMEOUT_MS, &msg))
+	switch (st->progress)
 	{
-		ereport(WARNING,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not commit prepared transaction \"%s\" on catalog \"%s\"",
-						st->gid, part->catalog->name),
-				 errdetail_internal("%s", msg),
-				 errhint("The local transaction committed; ctas_fed.resolve_in_doubt() commits the remote one once the catalog is reachable.")));
-		st->entry->broken = true;
-		part->in_doubt = true;
+		case PG_XACT_PREPARED:
+			/* left remotely: the prepared transaction, until this */
+			if (!CtasPgExecBounded(st->entry->conn,
+								   psprintf("COMMIT PREPARED %s",
+											quote_literal_cstr(st->gid)),
+								   CLEANUP_TIMEOUT_MS, &msg))
+			{
+				ereport(WARNING,
+						(errcode(ERRCODE_CONNECTION_FAILURE),
+						 errmsg("could not commit prepared transaction \"%s\" on catalog \"%s\"",
+								st->gid, part->catalog->name),
+						 errdetail_internal("%s", msg),
+						 errhint("The local transaction committed; ctas_fed.resolve_in_doubt() commits the remote one once the catalog is reachable.")));
+				st->entry->broken = true;
+				part->in_doubt = true;
+			}
+			break;
+		case PG_XACT_COMMITTED:
+			/* committed in one phase at pre-commit: nothing is left */
+			break;
+		case PG_XACT_STARTED:
+		case PG_XACT_PREPARING:
+		case PG_XACT_COMMITTING:
+		case PG_XACT_LOST:
+			/* pg_pre_commit got past these or failed: cannot happen */
+			break;
 	}
+}
+
+/*
+ * pg_abort_open
+ *		Roll back the open remote transaction of entry (or the remains of
+ *		one whose COMMIT or PREPARE failed), or close the connection when
+ *		that cannot be done at once, which rolls it back just as well.
+ *		Never an error.
+ */
+static void
+pg_abort_open(CtasConn *entry)
+{
+	char	   *msg;
+
+	if (entry->conn == NULL || entry->xact_depth == 0)
+		return;
+
+	/*
+	 * Disconnecting rolls back as well as ROLLBACK does.  COPY data that
+	 * libpq could not hand to the socket means that the remote stopped
+	 * reading: close at once rather than wait.
+	 */
+	if (entry->in_copy && PQflush(entry->conn) != 0)
+		entry->broken = true;
+	else if ((entry->in_copy ||
+			  PQtransactionStatus(entry->conn) == PQTRANS_ACTIVE) &&
+			 !CtasPgCancel(entry->conn, entry->in_copy, ABORT_TIMEOUT_MS))
+		entry->broken = true;
+	else if (!CtasPgExecBounded(entry->conn, "ROLLBACK",
+								ABORT_TIMEOUT_MS, &msg))
+		entry->broken = true;
 }
 
 /*
@@ -1031,6 +1098,7 @@ pg_abort(CtasParticipant *part)
 	PgXactState *st = (PgXactState *) part->private;
 	CtasConn   *entry;
 	char	   *msg;
+	bool		prepare_lost;
 
 	if (st == NULL)
 		return;
@@ -1041,9 +1109,8 @@ pg_abort(CtasParticipant *part)
 	 * reply: the remote may hold the prepared transaction.  Left to the
 	 * resolver, which rolls it back if it is there.
 	 */
-	if (st->gid != NULL && !st->prepared &&
-		(entry->conn == NULL || PQstatus(entry->conn) == CONNECTION_BAD))
-		part->in_doubt = true;
+	prepare_lost = st->progress == PG_XACT_PREPARING &&
+		(entry->conn == NULL || PQstatus(entry->conn) == CONNECTION_BAD);
 
 	/*
 	 * In error recursion trouble, do nothing that could fail again: closing
@@ -1052,53 +1119,53 @@ pg_abort(CtasParticipant *part)
 	 */
 	if (in_error_recursion_trouble())
 	{
-		if (st->prepared)
+		if (prepare_lost || st->progress == PG_XACT_PREPARED)
 			part->in_doubt = true;
 		CtasPgDisconnect(entry);
 		return;
 	}
 
-	if (st->prepared)
+	switch (st->progress)
 	{
-		if (!CtasPgExecBounded(entry->conn,
-							   psprintf("ROLLBACK PREPARED %s",
-										quote_literal_cstr(st->gid)),
-							   CLEANUP_TIMEOUT_MS, &msg))
-		{
+		case PG_XACT_PREPARED:
+			/* left remotely: the prepared transaction */
+			if (!CtasPgExecBounded(entry->conn,
+								   psprintf("ROLLBACK PREPARED %s",
+											quote_literal_cstr(st->gid)),
+								   CLEANUP_TIMEOUT_MS, &msg))
+			{
+				ereport(WARNING,
+						(errcode(ERRCODE_CONNECTION_FAILURE),
+						 errmsg("could not roll back prepared transaction \"%s\" on catalog \"%s\"",
+								st->gid, part->catalog->name),
+						 errdetail_internal("%s", msg),
+						 errhint("ctas_fed.resolve_in_doubt() rolls it back once the catalog is reachable.")));
+				entry->broken = true;
+				part->in_doubt = true;
+			}
+			break;
+		case PG_XACT_COMMITTED:
+			/* left remotely: the committed work, which stays */
 			ereport(WARNING,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("could not roll back prepared transaction \"%s\" on catalog \"%s\"",
-							st->gid, part->catalog->name),
-					 errdetail_internal("%s", msg),
-					 errhint("ctas_fed.resolve_in_doubt() rolls it back once the catalog is reachable.")));
-			entry->broken = true;
-			part->in_doubt = true;
-		}
-	}
-	else if (st->committed)
-	{
-		ereport(WARNING,
-				(errcode(ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN),
-				 errmsg("the remote transaction on catalog \"%s\" was committed in one phase and is not rolled back",
-						part->catalog->name),
-				 errhint("Set max_prepared_transactions on the remote server so that two-phase commit can be used.")));
-	}
-	else if (entry->conn != NULL && entry->xact_depth > 0)
-	{
-		/*
-		 * Nothing is prepared: disconnecting rolls back as well as ROLLBACK
-		 * does.  COPY data that libpq could not hand to the socket means
-		 * that the remote stopped reading: close at once rather than wait.
-		 */
-		if (entry->in_copy && PQflush(entry->conn) != 0)
-			entry->broken = true;
-		else if ((entry->in_copy ||
-				  PQtransactionStatus(entry->conn) == PQTRANS_ACTIVE) &&
-				 !CtasPgCancel(entry->conn, entry->in_copy, ABORT_TIMEOUT_MS))
-			entry->broken = true;
-		else if (!CtasPgExecBounded(entry->conn, "ROLLBACK",
-									ABORT_TIMEOUT_MS, &msg))
-			entry->broken = true;
+					(errcode(ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN),
+					 errmsg("the remote transaction on catalog \"%s\" was committed in one phase and is not rolled back",
+							part->catalog->name),
+					 errhint("Set max_prepared_transactions on the remote server so that two-phase commit can be used.")));
+			break;
+		case PG_XACT_PREPARING:
+			/* left remotely: perhaps a prepared transaction, see above */
+			if (prepare_lost)
+				part->in_doubt = true;
+			pg_abort_open(entry);
+			break;
+		case PG_XACT_STARTED:
+		case PG_XACT_COMMITTING:
+			/* left remotely: the open transaction, or what its COMMIT left */
+			pg_abort_open(entry);
+			break;
+		case PG_XACT_LOST:
+			/* nothing: closing the connection rolled it back */
+			break;
 	}
 
 	/* closing the connection rolls back whatever was not prepared */
@@ -1119,7 +1186,7 @@ pg_subxact(CtasParticipant *part, SubXactEvent event, int level)
 	CtasConn   *entry;
 	char	   *msg;
 
-	if (st == NULL || st->lost)
+	if (st == NULL || st->progress == PG_XACT_LOST)
 		return;
 	entry = st->entry;
 	if (entry->conn == NULL || entry->xact_depth < level)
@@ -1151,7 +1218,7 @@ pg_subxact(CtasParticipant *part, SubXactEvent event, int level)
 		if (!ok)
 		{
 			/* the whole remote transaction is gone; commit must fail */
-			st->lost = true;
+			st->progress = PG_XACT_LOST;
 			CtasPgDisconnect(entry);
 			ereport(WARNING,
 					(errcode(ERRCODE_CONNECTION_FAILURE),

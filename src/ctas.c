@@ -62,12 +62,14 @@ typedef struct CtasDest
 /* rows between two publications of a running job's counters */
 #define PROGRESS_EVERY_ROWS	1000
 
-static const char *const statement_options[] = {
+/* statement options that every target takes; a target adds its own */
+static const char *const generic_options[] = {
 	"atomic", "if_exists", "commit_every", "column_types", "primary_key",
-	"engine", "order_by", "partition_by", "settings", NULL
+	NULL
 };
 
 static void parse_options(CtasLoad *load, List *options);
+static bool parse_generic_option(CtasLoad *load, DefElem *def);
 static void derive_columns(CtasLoad *load, TupleDesc tupdesc, List *colnames);
 static List *parse_name_list(const char *option, const char *value);
 static DestReceiver *create_dest(CtasLoad *load);
@@ -169,7 +171,8 @@ CtasNewLoad(Oid serverid, RangeVar *rel, List *options)
 				 errhint("Choose a table name that does not begin with \"%s\".",
 						 CTAS_RESERVED_PREFIX)));
 	parse_options(load, options);
-	load->routine->check_options(load);
+	if (load->routine->check_options)
+		load->routine->check_options(load);
 
 	MemoryContextSwitchTo(oldcxt);
 	return load;
@@ -177,12 +180,15 @@ CtasNewLoad(Oid serverid, RangeVar *rel, List *options)
 
 /*
  * parse_options
- *		WITH (...) of a federated CTAS into load->opts.  ERROR on unknown
- *		names and bad values.
+ *		WITH (...) of a federated CTAS into load->opts: the generic options
+ *		here, the others by the target's parse_option.  ERROR on names that
+ *		neither knows, with the valid names of this target in the hint, and
+ *		on bad values.
  */
 static void
 parse_options(CtasLoad *load, List *options)
 {
+	const CtasTargetRoutine *routine = load->routine;
 	CtasOptions *o = &load->opts;
 	ListCell   *lc;
 
@@ -193,68 +199,75 @@ parse_options(CtasLoad *load, List *options)
 	foreach(lc, options)
 	{
 		DefElem    *def = lfirst_node(DefElem, lc);
+		StringInfoData buf;
 		const char *const *name;
 
-		for (name = statement_options; *name; name++)
+		if (def->defnamespace == NULL)
 		{
-			if (strcmp(*name, def->defname) == 0)
-				break;
+			if (parse_generic_option(load, def))
+				continue;
+			if (routine->parse_option && routine->parse_option(load, def))
+				continue;
 		}
-		if (*name == NULL || def->defnamespace != NULL)
-		{
-			StringInfoData buf;
 
-			initStringInfo(&buf);
-			for (name = statement_options; *name; name++)
-				appendStringInfo(&buf, "%s%s", buf.len ? ", " : "", *name);
+		initStringInfo(&buf);
+		for (name = generic_options; *name; name++)
+			appendStringInfo(&buf, "%s%s", buf.len ? ", " : "", *name);
+		for (name = routine->statement_options; name && *name; name++)
+			appendStringInfo(&buf, ", %s", *name);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unrecognized option \"%s\" for CREATE TABLE AS into a catalog",
+						def->defname),
+				 errhint("Valid options are: %s.", buf.data)));
+	}
+}
+
+/*
+ * parse_generic_option
+ *		One of the generic options into load->opts; false when def names
+ *		none of them.  ERROR on a bad value.
+ */
+static bool
+parse_generic_option(CtasLoad *load, DefElem *def)
+{
+	CtasOptions *o = &load->opts;
+
+	if (strcmp(def->defname, "atomic") == 0)
+		o->atomic = defGetBoolean(def);
+	else if (strcmp(def->defname, "if_exists") == 0)
+	{
+		char	   *v = defGetString(def);
+
+		if (strcmp(v, "error") == 0)
+			o->if_exists = CTAS_IF_EXISTS_ERROR;
+		else if (strcmp(v, "replace") == 0)
+			o->if_exists = CTAS_IF_EXISTS_REPLACE;
+		else if (strcmp(v, "append") == 0)
+			o->if_exists = CTAS_IF_EXISTS_APPEND;
+		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("unrecognized option \"%s\" for CREATE TABLE AS into a catalog",
-							def->defname),
-					 errhint("Valid options are: %s.", buf.data)));
-		}
-
-		if (strcmp(def->defname, "atomic") == 0)
-			o->atomic = defGetBoolean(def);
-		else if (strcmp(def->defname, "if_exists") == 0)
-		{
-			char	   *v = defGetString(def);
-
-			if (strcmp(v, "error") == 0)
-				o->if_exists = CTAS_IF_EXISTS_ERROR;
-			else if (strcmp(v, "replace") == 0)
-				o->if_exists = CTAS_IF_EXISTS_REPLACE;
-			else if (strcmp(v, "append") == 0)
-				o->if_exists = CTAS_IF_EXISTS_APPEND;
-			else
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("invalid value for option \"if_exists\": \"%s\"", v),
-						 errhint("Valid values are: error, replace, append.")));
-		}
-		else if (strcmp(def->defname, "commit_every") == 0)
-		{
-			o->commit_every = defGetInt64(def);
-			if (o->commit_every <= 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("invalid value for option \"commit_every\": " INT64_FORMAT,
-								o->commit_every),
-						 errdetail("The value must be a positive number of rows.")));
-		}
-		else if (strcmp(def->defname, "column_types") == 0)
-			o->column_types = defGetString(def);
-		else if (strcmp(def->defname, "primary_key") == 0)
-			o->primary_key = parse_name_list("primary_key", defGetString(def));
-		else if (strcmp(def->defname, "engine") == 0)
-			o->engine = defGetString(def);
-		else if (strcmp(def->defname, "order_by") == 0)
-			o->order_by = defGetString(def);
-		else if (strcmp(def->defname, "partition_by") == 0)
-			o->partition_by = defGetString(def);
-		else if (strcmp(def->defname, "settings") == 0)
-			o->settings = defGetString(def);
+					 errmsg("invalid value for option \"if_exists\": \"%s\"", v),
+					 errhint("Valid values are: error, replace, append.")));
 	}
+	else if (strcmp(def->defname, "commit_every") == 0)
+	{
+		o->commit_every = defGetInt64(def);
+		if (o->commit_every <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for option \"commit_every\": " INT64_FORMAT,
+							o->commit_every),
+					 errdetail("The value must be a positive number of rows.")));
+	}
+	else if (strcmp(def->defname, "column_types") == 0)
+		o->column_types = defGetString(def);
+	else if (strcmp(def->defname, "primary_key") == 0)
+		o->primary_key = parse_name_list("primary_key", defGetString(def));
+	else
+		return false;
+	return true;
 }
 
 /*

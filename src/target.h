@@ -82,7 +82,12 @@ typedef enum CtasIfExists
 	CTAS_IF_EXISTS_SKIP			/* CREATE TABLE IF NOT EXISTS */
 } CtasIfExists;
 
-/* Statement options of a federated CTAS, parsed once (ctas.c) */
+/*
+ * Statement options of a federated CTAS, parsed once (ctas.c).  The generic
+ * ones, which every target takes, are fields; a target's own options (its
+ * routine's statement_options) are parsed by its parse_option into a struct
+ * of its own, hung on target_opts.
+ */
 typedef struct CtasOptions
 {
 	bool		atomic;			/* batch (true) or streaming semantics */
@@ -90,11 +95,7 @@ typedef struct CtasOptions
 	int64		commit_every;	/* rows per remote commit, streaming only */
 	char	   *column_types;	/* raw "col type, col type" overrides */
 	List	   *primary_key;	/* column names (String nodes) */
-	/* ClickHouse table definition; other targets reject them */
-	char	   *engine;
-	char	   *order_by;
-	char	   *partition_by;
-	char	   *settings;
+	void	   *target_opts;	/* the target's own options, or NULL */
 } CtasOptions;
 
 /* One column of the remote table */
@@ -190,8 +191,22 @@ struct CtasTargetRoutine
 	void		(*map_column) (CtasLoad *load, CtasColumn *col);
 
 	/*
-	 * Check the statement options this target understands or refuses,
-	 * before any remote work.
+	 * Statement options of this target beyond the generic ones
+	 * (NULL-terminated, or NULL for none), listed in the hint of an
+	 * unrecognized option.  parse_option parses one WITH (...) item that is
+	 * not a generic option: it returns false when the name is not one of
+	 * the target's, else keeps the value on load->opts.target_opts
+	 * (allocated in the current memory context, the load's) and returns
+	 * true.  It may ereport(ERROR) for a bad value.  NULL when the target
+	 * has no statement options.
+	 */
+	const char *const *statement_options;
+	bool		(*parse_option) (CtasLoad *load, DefElem *def);
+
+	/*
+	 * Check the statement options, generic and the target's own, once all
+	 * are parsed and before any remote work.  NULL when there is nothing
+	 * to check.
 	 */
 	void		(*check_options) (CtasLoad *load);
 

@@ -244,6 +244,19 @@ typedef struct ChLoad
 	CtasLoad   *load;
 } ChLoad;
 
+/*
+ * The statement options of a ClickHouse table (load->opts.target_opts, set
+ * by CtasChParseOption; read through CtasChOptions).  The texts are
+ * ClickHouse expressions, checked by CtasChCheckOptions.
+ */
+typedef struct ChOptions
+{
+	char	   *engine;			/* ENGINE = ..., or NULL for MergeTree */
+	char	   *order_by;
+	char	   *partition_by;
+	char	   *settings;
+} ChOptions;
+
 /* Date and DateTime range of ClickHouse 18.16 (its date tables end 2105) */
 #define CH_MAX_DATE_YEAR	2105
 
@@ -280,6 +293,9 @@ extern char *CtasChDisplay(const char *db, const char *table);
 extern List *CtasChTsv(const char *body, int *nfields);
 extern uint64 CtasChParseCount(CtasHttp *http, const char *body,
 							   const char *what);
+extern const char *const CtasChStatementOptions[];
+extern bool CtasChParseOption(CtasLoad *load, DefElem *def);
+extern const ChOptions *CtasChOptions(CtasLoad *load);
 extern void CtasChCheckOptions(CtasLoad *load);
 extern char *CtasChEngineName(const char *engine);
 extern bool CtasChIsMergetree(const char *engine_name);

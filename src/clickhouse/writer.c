@@ -265,6 +265,15 @@ ch_stream_done(ChLoad *cl)
 	cl->stream_cxt = NULL;
 }
 
+/* engine name of the table a load creates: its option's, or MergeTree */
+static char *
+ch_engine_name(CtasLoad *load)
+{
+	const ChOptions *o = CtasChOptions(load);
+
+	return CtasChEngineName(o->engine ? o->engine : "MergeTree");
+}
+
 /*
  * ch_begin_load
  *		begin_load of the writer: check the name, create the staging table
@@ -383,7 +392,7 @@ ch_begin_load(CtasLoad *load)
 		{
 			CtasHttpQuery(cl->http, CtasChCreateSql(load, cl->cols, db, table),
 						  "create the table");
-			cl->engine = CtasChEngineName(load->opts.engine ? load->opts.engine : "MergeTree");
+			cl->engine = ch_engine_name(load);
 		}
 		else
 		{
@@ -440,7 +449,7 @@ ch_begin_load(CtasLoad *load)
 		{
 			CtasHttpQuery(cl->http, CtasChCreateSql(load, cl->cols, db, a->stage),
 						  "create the staging table");
-			cl->engine = CtasChEngineName(load->opts.engine ? load->opts.engine : "MergeTree");
+			cl->engine = ch_engine_name(load);
 		}
 		if (CtasChCountCheckMode(cl->engine) == 2)
 			CtasHttpQuery(cl->http,
@@ -737,6 +746,8 @@ const CtasTargetRoutine CtasClickHouseTarget = {
 	.required_options = ch_required_options,
 	.commit_order = 1,
 	.map_column = CtasChMapColumn,
+	.statement_options = CtasChStatementOptions,
+	.parse_option = CtasChParseOption,
 	.check_options = CtasChCheckOptions,
 	.explain = ch_explain,
 	.begin_load = ch_begin_load,

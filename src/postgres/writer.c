@@ -364,28 +364,11 @@ deparse_remote_type(CtasColumn *col)
 
 /*
  * pg_check_options
- *		Options describing ClickHouse tables mean nothing here, and a
- *		streaming load cannot replace a table safely.
+ *		A streaming load cannot replace a table safely.
  */
 static void
 pg_check_options(CtasLoad *load)
 {
-	const char *bad = NULL;
-
-	if (load->opts.engine)
-		bad = "engine";
-	else if (load->opts.order_by)
-		bad = "order_by";
-	else if (load->opts.partition_by)
-		bad = "partition_by";
-	else if (load->opts.settings)
-		bad = "settings";
-	if (bad)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("option \"%s\" is not supported for catalogs of type \"postgres\"",
-						bad)));
-
 	/*
 	 * A streaming load commits the DROP of the old table on its own, before
 	 * the first row: a failure would leave no table at all.

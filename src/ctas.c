@@ -12,9 +12,12 @@
  *	   query's result type and mapped by the target - all before any remote
  *	   work, so a bad option or type costs nothing remotely;
  *	3. atomic loads join the local transaction (xact.c);
- *	4. begin_load, then the executor pushes each row to put_row through a
- *	   DestReceiver, one short-lived memory context reset per row;
- *	5. end_load; the command tag is SELECT <rows>.
+ *	4. begin_load says whether the table exists; the if_exists policy
+ *	   (error, skip, replace, append) is applied here, the same for every
+ *	   target; create_table makes the table the rows go into;
+ *	5. the executor pushes each row to put_row through a DestReceiver, one
+ *	   short-lived memory context reset per row;
+ *	6. end_load; the command tag is SELECT <rows>.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  * Portions Copyright (c) 1996-2022, PostgreSQL Global Development Group
@@ -77,6 +80,8 @@ static void load_error_context(void *arg);
 static void explain_load(CtasLoad *load, Query *query, ExplainState *es,
 						 const char *queryString, ParamListInfo params,
 						 QueryEnvironment *queryEnv);
+static void report_table_exists(CtasLoad *load, int elevel,
+								bool concurrently);
 static void start_job(CtasLoad *load, const char *mode);
 static void fail_job(CtasLoad *load);
 static void run_load(CtasLoad *load, ParseState *pstate, Query *query,
@@ -221,6 +226,18 @@ parse_options(CtasLoad *load, List *options)
 						def->defname),
 				 errhint("Valid options are: %s.", buf.data)));
 	}
+
+	/*
+	 * A streaming load commits each remote step on its own: replacing would
+	 * drop the old table before the first row, and a failure would leave
+	 * no table at all.
+	 */
+	if (!o->atomic && o->if_exists == CTAS_IF_EXISTS_REPLACE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option if_exists = 'replace' needs atomic = true"),
+				 errdetail("A streaming load cannot replace a table: the old one would be gone before the new one is complete."),
+				 errhint("Use atomic = true, the default, which replaces the table when the transaction commits.")));
 }
 
 /*
@@ -488,18 +505,67 @@ load_error_context(void *arg)
 
 /*
  * CtasBeginLoad
- *		Join the transaction (atomic loads) and start the remote side.
+ *		Join the transaction (atomic loads), start the remote side and apply
+ *		the if_exists policy to what it finds: ERROR (if_exists 'error'),
+ *		NOTICE and load->skipped (IF NOT EXISTS), or the target replaces,
+ *		appends or creates.  Memory in load->cxt.
  */
 void
 CtasBeginLoad(CtasLoad *load)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(load->cxt);
+	bool		exists;
 
 	if (load->opts.atomic)
 		load->part = CtasJoinTransaction(load->catalog);
 	start_job(load, load->opts.atomic ? "atomic" : "streaming");
-	load->routine->begin_load(load);
+
+	/* the if_exists policy, the same for every target */
+	exists = load->routine->begin_load(load);
+	if (exists)
+	{
+		switch (load->opts.if_exists)
+		{
+			case CTAS_IF_EXISTS_ERROR:
+				report_table_exists(load, ERROR, false);
+				break;
+			case CTAS_IF_EXISTS_SKIP:
+				report_table_exists(load, NOTICE, false);
+				load->skipped = true;
+				MemoryContextSwitchTo(oldcxt);
+				return;
+			case CTAS_IF_EXISTS_REPLACE:
+			case CTAS_IF_EXISTS_APPEND:
+				break;
+		}
+	}
+	if (!load->routine->create_table(load, exists))
+		report_table_exists(load, ERROR, true);
 	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * report_table_exists
+ *		The one "already exists" message of every target: an ERROR, or the
+ *		NOTICE of IF NOT EXISTS (elevel NOTICE).  concurrently: another
+ *		transaction created the table after begin_load looked.
+ */
+static void
+report_table_exists(CtasLoad *load, int elevel, bool concurrently)
+{
+	if (elevel < ERROR)
+		ereport(elevel,
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("relation \"%s.%s\" already exists in catalog \"%s\", skipping",
+						load->schema, load->table, load->catalog->name)));
+	else
+		ereport(elevel,
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("relation \"%s.%s\" already exists in catalog \"%s\"",
+						load->schema, load->table, load->catalog->name),
+				 concurrently ?
+				 errdetail("Another transaction created it concurrently.") : 0,
+				 errhint("Use IF NOT EXISTS, or the option if_exists 'replace' or 'append'.")));
 }
 
 /*

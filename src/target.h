@@ -205,8 +205,8 @@ struct CtasTargetRoutine
 
 	/*
 	 * Check the statement options, generic and the target's own, once all
-	 * are parsed and before any remote work.  NULL when there is nothing
-	 * to check.
+	 * are parsed and the generic ones checked, before any remote work.
+	 * NULL when there is nothing more to check.
 	 */
 	void		(*check_options) (CtasLoad *load);
 
@@ -214,11 +214,23 @@ struct CtasTargetRoutine
 	void		(*explain) (CtasLoad *load, ExplainState *es);
 
 	/*
-	 * Start the load: join the transaction (load->part is set), check the
-	 * target name (IF NOT EXISTS sets load->skipped and returns), create
-	 * the table or staging table, open the row stream unless skip_data.
+	 * Start the load (load->part is set when it is atomic): set up the
+	 * target's state on load->private, and return whether the target table
+	 * exists as this transaction sees it.  No remote change.  What to do
+	 * about an existing table is decided by ctas.c (if_exists): error, or
+	 * skip, or create_table.
 	 */
-	void		(*begin_load) (CtasLoad *load);
+	bool		(*begin_load) (CtasLoad *load);
+
+	/*
+	 * Make the table the rows go into and open the row stream unless
+	 * skip_data.  exists is begin_load's answer: when true, replace the
+	 * table or append to it, as load->opts.if_exists says; else create it.
+	 * Returns false when the table cannot be created because another
+	 * transaction created it meanwhile: the caller then raises the
+	 * "already exists" error.
+	 */
+	bool		(*create_table) (CtasLoad *load, bool exists);
 
 	/* Write one row; load->row_cxt is reset by the caller afterwards */
 	void		(*put_row) (CtasLoad *load, TupleTableSlot *slot);

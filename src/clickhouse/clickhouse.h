@@ -10,8 +10,8 @@
  *	types.c		ClickHouse type names and the type map
  *	ddl.c		quoting, small results, table options, CREATE TABLE
  *	rowbinary.c	the RowBinary encoder
- *	writer.c	begin_load, put_row, end_load, DROP TABLE, EXPLAIN, listing,
- *				and the routine CtasClickHouseTarget
+ *	writer.c	begin_load, create_table, put_row, end_load, DROP TABLE,
+ *				EXPLAIN, listing, and the routine CtasClickHouseTarget
  *	xact.c		pre_commit, post_commit, abort, subxact; durable records
  *	resolve.c	recovery from the durable records
  *
@@ -231,6 +231,7 @@ typedef struct ChLoad
 	ChAction   *action;			/* atomic mode */
 	bool		streaming;
 	char	   *db;
+	char	   *phys;			/* holds the target's definition now */
 	char	   *insert_table;	/* where the rows go */
 	char	   *insert_sql;
 	char	   *engine;			/* engine name of insert_table */

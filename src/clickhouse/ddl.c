@@ -575,12 +575,6 @@ CtasChCheckOptions(CtasLoad *load)
 		ch_check_engine(o->engine);
 	if (o->settings)
 		ch_check_settings(o->settings);
-
-	if (!load->opts.atomic && load->opts.if_exists == CTAS_IF_EXISTS_REPLACE)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("option if_exists = 'replace' needs atomic = true"),
-				 errdetail("A streaming load cannot replace a table: the old one would be gone before the new one is complete.")));
 }
 
 /* The engine name of an ENGINE expression: "ReplacingMergeTree(ver)" */

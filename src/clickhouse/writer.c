@@ -8,12 +8,14 @@
  * that only this transaction knows about, published at the very end
  * (xact.c):
  *
- *	begin_load	the target name is checked first (in ClickHouse and among
- *				what this transaction already did to it), then a staging
- *				table _ctas_fed_stage_<sysid>_<xid>_<n>_<random> is created
- *				with the mapped columns and the table options of the
- *				statement, and one streamed INSERT ... FORMAT RowBinary is
- *				opened on it.
+ *	begin_load	does the target exist, in ClickHouse or among what this
+ *				transaction already did to it?  (ctas.c decides what
+ *				follows from if_exists.)
+ *	create_table
+ *				a staging table _ctas_fed_stage_<sysid>_<xid>_<n>_<random>
+ *				is created with the mapped columns and the table options of
+ *				the statement (for 'append', as a copy of the target), and
+ *				one streamed INSERT ... FORMAT RowBinary is opened on it.
  *	put_row		each row is encoded into the stream's buffer; the buffer
  *				goes to the socket whenever it holds 1 MB (bounded memory,
  *				back-pressure from the server).
@@ -276,21 +278,16 @@ ch_engine_name(CtasLoad *load)
 
 /*
  * ch_begin_load
- *		begin_load of the writer: check the name, create the staging table
- *		(atomic) or the target (streaming), open the INSERT.
+ *		begin_load of the writer: set up the load's state and connection,
+ *		and say whether the target exists, in ClickHouse or among what this
+ *		transaction already did to it.  No remote change.
  */
-static void
+static bool
 ch_begin_load(CtasLoad *load)
 {
 	ChLoad	   *cl = palloc0(sizeof(ChLoad));
 	const char *db = load->schema;
 	const char *table = load->table;
-	char	   *phys;
-	bool		exists;
-	ChActionKind kind = CH_CREATE;
-	char	  **types;
-	StringInfoData sql;
-	int			i;
 
 	load->private = cl;
 	load->format = "RowBinary";
@@ -309,41 +306,44 @@ ch_begin_load(CtasLoad *load)
 		CtasChCheckVersion(cl->http);
 	}
 
-	/* 1. the name, before anything moves */
+	/* the name, before anything moves */
 	if (strncmp(table, "_ctas_fed_", strlen("_ctas_fed_")) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_RESERVED_NAME),
 				 errmsg("table name \"%s\" is reserved", table),
 				 errdetail("Names beginning with \"_ctas_fed_\" are kept for the scratch tables of ctas_fed.")));
-	exists = ch_logical_exists(cl->http, cl->xs, db, table, &phys);
+	return ch_logical_exists(cl->http, cl->xs, db, table, &cl->phys);
+}
+
+/*
+ * ch_create_table
+ *		create_table of the writer: create the staging table (atomic) or the
+ *		target (streaming) - for if_exists 'append' a copy of the existing
+ *		table, or nothing when streaming - and open the INSERT.  Always
+ *		true: a table created meanwhile by someone else makes the RENAME of
+ *		pre-commit fail, not this.
+ */
+static bool
+ch_create_table(CtasLoad *load, bool exists)
+{
+	ChLoad	   *cl = (ChLoad *) load->private;
+	const char *db = load->schema;
+	const char *table = load->table;
+	const char *phys = cl->phys;
+	ChActionKind kind = CH_CREATE;
+	char	  **types;
+	StringInfoData sql;
+	int			i;
+
 	if (exists)
 	{
-		switch (load->opts.if_exists)
-		{
-			case CTAS_IF_EXISTS_ERROR:
-				ereport(ERROR,
-						(errcode(ERRCODE_DUPLICATE_TABLE),
-						 errmsg("table \"%s\" already exists in catalog \"%s\"",
-								CtasChDisplay(db, table), load->catalog->name),
-						 errhint("Use WITH (if_exists = 'replace') or WITH (if_exists = 'append'), or CREATE TABLE IF NOT EXISTS.")));
-				break;
-			case CTAS_IF_EXISTS_SKIP:
-				ereport(NOTICE,
-						(errcode(ERRCODE_DUPLICATE_TABLE),
-						 errmsg("table \"%s\" already exists in catalog \"%s\", skipping",
-								CtasChDisplay(db, table), load->catalog->name)));
-				load->skipped = true;
-				return;
-			case CTAS_IF_EXISTS_REPLACE:
-				kind = CH_REPLACE;
-				break;
-			case CTAS_IF_EXISTS_APPEND:
-				kind = CH_APPEND;
-				break;
-		}
+		Assert(load->opts.if_exists == CTAS_IF_EXISTS_REPLACE ||
+			   load->opts.if_exists == CTAS_IF_EXISTS_APPEND);
+		kind = load->opts.if_exists == CTAS_IF_EXISTS_REPLACE ?
+			CH_REPLACE : CH_APPEND;
 	}
 
-	/* 2. the remote types: the target's when appending, else ours */
+	/* 1. the remote types: the target's when appending, else ours */
 	types = palloc(sizeof(char *) * load->ncolumns);
 	if (kind == CH_APPEND)
 	{
@@ -384,7 +384,7 @@ ch_begin_load(CtasLoad *load)
 	cl->ncols = load->ncolumns;
 	cl->cols = CtasChSetupColumns(load, types);
 
-	/* 3. the table the rows go into */
+	/* 2. the table the rows go into */
 	if (cl->streaming)
 	{
 		cl->insert_table = pstrdup(table);
@@ -457,7 +457,7 @@ ch_begin_load(CtasLoad *load)
 						  "stop merges on the staging table");
 	}
 
-	/* 4. the row stream */
+	/* 3. the row stream */
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "INSERT INTO %s (", CtasChQname(db, cl->insert_table));
 	for (i = 0; i < load->ncolumns; i++)
@@ -471,6 +471,7 @@ ch_begin_load(CtasLoad *load)
 
 	if (!load->skip_data)
 		ch_stream_open(cl);
+	return true;
 }
 
 /*
@@ -751,6 +752,7 @@ const CtasTargetRoutine CtasClickHouseTarget = {
 	.check_options = CtasChCheckOptions,
 	.explain = ch_explain,
 	.begin_load = ch_begin_load,
+	.create_table = ch_create_table,
 	.put_row = ch_put_row,
 	.end_load = ch_end_load,
 	.drop_table = ch_drop_table,

@@ -71,6 +71,9 @@ static const char *const generic_options[] = {
 	NULL
 };
 
+static CtasLoad *new_load(Oid serverid, RangeVar *rel, List *options);
+static void start_load(CtasLoad *load);
+static void finish_load(CtasLoad *load);
 static void parse_options(CtasLoad *load, List *options);
 static bool parse_generic_option(CtasLoad *load, DefElem *def);
 static void derive_columns(CtasLoad *load, TupleDesc tupdesc, List *colnames);
@@ -140,13 +143,13 @@ check_remote_name(const char *what, const char *name)
 }
 
 /*
- * CtasNewLoad
+ * new_load
  *		Set up the load of one statement into catalog serverid: descriptor,
  *		privileges, options.  No remote work.  The load and what hangs off it
  *		live in a new context under the current one.
  */
-CtasLoad *
-CtasNewLoad(Oid serverid, RangeVar *rel, List *options)
+static CtasLoad *
+new_load(Oid serverid, RangeVar *rel, List *options)
 {
 	MemoryContext cxt;
 	MemoryContext oldcxt;
@@ -468,7 +471,7 @@ CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt)
 	IntoClause *into = stmt->into;
 	CtasLoad   *load;
 
-	load = CtasNewLoad(serverid, into->rel, into->options);
+	load = new_load(serverid, into->rel, into->options);
 	if (stmt->if_not_exists)
 	{
 		if (load->opts.if_exists != CTAS_IF_EXISTS_ERROR)
@@ -504,14 +507,14 @@ load_error_context(void *arg)
 }
 
 /*
- * CtasBeginLoad
+ * start_load
  *		Join the transaction (atomic loads), start the remote side and apply
  *		the if_exists policy to what it finds: ERROR (if_exists 'error'),
  *		NOTICE and load->skipped (IF NOT EXISTS), or the target replaces,
  *		appends or creates.  Memory in load->cxt.
  */
-void
-CtasBeginLoad(CtasLoad *load)
+static void
+start_load(CtasLoad *load)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(load->cxt);
 	bool		exists;
@@ -612,8 +615,13 @@ fail_job(CtasLoad *load)
 	FreeErrorData(edata);
 }
 
-void
-CtasEndLoad(CtasLoad *load)
+/*
+ * finish_load
+ *		Let the target close the row stream and check what arrived, unless
+ *		IF NOT EXISTS skipped the load.  ERROR when the check fails.
+ */
+static void
+finish_load(CtasLoad *load)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(load->cxt);
 
@@ -642,7 +650,7 @@ CtasExecCreateTableAs(ParseState *pstate, CreateTableAsStmt *stmt,
 	{
 		ErrorContextCallback errcallback;
 
-		CtasBeginLoad(load);
+		start_load(load);
 
 		errcallback.callback = load_error_context;
 		errcallback.arg = load;
@@ -652,7 +660,7 @@ CtasExecCreateTableAs(ParseState *pstate, CreateTableAsStmt *stmt,
 		if (!load->skipped && !load->skip_data)
 			run_load(load, pstate, castNode(Query, stmt->query), params,
 					 queryEnv);
-		CtasEndLoad(load);
+		finish_load(load);
 
 		error_context_stack = errcallback.previous;
 	}
@@ -793,8 +801,8 @@ explain_load(CtasLoad *load, Query *query, ExplainState *es,
 		if (analyze)
 		{
 			PreventCommandIfReadOnly("CREATE TABLE AS");
-			CtasBeginLoad(load);
-			CtasEndLoad(load);
+			start_load(load);
+			finish_load(load);
 		}
 		es->analyze = false;
 		ExplainOnePlan(plan, NULL, es, queryString, params, queryEnv,
@@ -810,7 +818,7 @@ explain_load(CtasLoad *load, Query *query, ExplainState *es,
 		DestReceiver *dest;
 
 		PreventCommandIfReadOnly("CREATE TABLE AS");
-		CtasBeginLoad(load);
+		start_load(load);
 		dest = create_dest(load);
 
 		if (es->timing)
@@ -832,7 +840,7 @@ explain_load(CtasLoad *load, Query *query, ExplainState *es,
 		if (!load->skipped)
 			ExecutorRun(queryDesc, ForwardScanDirection, 0L, true);
 		ExecutorFinish(queryDesc);
-		CtasEndLoad(load);
+		finish_load(load);
 		totaltime += elapsed_seconds(&starttime);
 
 		ExplainOpenGroup("Query", NULL, true, es);
@@ -904,7 +912,7 @@ CtasExecDrop(Oid serverid, List *names, bool missing_ok)
 	CtasLoad   *load;
 
 	PreventCommandIfReadOnly("DROP TABLE");
-	load = CtasNewLoad(serverid, rel, NIL);
+	load = new_load(serverid, rel, NIL);
 	load->part = CtasJoinTransaction(load->catalog);
 	start_job(load, "drop");
 	PG_TRY();

@@ -3,9 +3,9 @@
  * target.h
  *		  The writer interface: what ctas.c and xact.c ask of a target.
  *
- * A target is one kind of external catalog (PostgreSQL, ClickHouse, ...).
- * Each one is a const CtasTargetRoutine of function pointers in its own
- * folder (src/postgres/, src/clickhouse/), reached through the catalog's
+ * A target is one kind of external catalog.  Each one is a const
+ * CtasTargetRoutine of function pointers in its own folder under src/,
+ * listed in the one table of targets.c and reached through the catalog's
  * type (catalog.c); no code outside a target's folder knows which kind it
  * is talking to, as FdwRoutine does for foreign-data wrappers.
  *
@@ -22,7 +22,10 @@
  *					part->cxt, which lives until the end of the top-level
  *					transaction).
  *
- * Writers never register transaction callbacks themselves (STYLE rule 7).
+ * Writers never register transaction callbacks themselves: xact.c has the
+ * one transaction callback and the one subtransaction callback of the
+ * extension, and calls each participant's pre_commit, post_commit, abort
+ * and subxact in the order of the protocol.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -98,6 +101,20 @@ typedef struct CtasOptions
 	void	   *target_opts;	/* the target's own options, or NULL */
 } CtasOptions;
 
+/*
+ * The round of pre-commit in which a target's pre_commit runs: first every
+ * participant that can prepare prepares, then the targets that cannot
+ * prepare publish their work, as the "last resource" of the commit, once
+ * the outcome no longer depends on anything that can fail.
+ */
+typedef enum CtasCommitOrder
+{
+	CTAS_COMMIT_PREPARE,		/* two-phase: prepares at pre-commit */
+	CTAS_COMMIT_LAST_RESOURCE	/* cannot prepare: publishes last */
+} CtasCommitOrder;
+
+#define CTAS_COMMIT_ORDERS	(CTAS_COMMIT_LAST_RESOURCE + 1)
+
 /* One column of the remote table */
 typedef struct CtasColumn
 {
@@ -123,7 +140,8 @@ typedef struct CtasLoad
 	CtasCatalog *catalog;
 	const CtasTargetRoutine *routine;
 	CtasParticipant *part;		/* NULL for EXPLAIN without ANALYZE */
-	char	   *schema;			/* remote schema (ClickHouse: database) */
+	char	   *schema;			/* remote schema, or what the target calls
+								 * the namespace of its tables */
 	char	   *table;			/* remote table */
 	int			ncolumns;
 	CtasColumn *columns;
@@ -176,12 +194,8 @@ struct CtasTargetRoutine
 	const CtasOption *server_options;
 	const char *const *required_options;
 
-	/*
-	 * Pre-commit order: participants with a lower value run pre_commit
-	 * first.  Two-phase targets use 0; a target that cannot prepare and
-	 * publishes at pre-commit (the "last resource") uses 1.
-	 */
-	int			commit_order;
+	/* When pre_commit runs: see CtasCommitOrder */
+	CtasCommitOrder commit_order;
 
 	/*
 	 * Fill in col->remote_type (and binary_ok) for one column from its
@@ -238,7 +252,10 @@ struct CtasTargetRoutine
 	/* Close the row stream and check what arrived */
 	void		(*end_load) (CtasLoad *load);
 
-	/* DROP TABLE catalog.schema.table, with the load's atomicity */
+	/*
+	 * DROP TABLE catalog.schema.table, in the transaction (load->part is
+	 * set by the caller).
+	 */
 	void		(*drop_table) (CtasLoad *load, bool missing_ok);
 
 	/* Transaction events, called by xact.c only */
@@ -277,10 +294,7 @@ struct CtasTargetRoutine
 extern const CtasTargetRoutine *CtasCatalogRoutine(const CtasCatalog *catalog);
 
 /* in ctas.c */
-extern CtasLoad *CtasNewLoad(Oid serverid, RangeVar *rel, List *options);
 extern CtasLoad *CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt);
-extern void CtasBeginLoad(CtasLoad *load);
-extern void CtasEndLoad(CtasLoad *load);
 extern void CtasExecCreateTableAs(ParseState *pstate, CreateTableAsStmt *stmt,
 								  Oid serverid, ParamListInfo params,
 								  QueryEnvironment *queryEnv,

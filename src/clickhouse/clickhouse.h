@@ -73,7 +73,6 @@ extern bool CtasHttpTryQuery(CtasHttp *http, const char *sql,
 							 const char *what, int flags,
 							 char **result, char **errdetail);
 extern void CtasHttpKillQuery(CtasHttp *http, const char *query_id);
-extern char *CtasHttpNewQueryId(void);
 
 extern CtasHttpStream *CtasHttpStreamOpen(CtasHttp *http, const char *sql,
 										  const char *what,
@@ -88,7 +87,6 @@ extern void CtasHttpStreamFlush(CtasHttpStream *stream);
 extern void CtasHttpStreamFinish(CtasHttpStream *stream);
 extern void CtasHttpStreamClose(CtasHttpStream *stream);
 extern const char *CtasHttpStreamQueryId(CtasHttpStream *stream);
-extern uint64 CtasHttpStreamBytes(CtasHttpStream *stream);
 
 /* Size at which CtasHttpStreamFlush hands the buffer to the socket */
 #define CTAS_HTTP_STREAM_CHUNK	(1024 * 1024)
@@ -308,9 +306,6 @@ extern ChColumn *CtasChSetupColumns(CtasLoad *load, char **types);
 extern void CtasChPutValue(ChEnc *e, StringInfo buf, Datum v, bool isnull);
 
 /* in writer.c */
-extern ChAction *CtasChNewAction(CtasParticipant *part, ChXact *xs,
-								 ChActionKind kind, const char *db,
-								 const char *table);
 extern char *CtasChRemoteEngine(CtasHttp *http, const char *db,
 								const char *table);
 extern int CtasChCountCheckMode(const char *engine);

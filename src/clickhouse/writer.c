@@ -143,7 +143,7 @@ ch_token(void)
 }
 
 /*
- * CtasChNewAction
+ * ch_new_action
  *		A new action, in part->cxt, at the current nesting level, with
  *		the names of its scratch tables: _ctas_fed_stage_<sysid>_<xid>_<n>_
  *		<token>, and _ctas_fed_{old,new,drop}_<sysid>_<xid>_<n>_<token>_
@@ -151,8 +151,8 @@ ch_token(void)
  *		in system.tables during the load; the others cannot be guessed
  *		from it).  Written to the durable record before it returns.
  */
-ChAction *
-CtasChNewAction(CtasParticipant *part, ChXact *xs, ChActionKind kind,
+static ChAction *
+ch_new_action(CtasParticipant *part, ChXact *xs, ChActionKind kind,
 			  const char *db, const char *table)
 {
 	MemoryContext old = MemoryContextSwitchTo(part->cxt);
@@ -405,7 +405,7 @@ ch_create_table(CtasLoad *load, bool exists)
 	}
 	else
 	{
-		ChAction   *a = CtasChNewAction(load->part, cl->xs, kind, db, table);
+		ChAction   *a = ch_new_action(load->part, cl->xs, kind, db, table);
 
 		cl->action = a;
 		cl->insert_table = pstrdup(a->stage);
@@ -597,8 +597,7 @@ ch_drop_table(CtasLoad *load, bool missing_ok)
 	char	   *phys;
 	ChAction   *a;
 
-	if (load->part == NULL)
-		load->part = CtasJoinTransaction(load->catalog);
+	Assert(load->part != NULL);	/* joined by the caller */
 	xs = CtasChXact(load->part);
 
 	if (!ch_logical_exists(xs->http, xs, load->schema, load->table, &phys))
@@ -617,7 +616,7 @@ ch_drop_table(CtasLoad *load, bool missing_ok)
 						CtasChDisplay(load->schema, load->table),
 						load->catalog->name)));
 	}
-	a = CtasChNewAction(load->part, xs, CH_DROP, load->schema, load->table);
+	a = ch_new_action(load->part, xs, CH_DROP, load->schema, load->table);
 	a->loaded = true;
 }
 
@@ -745,7 +744,7 @@ const CtasTargetRoutine CtasClickHouseTarget = {
 	.type_name = "clickhouse",
 	.server_options = ch_server_options,
 	.required_options = ch_required_options,
-	.commit_order = 1,
+	.commit_order = CTAS_COMMIT_LAST_RESOURCE,
 	.map_column = CtasChMapColumn,
 	.statement_options = CtasChStatementOptions,
 	.parse_option = CtasChParseOption,

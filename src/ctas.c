@@ -51,7 +51,8 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "target.h"
+#include "ctas.h"
+#include "xact.h"
 
 /* The DestReceiver that hands rows to the writer */
 typedef struct CtasDest

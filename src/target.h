@@ -44,8 +44,6 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "nodes/parsenodes.h"
-#include "parser/parse_node.h"
-#include "tcop/cmdtag.h"
 
 #include "ctas_fed.h"
 #include "jobs.h"
@@ -293,36 +291,11 @@ struct CtasTargetRoutine
 /* in catalog.c */
 extern const CtasTargetRoutine *CtasCatalogRoutine(const CtasCatalog *catalog);
 
-/* in ctas.c */
-extern CtasLoad *CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt);
-extern void CtasExecCreateTableAs(ParseState *pstate, CreateTableAsStmt *stmt,
-								  Oid serverid, ParamListInfo params,
-								  QueryEnvironment *queryEnv,
-								  QueryCompletion *qc);
-extern void CtasExplainLoad(CtasLoad *load, Query *query, ExplainState *es,
-							const char *queryString, ParamListInfo params,
-							QueryEnvironment *queryEnv);
-extern void CtasStandardExplainOneQuery(Query *query, int cursorOptions,
-										IntoClause *into, ExplainState *es,
-										const char *queryString,
-										ParamListInfo params,
-										QueryEnvironment *queryEnv);
-extern void CtasExecDrop(Oid serverid, List *names, bool missing_ok);
-
-/* in utility.c */
-extern void CtasUtilityInit(void);
-
 /* in xact.c */
-extern void CtasXactInit(void);
-extern CtasParticipant *CtasJoinTransaction(CtasCatalog *catalog);
 extern char *CtasMakeGid(CtasParticipant *part);
 extern char *CtasScratchName(const char *kind);
-extern void CtasXactAddJob(CtasParticipant *part, CtasJobRef job);
 extern const char *CtasLocalXactStatus(uint64 fxid);
 extern const char *CtasGidPrefix(void);
-
-/* in typemap.c */
-extern List *CtasParseColumnTypes(const char *spec);
 
 /* in targets.c */
 extern const CtasTargetRoutine *const CtasTargets[];

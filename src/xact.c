@@ -51,7 +51,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "target.h"
+#include "xact.h"
 
 /*
  * The fault point (ctas_fed.fault_point) after each round of pre-commit.

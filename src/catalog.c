@@ -82,13 +82,6 @@ static void check_url(const CtasOption *opt, const char *value);
 static bool is_ctas_server(ForeignServer *server);
 static void append_descriptor_options(StringInfo buf, List *options);
 
-
-const char *
-CtasCatalogTypeName(const CtasCatalogType *type)
-{
-	return type->type_name;
-}
-
 /*
  * CtasCatalogRoutine
  *		The writer of catalog's type.

@@ -12,9 +12,12 @@
  *	   query's result type and mapped by the target - all before any remote
  *	   work, so a bad option or type costs nothing remotely;
  *	3. atomic loads join the local transaction (xact.c);
- *	4. begin_load, then the executor pushes each row to put_row through a
- *	   DestReceiver, one short-lived memory context reset per row;
- *	5. end_load; the command tag is SELECT <rows>.
+ *	4. begin_load says whether the table exists; the if_exists policy
+ *	   (error, skip, replace, append) is applied here, the same for every
+ *	   target; create_table makes the table the rows go into;
+ *	5. the executor pushes each row to put_row through a DestReceiver, one
+ *	   short-lived memory context reset per row;
+ *	6. end_load; the command tag is SELECT <rows>.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  * Portions Copyright (c) 1996-2022, PostgreSQL Global Development Group
@@ -48,8 +51,9 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "ctas.h"
 #include "gid.h"
-#include "target.h"
+#include "xact.h"
 
 /* The DestReceiver that hands rows to the writer */
 typedef struct CtasDest
@@ -63,12 +67,17 @@ typedef struct CtasDest
 /* rows between two publications of a running job's counters */
 #define PROGRESS_EVERY_ROWS	1000
 
-static const char *const statement_options[] = {
+/* statement options that every target takes; a target adds its own */
+static const char *const generic_options[] = {
 	"atomic", "if_exists", "commit_every", "column_types", "primary_key",
-	"engine", "order_by", "partition_by", "settings", NULL
+	NULL
 };
 
+static CtasLoad *new_load(Oid serverid, RangeVar *rel, List *options);
+static void start_load(CtasLoad *load);
+static void finish_load(CtasLoad *load);
 static void parse_options(CtasLoad *load, List *options);
+static bool parse_generic_option(CtasLoad *load, DefElem *def);
 static void derive_columns(CtasLoad *load, TupleDesc tupdesc, List *colnames);
 static List *parse_name_list(const char *option, const char *value);
 static DestReceiver *create_dest(CtasLoad *load);
@@ -76,6 +85,8 @@ static void load_error_context(void *arg);
 static void explain_load(CtasLoad *load, Query *query, ExplainState *es,
 						 const char *queryString, ParamListInfo params,
 						 QueryEnvironment *queryEnv);
+static void report_table_exists(CtasLoad *load, int elevel,
+								bool concurrently);
 static void start_job(CtasLoad *load, const char *mode);
 static void fail_job(CtasLoad *load);
 static void run_load(CtasLoad *load, ParseState *pstate, Query *query,
@@ -131,13 +142,13 @@ check_remote_name(const char *what, const char *name)
 }
 
 /*
- * CtasNewLoad
+ * new_load
  *		Set up the load of one statement into catalog serverid: descriptor,
  *		privileges, options.  No remote work.  The load and what hangs off it
  *		live in a new context under the current one.
  */
-CtasLoad *
-CtasNewLoad(Oid serverid, RangeVar *rel, List *options)
+static CtasLoad *
+new_load(Oid serverid, RangeVar *rel, List *options)
 {
 	MemoryContext cxt;
 	MemoryContext oldcxt;
@@ -166,7 +177,8 @@ CtasNewLoad(Oid serverid, RangeVar *rel, List *options)
 				 errhint("Choose a table name that does not begin with \"%s\".",
 						 CTAS_SCRATCH_PREFIX)));
 	parse_options(load, options);
-	load->routine->check_options(load);
+	if (load->routine->check_options)
+		load->routine->check_options(load);
 
 	MemoryContextSwitchTo(oldcxt);
 	return load;
@@ -174,12 +186,15 @@ CtasNewLoad(Oid serverid, RangeVar *rel, List *options)
 
 /*
  * parse_options
- *		WITH (...) of a federated CTAS into load->opts.  ERROR on unknown
- *		names and bad values.
+ *		WITH (...) of a federated CTAS into load->opts: the generic options
+ *		here, the others by the target's parse_option.  ERROR on names that
+ *		neither knows, with the valid names of this target in the hint, and
+ *		on bad values.
  */
 static void
 parse_options(CtasLoad *load, List *options)
 {
+	const CtasTargetRoutine *routine = load->routine;
 	CtasOptions *o = &load->opts;
 	ListCell   *lc;
 
@@ -190,68 +205,87 @@ parse_options(CtasLoad *load, List *options)
 	foreach(lc, options)
 	{
 		DefElem    *def = lfirst_node(DefElem, lc);
+		StringInfoData buf;
 		const char *const *name;
 
-		for (name = statement_options; *name; name++)
+		if (def->defnamespace == NULL)
 		{
-			if (strcmp(*name, def->defname) == 0)
-				break;
+			if (parse_generic_option(load, def))
+				continue;
+			if (routine->parse_option && routine->parse_option(load, def))
+				continue;
 		}
-		if (*name == NULL || def->defnamespace != NULL)
-		{
-			StringInfoData buf;
 
-			initStringInfo(&buf);
-			for (name = statement_options; *name; name++)
-				appendStringInfo(&buf, "%s%s", buf.len ? ", " : "", *name);
+		initStringInfo(&buf);
+		for (name = generic_options; *name; name++)
+			appendStringInfo(&buf, "%s%s", buf.len ? ", " : "", *name);
+		for (name = routine->statement_options; name && *name; name++)
+			appendStringInfo(&buf, ", %s", *name);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unrecognized option \"%s\" for CREATE TABLE AS into a catalog",
+						def->defname),
+				 errhint("Valid options are: %s.", buf.data)));
+	}
+
+	/*
+	 * A streaming load commits each remote step on its own: replacing would
+	 * drop the old table before the first row, and a failure would leave
+	 * no table at all.
+	 */
+	if (!o->atomic && o->if_exists == CTAS_IF_EXISTS_REPLACE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option if_exists = 'replace' needs atomic = true"),
+				 errdetail("A streaming load cannot replace a table: the old one would be gone before the new one is complete."),
+				 errhint("Use atomic = true, the default, which replaces the table when the transaction commits.")));
+}
+
+/*
+ * parse_generic_option
+ *		One of the generic options into load->opts; false when def names
+ *		none of them.  ERROR on a bad value.
+ */
+static bool
+parse_generic_option(CtasLoad *load, DefElem *def)
+{
+	CtasOptions *o = &load->opts;
+
+	if (strcmp(def->defname, "atomic") == 0)
+		o->atomic = defGetBoolean(def);
+	else if (strcmp(def->defname, "if_exists") == 0)
+	{
+		char	   *v = defGetString(def);
+
+		if (strcmp(v, "error") == 0)
+			o->if_exists = CTAS_IF_EXISTS_ERROR;
+		else if (strcmp(v, "replace") == 0)
+			o->if_exists = CTAS_IF_EXISTS_REPLACE;
+		else if (strcmp(v, "append") == 0)
+			o->if_exists = CTAS_IF_EXISTS_APPEND;
+		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("unrecognized option \"%s\" for CREATE TABLE AS into a catalog",
-							def->defname),
-					 errhint("Valid options are: %s.", buf.data)));
-		}
-
-		if (strcmp(def->defname, "atomic") == 0)
-			o->atomic = defGetBoolean(def);
-		else if (strcmp(def->defname, "if_exists") == 0)
-		{
-			char	   *v = defGetString(def);
-
-			if (strcmp(v, "error") == 0)
-				o->if_exists = CTAS_IF_EXISTS_ERROR;
-			else if (strcmp(v, "replace") == 0)
-				o->if_exists = CTAS_IF_EXISTS_REPLACE;
-			else if (strcmp(v, "append") == 0)
-				o->if_exists = CTAS_IF_EXISTS_APPEND;
-			else
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("invalid value for option \"if_exists\": \"%s\"", v),
-						 errhint("Valid values are: error, replace, append.")));
-		}
-		else if (strcmp(def->defname, "commit_every") == 0)
-		{
-			o->commit_every = defGetInt64(def);
-			if (o->commit_every <= 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("invalid value for option \"commit_every\": " INT64_FORMAT,
-								o->commit_every),
-						 errdetail("The value must be a positive number of rows.")));
-		}
-		else if (strcmp(def->defname, "column_types") == 0)
-			o->column_types = defGetString(def);
-		else if (strcmp(def->defname, "primary_key") == 0)
-			o->primary_key = parse_name_list("primary_key", defGetString(def));
-		else if (strcmp(def->defname, "engine") == 0)
-			o->engine = defGetString(def);
-		else if (strcmp(def->defname, "order_by") == 0)
-			o->order_by = defGetString(def);
-		else if (strcmp(def->defname, "partition_by") == 0)
-			o->partition_by = defGetString(def);
-		else if (strcmp(def->defname, "settings") == 0)
-			o->settings = defGetString(def);
+					 errmsg("invalid value for option \"if_exists\": \"%s\"", v),
+					 errhint("Valid values are: error, replace, append.")));
 	}
+	else if (strcmp(def->defname, "commit_every") == 0)
+	{
+		o->commit_every = defGetInt64(def);
+		if (o->commit_every <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for option \"commit_every\": " INT64_FORMAT,
+							o->commit_every),
+					 errdetail("The value must be a positive number of rows.")));
+	}
+	else if (strcmp(def->defname, "column_types") == 0)
+		o->column_types = defGetString(def);
+	else if (strcmp(def->defname, "primary_key") == 0)
+		o->primary_key = parse_name_list("primary_key", defGetString(def));
+	else
+		return false;
+	return true;
 }
 
 /*
@@ -435,7 +469,7 @@ CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt)
 	IntoClause *into = stmt->into;
 	CtasLoad   *load;
 
-	load = CtasNewLoad(serverid, into->rel, into->options);
+	load = new_load(serverid, into->rel, into->options);
 	if (stmt->if_not_exists)
 	{
 		if (load->opts.if_exists != CTAS_IF_EXISTS_ERROR)
@@ -471,19 +505,68 @@ load_error_context(void *arg)
 }
 
 /*
- * CtasBeginLoad
- *		Join the transaction (atomic loads) and start the remote side.
+ * start_load
+ *		Join the transaction (atomic loads), start the remote side and apply
+ *		the if_exists policy to what it finds: ERROR (if_exists 'error'),
+ *		NOTICE and load->skipped (IF NOT EXISTS), or the target replaces,
+ *		appends or creates.  Memory in load->cxt.
  */
-void
-CtasBeginLoad(CtasLoad *load)
+static void
+start_load(CtasLoad *load)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(load->cxt);
+	bool		exists;
 
 	if (load->opts.atomic)
 		load->part = CtasJoinTransaction(load->catalog);
 	start_job(load, load->opts.atomic ? "atomic" : "streaming");
-	load->routine->begin_load(load);
+
+	/* the if_exists policy, the same for every target */
+	exists = load->routine->begin_load(load);
+	if (exists)
+	{
+		switch (load->opts.if_exists)
+		{
+			case CTAS_IF_EXISTS_ERROR:
+				report_table_exists(load, ERROR, false);
+				break;
+			case CTAS_IF_EXISTS_SKIP:
+				report_table_exists(load, NOTICE, false);
+				load->skipped = true;
+				MemoryContextSwitchTo(oldcxt);
+				return;
+			case CTAS_IF_EXISTS_REPLACE:
+			case CTAS_IF_EXISTS_APPEND:
+				break;
+		}
+	}
+	if (!load->routine->create_table(load, exists))
+		report_table_exists(load, ERROR, true);
 	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * report_table_exists
+ *		The one "already exists" message of every target: an ERROR, or the
+ *		NOTICE of IF NOT EXISTS (elevel NOTICE).  concurrently: another
+ *		transaction created the table after begin_load looked.
+ */
+static void
+report_table_exists(CtasLoad *load, int elevel, bool concurrently)
+{
+	if (elevel < ERROR)
+		ereport(elevel,
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("relation \"%s.%s\" already exists in catalog \"%s\", skipping",
+						load->schema, load->table, load->catalog->name)));
+	else
+		ereport(elevel,
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("relation \"%s.%s\" already exists in catalog \"%s\"",
+						load->schema, load->table, load->catalog->name),
+				 concurrently ?
+				 errdetail("Another transaction created it concurrently.") : 0,
+				 errhint("Use IF NOT EXISTS, or the option if_exists 'replace' or 'append'.")));
 }
 
 /*
@@ -532,8 +615,13 @@ fail_job(CtasLoad *load)
 	FreeErrorData(edata);
 }
 
-void
-CtasEndLoad(CtasLoad *load)
+/*
+ * finish_load
+ *		Let the target close the row stream and check what arrived, unless
+ *		IF NOT EXISTS skipped the load.  ERROR when the check fails.
+ */
+static void
+finish_load(CtasLoad *load)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(load->cxt);
 
@@ -581,7 +669,7 @@ CtasRunLoad(CtasLoad *load, ParseState *pstate, Query *query,
 	{
 		ErrorContextCallback errcallback;
 
-		CtasBeginLoad(load);
+		start_load(load);
 
 		errcallback.callback = load_error_context;
 		errcallback.arg = load;
@@ -590,7 +678,7 @@ CtasRunLoad(CtasLoad *load, ParseState *pstate, Query *query,
 
 		if (!load->skipped && !load->skip_data)
 			run_load(load, pstate, query, params, queryEnv);
-		CtasEndLoad(load);
+		finish_load(load);
 
 		error_context_stack = errcallback.previous;
 	}
@@ -727,8 +815,8 @@ explain_load(CtasLoad *load, Query *query, ExplainState *es,
 		if (analyze)
 		{
 			PreventCommandIfReadOnly("CREATE TABLE AS");
-			CtasBeginLoad(load);
-			CtasEndLoad(load);
+			start_load(load);
+			finish_load(load);
 		}
 		es->analyze = false;
 		ExplainOnePlan(plan, NULL, es, queryString, params, queryEnv,
@@ -744,7 +832,7 @@ explain_load(CtasLoad *load, Query *query, ExplainState *es,
 		DestReceiver *dest;
 
 		PreventCommandIfReadOnly("CREATE TABLE AS");
-		CtasBeginLoad(load);
+		start_load(load);
 		dest = create_dest(load);
 
 		if (es->timing)
@@ -766,7 +854,7 @@ explain_load(CtasLoad *load, Query *query, ExplainState *es,
 		if (!load->skipped)
 			ExecutorRun(queryDesc, ForwardScanDirection, 0L, true);
 		ExecutorFinish(queryDesc);
-		CtasEndLoad(load);
+		finish_load(load);
 		totaltime += elapsed_seconds(&starttime);
 
 		ExplainOpenGroup("Query", NULL, true, es);
@@ -838,7 +926,7 @@ CtasExecDrop(Oid serverid, List *names, bool missing_ok)
 	CtasLoad   *load;
 
 	PreventCommandIfReadOnly("DROP TABLE");
-	load = CtasNewLoad(serverid, rel, NIL);
+	load = new_load(serverid, rel, NIL);
 	load->part = CtasJoinTransaction(load->catalog);
 	start_job(load, "drop");
 	PG_TRY();

@@ -29,8 +29,9 @@
 #include "miscadmin.h"
 #include "storage/ipc.h"
 
+#include "ctas.h"
 #include "jobs.h"
-#include "target.h"
+#include "xact.h"
 
 PG_MODULE_MAGIC;
 

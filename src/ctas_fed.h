@@ -67,7 +67,6 @@ extern void CtasDefineSettings(void);
 extern void CtasCheckPreloaded(void);
 
 /* in catalog.c */
-extern const char *CtasCatalogTypeName(const CtasCatalogType *type);
 extern Oid	CtasCatalogServerOid(const char *name);
 extern CtasCatalog *CtasGetCatalog(Oid serverid, Oid userid,
 								   bool check_usage, bool need_mapping);

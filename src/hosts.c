@@ -247,13 +247,13 @@ hosts_limited(void)
 }
 
 /*
- * CtasHostAllowed
+ * hosts_allowed
  *		Is host (a name or an address literal) one that non-superusers'
  *		catalogs may reach?  Any host is while ctas_fed.allowed_hosts is
  *		empty.
  */
-bool
-CtasHostAllowed(const char *host)
+static bool
+hosts_allowed(const char *host)
 {
 	const char *p = CtasAllowedHosts;
 	char		entry[NAMEDATALEN * 4];
@@ -309,7 +309,7 @@ static void
 hosts_check_host(const CtasCatalog *catalog, const char *option,
 			  const char *host)
 {
-	if (host != NULL && CtasHostAllowed(host))
+	if (host != NULL && hosts_allowed(host))
 		return;
 	if (catalog != NULL)
 		ereport(ERROR,

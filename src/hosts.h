@@ -22,7 +22,6 @@
 extern char *CtasAllowedHosts;
 extern bool CtasAllowedHostsCheck(char **newval, void **extra,
 								  GucSource source);
-extern bool CtasHostAllowed(const char *host);
 extern void CtasCheckHostOption(const char *option, const char *value);
 extern void CtasCheckCatalogHosts(const CtasCatalog *catalog);
 

@@ -60,7 +60,7 @@
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
-#include "target.h"
+#include "ctas.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_create_tables_as);
 

@@ -3,9 +3,9 @@
  * target.h
  *		  The writer interface: what ctas.c and xact.c ask of a target.
  *
- * A target is one kind of external catalog (PostgreSQL, ClickHouse, ...).
- * Each one is a const CtasTargetRoutine of function pointers in its own
- * folder (src/postgres/, src/clickhouse/), reached through the catalog's
+ * A target is one kind of external catalog.  Each one is a const
+ * CtasTargetRoutine of function pointers in its own folder under src/,
+ * listed in the one table of targets.c and reached through the catalog's
  * type (catalog.c); no code outside a target's folder knows which kind it
  * is talking to, as FdwRoutine does for foreign-data wrappers.
  *
@@ -22,7 +22,10 @@
  *					part->cxt, which lives until the end of the top-level
  *					transaction).
  *
- * Writers never register transaction callbacks themselves (STYLE rule 7).
+ * Writers never register transaction callbacks themselves: xact.c has the
+ * one transaction callback and the one subtransaction callback of the
+ * extension, and calls each participant's pre_commit, post_commit, abort
+ * and subxact in the order of the protocol.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -41,8 +44,6 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "nodes/parsenodes.h"
-#include "parser/parse_node.h"
-#include "tcop/cmdtag.h"
 
 #include "ctas_fed.h"
 #include "jobs.h"
@@ -82,7 +83,12 @@ typedef enum CtasIfExists
 	CTAS_IF_EXISTS_SKIP			/* CREATE TABLE IF NOT EXISTS */
 } CtasIfExists;
 
-/* Statement options of a federated CTAS, parsed once (ctas.c) */
+/*
+ * Statement options of a federated CTAS, parsed once (ctas.c).  The generic
+ * ones, which every target takes, are fields; a target's own options (its
+ * routine's statement_options) are parsed by its parse_option into a struct
+ * of its own, hung on target_opts.
+ */
 typedef struct CtasOptions
 {
 	bool		atomic;			/* batch (true) or streaming semantics */
@@ -90,12 +96,22 @@ typedef struct CtasOptions
 	int64		commit_every;	/* rows per remote commit, streaming only */
 	char	   *column_types;	/* raw "col type, col type" overrides */
 	List	   *primary_key;	/* column names (String nodes) */
-	/* ClickHouse table definition; other targets reject them */
-	char	   *engine;
-	char	   *order_by;
-	char	   *partition_by;
-	char	   *settings;
+	void	   *target_opts;	/* the target's own options, or NULL */
 } CtasOptions;
+
+/*
+ * The round of pre-commit in which a target's pre_commit runs: first every
+ * participant that can prepare prepares, then the targets that cannot
+ * prepare publish their work, as the "last resource" of the commit, once
+ * the outcome no longer depends on anything that can fail.
+ */
+typedef enum CtasCommitOrder
+{
+	CTAS_COMMIT_PREPARE,		/* two-phase: prepares at pre-commit */
+	CTAS_COMMIT_LAST_RESOURCE	/* cannot prepare: publishes last */
+} CtasCommitOrder;
+
+#define CTAS_COMMIT_ORDERS	(CTAS_COMMIT_LAST_RESOURCE + 1)
 
 /* One column of the remote table */
 typedef struct CtasColumn
@@ -122,7 +138,8 @@ typedef struct CtasLoad
 	CtasCatalog *catalog;
 	const CtasTargetRoutine *routine;
 	CtasParticipant *part;		/* NULL for EXPLAIN without ANALYZE */
-	char	   *schema;			/* remote schema (ClickHouse: database) */
+	char	   *schema;			/* remote schema, or what the target calls
+								 * the namespace of its tables */
 	char	   *table;			/* remote table */
 	int			ncolumns;
 	CtasColumn *columns;
@@ -176,12 +193,8 @@ struct CtasTargetRoutine
 	const CtasOption *server_options;
 	const char *const *required_options;
 
-	/*
-	 * Pre-commit order: participants with a lower value run pre_commit
-	 * first.  Two-phase targets use 0; a target that cannot prepare and
-	 * publishes at pre-commit (the "last resource") uses 1.
-	 */
-	int			commit_order;
+	/* When pre_commit runs: see CtasCommitOrder */
+	CtasCommitOrder commit_order;
 
 	/*
 	 * Fill in col->remote_type (and binary_ok) for one column from its
@@ -191,8 +204,22 @@ struct CtasTargetRoutine
 	void		(*map_column) (CtasLoad *load, CtasColumn *col);
 
 	/*
-	 * Check the statement options this target understands or refuses,
-	 * before any remote work.
+	 * Statement options of this target beyond the generic ones
+	 * (NULL-terminated, or NULL for none), listed in the hint of an
+	 * unrecognized option.  parse_option parses one WITH (...) item that is
+	 * not a generic option: it returns false when the name is not one of
+	 * the target's, else keeps the value on load->opts.target_opts
+	 * (allocated in the current memory context, the load's) and returns
+	 * true.  It may ereport(ERROR) for a bad value.  NULL when the target
+	 * has no statement options.
+	 */
+	const char *const *statement_options;
+	bool		(*parse_option) (CtasLoad *load, DefElem *def);
+
+	/*
+	 * Check the statement options, generic and the target's own, once all
+	 * are parsed and the generic ones checked, before any remote work.
+	 * NULL when there is nothing more to check.
 	 */
 	void		(*check_options) (CtasLoad *load);
 
@@ -200,11 +227,23 @@ struct CtasTargetRoutine
 	void		(*explain) (CtasLoad *load, ExplainState *es);
 
 	/*
-	 * Start the load: join the transaction (load->part is set), check the
-	 * target name (IF NOT EXISTS sets load->skipped and returns), create
-	 * the table or staging table, open the row stream unless skip_data.
+	 * Start the load (load->part is set when it is atomic): set up the
+	 * target's state on load->private, and return whether the target table
+	 * exists as this transaction sees it.  No remote change.  What to do
+	 * about an existing table is decided by ctas.c (if_exists): error, or
+	 * skip, or create_table.
 	 */
-	void		(*begin_load) (CtasLoad *load);
+	bool		(*begin_load) (CtasLoad *load);
+
+	/*
+	 * Make the table the rows go into and open the row stream unless
+	 * skip_data.  exists is begin_load's answer: when true, replace the
+	 * table or append to it, as load->opts.if_exists says; else create it.
+	 * Returns false when the table cannot be created because another
+	 * transaction created it meanwhile: the caller then raises the
+	 * "already exists" error.
+	 */
+	bool		(*create_table) (CtasLoad *load, bool exists);
 
 	/* Write one row; load->row_cxt is reset by the caller afterwards */
 	void		(*put_row) (CtasLoad *load, TupleTableSlot *slot);
@@ -212,7 +251,10 @@ struct CtasTargetRoutine
 	/* Close the row stream and check what arrived */
 	void		(*end_load) (CtasLoad *load);
 
-	/* DROP TABLE catalog.schema.table, with the load's atomicity */
+	/*
+	 * DROP TABLE catalog.schema.table, in the transaction (load->part is
+	 * set by the caller).
+	 */
 	void		(*drop_table) (CtasLoad *load, bool missing_ok);
 
 	/* Transaction events, called by xact.c only */
@@ -250,37 +292,6 @@ struct CtasTargetRoutine
 /* in catalog.c */
 extern const CtasTargetRoutine *CtasCatalogRoutine(const CtasCatalog *catalog);
 
-/* in ctas.c */
-extern CtasLoad *CtasNewLoad(Oid serverid, RangeVar *rel, List *options);
-extern CtasLoad *CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt);
-extern void CtasBeginLoad(CtasLoad *load);
-extern void CtasEndLoad(CtasLoad *load);
-extern void CtasRunLoad(CtasLoad *load, ParseState *pstate, Query *query,
-						ParamListInfo params, QueryEnvironment *queryEnv);
-extern void CtasExecCreateTableAs(ParseState *pstate, CreateTableAsStmt *stmt,
-								  Oid serverid, ParamListInfo params,
-								  QueryEnvironment *queryEnv,
-								  QueryCompletion *qc);
-extern void CtasExplainLoad(CtasLoad *load, Query *query, ExplainState *es,
-							const char *queryString, ParamListInfo params,
-							QueryEnvironment *queryEnv);
-extern void CtasStandardExplainOneQuery(Query *query, int cursorOptions,
-										IntoClause *into, ExplainState *es,
-										const char *queryString,
-										ParamListInfo params,
-										QueryEnvironment *queryEnv);
-extern void CtasExecDrop(Oid serverid, List *names, bool missing_ok);
-
-/* in utility.c */
-extern void CtasUtilityInit(void);
-
-/* in xact.c */
-extern void CtasXactInit(void);
-extern CtasParticipant *CtasJoinTransaction(CtasCatalog *catalog);
-extern void CtasXactAddJob(CtasParticipant *part, CtasJobRef job);
-
-/* in typemap.c */
-extern List *CtasParseColumnTypes(const char *spec);
 
 /* in targets.c */
 extern const CtasTargetRoutine *const CtasTargets[];

@@ -24,7 +24,7 @@
 
 #include "parser/scansup.h"
 
-#include "target.h"
+#include "ctas.h"
 
 /*
  * CtasParseColumnTypes

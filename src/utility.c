@@ -49,8 +49,8 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
+#include "ctas.h"
 #include "jobs.h"
-#include "target.h"
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static ExplainOneQuery_hook_type saved_ExplainOneQuery = NULL;

@@ -9,14 +9,16 @@
  * callbacks here drive all of them, in the way of Citus and postgres_fdw:
  *
  *	PRE_COMMIT	everything that can fail: two-phase targets PREPARE
- *				(commit_order 0), then last-resource targets publish
- *				(commit_order 1).  An error here aborts the whole local
- *				transaction, and every participant's abort undoes its work.
+ *				(CTAS_COMMIT_PREPARE), then targets that cannot prepare
+ *				publish (CTAS_COMMIT_LAST_RESOURCE).  An error here aborts
+ *				the whole local transaction, and every participant's abort
+ *				undoes its work.
  *	COMMIT		finish: COMMIT PREPARED, drop replaced tables.  Never an
  *				error: a failure is a WARNING and the leftover is resolved
  *				later from durable local evidence.
- *	ABORT		undo: ROLLBACK [PREPARED], drop staging tables, undo renames.
- *				Never an error.
+ *	ABORT		undo: ROLLBACK [PREPARED], drop what a target made for
+ *				this transaction only, undo what it published.  Never an
+ *				error.
  *	PRE_PREPARE a local PREPARE TRANSACTION after federated work is refused.
  *
  * Joining a participant assigns the local transaction an xid and forces a
@@ -47,7 +49,17 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "target.h"
+#include "xact.h"
+
+/*
+ * The fault point (ctas_fed.fault_point) after each round of pre-commit.
+ * "after_rename" is the name tests know for the point after the targets
+ * that cannot prepare have published.
+ */
+static const char *const pre_commit_fault_points[CTAS_COMMIT_ORDERS] = {
+	"after_prepare",			/* CTAS_COMMIT_PREPARE */
+	"after_rename"				/* CTAS_COMMIT_LAST_RESOURCE */
+};
 
 static List *participants = NIL;
 
@@ -281,7 +293,7 @@ ctas_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
 		case XACT_EVENT_PRE_COMMIT:
-			for (order = 0; order <= 1; order++)
+			for (order = 0; order < CTAS_COMMIT_ORDERS; order++)
 			{
 				foreach(lc, participants)
 				{
@@ -293,7 +305,7 @@ ctas_xact_callback(XactEvent event, void *arg)
 					part->prepared = true;
 					set_jobs_state(part, CTAS_JOB_PREPARED);
 				}
-				fault_point(order == 0 ? "after_prepare" : "after_rename");
+				fault_point(pre_commit_fault_points[order]);
 			}
 			break;
 

@@ -10,8 +10,8 @@
  *	types.c		ClickHouse type names and the type map
  *	ddl.c		quoted names, small results, table options, CREATE TABLE
  *	rowbinary.c	the RowBinary encoder
- *	writer.c	begin_load, put_row, end_load, DROP TABLE, EXPLAIN, listing,
- *				and the routine CtasClickHouseTarget
+ *	writer.c	begin_load, create_table, put_row, end_load, DROP TABLE,
+ *				EXPLAIN, listing, and the routine CtasClickHouseTarget
  *	xact.c		pre_commit, post_commit, abort, subxact; durable records
  *	resolve.c	recovery from the durable records
  *
@@ -73,7 +73,6 @@ extern bool CtasHttpTryQuery(CtasHttp *http, const char *sql,
 							 const char *what, int flags,
 							 char **result, char **errdetail);
 extern void CtasHttpKillQuery(CtasHttp *http, const char *query_id);
-extern char *CtasHttpNewQueryId(void);
 extern void CtasChAppendIdent(StringInfo buf, const char *s);
 extern void CtasChAppendLiteral(StringInfo buf, const char *s);
 
@@ -90,7 +89,6 @@ extern void CtasHttpStreamFlush(CtasHttpStream *stream);
 extern void CtasHttpStreamFinish(CtasHttpStream *stream);
 extern void CtasHttpStreamClose(CtasHttpStream *stream);
 extern const char *CtasHttpStreamQueryId(CtasHttpStream *stream);
-extern uint64 CtasHttpStreamBytes(CtasHttpStream *stream);
 
 /* Size at which CtasHttpStreamFlush hands the buffer to the socket */
 #define CTAS_HTTP_STREAM_CHUNK	(1024 * 1024)
@@ -244,6 +242,7 @@ typedef struct ChLoad
 	ChAction   *action;			/* atomic mode */
 	bool		streaming;
 	char	   *db;
+	char	   *phys;			/* holds the target's definition now */
 	char	   *insert_table;	/* where the rows go */
 	char	   *insert_sql;
 	char	   *engine;			/* engine name of insert_table */
@@ -256,6 +255,19 @@ typedef struct ChLoad
 	uint64		count_before;	/* streaming append: rows already there */
 	CtasLoad   *load;
 } ChLoad;
+
+/*
+ * The statement options of a ClickHouse table (load->opts.target_opts, set
+ * by CtasChParseOption; read through CtasChOptions).  The texts are
+ * ClickHouse expressions, checked by CtasChCheckOptions.
+ */
+typedef struct ChOptions
+{
+	char	   *engine;			/* ENGINE = ..., or NULL for MergeTree */
+	char	   *order_by;
+	char	   *partition_by;
+	char	   *settings;
+} ChOptions;
 
 /* Date and DateTime range of ClickHouse 18.16 (its date tables end 2105) */
 #define CH_MAX_DATE_YEAR	2105
@@ -291,6 +303,9 @@ extern char *CtasChDisplay(const char *db, const char *table);
 extern List *CtasChTsv(const char *body, int *nfields);
 extern uint64 CtasChParseCount(CtasHttp *http, const char *body,
 							   const char *what);
+extern const char *const CtasChStatementOptions[];
+extern bool CtasChParseOption(CtasLoad *load, DefElem *def);
+extern const ChOptions *CtasChOptions(CtasLoad *load);
 extern void CtasChCheckOptions(CtasLoad *load);
 extern char *CtasChEngineName(const char *engine);
 extern bool CtasChIsMergetree(const char *engine_name);
@@ -303,11 +318,6 @@ extern char *CtasChCreateSql(CtasLoad *load, ChColumn *cols, const char *db,
 /* in rowbinary.c */
 extern ChColumn *CtasChSetupColumns(CtasLoad *load, char **types);
 extern void CtasChPutValue(ChEnc *e, StringInfo buf, Datum v, bool isnull);
-
-/* in writer.c */
-extern ChAction *CtasChNewAction(CtasParticipant *part, ChXact *xs,
-								 ChActionKind kind, const char *db,
-								 const char *table);
 
 /* in xact.c */
 extern void CtasChCheckVersion(CtasHttp *http);

@@ -227,13 +227,13 @@ CtasChAppendLiteral(StringInfo buf, const char *s)
 }
 
 /*
- * CtasHttpNewQueryId
+ * ch_new_query_id
  *		A query_id that no other running query has:
  *		ctas_fed_<system identifier>_<top xid or 0>_<pid>_<serial>.
  *		Palloc'd in the current memory context.
  */
-char *
-CtasHttpNewQueryId(void)
+static char *
+ch_new_query_id(void)
 {
 	return psprintf("ctas_fed_" UINT64_FORMAT "_%u_%d_%u",
 					GetSystemIdentifier(), GetTopTransactionIdIfAny(),
@@ -866,7 +866,7 @@ CtasHttpTryQuery(CtasHttp *http, const char *sql, const char *what,
 	}
 
 	t = ch_query_xfer(http, cleanup);
-	qid = CtasHttpNewQueryId();
+	qid = ch_new_query_id();
 	url = ch_url(http, t, qid, NULL, true);
 	strlcpy(http->inflight, qid, sizeof(http->inflight));
 	ch_xfer_start(t, url, sql, NULL);
@@ -916,7 +916,7 @@ CtasHttpQuery(CtasHttp *http, const char *sql, const char *what)
 	ch_failure	f;
 
 	t = ch_query_xfer(http, false);
-	qid = CtasHttpNewQueryId();
+	qid = ch_new_query_id();
 	url = ch_url(http, t, qid, NULL, true);
 	strlcpy(http->inflight, qid, sizeof(http->inflight));
 	ch_xfer_start(t, url, sql, NULL);
@@ -984,7 +984,7 @@ CtasHttpKillQuery(CtasHttp *http, const char *query_id)
 
 	t = ch_xfer_create(http, cxt, false, true);
 	t->allow_interrupt = false;
-	url = ch_url(http, t, CtasHttpNewQueryId(), NULL, true);
+	url = ch_url(http, t, ch_new_query_id(), NULL, true);
 	ch_xfer_start(t, url, sql, NULL);
 	rr = CtasCurlRun(t, false, CH_KILL_DEADLINE_MS);
 	if (rr == CTAS_CURL_DONE && ch_check_response(http, t, rr, &f, NULL))
@@ -1104,7 +1104,7 @@ CtasHttpStreamOpen(CtasHttp *http, const char *sql, const char *what,
 	s->http = http;
 	s->sql = pstrdup(sql);
 	s->what = pstrdup(what);
-	s->query_id = CtasHttpNewQueryId();
+	s->query_id = ch_new_query_id();
 	initStringInfo(&s->buf);
 	enlargeStringInfo(&s->buf, CTAS_HTTP_STREAM_CHUNK + 64 * 1024);
 
@@ -1181,12 +1181,6 @@ const char *
 CtasHttpStreamQueryId(CtasHttpStream *s)
 {
 	return s->query_id;
-}
-
-uint64
-CtasHttpStreamBytes(CtasHttpStream *s)
-{
-	return s->xfer ? s->xfer->up_total + (uint64) s->buf.len : 0;
 }
 
 /*

@@ -19,6 +19,8 @@
  */
 #include "postgres.h"
 
+#include "commands/defrem.h"
+
 #include "clickhouse.h"
 
 /* ------------------------------------------------------------------------
@@ -471,10 +473,71 @@ ch_check_settings(const char *settings)
 			 errdetail("Write table settings as name = number or name = 'text' pairs separated by commas.")));
 }
 
+/* the statement options of a ClickHouse table, for the routine */
+const char *const CtasChStatementOptions[] = {
+	"engine", "order_by", "partition_by", "settings", NULL
+};
+
+/*
+ * CtasChParseOption
+ *		parse_option of the routine: keep one of CtasChStatementOptions on
+ *		the load's ChOptions, created in the current memory context (the
+ *		load's) on first use.  false for any other name.  Values are checked
+ *		later, by CtasChCheckOptions.
+ */
+bool
+CtasChParseOption(CtasLoad *load, DefElem *def)
+{
+	ChOptions  *o = (ChOptions *) load->opts.target_opts;
+	const char *const *name;
+
+	for (name = CtasChStatementOptions; *name; name++)
+	{
+		if (strcmp(*name, def->defname) == 0)
+			break;
+	}
+	if (*name == NULL)
+		return false;
+
+	if (o == NULL)
+		load->opts.target_opts = o = palloc0(sizeof(ChOptions));
+	if (strcmp(def->defname, "engine") == 0)
+		o->engine = defGetString(def);
+	else if (strcmp(def->defname, "order_by") == 0)
+		o->order_by = defGetString(def);
+	else if (strcmp(def->defname, "partition_by") == 0)
+		o->partition_by = defGetString(def);
+	else
+		o->settings = defGetString(def);
+	return true;
+}
+
+/*
+ * CtasChOptions
+ *		The ClickHouse options of a load; all NULL when the statement gave
+ *		none.  Never NULL, never an ERROR.
+ */
+const ChOptions *
+CtasChOptions(CtasLoad *load)
+{
+	static const ChOptions none;
+
+	if (load->opts.target_opts == NULL)
+		return &none;
+	return (const ChOptions *) load->opts.target_opts;
+}
+
+/*
+ * CtasChCheckOptions
+ *		check_options of the routine: the table options are expressions
+ *		that cannot reach out of the statement or the row, the engine one
+ *		that keeps its own rows, the settings name = value pairs.  ERROR
+ *		naming the option otherwise.
+ */
 void
 CtasChCheckOptions(CtasLoad *load)
 {
-	CtasOptions *o = &load->opts;
+	const ChOptions *o = CtasChOptions(load);
 
 	ch_check_expr("engine", o->engine);
 	ch_check_expr("order_by", o->order_by);
@@ -484,12 +547,6 @@ CtasChCheckOptions(CtasLoad *load)
 		ch_check_engine(o->engine);
 	if (o->settings)
 		ch_check_settings(o->settings);
-
-	if (!o->atomic && o->if_exists == CTAS_IF_EXISTS_REPLACE)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("option if_exists = 'replace' needs atomic = true"),
-				 errdetail("A streaming load cannot replace a table: the old one would be gone before the new one is complete.")));
 }
 
 /* The engine name of an ENGINE expression: "ReplacingMergeTree(ver)" */
@@ -566,7 +623,7 @@ char *
 CtasChCreateSql(CtasLoad *load, ChColumn *cols, const char *db,
 			  const char *name)
 {
-	CtasOptions *o = &load->opts;
+	const ChOptions *o = CtasChOptions(load);
 	StringInfoData buf;
 	const char *engine = o->engine ? o->engine : "MergeTree";
 	bool		mergetree = CtasChIsMergetree(CtasChEngineName(engine));
@@ -575,7 +632,7 @@ CtasChCreateSql(CtasLoad *load, ChColumn *cols, const char *db,
 	int			i;
 
 	initStringInfo(&pk);
-	foreach(lc, o->primary_key)
+	foreach(lc, load->opts.primary_key)
 	{
 		if (pk.len > 0)
 			appendStringInfoString(&pk, ", ");

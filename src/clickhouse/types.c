@@ -517,9 +517,11 @@ ch_expr_mentions(const char *expr, const char *name)
 bool
 CtasChIsKey(CtasLoad *load, const CtasColumn *col)
 {
+	const ChOptions *o = CtasChOptions(load);
+
 	return col->is_key ||
-		ch_expr_mentions(load->opts.order_by, col->name) ||
-		ch_expr_mentions(load->opts.partition_by, col->name);
+		ch_expr_mentions(o->order_by, col->name) ||
+		ch_expr_mentions(o->partition_by, col->name);
 }
 
 /*

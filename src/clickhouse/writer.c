@@ -8,12 +8,14 @@
  * that only this transaction knows about, published at the very end
  * (xact.c):
  *
- *	begin_load	the target name is checked first (in ClickHouse and among
- *				what this transaction already did to it), then a staging
- *				table _ctas_fed_stage_<sysid>_<xid>_<n>_<random> is created
- *				with the mapped columns and the table options of the
- *				statement, and one streamed INSERT ... FORMAT RowBinary is
- *				opened on it.
+ *	begin_load	does the target exist, in ClickHouse or among what this
+ *				transaction already did to it?  (ctas.c decides what
+ *				follows from if_exists.)
+ *	create_table
+ *				a staging table _ctas_fed_stage_<sysid>_<xid>_<n>_<random>
+ *				is created with the mapped columns and the table options of
+ *				the statement (for 'append', as a copy of the target), and
+ *				one streamed INSERT ... FORMAT RowBinary is opened on it.
  *	put_row		each row is encoded into the stream's buffer; the buffer
  *				goes to the socket whenever it holds 1 MB (bounded memory,
  *				back-pressure from the server).
@@ -142,7 +144,7 @@ ch_token(void)
 }
 
 /*
- * CtasChNewAction
+ * ch_new_action
  *		A new action, in part->cxt, at the current nesting level, with
  *		the names of its scratch tables: _ctas_fed_stage_<sysid>_<xid>_<n>_
  *		<token>, and _ctas_fed_{old,new,drop}_<sysid>_<xid>_<n>_<token>_
@@ -150,8 +152,8 @@ ch_token(void)
  *		in system.tables during the load; the others cannot be guessed
  *		from it).  Written to the durable record before it returns.
  */
-ChAction *
-CtasChNewAction(CtasParticipant *part, ChXact *xs, ChActionKind kind,
+static ChAction *
+ch_new_action(CtasParticipant *part, ChXact *xs, ChActionKind kind,
 			  const char *db, const char *table)
 {
 	MemoryContext old = MemoryContextSwitchTo(part->cxt);
@@ -229,23 +231,27 @@ ch_stream_done(ChLoad *cl)
 	cl->stream_cxt = NULL;
 }
 
+/* engine name of the table a load creates: its option's, or MergeTree */
+static char *
+ch_engine_name(CtasLoad *load)
+{
+	const ChOptions *o = CtasChOptions(load);
+
+	return CtasChEngineName(o->engine ? o->engine : "MergeTree");
+}
+
 /*
  * ch_begin_load
- *		begin_load of the writer: check the name, create the staging table
- *		(atomic) or the target (streaming), open the INSERT.
+ *		begin_load of the writer: set up the load's state and connection,
+ *		and say whether the target exists, in ClickHouse or among what this
+ *		transaction already did to it.  No remote change.
  */
-static void
+static bool
 ch_begin_load(CtasLoad *load)
 {
 	ChLoad	   *cl = palloc0(sizeof(ChLoad));
 	const char *db = load->schema;
 	const char *table = load->table;
-	char	   *phys;
-	bool		exists;
-	ChActionKind kind = CH_CREATE;
-	char	  **types;
-	StringInfoData sql;
-	int			i;
 
 	load->private = cl;
 	load->format = "RowBinary";
@@ -264,42 +270,45 @@ ch_begin_load(CtasLoad *load)
 		CtasChCheckVersion(cl->http);
 	}
 
-	/* 1. the name, before anything moves */
+	/* the name, before anything moves */
 	if (CtasIsScratchName(table))
 		ereport(ERROR,
 				(errcode(ERRCODE_RESERVED_NAME),
 				 errmsg("table name \"%s\" is reserved", table),
 				 errdetail("Names beginning with \"%s\" are kept for the scratch tables of ctas_fed.",
 						   CTAS_SCRATCH_PREFIX)));
-	exists = ch_logical_exists(cl->http, cl->xs, db, table, &phys);
+	return ch_logical_exists(cl->http, cl->xs, db, table, &cl->phys);
+}
+
+/*
+ * ch_create_table
+ *		create_table of the writer: create the staging table (atomic) or the
+ *		target (streaming) - for if_exists 'append' a copy of the existing
+ *		table, or nothing when streaming - and open the INSERT.  Always
+ *		true: a table created meanwhile by someone else makes the RENAME of
+ *		pre-commit fail, not this.
+ */
+static bool
+ch_create_table(CtasLoad *load, bool exists)
+{
+	ChLoad	   *cl = (ChLoad *) load->private;
+	const char *db = load->schema;
+	const char *table = load->table;
+	const char *phys = cl->phys;
+	ChActionKind kind = CH_CREATE;
+	char	  **types;
+	StringInfoData sql;
+	int			i;
+
 	if (exists)
 	{
-		switch (load->opts.if_exists)
-		{
-			case CTAS_IF_EXISTS_ERROR:
-				ereport(ERROR,
-						(errcode(ERRCODE_DUPLICATE_TABLE),
-						 errmsg("table \"%s\" already exists in catalog \"%s\"",
-								CtasChDisplay(db, table), load->catalog->name),
-						 errhint("Use WITH (if_exists = 'replace') or WITH (if_exists = 'append'), or CREATE TABLE IF NOT EXISTS.")));
-				break;
-			case CTAS_IF_EXISTS_SKIP:
-				ereport(NOTICE,
-						(errcode(ERRCODE_DUPLICATE_TABLE),
-						 errmsg("table \"%s\" already exists in catalog \"%s\", skipping",
-								CtasChDisplay(db, table), load->catalog->name)));
-				load->skipped = true;
-				return;
-			case CTAS_IF_EXISTS_REPLACE:
-				kind = CH_REPLACE;
-				break;
-			case CTAS_IF_EXISTS_APPEND:
-				kind = CH_APPEND;
-				break;
-		}
+		Assert(load->opts.if_exists == CTAS_IF_EXISTS_REPLACE ||
+			   load->opts.if_exists == CTAS_IF_EXISTS_APPEND);
+		kind = load->opts.if_exists == CTAS_IF_EXISTS_REPLACE ?
+			CH_REPLACE : CH_APPEND;
 	}
 
-	/* 2. the remote types: the target's when appending, else ours */
+	/* 1. the remote types: the target's when appending, else ours */
 	types = palloc(sizeof(char *) * load->ncolumns);
 	if (kind == CH_APPEND)
 	{
@@ -340,7 +349,7 @@ ch_begin_load(CtasLoad *load)
 	cl->ncols = load->ncolumns;
 	cl->cols = CtasChSetupColumns(load, types);
 
-	/* 3. the table the rows go into */
+	/* 2. the table the rows go into */
 	if (cl->streaming)
 	{
 		cl->insert_table = pstrdup(table);
@@ -348,7 +357,7 @@ ch_begin_load(CtasLoad *load)
 		{
 			CtasHttpQuery(cl->http, CtasChCreateSql(load, cl->cols, db, table),
 						  "create the table");
-			cl->engine = CtasChEngineName(load->opts.engine ? load->opts.engine : "MergeTree");
+			cl->engine = ch_engine_name(load);
 		}
 		else
 		{
@@ -361,7 +370,7 @@ ch_begin_load(CtasLoad *load)
 	}
 	else
 	{
-		ChAction   *a = CtasChNewAction(load->part, cl->xs, kind, db, table);
+		ChAction   *a = ch_new_action(load->part, cl->xs, kind, db, table);
 
 		cl->action = a;
 		cl->insert_table = pstrdup(a->stage);
@@ -405,7 +414,7 @@ ch_begin_load(CtasLoad *load)
 		{
 			CtasHttpQuery(cl->http, CtasChCreateSql(load, cl->cols, db, a->stage),
 						  "create the staging table");
-			cl->engine = CtasChEngineName(load->opts.engine ? load->opts.engine : "MergeTree");
+			cl->engine = ch_engine_name(load);
 		}
 		if (CtasChCountCheckMode(cl->engine) == 2)
 			CtasHttpQuery(cl->http,
@@ -413,7 +422,7 @@ ch_begin_load(CtasLoad *load)
 						  "stop merges on the staging table");
 	}
 
-	/* 4. the row stream */
+	/* 3. the row stream */
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "INSERT INTO %s (", CtasChQname(db, cl->insert_table));
 	for (i = 0; i < load->ncolumns; i++)
@@ -427,6 +436,7 @@ ch_begin_load(CtasLoad *load)
 
 	if (!load->skip_data)
 		ch_stream_open(cl);
+	return true;
 }
 
 /*
@@ -572,7 +582,7 @@ ch_drop_table(CtasLoad *load, bool missing_ok)
 						CtasChDisplay(load->schema, load->table),
 						load->catalog->name)));
 	}
-	a = CtasChNewAction(load->part, xs, CH_DROP, load->schema, load->table);
+	a = ch_new_action(load->part, xs, CH_DROP, load->schema, load->table);
 	a->state = CH_ACTION_LOADED;
 }
 
@@ -700,11 +710,14 @@ const CtasTargetRoutine CtasClickHouseTarget = {
 	.type_name = "clickhouse",
 	.server_options = ch_server_options,
 	.required_options = ch_required_options,
-	.commit_order = 1,
+	.commit_order = CTAS_COMMIT_LAST_RESOURCE,
 	.map_column = CtasChMapColumn,
+	.statement_options = CtasChStatementOptions,
+	.parse_option = CtasChParseOption,
 	.check_options = CtasChCheckOptions,
 	.explain = ch_explain,
 	.begin_load = ch_begin_load,
+	.create_table = ch_create_table,
 	.put_row = ch_put_row,
 	.end_load = ch_end_load,
 	.drop_table = ch_drop_table,

@@ -702,7 +702,7 @@ CtasChPreCommit(CtasParticipant *part)
 		elog(ERROR, "ClickHouse INSERT still open at commit");
 
 	/*
-	 * Every action is in the durable record already (CtasChNewAction), and
+	 * Every action is in the durable record already (ch_new_action in writer.c), and
 	 * resolve decides it by this transaction's outcome; xact.c made the
 	 * xid durable when the transaction joined (CtasJoinTransaction).
 	 */

@@ -4,8 +4,7 @@
  *		  The generic libcurl engine: one hardened HTTP transfer driven
  *		  inside a backend.  It takes a CtasCurlConfig, not a catalog; the
  *		  HTTP client of a target (src/<target>/client.c) and the worker's
- *		  webhook and Pushgateway sender use it.  The rules, from STYLE.md
- *		  rule 5 and issue 5:
+ *		  webhook and Pushgateway sender use it.  Its rules:
  *
  *	- libcurl never installs signal handlers (CURLOPT_NOSIGNAL: the backend
  *	  owns SIGALRM), speaks http and https only, also on redirects, follows
@@ -84,10 +83,10 @@ CtasCurlInit(void)
 
 /*
  * xfer_harden
- *		The options every handle of ctas_fed gets (STYLE rule 5): no
- *		signals (the backend owns SIGALRM), http and https only - also on
- *		redirects, which are not followed anyway -, TLS peer and host
- *		verified, no proxy taken from the environment.
+ *		The options every handle of ctas_fed gets: no signals (the backend
+ *		owns SIGALRM), http and https only - also on redirects, which are
+ *		not followed anyway -, TLS peer and host verified, no proxy taken
+ *		from the environment.
  */
 static CURLcode
 xfer_harden(CURL *easy)

@@ -9,7 +9,8 @@
  * and user mapping, see xact.c):
  *
  *	first use		BEGIN, then SAVEPOINT s2..sN up to the local nesting level
- *	begin_load		check the name, [DROP TABLE] CREATE TABLE,
+ *	begin_load		does the table exist?
+ *	create_table	[DROP TABLE] CREATE TABLE (or append to the table),
  *					COPY ... FROM STDIN (binary when every column allows)
  *	put_row			encode into a 64 kB buffer, hand it to libpq with
  *					back-pressure
@@ -101,9 +102,9 @@ typedef struct PgLoadState
 } PgLoadState;
 
 static void pg_map_column(CtasLoad *load, CtasColumn *col);
-static void pg_check_options(CtasLoad *load);
 static void pg_explain(CtasLoad *load, ExplainState *es);
-static void pg_begin_load(CtasLoad *load);
+static bool pg_begin_load(CtasLoad *load);
+static bool pg_create_table(CtasLoad *load, bool exists);
 static void pg_put_row(CtasLoad *load, TupleTableSlot *slot);
 static void pg_end_load(CtasLoad *load);
 static void pg_drop_table(CtasLoad *load, bool missing_ok);
@@ -172,11 +173,11 @@ static const CtasOption pg_server_options[] = {
 const CtasTargetRoutine CtasPostgresTarget = {
 	.type_name = "postgres",
 	.server_options = pg_server_options,
-	.commit_order = 0,
+	.commit_order = CTAS_COMMIT_PREPARE,
 	.map_column = pg_map_column,
-	.check_options = pg_check_options,
 	.explain = pg_explain,
 	.begin_load = pg_begin_load,
+	.create_table = pg_create_table,
 	.put_row = pg_put_row,
 	.end_load = pg_end_load,
 	.drop_table = pg_drop_table,
@@ -376,42 +377,6 @@ deparse_remote_type(CtasColumn *col)
 			appendStringInfo(&buf, "[%d]", bound);
 	}
 	return buf.data;
-}
-
-/*
- * pg_check_options
- *		Options describing ClickHouse tables mean nothing here, and a
- *		streaming load cannot replace a table safely.
- */
-static void
-pg_check_options(CtasLoad *load)
-{
-	const char *bad = NULL;
-
-	if (load->opts.engine)
-		bad = "engine";
-	else if (load->opts.order_by)
-		bad = "order_by";
-	else if (load->opts.partition_by)
-		bad = "partition_by";
-	else if (load->opts.settings)
-		bad = "settings";
-	if (bad)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("option \"%s\" is not supported for catalogs of type \"postgres\"",
-						bad)));
-
-	/*
-	 * A streaming load commits the DROP of the old table on its own, before
-	 * the first row: a failure would leave no table at all.
-	 */
-	if (!load->opts.atomic && load->opts.if_exists == CTAS_IF_EXISTS_REPLACE)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("option if_exists = 'replace' needs atomic = true"),
-				 errdetail("A streaming load cannot replace a table: the old one would be gone before the new one is complete."),
-				 errhint("Use atomic = true, the default, which replaces the table when the transaction commits.")));
 }
 
 static char *
@@ -735,10 +700,11 @@ finish_copy(CtasLoad *load, PgLoadState *ls)
  * create_remote_table
  *		Run the CREATE TABLE of the load.  When another session created the
  *		same table concurrently, the remote reports a unique violation on
- *		its catalog (pg_type or pg_class), not 42P07: that is reported as
- *		the "already exists" it is.  ERROR on any failure.
+ *		its catalog (pg_type or pg_class), not 42P07: return false, for the
+ *		caller to report the "already exists" it is.  ERROR on any other
+ *		failure.
  */
-static void
+static bool
 create_remote_table(CtasLoad *load, PgLoadState *ls)
 {
 	char	   *sql = create_table_sql(load);
@@ -748,7 +714,7 @@ create_remote_table(CtasLoad *load, PgLoadState *ls)
 		PQstatus(ls->conn) == CONNECTION_OK)
 	{
 		PQclear(res);
-		return;
+		return true;
 	}
 	if (res != NULL)
 	{
@@ -761,27 +727,23 @@ create_remote_table(CtasLoad *load, PgLoadState *ls)
 			 strcmp(constraint, "pg_class_relname_nsp_index") == 0))
 		{
 			PQclear(res);
-			ereport(ERROR,
-					(errcode(ERRCODE_DUPLICATE_TABLE),
-					 errmsg("relation \"%s.%s\" already exists in catalog \"%s\"",
-							load->schema, load->table, load->catalog->name),
-					 errdetail("Another transaction created it concurrently."),
-					 errhint("Use IF NOT EXISTS, or the option if_exists 'replace' or 'append'.")));
+			return false;
 		}
 	}
 	CtasPgReportError(ERROR, res, ls->conn, load->catalog, sql);
+	return false;				/* keep compiler quiet */
 }
 
 /*
  * pg_begin_load
- *		Check the target name, create the table and open the COPY.
+ *		Set up the load's connection: the participant's, or for a streaming
+ *		load one of its own, closed with load->cxt.  Returns whether the
+ *		table exists, as the remote transaction sees it.
  */
-static void
+static bool
 pg_begin_load(CtasLoad *load)
 {
 	PgLoadState *ls;
-	bool		exists;
-	bool		create = true;
 
 	ls = palloc0(sizeof(PgLoadState));
 	load->private = ls;
@@ -806,41 +768,38 @@ pg_begin_load(CtasLoad *load)
 		MemoryContextRegisterResetCallback(load->cxt, cb);
 	}
 
-	exists = remote_table_exists(ls->conn, load->catalog, load->schema,
-								 load->table);
+	return remote_table_exists(ls->conn, load->catalog, load->schema,
+							   load->table);
+}
+
+/*
+ * pg_create_table
+ *		Create the table (DROP TABLE first for if_exists 'replace'), or use
+ *		the existing one for 'append', and open the COPY.  false when
+ *		another transaction created the table concurrently.
+ */
+static bool
+pg_create_table(CtasLoad *load, bool exists)
+{
+	PgLoadState *ls = (PgLoadState *) load->private;
+	bool		create = true;
+
 	if (exists)
 	{
-		switch (load->opts.if_exists)
-		{
-			case CTAS_IF_EXISTS_ERROR:
-				ereport(ERROR,
-						(errcode(ERRCODE_DUPLICATE_TABLE),
-						 errmsg("relation \"%s.%s\" already exists in catalog \"%s\"",
-								load->schema, load->table, load->catalog->name),
-						 errhint("Use IF NOT EXISTS, or the option if_exists 'replace' or 'append'.")));
-				break;
-			case CTAS_IF_EXISTS_SKIP:
-				ereport(NOTICE,
-						(errcode(ERRCODE_DUPLICATE_TABLE),
-						 errmsg("relation \"%s.%s\" already exists in catalog \"%s\", skipping",
-								load->schema, load->table, load->catalog->name)));
-				load->skipped = true;
-				return;
-			case CTAS_IF_EXISTS_REPLACE:
-				CtasPgExec(ls->conn, load->catalog,
-						   psprintf("DROP TABLE %s", ls->qualified));
-				break;
-			case CTAS_IF_EXISTS_APPEND:
-				create = false;
-				break;
-		}
+		Assert(load->opts.if_exists == CTAS_IF_EXISTS_REPLACE ||
+			   load->opts.if_exists == CTAS_IF_EXISTS_APPEND);
+		if (load->opts.if_exists == CTAS_IF_EXISTS_REPLACE)
+			CtasPgExec(ls->conn, load->catalog,
+					   psprintf("DROP TABLE %s", ls->qualified));
+		else
+			create = false;
 	}
 
-	if (create)
-		create_remote_table(load, ls);
+	if (create && !create_remote_table(load, ls))
+		return false;
 
 	if (load->skip_data)
-		return;
+		return true;
 
 	/* an existing table's column types may differ: let the remote parse */
 	ls->binary = create && use_binary(load);
@@ -850,6 +809,7 @@ pg_begin_load(CtasLoad *load)
 			(errmsg_internal("COPY into catalog \"%s\" uses the %s format",
 							 load->catalog->name, load->format)));
 	start_copy(load, ls);
+	return true;
 }
 
 /*

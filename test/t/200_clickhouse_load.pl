@@ -368,14 +368,17 @@ is($ch->query("SELECT `a b`, `c\\`d` FROM dw.`we\\`ird\\\\name`"), "1\tx\n",
 	'they arrive as written');
 
 # --- the name is checked first
-($ret, $out, $err) = psql_err('CREATE TABLE lake.dw.all_types AS SELECT 1 AS id');
+($ret, $out, $err) = psql_err("\\set VERBOSITY verbose\nCREATE TABLE lake.dw.all_types AS SELECT 1 AS id");
 isnt($ret, 0, 'CTAS onto an existing table fails');
-like($err, qr/ERROR:  table "dw.all_types" already exists in catalog "lake"/, 'with a clear error');
+like($err, qr/ERROR:  42P07: relation "dw.all_types" already exists in catalog "lake"/,
+	'with the error of every target (42P07)');
+like($err, qr/HINT:  Use IF NOT EXISTS, or the option if_exists 'replace' or 'append'\./,
+	'and its hint');
 is($ch->query('SELECT count() FROM dw.all_types'), "20000\n", 'the table is untouched');
 
 ($ret, $out, $err) = psql_err('CREATE TABLE IF NOT EXISTS lake.dw.all_types AS SELECT 1 AS id');
 is($ret, 0, 'IF NOT EXISTS on an existing table succeeds');
-like($err, qr/NOTICE:  table "dw.all_types" already exists in catalog "lake", skipping/, 'with a NOTICE');
+like($err, qr/NOTICE:  relation "dw.all_types" already exists in catalog "lake", skipping/, 'with a NOTICE');
 is($ch->query('SELECT count() FROM dw.all_types'), "20000\n", 'and leaves the table alone');
 
 # --- replace and append
@@ -428,7 +431,7 @@ BEGIN;
 CREATE TABLE lake.dw.multi2 AS SELECT 1 AS id;
 CREATE TABLE lake.dw.multi2 AS SELECT 2 AS id;
 COMMIT;});
-like($err, qr/table "dw.multi2" already exists in catalog "lake"/,
+like($err, qr/relation "dw.multi2" already exists in catalog "lake"/,
 	'a table created earlier in the transaction counts as existing');
 is(ch_exists('dw', 'multi2'), 0, 'and the transaction left nothing');
 $local->safe_psql('postgres', q{

@@ -104,7 +104,7 @@ is($ret, 0, 'streaming append') or diag $err;
 is(count_of('s1'), 11000, 'the rows were added');
 ($ret, $out, $err) = $local->psql('postgres',
 	q{CREATE TABLE IF NOT EXISTS lake.dw.s1 WITH (atomic = false) AS SELECT 1 AS id});
-like($err, qr/NOTICE:  table "dw.s1" already exists in catalog "lake", skipping/, 'streaming IF NOT EXISTS');
+like($err, qr/NOTICE:  relation "dw.s1" already exists in catalog "lake", skipping/, 'streaming IF NOT EXISTS');
 ($ret, $out, $err) = $local->psql('postgres',
 	q{CREATE TABLE lake.dw.s1 WITH (atomic = false, if_exists = 'replace') AS SELECT 1 AS id});
 like($err, qr/ERROR:  option if_exists = 'replace' needs atomic = true/, 'streaming replace is refused');

@@ -1,0 +1,50 @@
+/*-------------------------------------------------------------------------
+ *
+ * ctas.h
+ *		  The statement layer: running a federated CREATE TABLE AS, SELECT
+ *		  INTO, EXPLAIN of one or DROP TABLE (ctas.c), reached from the
+ *		  utility and EXPLAIN hooks (utility.c).
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/ctas.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CTAS_CTAS_H
+#define CTAS_CTAS_H
+
+#include "commands/explain.h"
+#include "nodes/params.h"
+#include "nodes/parsenodes.h"
+#include "parser/parse_node.h"
+#include "tcop/cmdtag.h"
+
+#include "target.h"
+
+/* in ctas.c */
+extern CtasLoad *CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt);
+extern void CtasRunLoad(CtasLoad *load, ParseState *pstate, Query *query,
+						ParamListInfo params, QueryEnvironment *queryEnv);
+extern void CtasExecCreateTableAs(ParseState *pstate, CreateTableAsStmt *stmt,
+								  Oid serverid, ParamListInfo params,
+								  QueryEnvironment *queryEnv,
+								  QueryCompletion *qc);
+extern void CtasExplainLoad(CtasLoad *load, Query *query, ExplainState *es,
+							const char *queryString, ParamListInfo params,
+							QueryEnvironment *queryEnv);
+extern void CtasStandardExplainOneQuery(Query *query, int cursorOptions,
+										IntoClause *into, ExplainState *es,
+										const char *queryString,
+										ParamListInfo params,
+										QueryEnvironment *queryEnv);
+extern void CtasExecDrop(Oid serverid, List *names, bool missing_ok);
+
+/* in typemap.c */
+extern List *CtasParseColumnTypes(const char *spec);
+
+/* in utility.c */
+extern void CtasUtilityInit(void);
+
+#endif							/* CTAS_CTAS_H */

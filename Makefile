@@ -31,6 +31,7 @@ OBJS = \
 	src/http/curl.o \
 	src/jobs.o \
 	src/metrics.o \
+	src/options.o \
 	src/multi.o \
 	src/postgres/connection.o \
 	src/postgres/resolve.o \

@@ -20,13 +20,6 @@
 #include "nodes/pg_list.h"
 
 /*
- * The type of a catalog is its target's routine (target.h): everything
- * specific to one kind of external catalog hangs off it; targets.c holds
- * the one table of them and nothing switches on the type anywhere else.
- */
-typedef struct CtasTargetRoutine CtasCatalogType;
-
-/*
  * A catalog descriptor, rebuilt from the system tables alone:
  * pg_foreign_server gives the name and options, pg_user_mapping the
  * credentials of one local user.  Nothing of a catalog lives only in the
@@ -36,7 +29,9 @@ typedef struct CtasCatalog
 {
 	Oid			serverid;		/* OID of the foreign server */
 	char	   *name;			/* server name = catalog name */
-	const CtasCatalogType *type;	/* kind of catalog */
+	char	   *type_name;		/* server option "type": the kind of
+								 * catalog, whose routine targets.c finds
+								 * (CtasCatalogRoutine) */
 	Oid			userid;			/* local user the descriptor is for */
 	Oid			umid;			/* user mapping used, or InvalidOid */
 	List	   *server_options; /* DefElems, without "type" and "notify_url" */

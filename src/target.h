@@ -290,11 +290,14 @@ struct CtasTargetRoutine
 };
 
 /* in catalog.c */
-extern const CtasTargetRoutine *CtasCatalogRoutine(const CtasCatalog *catalog);
+extern const CtasOption CtasCommonOptions[];
+extern const CtasOption *CtasLookupOption(const CtasOption *table,
+										  const char *name, Oid context);
 
 
 /* in targets.c */
 extern const CtasTargetRoutine *const CtasTargets[];
 extern const CtasTargetRoutine *CtasTargetByName(const char *name);
+extern const CtasTargetRoutine *CtasCatalogRoutine(const CtasCatalog *catalog);
 
 #endif							/* CTAS_TARGET_H */

@@ -42,3 +42,24 @@ CtasTargetByName(const char *name)
 	}
 	return NULL;
 }
+
+/*
+ * CtasCatalogRoutine
+ *		The target of catalog's type.  ereport(ERROR) when the type names
+ *		no target (the validator refuses such a server, so only a server
+ *		changed behind its back, or a target removed from this table, has
+ *		one).
+ */
+const CtasTargetRoutine *
+CtasCatalogRoutine(const CtasCatalog *catalog)
+{
+	const CtasTargetRoutine *routine = CtasTargetByName(catalog->type_name);
+
+	if (routine == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("catalog \"%s\" has no valid type", catalog->name),
+				 errdetail("Its type \"%s\" names no kind of catalog this version of ctas_fed knows.",
+						   catalog->type_name)));
+	return routine;
+}

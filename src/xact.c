@@ -155,6 +155,7 @@ CtasJoinTransaction(CtasCatalog *catalog)
 	part->catalog = palloc(sizeof(CtasCatalog));
 	memcpy(part->catalog, catalog, sizeof(CtasCatalog));
 	part->catalog->name = pstrdup(catalog->name);
+	part->catalog->type_name = pstrdup(catalog->type_name);
 	part->catalog->server_options = copyObject(catalog->server_options);
 	part->catalog->user_options = copyObject(catalog->user_options);
 	if (catalog->notify_url)

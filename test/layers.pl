@@ -49,6 +49,7 @@ my @layer_table = (
 	['metrics.c' => 3],
 	['worker.c' => 3],
 	['targets.c' => 3],
+	['options.c' => 3],
 
 	# L2: one folder per target
 	['postgres/*' => 2, 'postgres'],

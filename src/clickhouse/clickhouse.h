@@ -269,6 +269,22 @@ typedef struct ChOptions
 	char	   *settings;
 } ChOptions;
 
+/*
+ * CtasChOptions
+ *		The ClickHouse options of a load; all NULL when the statement gave
+ *		none.  Never NULL, never an ERROR.  Inline: every file of the
+ *		target reads them, and none should call another just for this.
+ */
+static inline const ChOptions *
+CtasChOptions(CtasLoad *load)
+{
+	static const ChOptions none;
+
+	if (load->opts.target_opts == NULL)
+		return &none;
+	return (const ChOptions *) load->opts.target_opts;
+}
+
 /* Date and DateTime range of ClickHouse 18.16 (its date tables end 2105) */
 #define CH_MAX_DATE_YEAR	2105
 
@@ -305,7 +321,6 @@ extern uint64 CtasChParseCount(CtasHttp *http, const char *body,
 							   const char *what);
 extern const char *const CtasChStatementOptions[];
 extern bool CtasChParseOption(CtasLoad *load, DefElem *def);
-extern const ChOptions *CtasChOptions(CtasLoad *load);
 extern void CtasChCheckOptions(CtasLoad *load);
 extern char *CtasChEngineName(const char *engine);
 extern bool CtasChIsMergetree(const char *engine_name);

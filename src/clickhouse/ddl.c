@@ -513,21 +513,6 @@ CtasChParseOption(CtasLoad *load, DefElem *def)
 }
 
 /*
- * CtasChOptions
- *		The ClickHouse options of a load; all NULL when the statement gave
- *		none.  Never NULL, never an ERROR.
- */
-const ChOptions *
-CtasChOptions(CtasLoad *load)
-{
-	static const ChOptions none;
-
-	if (load->opts.target_opts == NULL)
-		return &none;
-	return (const ChOptions *) load->opts.target_opts;
-}
-
-/*
  * CtasChCheckOptions
  *		check_options of the routine: the table options are expressions
  *		that cannot reach out of the statement or the row, the engine one

@@ -185,6 +185,12 @@ EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
   WITH (engine = 'mergetree') AS SELECT 1 AS a;
 EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
   WITH (engine = 'MergeTree(''x'')') AS SELECT 1 AS a;
+-- the old MergeTree(date, key, granularity) syntax: ClickHouse refuses it
+-- once ORDER BY follows, so the key belongs in order_by
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (engine = 'MergeTree(d, (a, d), 8192)') AS SELECT 1 AS a, current_date AS d;
+EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
+  WITH (engine = 'ReplacingMergeTree(a, (a))') AS SELECT 1 AS a;
 EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t
   WITH (settings = 'index_granularity = 0') AS SELECT 1 AS a;
 EXPLAIN (COSTS OFF) CREATE TABLE ch_closed.db.t

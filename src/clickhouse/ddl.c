@@ -375,10 +375,59 @@ static const char *const ch_allowed_engines[] = {
 };
 
 /*
+ * The most arguments each engine above takes in the syntax ctas_fed
+ * writes (the key in ORDER BY, not in the engine's arguments): the old
+ * MergeTree(date, key, 8192) form is refused by ClickHouse once ORDER BY
+ * follows ("requires no parameters"), so it is refused here first.
+ */
+static const int ch_engine_max_args[] = {
+	0, 1, 1,
+	0, 1,
+	2, 0, 0, 0, 0
+};
+
+StaticAssertDecl(lengthof(ch_engine_max_args) ==
+				 lengthof(ch_allowed_engines) - 1,
+				 "one argument count per allowed engine");
+
+/*
+ * ch_engine_nargs
+ *		Number of top-level arguments in args, which starts at the engine's
+ *		"(" (0 for "()" or no brackets).
+ */
+static int
+ch_engine_nargs(const char *args)
+{
+	int			depth = 0;
+	int			n = 0;
+	const char *p;
+
+	if (*args != '(')
+		return 0;
+	for (p = args; *p; p++)
+	{
+		if (*p == '(')
+		{
+			if (depth++ == 0 && p[1 + strspn(p + 1, " ")] != ')')
+				n = 1;
+		}
+		else if (*p == ')')
+		{
+			if (--depth == 0)
+				break;
+		}
+		else if (*p == ',' && depth == 1)
+			n++;
+	}
+	return n;
+}
+
+/*
  * ch_check_engine
  *		engine must be an allowed engine name, optionally with arguments
- *		made of column names, numbers, commas and brackets only (the old
- *		MergeTree(date, key, 8192) syntax, ReplacingMergeTree(ver), ...).
+ *		made of column names, numbers, commas and brackets only
+ *		(ReplacingMergeTree(ver), ...), no more of them than the engine
+ *		takes when its key is given by ORDER BY.
  */
 static void
 ch_check_engine(const char *engine)
@@ -386,6 +435,7 @@ ch_check_engine(const char *engine)
 	const char *const *e;
 	const char *p = engine;
 	size_t		len;
+	int			max_args;
 
 	while (*p == ' ')
 		p++;
@@ -402,6 +452,21 @@ ch_check_engine(const char *engine)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid value for option \"engine\": \"%s\"", engine),
 				 errdetail("A table created by ctas_fed must use one of the engines MergeTree, ReplacingMergeTree, SummingMergeTree, AggregatingMergeTree, CollapsingMergeTree, VersionedCollapsingMergeTree, Memory, Log, TinyLog or StripeLog, with column names and numbers as arguments.")));
+
+	p += len;
+	p += strspn(p, " ");
+	max_args = ch_engine_max_args[e - ch_allowed_engines];
+	if (ch_engine_nargs(p) > max_args)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for option \"engine\": \"%s\"", engine),
+				 max_args == 0 ?
+				 errdetail("Engine %s takes no arguments when its key is given by ORDER BY.",
+						   *e) :
+				 errdetail_plural("Engine %s takes at most %d argument when its key is given by ORDER BY.",
+								  "Engine %s takes at most %d arguments when its key is given by ORDER BY.",
+								  max_args, *e, max_args),
+				 errhint("Give the sorting key with order_by (or primary_key) and the partition key with partition_by, not as engine arguments (the old MergeTree(date, key, granularity) syntax).")));
 }
 
 /*

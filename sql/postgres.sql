@@ -91,6 +91,16 @@ CREATE TABLE loop.public.t_key
 SELECT * FROM ctas_fed.remote_columns('loop', 'public', 't_key');
 SELECT * FROM dblink(:'remote', $$SELECT conname, contype FROM pg_constraint
   WHERE conrelid = 'public.t_key'::regclass$$) AS c(conname name, contype "char");
+-- if_exists 'append' that finds no table creates it, with its key; an
+-- append into an existing table keeps the table's own key (id, not label)
+CREATE TABLE loop.public.t_key_append WITH (if_exists = 'append', primary_key = 'id')
+  AS SELECT id, label FROM src WHERE id <= 2;
+CREATE TABLE loop.public.t_key_append WITH (if_exists = 'append', primary_key = 'label')
+  AS SELECT id, label FROM src WHERE id = 3;
+SELECT * FROM dblink(:'remote', $$SELECT conname, contype, pg_get_constraintdef(oid)
+  FROM pg_constraint WHERE conrelid = 'public.t_key_append'::regclass$$)
+  AS c(conname name, contype "char", def text);
+SELECT remote_digest(:'remote', 't_key_append');
 
 -- ROLLBACK leaves nothing behind: no table, no prepared transaction
 BEGIN;

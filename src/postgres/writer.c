@@ -95,6 +95,7 @@ typedef struct PgLoadState
 	PGconn	   *conn;
 	CtasConn   *entry;			/* NULL when streaming */
 	bool		binary;
+	bool		created;		/* this load created the table */
 	char	   *qualified;		/* "schema"."table" */
 	char	   *copy_sql;
 	StringInfoData buf;
@@ -797,6 +798,7 @@ pg_create_table(CtasLoad *load, bool exists)
 
 	if (create && !create_remote_table(load, ls))
 		return false;
+	ls->created = create;
 
 	if (load->skip_data)
 		return true;
@@ -900,8 +902,9 @@ pg_end_load(CtasLoad *load)
 			load->rows_committed += ls->chunk_rows;
 	}
 
+	/* the key of a table this load created; an existing one keeps its own */
 	pk = primary_key_sql(load);
-	if (pk && load->opts.if_exists != CTAS_IF_EXISTS_APPEND)
+	if (pk && ls->created)
 		CtasPgExec(ls->conn, load->catalog, pk);
 
 	if (load->part == NULL)

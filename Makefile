@@ -32,9 +32,11 @@ OBJS = \
 	src/metrics.o \
 	src/postgres/connection.o \
 	src/postgres/resolve.o \
+	src/postgres/sync.o \
 	src/postgres/typemap.o \
 	src/postgres/writer.o \
 	src/remote.o \
+	src/sync.o \
 	src/typemap.o \
 	src/utility.o \
 	src/worker.o \

@@ -114,3 +114,35 @@ LANGUAGE C STRICT VOLATILE;
 
 COMMENT ON FUNCTION @extschema@.metrics()
   IS 'the job registry in the Prometheus text exposition format';
+
+-- Continuous sync jobs (CREATE TABLE ... WITH (sync = 'continuous')): one
+-- row per job, written by the statement's transaction and by the sync
+-- worker; everything a worker needs to rebuild the job after a restart.
+CREATE TABLE @extschema@.syncs (
+    sync_id        bigserial PRIMARY KEY,
+    owner          oid NOT NULL,           -- local user whose job it is
+    server         oid NOT NULL,           -- the catalog
+    remote_schema  text NOT NULL,
+    remote_table   text NOT NULL,
+    source         oid NOT NULL,           -- the one source table
+    query          text NOT NULL,          -- the query, for people
+    query_tree     text NOT NULL,          -- the query, for the worker
+    key_columns    text[] NOT NULL,        -- remote key columns
+    source_key     int2[] NOT NULL,        -- their source columns
+    source_attnums int2[] NOT NULL,        -- source columns the query reads
+    source_columns text[] NOT NULL,        -- their names and types when
+    source_types   text[] NOT NULL,        -- the job was made
+    publication    name NOT NULL,
+    slot_name      name NOT NULL,
+    state          text NOT NULL DEFAULT 'copying'
+                   CHECK (state IN ('copying', 'streaming', 'stopped',
+                                    'failed')),
+    applied_lsn    pg_lsn,
+    error          text,
+    created_at     timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+COMMENT ON TABLE @extschema@.syncs
+  IS 'continuous sync jobs: source, target, key, publication, slot, state';
+
+REVOKE ALL ON @extschema@.syncs FROM PUBLIC;

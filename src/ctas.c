@@ -48,6 +48,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "sync.h"
 #include "target.h"
 
 /* The DestReceiver that hands rows to the writer */
@@ -64,7 +65,7 @@ typedef struct CtasDest
 
 static const char *const statement_options[] = {
 	"atomic", "if_exists", "commit_every", "column_types", "primary_key",
-	"engine", "order_by", "partition_by", "settings", NULL
+	"engine", "order_by", "partition_by", "settings", "sync", NULL
 };
 
 static void parse_options(CtasLoad *load, List *options);
@@ -254,6 +255,17 @@ parse_options(CtasLoad *load, List *options)
 			o->partition_by = defGetString(def);
 		else if (strcmp(def->defname, "settings") == 0)
 			o->settings = defGetString(def);
+		else if (strcmp(def->defname, "sync") == 0)
+		{
+			char	   *v = defGetString(def);
+
+			if (strcmp(v, "continuous") != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid value for option \"sync\": \"%s\"", v),
+						 errhint("Valid values are: continuous.")));
+			o->sync = true;
+		}
 	}
 }
 
@@ -448,6 +460,15 @@ CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt)
 		load->opts.if_exists = CTAS_IF_EXISTS_SKIP;
 	}
 	load->skip_data = into->skipData;
+	if (load->opts.sync)
+	{
+		if (load->routine->sync == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("catalogs of type \"%s\" do not support continuous sync",
+							load->routine->type_name)));
+		CtasSyncCheck(load, castNode(Query, stmt->query), into->colNames);
+	}
 	derive_columns(load, result_desc(castNode(Query, stmt->query)),
 				   into->colNames);
 	return load;
@@ -574,6 +595,8 @@ CtasExecCreateTableAs(ParseState *pstate, CreateTableAsStmt *stmt,
 			run_load(load, pstate, castNode(Query, stmt->query), params,
 					 queryEnv);
 		CtasEndLoad(load);
+		if (load->sync && !load->skipped)
+			CtasSyncCreate(load);
 
 		error_context_stack = errcallback.previous;
 	}
@@ -703,6 +726,12 @@ explain_load(CtasLoad *load, Query *query, ExplainState *es,
 	PlannedStmt *plan;
 	instr_time	planduration;
 	BufferUsage bufusage;
+
+	if (es->analyze && load->sync)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("EXPLAIN ANALYZE of a CREATE TABLE AS with the option \"sync\" is not supported"),
+				 errhint("Use EXPLAIN without ANALYZE to see the plan of the query.")));
 
 	plan = plan_for_explain(query, CURSOR_OPT_PARALLEL_OK, es, queryString,
 							params, &planduration, &bufusage);

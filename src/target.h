@@ -95,6 +95,7 @@ typedef struct CtasOptions
 	char	   *order_by;
 	char	   *partition_by;
 	char	   *settings;
+	bool		sync;			/* sync = 'continuous' (sync.c) */
 } CtasOptions;
 
 /* One column of the remote table */
@@ -115,6 +116,43 @@ typedef struct CtasColumn
 
 typedef struct CtasParticipant CtasParticipant;
 typedef struct CtasTargetRoutine CtasTargetRoutine;
+
+/*
+ * The remote table of a continuous sync, as the sync worker applies
+ * changes to it (sync_worker.c).  Values are text in the source types'
+ * output form, NULL for SQL NULL, in the order of columns (keys: of
+ * keys).  The target keeps its connection and batch on private.
+ */
+typedef struct CtasSyncTarget
+{
+	CtasCatalog *catalog;
+	char	   *schema;
+	char	   *table;
+	char	   *job_key;		/* names the job in the remote progress */
+	int			ncolumns;
+	char	  **columns;		/* remote column names */
+	int			nkeys;
+	char	  **keys;			/* remote key column names */
+	void	   *private;
+} CtasSyncTarget;
+
+/*
+ * What a target does for a continuous sync.  One batch is one remote
+ * transaction: begin, changes, commit, which also stores lsn, the end of
+ * the last source transaction in the batch, atomically with the rows.
+ * Every function may ereport(ERROR); the worker then closes and retries.
+ */
+typedef struct CtasSyncApply
+{
+	void		(*open) (CtasSyncTarget *t);	/* connect, progress table */
+	uint64		(*applied_lsn) (CtasSyncTarget *t); /* 0: nothing applied */
+	void		(*begin) (CtasSyncTarget *t);
+	void		(*upsert) (CtasSyncTarget *t, char **values);
+	void		(*delete) (CtasSyncTarget *t, char **keys);
+	void		(*truncate) (CtasSyncTarget *t);
+	void		(*commit) (CtasSyncTarget *t, uint64 lsn);
+	void		(*close) (CtasSyncTarget *t);	/* never ERROR */
+} CtasSyncApply;
 
 /* One federated CTAS statement */
 typedef struct CtasLoad
@@ -137,6 +175,7 @@ typedef struct CtasLoad
 	MemoryContext cxt;			/* lives as long as the statement */
 	MemoryContext row_cxt;		/* reset by the caller after every row */
 	void	   *private;		/* target's state for this statement */
+	struct CtasSync *sync;		/* sync = 'continuous': see sync.h */
 } CtasLoad;
 
 /* One catalog taking part in the local transaction (xact.c) */
@@ -244,6 +283,9 @@ struct CtasTargetRoutine
 							void (*emit) (void *arg, const char *object,
 										  const char *action),
 							void *arg);
+
+	/* continuous sync, or NULL when the target cannot keep one */
+	const CtasSyncApply *sync;
 };
 
 /* in catalog.c */

@@ -1,0 +1,47 @@
+/*-------------------------------------------------------------------------
+ *
+ * sync.h
+ *		  Continuous sync: a federated CTAS whose remote table keeps
+ *		  following its query (DESIGN.md section 1.7).
+ *
+ *	sync.c			statement time: eligibility of the query, the job's
+ *					records (publication, ctas_fed.syncs row), stop_sync
+ *	sync_worker.c	after commit: the sync worker (slot, initial copy,
+ *					decoding and apply loop), started by the resolver
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/sync.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CTAS_SYNC_H
+#define CTAS_SYNC_H
+
+#include "nodes/parsenodes.h"
+
+#include "target.h"
+
+/* prefix of the names of our publications and replication slots */
+#define CTAS_SYNC_PREFIX		"ctas_fed_sync_"
+
+/*
+ * What the eligibility check learnt about the query of a sync CTAS
+ * (sync.c); lives in the load's memory context.
+ */
+typedef struct CtasSync
+{
+	Oid			relid;			/* the one source table */
+	Query	   *query;			/* the analyzed SELECT */
+	List	   *key_names;		/* remote key column names (String) */
+	List	   *key_attnums;	/* source attnums of the key (int), same
+								 * order */
+	List	   *attnums;		/* source columns the query reads (int) */
+} CtasSync;
+
+/* in sync.c */
+extern void CtasSyncCheck(CtasLoad *load, Query *query, List *colnames);
+extern void CtasSyncCreate(CtasLoad *load);
+
+#endif							/* CTAS_SYNC_H */

@@ -37,6 +37,7 @@ OBJS = \
 	src/postgres/writer.o \
 	src/remote.o \
 	src/sync.o \
+	src/sync_worker.o \
 	src/typemap.o \
 	src/utility.o \
 	src/worker.o \

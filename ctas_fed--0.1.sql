@@ -131,7 +131,8 @@ CREATE TABLE @extschema@.syncs (
     source_key     int2[] NOT NULL,        -- their source columns
     source_attnums int2[] NOT NULL,        -- source columns the query reads
     source_columns text[] NOT NULL,        -- their names and types when
-    source_types   text[] NOT NULL,        -- the job was made
+    source_types   oid[] NOT NULL,         -- the job was made
+    remote_columns text[] NOT NULL,        -- remote column names, in order
     publication    name NOT NULL,
     slot_name      name NOT NULL,
     state          text NOT NULL DEFAULT 'copying'
@@ -146,3 +147,11 @@ COMMENT ON TABLE @extschema@.syncs
   IS 'continuous sync jobs: source, target, key, publication, slot, state';
 
 REVOKE ALL ON @extschema@.syncs FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.stop_sync(target text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'ctas_fed_stop_sync'
+LANGUAGE C STRICT VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.stop_sync(text)
+  IS 'stop the continuous sync into catalog.schema.table and release its slot';

@@ -860,6 +860,8 @@ CtasExecDrop(Oid serverid, List *names, bool missing_ok)
 	PG_TRY();
 	{
 		load->routine->drop_table(load, missing_ok);
+		/* a synced table: stop its sync, atomically with the DROP */
+		(void) CtasSyncStop(serverid, load->schema, load->table);
 	}
 	PG_CATCH();
 	{

@@ -53,18 +53,21 @@
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
+#include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "replication/slot.h"
 #include "storage/lwlock.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
 #include "utils/syscache.h"
+#include "utils/varlena.h"
 
 #include "sync.h"
 
@@ -482,11 +485,13 @@ CtasSyncCreate(CtasLoad *load)
 	Datum		id;
 	char	   *name;
 	Relation	rel;
-	Oid			argtypes[13];
-	Datum		values[13];
+	Oid			argtypes[14];
+	Datum		values[14];
 	List	   *colnames = NIL;
 	List	   *coltypes = NIL;
+	List	   *remote_columns = NIL;
 	ListCell   *lc;
+	int			i;
 
 	run_as(owner, "SELECT pg_catalog.nextval('ctas_fed.syncs_sync_id_seq')",
 		   0, NULL, NULL, &id);
@@ -508,11 +513,12 @@ CtasSyncCreate(CtasLoad *load)
 											  lfirst_int(lc) - 1);
 
 		colnames = lappend(colnames, makeString(NameStr(att->attname)));
-		coltypes = lappend(coltypes,
-						   makeString(format_type_with_typemod(att->atttypid,
-															   att->atttypmod)));
+		coltypes = lappend_int(coltypes, (int) att->atttypid);
 	}
 	relation_close(rel, AccessShareLock);
+	for (i = 0; i < load->ncolumns; i++)
+		remote_columns = lappend(remote_columns,
+								 makeString(load->columns[i].name));
 
 	argtypes[0] = INT8OID;
 	values[0] = id;
@@ -540,15 +546,128 @@ CtasSyncCreate(CtasLoad *load)
 	argtypes[11] = TEXTARRAYOID;
 	values[11] = list_to_text_array(colnames, false);
 	argtypes[12] = TEXTARRAYOID;
-	values[12] = list_to_text_array(coltypes, false);
+	values[12] = list_to_text_array(coltypes, true);
+	argtypes[13] = TEXTARRAYOID;
+	values[13] = list_to_text_array(remote_columns, false);
 
 	run_as(owner,
 		   psprintf("INSERT INTO ctas_fed.syncs (sync_id, owner, server, "
 					"remote_schema, remote_table, source, query, query_tree, "
 					"key_columns, source_key, source_attnums, source_columns, "
-					"source_types, publication, slot_name) "
+					"source_types, remote_columns, publication, slot_name) "
 					"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-					"$10::pg_catalog.int2[], $11::pg_catalog.int2[], $12, $13, %s, %s)",
+					"$10::pg_catalog.int2[], $11::pg_catalog.int2[], $12, "
+					"$13::pg_catalog.oid[], $14, %s, %s)",
 					quote_literal_cstr(name), quote_literal_cstr(name)),
-		   13, argtypes, values, NULL);
+		   14, argtypes, values, NULL);
+}
+
+/*
+ * CtasSyncStop
+ *		Stop the running syncs into catalog serverid's schema.table, in the
+ *		current transaction: drop their publications (as their owners) and
+ *		mark them "stopped".  After commit their workers end at their next
+ *		round and the resolver drops their slots (sync_worker.c).  Returns
+ *		whether there was any.  ereport(ERROR) when the current user is not
+ *		the owner of one.
+ */
+bool
+CtasSyncStop(Oid serverid, const char *schema, const char *table)
+{
+	Oid			syncs_relid;
+	Oid			owner = syncs_owner(&syncs_relid);
+	Oid			save_userid;
+	int			save_sec;
+	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+	List	   *found = NIL;
+	ListCell   *lc;
+	uint64		i;
+
+	values[0] = ObjectIdGetDatum(serverid);
+	values[1] = CStringGetTextDatum(schema);
+	values[2] = CStringGetTextDatum(table);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT sync_id, owner, publication "
+							  "FROM ctas_fed.syncs WHERE server = $1 "
+							  "AND remote_schema = $2 AND remote_table = $3 "
+							  "AND state IN ('copying', 'streaming') "
+							  "FOR UPDATE",
+							  3, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read ctas_fed.syncs");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+		List	   *item;
+
+		item = list_make3(makeInteger(0),
+						  makeString(SPI_getvalue(tup, desc, 1)),
+						  makeString(SPI_getvalue(tup, desc, 3)));
+		linitial(item) = makeInteger((int) DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull)));
+		found = lappend(found, item);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec);
+
+	foreach(lc, found)
+	{
+		List	   *item = lfirst(lc);
+		Oid			job_owner = (Oid) intVal(linitial(item));
+		Oid			idtype[1] = {INT8OID};
+		Datum		id[1];
+
+		if (!has_privs_of_role(GetUserId(), job_owner))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("must be a member of role \"%s\" to stop its sync into \"%s.%s\"",
+							GetUserNameFromId(job_owner, false), schema, table)));
+		run_as(job_owner,
+			   psprintf("DROP PUBLICATION IF EXISTS %s",
+						quote_identifier(strVal(lthird(item)))),
+			   0, NULL, NULL, NULL);
+		id[0] = DirectFunctionCall1(int8in,
+									CStringGetDatum(strVal(lsecond(item))));
+		run_as(owner,
+			   "UPDATE ctas_fed.syncs SET state = 'stopped', error = NULL "
+			   "WHERE sync_id = $1",
+			   1, idtype, id, NULL);
+	}
+	return found != NIL;
+}
+
+PG_FUNCTION_INFO_V1(ctas_fed_stop_sync);
+
+/*
+ * ctas_fed_stop_sync
+ *		ctas_fed.stop_sync(target text): stop the sync into
+ *		catalog.schema.table.  ERROR when there is none.
+ */
+Datum
+ctas_fed_stop_sync(PG_FUNCTION_ARGS)
+{
+	text	   *target = PG_GETARG_TEXT_PP(0);
+	List	   *names = textToQualifiedNameList(target);
+	ForeignServer *server;
+
+	if (list_length(names) != 3)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid sync target \"%s\"", text_to_cstring(target)),
+				 errhint("Write the target as catalog.schema.table.")));
+	server = GetForeignServerByName(strVal(linitial(names)), false);
+	if (!CtasSyncStop(server->serverid, strVal(lsecond(names)),
+					  strVal(lthird(names))))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("there is no running sync into \"%s\"",
+						text_to_cstring(target))));
+	PG_RETURN_VOID();
 }

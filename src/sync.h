@@ -43,5 +43,9 @@ typedef struct CtasSync
 /* in sync.c */
 extern void CtasSyncCheck(CtasLoad *load, Query *query, List *colnames);
 extern void CtasSyncCreate(CtasLoad *load);
+extern bool CtasSyncStop(Oid serverid, const char *schema, const char *table);
+
+/* in sync_worker.c */
+extern void CtasSyncTick(void);
 
 #endif							/* CTAS_SYNC_H */

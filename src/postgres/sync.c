@@ -48,6 +48,8 @@
 #define PIPELINE_STATEMENTS	1000
 
 #define PROGRESS_TABLE	"_ctas_fed_sync_progress"
+/* first key of the remote advisory lock that guards its creation */
+#define PROGRESS_LOCK	0x43544153
 
 typedef struct PgSyncState
 {
@@ -147,10 +149,18 @@ pg_sync_open(CtasSyncTarget *t)
 	t->private = st;
 
 	st->conn = CtasPgConnectFresh(t->catalog);
+	/* no NOTICE from IF NOT EXISTS in the server log */
+	CtasPgExec(st->conn, t->catalog, "SET client_min_messages = warning");
+	/* two workers may create it at once: serialize them */
+	CtasPgExec(st->conn, t->catalog, "BEGIN");
+	CtasPgExec(st->conn, t->catalog,
+			   psprintf("SELECT pg_catalog.pg_advisory_xact_lock(%d, pg_catalog.hashtext(%s))",
+						PROGRESS_LOCK, quote_literal_cstr(st->progress)));
 	CtasPgExec(st->conn, t->catalog,
 			   psprintf("CREATE TABLE IF NOT EXISTS %s "
 						"(job text PRIMARY KEY, lsn pg_catalog.pg_lsn NOT NULL)",
 						st->progress));
+	CtasPgExec(st->conn, t->catalog, "COMMIT");
 }
 
 /*
@@ -180,12 +190,15 @@ pg_sync_applied_lsn(CtasSyncTarget *t)
 	return lsn;
 }
 
+/* queue sql (allocated in st->cxt) */
 static void
 enqueue(CtasSyncTarget *t, char *sql)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
+	MemoryContext oldcxt = MemoryContextSwitchTo(st->cxt);
 
 	st->queue = lappend(st->queue, sql);
+	MemoryContextSwitchTo(oldcxt);
 }
 
 /*
@@ -260,12 +273,13 @@ send_queue(CtasSyncTarget *t)
 		CtasPgReportError(ERROR, failed, st->conn, t->catalog, failed_sql);
 }
 
+/* queue sql, and send the queue when it is long */
 static void
-enqueue_and_maybe_send(CtasSyncTarget *t, const char *fmt_done)
+enqueue_and_maybe_send(CtasSyncTarget *t, char *sql)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
 
-	enqueue(t, (char *) fmt_done);
+	enqueue(t, sql);
 	if (list_length(st->queue) >= PIPELINE_STATEMENTS)
 		send_queue(t);
 }

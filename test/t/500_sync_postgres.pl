@@ -5,7 +5,12 @@
 # 'continuous').  The statement surface: what is eligible and the error that
 # says why not, wal_level, and the atomicity of what the statement creates
 # (remote table, publication, job record) with ROLLBACK and ROLLBACK TO
-# SAVEPOINT.  No replication slot is ever left behind.
+# SAVEPOINT.  Then the worker: the initial copy while a writer changes the
+# source in every way (inserts, updates, rows moving in and out of the
+# WHERE, key changes, deletes, rolled-back work), the stream after it, and
+# every row of both sides compared once the source is quiet; TRUNCATE;
+# stop_sync and DROP TABLE; a DDL on a synced column fails the job.  No
+# replication slot is ever left behind.
 
 use strict;
 use warnings;
@@ -32,7 +37,31 @@ CREATE USER MAPPING FOR PUBLIC SERVER wh OPTIONS (user 'loader', password 'secre
 CREATE TABLE orders (id int PRIMARY KEY, customer text, amount numeric(12,2),
                      region text, status text);
 INSERT INTO orders SELECT g, 'c' || g % 10, g * 1.5, CASE WHEN g % 2 = 0 THEN 'eu' ELSE 'us' END, 'new'
-  FROM generate_series(1, 1000) g;
+  FROM generate_series(1, 50000) g;
+-- a writer that changes the source in every way until told to stop: new
+-- rows, updates, rows moving in and out of the WHERE, key changes,
+-- deletes, and rolled-back work
+CREATE TABLE churn_ctl (stop boolean);
+INSERT INTO churn_ctl VALUES (false);
+CREATE PROCEDURE churn() LANGUAGE plpgsql AS \$\$
+DECLARE
+  i int := 0;
+BEGIN
+  WHILE NOT (SELECT stop FROM churn_ctl) LOOP
+    i := i + 1;
+    INSERT INTO orders VALUES (100000 + i, 'n' || i, i, CASE WHEN i % 3 = 0 THEN 'us' ELSE 'eu' END, 'new');
+    UPDATE orders SET status = 'u' || i, amount = amount + 1 WHERE id = (i * 7919) % 50000 + 1;
+    UPDATE orders SET region = CASE WHEN region = 'eu' THEN 'us' ELSE 'eu' END WHERE id = (i::bigint * 104729) % 50000 + 1;
+    DELETE FROM orders WHERE id = (i::bigint * 15485863) % 50000 + 1;
+    UPDATE orders SET id = id + 1000000 WHERE id = (i * 31) % 50000 + 1;
+    BEGIN
+      INSERT INTO orders VALUES (900000 + i, 'rolled back', 0, 'eu', 'x');
+      RAISE EXCEPTION 'undo';
+    EXCEPTION WHEN raise_exception THEN NULL;
+    END;
+    COMMIT;
+  END LOOP;
+END \$\$;
 CREATE TABLE nokey (a int, b text);
 CREATE TABLE other (id int PRIMARY KEY, x int);
 CREATE VIEW orders_v AS SELECT * FROM orders;
@@ -134,7 +163,9 @@ is($remote->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0'
 	'no prepared transaction left on the remote');
 
 # committed: the table with the source key as its primary key, the
-# publication of the source, the job record
+# publication of the source, the job record; the source keeps changing
+# before, during and after the initial copy
+my ($churn) = start_psql($local, 'CALL churn()');
 $local->safe_psql('postgres', $ctas);
 is(remote_has_table('eu_orders'), '1', 'COMMIT: remote table created');
 is($remote->safe_psql('dw', q{
@@ -158,9 +189,115 @@ like(sql_error("CREATE TABLE wh.public.eu_orders2 WITH (sync = 'continuous') AS 
 is($local->safe_psql('postgres', 'SELECT count(*) FROM ctas_fed.syncs'), '2',
 	'two job records');
 
+# the worker copies under the slot's snapshot, then streams: wait for the
+# copy to end while the writer runs, let it run on a little, stop it, and
+# compare every row of both sides
+my $eu_query = q{SELECT id, upper(customer), amount * 2, status FROM orders WHERE region = 'eu'};
+my $eu_remote = q{SELECT order_id, customer, doubled, status FROM public.eu_orders};
+ok(wait_until(120, sub {
+	$local->safe_psql('postgres',
+		"SELECT count(*) = 2 FROM ctas_fed.syncs WHERE state = 'streaming'") eq 't' }),
+	'both syncs reach streaming');
+my $lsn = $local->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
+ok(wait_until(60, sub {
+	$remote->safe_psql('dw', "SELECT count(*) FROM public._ctas_fed_sync_progress WHERE lsn > '$lsn'") eq '2' }),
+	'both syncs apply changes made after their copy');
+$local->safe_psql('postgres', 'UPDATE churn_ctl SET stop = true');
+$churn->finish;
+ok($local->safe_psql('postgres', 'SELECT count(*) FROM orders WHERE id > 100000') > 0,
+	'the writer made changes');
+my $want = sql_digest($local, 'postgres', $eu_query);
+ok(wait_until(60, sub { sql_digest($remote, 'dw', $eu_remote) eq $want }),
+	'remote equals the query after the source is quiet (every row)');
+is(sql_digest($remote, 'dw', $eu_remote), $want, 'fingerprints match');
+my $want_all = sql_digest($local, 'postgres', 'SELECT * FROM orders');
+ok(wait_until(60, sub { sql_digest($remote, 'dw', 'SELECT * FROM public.eu_orders2') eq $want_all }),
+	'the second sync (the whole table) matches too');
+is($local->safe_psql('postgres',
+		qq{SELECT bool_and(r.confirmed_flush_lsn >= '$lsn')
+		    FROM pg_replication_slots r JOIN ctas_fed.syncs s ON s.slot_name = r.slot_name}),
+	't', 'the slots are advanced past what was applied');
+
+# the worker killed: the resolver starts another one, which goes on from
+# what the remote stored
+my $pid = $local->safe_psql('postgres', q{
+  SELECT pid FROM pg_stat_activity WHERE backend_type = 'ctas_fed sync' ORDER BY pid LIMIT 1});
+ok($pid > 0, 'a sync worker runs');
+$local->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+$local->safe_psql('postgres', q{
+  INSERT INTO orders VALUES (3000001, 'after kill', 1, 'eu', 'new');
+  UPDATE orders SET status = 'after kill' WHERE id IN (SELECT id FROM orders ORDER BY id LIMIT 100);});
+ok(wait_until(60, sub {
+	$local->safe_psql('postgres', qq{
+	  SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'ctas_fed sync' AND pid <> $pid}) eq '2' }),
+	'killed worker: started again');
+$want = sql_digest($local, 'postgres', $eu_query);
+$want_all = sql_digest($local, 'postgres', 'SELECT * FROM orders');
+ok(wait_until(60, sub { sql_digest($remote, 'dw', $eu_remote) eq $want
+	  && sql_digest($remote, 'dw', 'SELECT * FROM public.eu_orders2') eq $want_all }),
+	'killed worker: both remotes equal their queries');
+
+# TRUNCATE of the source empties the remote table; later rows follow
+$local->safe_psql('postgres', q{
+  TRUNCATE orders;
+  INSERT INTO orders VALUES (1, 'a', 1, 'eu', 'new'), (2, 'b', 2, 'us', 'new'), (3, 'c', 3, 'eu', 'new');
+  UPDATE orders SET region = 'eu' WHERE id = 2;
+  DELETE FROM orders WHERE id = 1;});
+$want = sql_digest($local, 'postgres', $eu_query);
+ok(wait_until(60, sub { sql_digest($remote, 'dw', $eu_remote) eq $want }),
+	'TRUNCATE and later changes applied');
+is($remote->safe_psql('dw', 'SELECT string_agg(order_id::text, \',\' ORDER BY order_id) FROM public.eu_orders'),
+	'2,3', 'remote rows after TRUNCATE');
+
+# stop_sync: the job stops, its publication and slot go
+$local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.eu_orders2')");
+is($local->safe_psql('postgres', q{SELECT state FROM ctas_fed.syncs s WHERE remote_table = 'eu_orders2'}),
+	'stopped', 'stop_sync: state stopped');
+ok(wait_until(30, sub {
+	$local->safe_psql('postgres', q{
+	  SELECT count(*) FROM pg_replication_slots r JOIN ctas_fed.syncs s ON s.slot_name = r.slot_name
+	   WHERE s.remote_table = 'eu_orders2'}) eq '0' }),
+	'stop_sync: slot dropped');
+like(sql_error("SELECT ctas_fed.stop_sync('wh.public.eu_orders2')"),
+	qr/there is no running sync into "wh.public.eu_orders2"/, 'stop_sync of a stopped sync');
+
+# a DDL that changes a column the query reads: the job fails with a clear
+# error and releases its slot, after applying what came before the DDL
+$local->safe_psql('postgres', q{
+  INSERT INTO orders VALUES (10, 'before ddl', 10, 'eu', 'new');
+  DROP VIEW orders_v;
+  ALTER TABLE orders ALTER COLUMN status TYPE varchar(20);
+  INSERT INTO orders VALUES (11, 'after ddl', 11, 'eu', 'new');});
+ok(wait_until(60, sub {
+	$local->safe_psql('postgres', q{SELECT state FROM ctas_fed.syncs WHERE remote_table = 'eu_orders'}) eq 'failed' }),
+	'DDL on a synced column: job failed');
+like($local->safe_psql('postgres', q{SELECT error FROM ctas_fed.syncs WHERE remote_table = 'eu_orders'}),
+	qr/column "status" of table "public.orders" read by sync \d+ was dropped, renamed or changed its type/,
+	'the error names the column');
+is($remote->safe_psql('dw', q{SELECT count(*) FROM public.eu_orders WHERE customer = 'BEFORE DDL'}),
+	'1', 'the change before the DDL was applied');
+ok(wait_until(30, sub { our_slots() eq '0' }), 'the failed job released its slot');
+
 like(sql_error("EXPLAIN ANALYZE CREATE TABLE wh.public.x WITH (sync = 'continuous') AS SELECT * FROM orders"),
 	qr/EXPLAIN ANALYZE of a CREATE TABLE AS with the option "sync" is not supported/,
 	'EXPLAIN ANALYZE refused');
+
+# DROP TABLE of a synced table stops the sync with the DROP
+$local->safe_psql('postgres', q{CREATE TABLE wh.public.small WITH (sync = 'continuous') AS SELECT id, customer FROM orders});
+ok(wait_until(60, sub {
+	$local->safe_psql('postgres', q{SELECT state FROM ctas_fed.syncs WHERE remote_table = 'small'}) eq 'streaming' }),
+	'third sync streaming');
+$local->safe_psql('postgres', 'BEGIN; DROP TABLE wh.public.small; ROLLBACK;');
+is($local->safe_psql('postgres', q{SELECT state FROM ctas_fed.syncs WHERE remote_table = 'small'}),
+	'streaming', 'DROP TABLE rolled back: the sync goes on');
+$local->safe_psql('postgres', 'DROP TABLE wh.public.small');
+is($local->safe_psql('postgres', q{SELECT state FROM ctas_fed.syncs WHERE remote_table = 'small'}),
+	'stopped', 'DROP TABLE: sync stopped');
+is(remote_has_table('small'), '0', 'DROP TABLE: remote table gone');
+ok(wait_until(30, sub { our_slots() eq '0' }), 'DROP TABLE: slot dropped');
+ok(wait_until(30, sub { $local->safe_psql('postgres',
+		"SELECT count(*) FROM pg_publication WHERE pubname LIKE 'ctas_fed_sync_%'") eq '0' }),
+	'no publication of a stopped or failed sync left');
 
 is(our_slots(), '0', 'no replication slot of ours left');
 

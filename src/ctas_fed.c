@@ -30,6 +30,7 @@
 #include "storage/ipc.h"
 
 #include "jobs.h"
+#include "sync.h"
 #include "target.h"
 
 PG_MODULE_MAGIC;
@@ -71,6 +72,7 @@ ctas_shmem_request(void)
 		prev_shmem_request_hook();
 	CtasJobsShmemRequest();
 	CtasWorkerShmemRequest();
+	CtasSyncShmemRequest();
 }
 
 static void
@@ -80,4 +82,5 @@ ctas_shmem_startup(void)
 		prev_shmem_startup_hook();
 	CtasJobsShmemStartup();
 	CtasWorkerShmemStartup();
+	CtasSyncShmemStartup();
 }

@@ -485,8 +485,8 @@ CtasSyncCreate(CtasLoad *load)
 	Datum		id;
 	char	   *name;
 	Relation	rel;
-	Oid			argtypes[14];
-	Datum		values[14];
+	Oid			argtypes[15];
+	Datum		values[15];
 	List	   *colnames = NIL;
 	List	   *coltypes = NIL;
 	List	   *remote_columns = NIL;
@@ -549,17 +549,20 @@ CtasSyncCreate(CtasLoad *load)
 	values[12] = list_to_text_array(coltypes, true);
 	argtypes[13] = TEXTARRAYOID;
 	values[13] = list_to_text_array(remote_columns, false);
+	argtypes[14] = INT8OID;
+	values[14] = Int64GetDatum(load->job.id);
 
 	run_as(owner,
 		   psprintf("INSERT INTO ctas_fed.syncs (sync_id, owner, server, "
 					"remote_schema, remote_table, source, query, query_tree, "
 					"key_columns, source_key, source_attnums, source_columns, "
-					"source_types, remote_columns, publication, slot_name) "
+					"source_types, remote_columns, job_id, publication, "
+					"slot_name) "
 					"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
 					"$10::pg_catalog.int2[], $11::pg_catalog.int2[], $12, "
-					"$13::pg_catalog.oid[], $14, %s, %s)",
+					"$13::pg_catalog.oid[], $14, $15, %s, %s)",
 					quote_literal_cstr(name), quote_literal_cstr(name)),
-		   14, argtypes, values, NULL);
+		   15, argtypes, values, NULL);
 }
 
 /*
@@ -636,8 +639,8 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 		id[0] = DirectFunctionCall1(int8in,
 									CStringGetDatum(strVal(lsecond(item))));
 		run_as(owner,
-			   "UPDATE ctas_fed.syncs SET state = 'stopped', error = NULL "
-			   "WHERE sync_id = $1",
+			   "UPDATE ctas_fed.syncs SET state = 'stopped', error = NULL, "
+			   "finished_at = pg_catalog.now() WHERE sync_id = $1",
 			   1, idtype, id, NULL);
 	}
 	return found != NIL;

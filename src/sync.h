@@ -47,5 +47,7 @@ extern bool CtasSyncStop(Oid serverid, const char *schema, const char *table);
 
 /* in sync_worker.c */
 extern void CtasSyncTick(void);
+extern void CtasSyncShmemRequest(void);
+extern void CtasSyncShmemStartup(void);
 
 #endif							/* CTAS_SYNC_H */

@@ -63,6 +63,7 @@
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
+#include "funcapi.h"
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -79,6 +80,7 @@
 #include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "storage/proc.h"
+#include "storage/shmem.h"
 #include "tcop/tcopprot.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -145,6 +147,35 @@ typedef struct SyncEval
 	char	  **keys;
 	char	  **oldkeys;
 } SyncEval;
+
+/*
+ * What the running sync workers report, in shared memory: one entry per
+ * possible background worker, found by (database, job).  The owner writes
+ * its entry under the lock once per batch; ctas_fed.sync_status() reads.
+ */
+typedef struct SyncStatus
+{
+	Oid			dboid;			/* InvalidOid: free */
+	int64		id;
+	pid_t		pid;
+	uint64		rows;			/* rows copied plus changes applied */
+	uint64		changes;		/* source changes applied by the stream */
+	TimestampTz caught_up_at;	/* everything committed before this had
+								 * been applied */
+} SyncStatus;
+
+typedef struct SyncShared
+{
+	LWLock	   *lock;
+	int			nentries;
+	SyncStatus	entries[FLEXIBLE_ARRAY_MEMBER];
+} SyncShared;
+
+static SyncShared *sync_shared = NULL;
+static SyncStatus *my_status = NULL;
+
+static void sync_status_report(uint64 rows, uint64 changes,
+							   TimestampTz caught_up_at);
 
 PGDLLEXPORT void ctas_fed_sync_main(Datum main_arg);
 
@@ -456,6 +487,8 @@ set_state(int64 id, const char *state, const char *error, XLogRecPtr lsn)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	rc = SPI_execute_with_args("UPDATE ctas_fed.syncs SET "
 							   "state = CASE WHEN $2 = '' THEN state ELSE $2 END, "
+							   "finished_at = CASE WHEN $2 = 'failed' "
+							   "THEN pg_catalog.now() END, "
 							   "error = $3, "
 							   "applied_lsn = coalesce($4, applied_lsn) "
 							   "WHERE sync_id = $1 "
@@ -569,6 +602,7 @@ do_copy(SyncJob *job)
 
 	job->apply->commit(&job->target, consistent);
 	job->applied = consistent;
+	sync_status_report(rows, 0, 0);
 	free_eval(ev);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -797,6 +831,7 @@ apply_changes(SyncJob *job, SyncEval *ev)
 	XLogRecPtr	last_end = InvalidXLogRecPtr;
 	bool		skipping = false;
 	bool		began = false;
+	uint64		changes = 0;
 	uint64		i;
 	int64		bad_row;
 	uint64		nrows = usable_rows(job, ev->econtext->ecxt_per_tuple_memory,
@@ -850,6 +885,7 @@ apply_changes(SyncJob *job, SyncEval *ev)
 					if (skipping ||
 						logicalrep_read_insert(&msg, &newtup) != job->relid)
 						break;
+					changes++;
 					tuple_keys(job, &newtup, ev->keys);
 					fill_slot(job, ev, &newtup, NULL);
 					if (evaluate(ev, ev->slot))
@@ -867,6 +903,7 @@ apply_changes(SyncJob *job, SyncEval *ev)
 						logicalrep_read_update(&msg, &has_old, &oldtup,
 											   &newtup) != job->relid)
 						break;
+					changes++;
 					tuple_keys(job, has_old ? &oldtup : &newtup, ev->keys);
 					for (k = 0; k < job->target.nkeys; k++)
 						ev->oldkeys[k] = ev->keys[k];
@@ -881,6 +918,7 @@ apply_changes(SyncJob *job, SyncEval *ev)
 					if (skipping ||
 						logicalrep_read_delete(&msg, &oldtup) != job->relid)
 						break;
+					changes++;
 					tuple_keys(job, &oldtup, ev->keys);
 					job->apply->delete(&job->target, ev->keys);
 					break;
@@ -896,7 +934,10 @@ apply_changes(SyncJob *job, SyncEval *ev)
 					relids = logicalrep_read_truncate(&msg, &cascade,
 													  &restart_seqs);
 					if (list_member_oid(relids, job->relid))
+					{
+						changes++;
 						job->apply->truncate(&job->target);
+					}
 					break;
 				}
 			default:
@@ -912,6 +953,7 @@ apply_changes(SyncJob *job, SyncEval *ev)
 		job->apply->commit(&job->target, last_end);
 		job->applied = last_end;
 	}
+	sync_status_report(changes, changes, 0);
 	if (bad_row >= 0)
 	{
 		StringInfoData msg;
@@ -977,6 +1019,8 @@ do_stream(SyncJob *job)
 		Oid			save_userid;
 		int			save_sec;
 		char	   *state;
+		TimestampTz peek_at;
+		uint64		nrows = 0;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -1005,6 +1049,7 @@ do_stream(SyncJob *job)
 		check_source(job, false);
 
 		flush = GetFlushRecPtr(NULL);
+		peek_at = GetCurrentTimestamp();
 		args[0] = DirectFunctionCall1(namein,
 									  CStringGetDatum(job->slot_name));
 		if (flush == idle_flush)
@@ -1019,7 +1064,8 @@ do_stream(SyncJob *job)
 									 PGC_SUSET, PGC_S_SESSION,
 									 GUC_ACTION_LOCAL, true, 0, false);
 			spi_exec(peek_sql, 1, types, args, true);
-			idle = SPI_processed == 0;
+			nrows = SPI_processed;
+			idle = nrows == 0;
 			if (idle)
 				idle_flush = flush;
 		}
@@ -1051,6 +1097,10 @@ do_stream(SyncJob *job)
 					 2, types, args, false);
 		}
 
+		/* a peek that read to the end: all before it is applied */
+		if (idle || nrows < SYNC_PEEK_CHANGES)
+			sync_status_report(0, 0, peek_at);
+
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
@@ -1064,6 +1114,130 @@ do_stream(SyncJob *job)
 			ResetLatch(MyLatch);
 		}
 	}
+}
+
+static Size
+sync_shmem_size(void)
+{
+	return add_size(offsetof(SyncShared, entries),
+					mul_size(max_worker_processes, sizeof(SyncStatus)));
+}
+
+/*
+ * CtasSyncShmemRequest / CtasSyncShmemStartup
+ *		The status entries of the sync workers.  Called from the shmem
+ *		hooks.
+ */
+void
+CtasSyncShmemRequest(void)
+{
+	RequestAddinShmemSpace(sync_shmem_size());
+	RequestNamedLWLockTranche("ctas_fed syncs", 1);
+}
+
+void
+CtasSyncShmemStartup(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	sync_shared = ShmemInitStruct("ctas_fed syncs", sync_shmem_size(), &found);
+	if (!found)
+	{
+		memset(sync_shared, 0, sync_shmem_size());
+		sync_shared->lock = &(GetNamedLWLockTranche("ctas_fed syncs"))->lock;
+		sync_shared->nentries = max_worker_processes;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* on exit of a sync worker: free its status entry */
+static void
+sync_status_release(int code, Datum arg)
+{
+	if (my_status == NULL)
+		return;
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	my_status->dboid = InvalidOid;
+	LWLockRelease(sync_shared->lock);
+	my_status = NULL;
+}
+
+/* take a status entry for job id; none when they are all taken */
+static void
+sync_status_attach(int64 id)
+{
+	int			i;
+
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < sync_shared->nentries; i++)
+	{
+		SyncStatus *e = &sync_shared->entries[i];
+
+		if (e->dboid == InvalidOid)
+		{
+			memset(e, 0, sizeof(SyncStatus));
+			e->dboid = MyDatabaseId;
+			e->id = id;
+			e->pid = MyProcPid;
+			my_status = e;
+			break;
+		}
+	}
+	LWLockRelease(sync_shared->lock);
+	before_shmem_exit(sync_status_release, (Datum) 0);
+}
+
+/* add to the counters; caught_up_at when not 0 */
+static void
+sync_status_report(uint64 rows, uint64 changes, TimestampTz caught_up_at)
+{
+	if (my_status == NULL)
+		return;
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	my_status->rows += rows;
+	my_status->changes += changes;
+	if (caught_up_at != 0)
+		my_status->caught_up_at = caught_up_at;
+	LWLockRelease(sync_shared->lock);
+}
+
+PG_FUNCTION_INFO_V1(ctas_fed_sync_status);
+
+/*
+ * ctas_fed_sync_status
+ *		ctas_fed.sync_status(): the running sync workers of this database
+ *		and their counters.
+ */
+Datum
+ctas_fed_sync_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (sync_shared == NULL)
+		PG_RETURN_VOID();
+	LWLockAcquire(sync_shared->lock, LW_SHARED);
+	for (i = 0; i < sync_shared->nentries; i++)
+	{
+		SyncStatus *e = &sync_shared->entries[i];
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
+
+		if (e->dboid != MyDatabaseId)
+			continue;
+		values[0] = Int64GetDatum(e->id);
+		values[1] = Int32GetDatum(e->pid);
+		values[2] = Int64GetDatum((int64) e->rows);
+		values[3] = Int64GetDatum((int64) e->changes);
+		values[4] = TimestampTzGetDatum(e->caught_up_at);
+		nulls[4] = e->caught_up_at == 0;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values,
+							 nulls);
+	}
+	LWLockRelease(sync_shared->lock);
+	PG_RETURN_VOID();
 }
 
 /*
@@ -1084,7 +1258,7 @@ ctas_fed_sync_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
-	pgstat_report_appname("ctas_fed sync");
+	pgstat_report_appname(psprintf("ctas_fed sync " INT64_FORMAT, id));
 
 	job_cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed sync job",
 									ALLOCSET_DEFAULT_SIZES);
@@ -1094,6 +1268,7 @@ ctas_fed_sync_main(Datum main_arg)
 						 CTAS_LOCKTAG_SYNC);
 	if (LockAcquire(&tag, ExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
 		proc_exit(0);
+	sync_status_attach(id);
 
 	PG_TRY();
 	{

@@ -213,6 +213,20 @@ is(sql_digest($remote, 'dw', $eu_remote), $want, 'fingerprints match');
 my $want_all = sql_digest($local, 'postgres', 'SELECT * FROM orders');
 ok(wait_until(60, sub { sql_digest($remote, 'dw', 'SELECT * FROM public.eu_orders2') eq $want_all }),
 	'the second sync (the whole table) matches too');
+# the jobs view: mode sync, state, rows, lag; the CTAS's own job is the
+# sync's row
+ok(wait_until(30, sub { $local->safe_psql('postgres', q{
+	  SELECT count(*) FROM ctas_fed.jobs
+	   WHERE mode = 'sync' AND state = 'streaming' AND rows > 0 AND pid > 0
+	     AND lag_bytes BETWEEN 0 AND 1000000 AND lag_seconds BETWEEN 0 AND 5}) eq '2' }),
+	'jobs view: both syncs streaming, rows counted, lag small once quiet');
+is($local->safe_psql('postgres', q{
+	  SELECT count(*) FROM ctas_fed.jobs j JOIN ctas_fed.syncs s USING (job_id)
+	   WHERE j.mode <> 'sync'}),
+	'0', 'jobs view: one row per sync job');
+is($local->safe_psql('postgres', q{
+	  SELECT count(*) FROM ctas_fed.jobs WHERE mode <> 'sync' AND lag_bytes IS NOT NULL}),
+	'0', 'jobs view: lag is NULL for other modes');
 is($local->safe_psql('postgres',
 		qq{SELECT bool_and(r.confirmed_flush_lsn >= '$lsn')
 		    FROM pg_replication_slots r JOIN ctas_fed.syncs s ON s.slot_name = r.slot_name}),
@@ -258,6 +272,10 @@ ok(wait_until(30, sub {
 	  SELECT count(*) FROM pg_replication_slots r JOIN ctas_fed.syncs s ON s.slot_name = r.slot_name
 	   WHERE s.remote_table = 'eu_orders2'}) eq '0' }),
 	'stop_sync: slot dropped');
+is($local->safe_psql('postgres', q{
+	  SELECT state || ' ' || (finished_at IS NOT NULL) || ' ' || (lag_bytes IS NULL)
+	    FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'public.eu_orders2'}),
+	'stopped true true', 'jobs view: stopped job, finished, no lag');
 like(sql_error("SELECT ctas_fed.stop_sync('wh.public.eu_orders2')"),
 	qr/there is no running sync into "wh.public.eu_orders2"/, 'stop_sync of a stopped sync');
 
@@ -277,6 +295,14 @@ like($local->safe_psql('postgres', q{SELECT error FROM ctas_fed.syncs WHERE remo
 is($remote->safe_psql('dw', q{SELECT count(*) FROM public.eu_orders WHERE customer = 'BEFORE DDL'}),
 	'1', 'the change before the DDL was applied');
 ok(wait_until(30, sub { our_slots() eq '0' }), 'the failed job released its slot');
+like($local->safe_psql('postgres', q{
+	  SELECT state || ': ' || error FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'public.eu_orders'}),
+	qr/^failed: column "status"/, 'jobs view: failed job with its error');
+is($local->safe_psql('postgres', q{
+	  CREATE ROLE outsider;
+	  SET ROLE outsider;
+	  SELECT state || ': ' || error FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'public.eu_orders'}),
+	'failed: <insufficient privilege>', 'jobs view: the error of another user\'s sync is masked');
 
 like(sql_error("EXPLAIN ANALYZE CREATE TABLE wh.public.x WITH (sync = 'continuous') AS SELECT * FROM orders"),
 	qr/EXPLAIN ANALYZE of a CREATE TABLE AS with the option "sync" is not supported/,
@@ -298,6 +324,59 @@ ok(wait_until(30, sub { our_slots() eq '0' }), 'DROP TABLE: slot dropped');
 ok(wait_until(30, sub { $local->safe_psql('postgres',
 		"SELECT count(*) FROM pg_publication WHERE pubname LIKE 'ctas_fed_sync_%'") eq '0' }),
 	'no publication of a stopped or failed sync left');
+
+# the worker killed during the initial copy: the copy begins again with a
+# new slot, and nothing of the first attempt shows
+$local->safe_psql('postgres', q{
+  CREATE TABLE big (id int PRIMARY KEY, v text);
+  INSERT INTO big SELECT g, md5(g::text) FROM generate_series(1, 300000) g;
+  CREATE TABLE wh.public.big WITH (sync = 'continuous') AS SELECT * FROM big;});
+my $copier;
+ok(wait_until(60, sub {
+	# the only running sync; its slot exists once the copy has begun
+	$copier = $local->safe_psql('postgres', q{
+	  SELECT a.pid FROM pg_stat_activity a, ctas_fed.syncs s, pg_replication_slots r
+	   WHERE a.backend_type = 'ctas_fed sync' AND s.remote_table = 'big'
+	     AND s.state = 'copying' AND r.slot_name = s.slot_name});
+	$copier ne '' }), 'copy of a big table in progress');
+$local->safe_psql('postgres', "SELECT pg_terminate_backend($copier)");
+$local->safe_psql('postgres', 'UPDATE big SET v = v || 1 WHERE id % 1000 = 0; DELETE FROM big WHERE id % 999 = 0');
+ok(wait_until(120, sub {
+	$local->safe_psql('postgres', q{SELECT state FROM ctas_fed.syncs WHERE remote_table = 'big'}) eq 'streaming' }),
+	'killed during the copy: copied again, streaming');
+$want = sql_digest($local, 'postgres', 'SELECT * FROM big');
+ok(wait_until(60, sub { sql_digest($remote, 'dw', 'SELECT * FROM public.big') eq $want }),
+	'killed during the copy: remote equals the source');
+$local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.big')");
+ok(wait_until(30, sub { our_slots() eq '0' }), 'big: slot dropped after stop_sync');
+
+# the local server crashes mid-stream while the source changes: after the
+# restart the job resumes by itself, from what the remote stored
+$local->safe_psql('postgres', q{
+  UPDATE churn_ctl SET stop = false;
+  CREATE TABLE wh.public.crashed WITH (sync = 'continuous') AS SELECT * FROM orders WHERE region = 'eu';});
+ok(wait_until(60, sub {
+	$local->safe_psql('postgres', q{SELECT state FROM ctas_fed.syncs WHERE remote_table = 'crashed'}) eq 'streaming' }),
+	'crash: sync streaming');
+($churn) = start_psql($local, 'CALL churn()');
+$lsn = $local->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
+ok(wait_until(60, sub {
+	$remote->safe_psql('dw', qq{
+	  SELECT count(*) FROM public._ctas_fed_sync_progress WHERE lsn > '$lsn'}) ne '0' }),
+	'crash: changes being applied');
+$local->stop('immediate');
+$churn->finish;
+$local->start;
+$local->safe_psql('postgres', 'UPDATE orders SET status = status || \'!\' WHERE id % 10 = 0');
+my $crash_query = q{SELECT * FROM orders WHERE region = 'eu'};
+$want = sql_digest($local, 'postgres', $crash_query);
+ok(wait_until(90, sub { sql_digest($remote, 'dw', 'SELECT * FROM public.crashed') eq $want }),
+	'crash: the job resumed after the restart and the remote equals the query');
+is($local->safe_psql('postgres', q{
+	  SELECT state FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'public.crashed'}),
+	'streaming', 'crash: the job is in the jobs view after the restart');
+$local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.crashed')");
+ok(wait_until(30, sub { our_slots() eq '0' }), 'crash: slot dropped after stop_sync');
 
 is(our_slots(), '0', 'no replication slot of ours left');
 

@@ -251,6 +251,27 @@ ok(wait_until(60, sub { sql_digest($remote, 'dw', $eu_remote) eq $want
 	  && sql_digest($remote, 'dw', 'SELECT * FROM public.eu_orders2') eq $want_all }),
 	'killed worker: both remotes equal their queries');
 
+# the remote down for a while: changes wait in the slot, the error shows
+# in the job, and the sync catches up once the remote is back
+$remote->stop('fast');
+$local->safe_psql('postgres', q{
+  INSERT INTO orders VALUES (3000002, 'while down', 2, 'eu', 'new');
+  UPDATE orders SET status = 'while down' WHERE id IN (SELECT id FROM orders WHERE region = 'eu' ORDER BY id LIMIT 50);
+  DELETE FROM orders WHERE id IN (SELECT id FROM orders WHERE region = 'eu' ORDER BY id DESC LIMIT 20);});
+ok(wait_until(60, sub { $local->safe_psql('postgres', q{
+	  SELECT count(*) FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'public.eu_orders'
+	     AND error IS NOT NULL AND lag_bytes > 0}) eq '1' }),
+	'remote down: the job shows the error and its lag');
+$remote->start;
+$want = sql_digest($local, 'postgres', $eu_query);
+$want_all = sql_digest($local, 'postgres', 'SELECT * FROM orders');
+ok(wait_until(90, sub { sql_digest($remote, 'dw', $eu_remote) eq $want
+	  && sql_digest($remote, 'dw', 'SELECT * FROM public.eu_orders2') eq $want_all }),
+	'remote back: both remotes equal their queries');
+ok(wait_until(30, sub { $local->safe_psql('postgres', q{
+	  SELECT count(*) FROM ctas_fed.jobs WHERE mode = 'sync' AND state = 'streaming' AND error IS NULL}) eq '2' }),
+	'remote back: the error is cleared');
+
 # TRUNCATE of the source empties the remote table; later rows follow
 $local->safe_psql('postgres', q{
   TRUNCATE orders;

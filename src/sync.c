@@ -583,14 +583,19 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 	int			save_sec;
 	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
 	Datum		values[3];
-	List	   *found = NIL;
-	ListCell   *lc;
-	uint64		i;
+	int			n;
+	int64	   *ids;
+	Oid		   *owners;
+	char	  **publications;
+	int			i;
+	MemoryContext outercxt = CurrentMemoryContext;
+	MemoryContext oldcxt;
 
 	values[0] = ObjectIdGetDatum(serverid);
 	values[1] = CStringGetTextDatum(schema);
 	values[2] = CStringGetTextDatum(table);
 
+	/* the running syncs into that table, locked against a concurrent stop */
 	GetUserIdAndSecContext(&save_userid, &save_sec);
 	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -602,48 +607,48 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 							  "FOR UPDATE",
 							  3, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read ctas_fed.syncs");
-	for (i = 0; i < SPI_processed; i++)
+	/* what SPI_finish must not free */
+	oldcxt = MemoryContextSwitchTo(outercxt);
+	n = (int) SPI_processed;
+	ids = palloc(sizeof(int64) * Max(n, 1));
+	owners = palloc(sizeof(Oid) * Max(n, 1));
+	publications = palloc(sizeof(char *) * Max(n, 1));
+	for (i = 0; i < n; i++)
 	{
-		bool		isnull;
 		HeapTuple	tup = SPI_tuptable->vals[i];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
-		MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
-		List	   *item;
+		bool		isnull;
 
-		item = list_make3(makeInteger(0),
-						  makeString(SPI_getvalue(tup, desc, 1)),
-						  makeString(SPI_getvalue(tup, desc, 3)));
-		linitial(item) = makeInteger((int) DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull)));
-		found = lappend(found, item);
-		MemoryContextSwitchTo(oldcxt);
+		ids[i] = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		owners[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
+		publications[i] = SPI_getvalue(tup, desc, 3);
 	}
+	MemoryContextSwitchTo(oldcxt);
 	SPI_finish();
 	SetUserIdAndSecContext(save_userid, save_sec);
 
-	foreach(lc, found)
+	for (i = 0; i < n; i++)
 	{
-		List	   *item = lfirst(lc);
-		Oid			job_owner = (Oid) intVal(linitial(item));
 		Oid			idtype[1] = {INT8OID};
 		Datum		id[1];
 
-		if (!has_privs_of_role(GetUserId(), job_owner))
+		if (!has_privs_of_role(GetUserId(), owners[i]))
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("must be a member of role \"%s\" to stop its sync into \"%s.%s\"",
-							GetUserNameFromId(job_owner, false), schema, table)));
-		run_as(job_owner,
+							GetUserNameFromId(owners[i], false), schema, table)));
+		/* the publication is the job owner's */
+		run_as(owners[i],
 			   psprintf("DROP PUBLICATION IF EXISTS %s",
-						quote_identifier(strVal(lthird(item)))),
+						quote_identifier(publications[i])),
 			   0, NULL, NULL, NULL);
-		id[0] = DirectFunctionCall1(int8in,
-									CStringGetDatum(strVal(lsecond(item))));
+		id[0] = Int64GetDatum(ids[i]);
 		run_as(owner,
 			   "UPDATE ctas_fed.syncs SET state = 'stopped', error = NULL, "
 			   "finished_at = pg_catalog.now() WHERE sync_id = $1",
 			   1, idtype, id, NULL);
 	}
-	return found != NIL;
+	return n > 0;
 }
 
 PG_FUNCTION_INFO_V1(ctas_fed_stop_sync);

@@ -40,6 +40,20 @@ typedef struct CtasSync
 	List	   *attnums;		/* source columns the query reads (int) */
 } CtasSync;
 
+/* "schema"."table" of a sync's target, as the metrics label it */
+#define CTAS_SYNC_TARGET_LEN	(2 * NAMEDATALEN + 8)
+
+/* One running sync, for the metrics (sync_worker.c) */
+typedef struct CtasSyncMetric
+{
+	char		catalog[NAMEDATALEN];
+	char		target[CTAS_SYNC_TARGET_LEN];
+	char		slot_name[NAMEDATALEN];
+	double		lag_bytes;		/* -1: no slot */
+	double		lag_seconds;	/* -1: not streaming yet */
+	uint64		changes;		/* since the worker started */
+} CtasSyncMetric;
+
 /* in sync.c */
 extern void CtasSyncCheck(CtasLoad *load, Query *query, List *colnames);
 extern void CtasSyncCreate(CtasLoad *load);
@@ -49,5 +63,6 @@ extern bool CtasSyncStop(Oid serverid, const char *schema, const char *table);
 extern void CtasSyncTick(void);
 extern void CtasSyncShmemRequest(void);
 extern void CtasSyncShmemStartup(void);
+extern int	CtasSyncMetricsSnapshot(CtasSyncMetric **out);
 
 #endif							/* CTAS_SYNC_H */

@@ -158,6 +158,9 @@ typedef struct SyncStatus
 	Oid			dboid;			/* InvalidOid: free */
 	int64		id;
 	pid_t		pid;
+	char		catalog[NAMEDATALEN];	/* labels of the metrics */
+	char		target[CTAS_SYNC_TARGET_LEN];
+	char		slot_name[NAMEDATALEN];
 	uint64		rows;			/* rows copied plus changes applied */
 	uint64		changes;		/* source changes applied by the stream */
 	TimestampTz caught_up_at;	/* everything committed before this had
@@ -176,6 +179,7 @@ static SyncStatus *my_status = NULL;
 
 static void sync_status_report(uint64 rows, uint64 changes,
 							   TimestampTz caught_up_at);
+static void sync_status_labels(SyncJob *job);
 
 PGDLLEXPORT void ctas_fed_sync_main(Datum main_arg);
 
@@ -1202,6 +1206,81 @@ sync_status_report(uint64 rows, uint64 changes, TimestampTz caught_up_at)
 	LWLockRelease(sync_shared->lock);
 }
 
+/* the metric labels and slot of the job, once loaded */
+static void
+sync_status_labels(SyncJob *job)
+{
+	if (my_status == NULL)
+		return;
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	strlcpy(my_status->catalog, job->target.catalog->name, NAMEDATALEN);
+	snprintf(my_status->target, CTAS_SYNC_TARGET_LEN, "%s.%s",
+			 quote_identifier(job->target.schema),
+			 quote_identifier(job->target.table));
+	strlcpy(my_status->slot_name, job->slot_name, NAMEDATALEN);
+	LWLockRelease(sync_shared->lock);
+}
+
+/*
+ * CtasSyncMetricsSnapshot
+ *		The running sync workers of every database, for the metrics: their
+ *		labels, lag and changes applied.  Needs no database connection (the
+ *		notifier pushes the metrics too).  Returns the number of entries
+ *		and a palloc'd array in *out.
+ */
+int
+CtasSyncMetricsSnapshot(CtasSyncMetric **out)
+{
+	CtasSyncMetric *m;
+	XLogRecPtr	current = GetXLogWriteRecPtr();
+	TimestampTz now = GetCurrentTimestamp();
+	int			n = 0;
+	int			i;
+
+	*out = NULL;
+	if (sync_shared == NULL)
+		return 0;
+	m = palloc0(sizeof(CtasSyncMetric) * Max(sync_shared->nentries, 1));
+	LWLockAcquire(sync_shared->lock, LW_SHARED);
+	for (i = 0; i < sync_shared->nentries; i++)
+	{
+		SyncStatus *e = &sync_shared->entries[i];
+
+		if (e->dboid == InvalidOid || e->catalog[0] == '\0')
+			continue;
+		strlcpy(m[n].catalog, e->catalog, NAMEDATALEN);
+		strlcpy(m[n].target, e->target, CTAS_SYNC_TARGET_LEN);
+		strlcpy(m[n].slot_name, e->slot_name, NAMEDATALEN);
+		m[n].changes = e->changes;
+		m[n].lag_seconds = e->caught_up_at == 0 ? -1 :
+			(double) (now - e->caught_up_at) / USECS_PER_SEC;
+		n++;
+	}
+	LWLockRelease(sync_shared->lock);
+
+	/* the WAL each slot holds, as lag_bytes of the jobs view */
+	for (i = 0; i < n; i++)
+	{
+		ReplicationSlot *slot;
+
+		m[i].lag_bytes = -1;
+		LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+		slot = SearchNamedReplicationSlot(m[i].slot_name, false);
+		if (slot != NULL)
+		{
+			XLogRecPtr	confirmed;
+
+			SpinLockAcquire(&slot->mutex);
+			confirmed = slot->data.confirmed_flush;
+			SpinLockRelease(&slot->mutex);
+			m[i].lag_bytes = current > confirmed ? (double) (current - confirmed) : 0;
+		}
+		LWLockRelease(ReplicationSlotControlLock);
+	}
+	*out = m;
+	return n;
+}
+
 PG_FUNCTION_INFO_V1(ctas_fed_sync_status);
 
 /*
@@ -1280,6 +1359,8 @@ ctas_fed_sync_main(Datum main_arg)
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
+		if (job != NULL)
+			sync_status_labels(job);
 
 		if (job != NULL && strcmp(job->state, "copying") == 0)
 		{

@@ -220,6 +220,23 @@ ok(wait_until(30, sub { $local->safe_psql('postgres', q{
 	   WHERE mode = 'sync' AND state = 'streaming' AND rows > 0 AND pid > 0
 	     AND lag_bytes BETWEEN 0 AND 1000000 AND lag_seconds BETWEEN 0 AND 5}) eq '2' }),
 	'jobs view: both syncs streaming, rows counted, lag small once quiet');
+# the metrics: lag and changes by catalog and target, promtool-clean
+my $metrics = $local->safe_psql('postgres', 'SELECT ctas_fed.metrics()');
+like($metrics, qr/^ctas_fed_sync_lag_bytes\{catalog="wh",target="public.eu_orders"\} \d+$/m,
+	'metrics: lag_bytes of a sync');
+like($metrics, qr/^ctas_fed_sync_lag_seconds\{catalog="wh",target="public.eu_orders2"\} [\d.]+$/m,
+	'metrics: lag_seconds of a sync');
+like($metrics, qr/^ctas_fed_sync_changes_total\{catalog="wh",target="public.eu_orders"\} [1-9]\d*$/m,
+	'metrics: changes applied');
+my $mfile = PostgreSQL::Test::Utils::tempdir() . '/metrics.txt';
+open my $mf, '>', $mfile or die;
+print $mf "$metrics\n";
+close $mf;
+my $promtool = `which promtool`;
+chomp $promtool;
+my $check = `$promtool check metrics < $mfile 2>&1`;
+is($?, 0, 'metrics: promtool check metrics passes') or diag $check;
+
 is($local->safe_psql('postgres', q{
 	  SELECT count(*) FROM ctas_fed.jobs j JOIN ctas_fed.syncs s USING (job_id)
 	   WHERE j.mode <> 'sync'}),

@@ -322,7 +322,8 @@ CtasJobEventJson(const CtasJobEvent *ev)
 	appendStringInfoString(&buf, ", \"mode\": ");
 	escape_json(&buf, ev->mode);
 	appendStringInfoString(&buf, ", \"state\": ");
-	escape_json(&buf, CtasJobStateName(ev->state));
+	escape_json(&buf, ev->state_name[0] ? ev->state_name :
+				CtasJobStateName(ev->state));
 	appendStringInfo(&buf, ", \"rows\": " UINT64_FORMAT ", \"bytes\": " UINT64_FORMAT,
 					 ev->rows, ev->bytes);
 	appendStringInfoString(&buf, ", \"error\": ");

@@ -63,6 +63,7 @@
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
+#include "foreign/foreign.h"
 #include "funcapi.h"
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
@@ -111,6 +112,8 @@
 typedef struct SyncJob
 {
 	int64		id;
+	int64		job_id;			/* in ctas_fed.jobs */
+	TimestampTz created_at;
 	Oid			owner;
 	Oid			relid;
 	Query	   *query;
@@ -241,6 +244,46 @@ spi_array(int col, Oid elemtype, int *n)
 }
 
 /*
+ * queue_event
+ *		The webhook event of a state change of a sync job, if its catalog
+ *		(or ctas_fed.notify_url) names a webhook.
+ */
+static void
+queue_event(int64 job_id, const CtasCatalog *catalog, const char *schema,
+			const char *table, const char *state, uint64 rows,
+			const char *error, TimestampTz started_at)
+{
+	CtasJobEvent ev;
+	const char *url = catalog->notify_url ? catalog->notify_url : CtasNotifyUrl;
+
+	if (url == NULL || url[0] == '\0')
+		return;
+	memset(&ev, 0, sizeof(ev));
+	ev.job_id = job_id;
+	strlcpy(ev.catalog, catalog->name, sizeof(ev.catalog));
+	snprintf(ev.target, sizeof(ev.target), "%s.%s",
+			 quote_identifier(schema), quote_identifier(table));
+	strlcpy(ev.mode, "sync", sizeof(ev.mode));
+	strlcpy(ev.state_name, state, sizeof(ev.state_name));
+	ev.rows = rows;
+	if (error)
+		strlcpy(ev.error, error, sizeof(ev.error));
+	strlcpy(ev.notify_url, url, sizeof(ev.notify_url));
+	ev.started_at = started_at;
+	if (strcmp(state, "stopped") == 0 || strcmp(state, "failed") == 0)
+		ev.finished_at = GetCurrentTimestamp();
+	CtasJobsQueueEvent(&ev);
+}
+
+static void
+job_event(SyncJob *job, const char *state, const char *error)
+{
+	queue_event(job->job_id, job->target.catalog, job->target.schema,
+				job->target.table, state,
+				my_status ? my_status->rows : 0, error, job->created_at);
+}
+
+/*
  * load_job
  *		Read the job's row into a SyncJob in job_cxt, in a transaction of
  *		the caller's.  Returns NULL when the row is gone.
@@ -261,7 +304,8 @@ load_job(int64 id)
 	spi_exec("SELECT owner, server, remote_schema, remote_table, source, "
 			 "query_tree, publication, slot_name, state, source_attnums, "
 			 "source_columns, source_types, key_columns, source_key, "
-			 "remote_columns FROM ctas_fed.syncs WHERE sync_id = $1",
+			 "remote_columns, job_id, created_at "
+			 "FROM ctas_fed.syncs WHERE sync_id = $1",
 			 1, argtypes, args, true);
 	if (SPI_processed != 1)
 		return NULL;
@@ -330,6 +374,11 @@ load_job(int64 id)
 	for (i = 0; i < job->target.ncolumns; i++)
 		job->target.columns[i] = TextDatumGetCString(elems[i]);
 
+	job->job_id = pg_strtoint64(spi_text(0, 16));
+	job->created_at = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
+															  CStringGetDatum(spi_text(0, 17)),
+															  ObjectIdGetDatum(InvalidOid),
+															  Int32GetDatum(-1)));
 	job->target.catalog = CtasGetCatalog(serverid, job->owner, true, true);
 	job->apply = CtasCatalogRoutine(job->target.catalog)->sync;
 	if (job->apply == NULL)
@@ -542,6 +591,8 @@ do_copy(SyncJob *job)
 	Oid			save_userid;
 	int			save_sec;
 	uint64		rows = 0;
+
+	job_event(job, "copying", NULL);
 
 	/* a slot of an interrupted copy: begin again */
 	if (SearchNamedReplicationSlot(job->slot_name, true) != NULL)
@@ -1368,6 +1419,7 @@ ctas_fed_sync_main(Datum main_arg)
 
 			set_state(id, "streaming", NULL, consistent);
 			job->state = "streaming";
+			job_event(job, "streaming", NULL);
 		}
 		if (job != NULL && strcmp(job->state, "streaming") == 0)
 		{
@@ -1395,6 +1447,8 @@ ctas_fed_sync_main(Datum main_arg)
 		RESUME_INTERRUPTS();
 		set_state(id, sync_failed ? "failed" : "", edata->message,
 				  InvalidXLogRecPtr);
+		if (sync_failed && job != NULL)
+			job_event(job, "failed", edata->message);
 		proc_exit(sync_failed ? 0 : 1);
 	}
 	PG_END_TRY();
@@ -1430,6 +1484,32 @@ start_worker(int64 id, BackgroundWorkerHandle **handle)
 }
 
 /*
+ * stopped_event
+ *		The webhook event of a stopped job, from row i of the resolver's
+ *		scan of ctas_fed.syncs (sync_id, state, slot_name, publication,
+ *		server, owner, job_id, remote_schema, remote_table, created_at).
+ */
+static void
+stopped_event(uint64 i)
+{
+	Oid			serverid = DatumGetObjectId(DirectFunctionCall1(oidin,
+																CStringGetDatum(spi_text(i, 5))));
+	Oid			owner = DatumGetObjectId(DirectFunctionCall1(oidin,
+															 CStringGetDatum(spi_text(i, 6))));
+	CtasCatalog *catalog;
+
+	if (GetForeignServerExtended(serverid, FSV_MISSING_OK) == NULL)
+		return;
+	catalog = CtasGetCatalog(serverid, owner, false, false);
+	queue_event(pg_strtoint64(spi_text(i, 7)), catalog, spi_text(i, 8),
+				spi_text(i, 9), "stopped", 0, NULL,
+				DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
+														CStringGetDatum(spi_text(i, 10)),
+														ObjectIdGetDatum(InvalidOid),
+														Int32GetDatum(-1))));
+}
+
+/*
  * CtasSyncTick
  *		Called by the resolver of the database about every second, outside
  *		a transaction: start a worker for each job that should run and has
@@ -1451,7 +1531,8 @@ CtasSyncTick(void)
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	rc = SPI_execute("SELECT sync_id, state, slot_name, publication "
+	rc = SPI_execute("SELECT sync_id, state, slot_name, publication, server, "
+					 "owner, job_id, remote_schema, remote_table, created_at "
 					 "FROM ctas_fed.syncs", true, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read ctas_fed.syncs");
@@ -1518,6 +1599,9 @@ CtasSyncTick(void)
 				ereport(LOG,
 						(errmsg("ctas_fed: dropped replication slot \"%s\" of %s sync " INT64_FORMAT,
 								slot_name, state, id)));
+				/* the worker reported its failure; a stop is told here */
+				if (strcmp(state, "stopped") == 0)
+					stopped_event(i);
 			}
 			/* a failed job's publication (stop_sync drops its own) */
 			if (OidIsValid(get_publication_oid(publication, true)))

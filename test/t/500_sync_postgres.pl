@@ -19,7 +19,48 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+use IO::Socket::INET;
+use Time::HiRes qw(usleep);
+
 use CtasFed::Test;
+
+# a webhook receiver: records every request body, one per line
+my $hook_log = PostgreSQL::Test::Utils::tempdir() . '/hooks.log';
+my $hook_sock = IO::Socket::INET->new(
+	LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 20, ReuseAddr => 1)
+  or die "could not listen: $!";
+my $hook_port = $hook_sock->sockport;
+my $hook_pid = fork();
+die "fork failed" unless defined $hook_pid;
+END { kill 'TERM', $hook_pid if $hook_pid; }
+if ($hook_pid == 0)
+{
+	$SIG{TERM} = sub { exit 0 };
+	while (my $c = $hook_sock->accept)
+	{
+		my ($head, $body) = ('', '');
+		while (my $line = <$c>)
+		{
+			$head .= $line;
+			last if $line eq "\r\n";
+		}
+		my ($len) = $head =~ /Content-Length:\s*(\d+)/i;
+		read($c, $body, $len // 0);
+		open my $f, '>>', $hook_log or die;
+		print $f "$body\n";
+		close $f;
+		print $c "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+		close $c;
+	}
+	exit 0;
+}
+close $hook_sock;
+
+sub wait_hook
+{
+	my ($re) = @_;
+	return wait_until(30, sub { -f $hook_log && slurp_file($hook_log) =~ $re });
+}
 
 my $local = new_cluster('local');
 my $remote = new_remote_cluster(
@@ -32,7 +73,8 @@ my $rport = $remote->port;
 $local->safe_psql('postgres', qq{
 CREATE EXTENSION ctas_fed;
 CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw',
+           notify_url 'http://127.0.0.1:$hook_port/hook');
 CREATE USER MAPPING FOR PUBLIC SERVER wh OPTIONS (user 'loader', password 'secret');
 CREATE TABLE orders (id int PRIMARY KEY, customer text, amount numeric(12,2),
                      region text, status text);
@@ -220,6 +262,12 @@ ok(wait_until(30, sub { $local->safe_psql('postgres', q{
 	   WHERE mode = 'sync' AND state = 'streaming' AND rows > 0 AND pid > 0
 	     AND lag_bytes BETWEEN 0 AND 1000000 AND lag_seconds BETWEEN 0 AND 5}) eq '2' }),
 	'jobs view: both syncs streaming, rows counted, lag small once quiet');
+# webhooks on the state changes of sync jobs
+ok(wait_hook(qr/"target": "public.eu_orders", "mode": "sync", "state": "copying"/),
+	'webhook: copying');
+ok(wait_hook(qr/"target": "public.eu_orders", "mode": "sync", "state": "streaming", "rows": [1-9]/),
+	'webhook: streaming, with the rows copied');
+
 # the metrics: lag and changes by catalog and target, promtool-clean
 my $metrics = $local->safe_psql('postgres', 'SELECT ctas_fed.metrics()');
 like($metrics, qr/^ctas_fed_sync_lag_bytes\{catalog="wh",target="public.eu_orders"\} \d+$/m,
@@ -314,6 +362,8 @@ is($local->safe_psql('postgres', q{
 	  SELECT state || ' ' || (finished_at IS NOT NULL) || ' ' || (lag_bytes IS NULL)
 	    FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'public.eu_orders2'}),
 	'stopped true true', 'jobs view: stopped job, finished, no lag');
+ok(wait_hook(qr/"target": "public.eu_orders2", "mode": "sync", "state": "stopped"/),
+	'webhook: stopped');
 like(sql_error("SELECT ctas_fed.stop_sync('wh.public.eu_orders2')"),
 	qr/there is no running sync into "wh.public.eu_orders2"/, 'stop_sync of a stopped sync');
 
@@ -336,6 +386,9 @@ ok(wait_until(30, sub { our_slots() eq '0' }), 'the failed job released its slot
 like($local->safe_psql('postgres', q{
 	  SELECT state || ': ' || error FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'public.eu_orders'}),
 	qr/^failed: column "status"/, 'jobs view: failed job with its error');
+ok(wait_hook(qr/"target": "public.eu_orders", "mode": "sync", "state": "failed", "rows": \d+, "bytes": 0, "error": "column \\"status\\"/),
+	'webhook: failed, with the error');
+unlike(slurp_file($hook_log), qr/secret/, 'no secret in any webhook');
 is($local->safe_psql('postgres', q{
 	  CREATE ROLE outsider;
 	  SET ROLE outsider;

@@ -144,11 +144,12 @@ typedef struct SyncEval
 	ExprState  *qual;			/* NULL: no WHERE */
 	int			nexprs;
 	ExprState **exprs;
-	FmgrInfo   *outfuncs;
 	TupleTableSlot *slot;		/* virtual, source row type */
-	char	  **values;			/* one row's remote values */
-	char	  **keys;
+	Datum	   *values;			/* one row's remote values */
+	bool	   *nulls;
+	char	  **keys;			/* a key as text, as pgoutput sent it */
 	char	  **oldkeys;
+	Datum	   *keyvals;		/* a key as Datums, for delete */
 } SyncEval;
 
 /*
@@ -299,6 +300,7 @@ load_job(int64 id)
 	int			n;
 	int			i;
 	Oid			serverid;
+	ListCell   *lc;
 
 	args[0] = Int64GetDatum(id);
 	spi_exec("SELECT owner, server, remote_schema, remote_table, source, "
@@ -373,6 +375,20 @@ load_job(int64 id)
 	job->target.columns = palloc(sizeof(char *) * job->target.ncolumns);
 	for (i = 0; i < job->target.ncolumns; i++)
 		job->target.columns[i] = TextDatumGetCString(elems[i]);
+
+	/* the types of the values the target gets */
+	job->target.types = palloc(sizeof(Oid) * Max(job->target.ncolumns, 1));
+	n = 0;
+	foreach(lc, job->query->targetList)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+
+		if (!tle->resjunk && n < job->target.ncolumns)
+			job->target.types[n++] = exprType((Node *) tle->expr);
+	}
+	job->target.key_types = palloc(sizeof(Oid) * Max(job->target.nkeys, 1));
+	for (i = 0; i < job->target.nkeys; i++)
+		job->target.key_types[i] = job->atttypes[job->keycol[i]];
 
 	job->job_id = pg_strtoint64(spi_text(0, 16));
 	job->created_at = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
@@ -460,19 +476,14 @@ build_eval(SyncJob *job)
 		ev->qual = ExecPrepareQual(make_ands_implicit((Expr *) copyObject(quals)),
 								   ev->estate);
 	ev->exprs = palloc(sizeof(ExprState *) * list_length(job->query->targetList));
-	ev->outfuncs = palloc0(sizeof(FmgrInfo) * list_length(job->query->targetList));
 	foreach(lc, job->query->targetList)
 	{
 		TargetEntry *tle = lfirst_node(TargetEntry, lc);
-		Oid			outfunc;
-		bool		isvarlena;
 
 		if (tle->resjunk)
 			continue;
 		ev->exprs[n] = ExecPrepareExpr((Expr *) copyObject(tle->expr),
 									   ev->estate);
-		getTypeOutputInfo(exprType((Node *) tle->expr), &outfunc, &isvarlena);
-		fmgr_info(outfunc, &ev->outfuncs[n]);
 		n++;
 	}
 	ev->nexprs = n;
@@ -480,9 +491,11 @@ build_eval(SyncJob *job)
 		elog(ERROR, "sync " INT64_FORMAT ": query has %d columns, the remote table %d",
 			 job->id, n, job->target.ncolumns);
 	ev->slot = MakeSingleTupleTableSlot(job->tupdesc, &TTSOpsVirtual);
-	ev->values = palloc0(sizeof(char *) * n);
+	ev->values = palloc0(sizeof(Datum) * n);
+	ev->nulls = palloc0(sizeof(bool) * n);
 	ev->keys = palloc0(sizeof(char *) * job->target.nkeys);
 	ev->oldkeys = palloc0(sizeof(char *) * job->target.nkeys);
+	ev->keyvals = palloc0(sizeof(Datum) * job->target.nkeys);
 	return ev;
 }
 
@@ -507,12 +520,8 @@ evaluate(SyncEval *ev, TupleTableSlot *slot)
 	if (ev->qual != NULL && !ExecQual(ev->qual, ev->econtext))
 		return false;
 	for (i = 0; i < ev->nexprs; i++)
-	{
-		bool		isnull;
-		Datum		d = ExecEvalExpr(ev->exprs[i], ev->econtext, &isnull);
-
-		ev->values[i] = isnull ? NULL : OutputFunctionCall(&ev->outfuncs[i], d);
-	}
+		ev->values[i] = ExecEvalExpr(ev->exprs[i], ev->econtext,
+									 &ev->nulls[i]);
 	return true;
 }
 
@@ -644,7 +653,7 @@ do_copy(SyncJob *job)
 		oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
 		if (evaluate(ev, hslot))
 		{
-			job->apply->upsert(&job->target, ev->values);
+			job->apply->upsert(&job->target, ev->values, ev->nulls);
 			rows++;
 		}
 		MemoryContextSwitchTo(oldcxt);
@@ -839,6 +848,22 @@ tuple_keys(SyncJob *job, LogicalRepTupleData *tup, char **keys)
 	}
 }
 
+/* delete the row of a key given as text (per-tuple memory) */
+static void
+delete_key(SyncJob *job, SyncEval *ev, char **keys)
+{
+	int			k;
+
+	for (k = 0; k < job->target.nkeys; k++)
+	{
+		int			j = job->keycol[k];
+
+		ev->keyvals[k] = InputFunctionCall(&job->infuncs[j], keys[k],
+										   job->ioparams[j], -1);
+	}
+	job->apply->delete(&job->target, ev->keyvals);
+}
+
 static bool
 same_keys(SyncJob *job, char **a, char **b)
 {
@@ -863,12 +888,12 @@ apply_new_row(SyncJob *job, SyncEval *ev, LogicalRepTupleData *tup,
 {
 	tuple_keys(job, tup, ev->keys);
 	if (oldkeys != NULL && !same_keys(job, oldkeys, ev->keys))
-		job->apply->delete(&job->target, oldkeys);
+		delete_key(job, ev, oldkeys);
 	fill_slot(job, ev, tup, old);
 	if (evaluate(ev, ev->slot))
-		job->apply->upsert(&job->target, ev->values);
+		job->apply->upsert(&job->target, ev->values, ev->nulls);
 	else if (oldkeys != NULL)
-		job->apply->delete(&job->target, ev->keys);
+		delete_key(job, ev, ev->keys);
 }
 
 /*
@@ -944,7 +969,7 @@ apply_changes(SyncJob *job, SyncEval *ev)
 					tuple_keys(job, &newtup, ev->keys);
 					fill_slot(job, ev, &newtup, NULL);
 					if (evaluate(ev, ev->slot))
-						job->apply->upsert(&job->target, ev->values);
+						job->apply->upsert(&job->target, ev->values, ev->nulls);
 					break;
 				}
 			case LOGICAL_REP_MSG_UPDATE:
@@ -975,7 +1000,7 @@ apply_changes(SyncJob *job, SyncEval *ev)
 						break;
 					changes++;
 					tuple_keys(job, &oldtup, ev->keys);
-					job->apply->delete(&job->target, ev->keys);
+					delete_key(job, ev, ev->keys);
 					break;
 				}
 			case LOGICAL_REP_MSG_TRUNCATE:

@@ -119,9 +119,10 @@ typedef struct CtasTargetRoutine CtasTargetRoutine;
 
 /*
  * The remote table of a continuous sync, as the sync worker applies
- * changes to it (sync_worker.c).  Values are text in the source types'
- * output form, NULL for SQL NULL, in the order of columns (keys: of
- * keys).  The target keeps its connection and batch on private.
+ * changes to it (sync_worker.c).  Rows are Datums of the query's result
+ * types, in the order of columns; keys are Datums of the key columns'
+ * types, in the order of keys, never NULL.  The target keeps its
+ * connection and batch on private.
  */
 typedef struct CtasSyncTarget
 {
@@ -131,8 +132,10 @@ typedef struct CtasSyncTarget
 	char	   *job_key;		/* names the job in the remote progress */
 	int			ncolumns;
 	char	  **columns;		/* remote column names */
+	Oid		   *types;			/* local type of each column */
 	int			nkeys;
 	char	  **keys;			/* remote key column names */
+	Oid		   *key_types;		/* local type of each key column */
 	void	   *private;
 } CtasSyncTarget;
 
@@ -147,8 +150,8 @@ typedef struct CtasSyncApply
 	void		(*open) (CtasSyncTarget *t);	/* connect, progress table */
 	uint64		(*applied_lsn) (CtasSyncTarget *t); /* 0: nothing applied */
 	void		(*begin) (CtasSyncTarget *t);
-	void		(*upsert) (CtasSyncTarget *t, char **values);
-	void		(*delete) (CtasSyncTarget *t, char **keys);
+	void		(*upsert) (CtasSyncTarget *t, Datum *values, bool *nulls);
+	void		(*delete) (CtasSyncTarget *t, Datum *keys);
 	void		(*truncate) (CtasSyncTarget *t);
 	void		(*commit) (CtasSyncTarget *t, uint64 lsn);
 	void		(*close) (CtasSyncTarget *t);	/* never ERROR */

@@ -25,7 +25,7 @@
  * commit together, so a restart applies each source transaction exactly
  * once.
  *
- * Values are literals (quote_literal_cstr) in the source type's text form,
+ * Values are literals (quote_literal_cstr) of the local type's text output,
  * which the remote column (of the same type, or text: typemap.c) accepts;
  * identifiers go through quote_identifier.
  *
@@ -40,6 +40,7 @@
 
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/pg_lsn.h"
 
 #include "postgres_target.h"
@@ -60,13 +61,15 @@ typedef struct PgSyncState
 	char	   *insert_head;	/* INSERT INTO ... VALUES ( */
 	List	   *queue;			/* SQL strings not sent yet */
 	MemoryContext cxt;			/* the queue; reset after each send */
+	FmgrInfo   *out;			/* output function of each column */
+	FmgrInfo   *key_out;		/* and of each key column */
 } PgSyncState;
 
 static void pg_sync_open(CtasSyncTarget *t);
 static uint64 pg_sync_applied_lsn(CtasSyncTarget *t);
 static void pg_sync_begin(CtasSyncTarget *t);
-static void pg_sync_upsert(CtasSyncTarget *t, char **values);
-static void pg_sync_delete(CtasSyncTarget *t, char **keys);
+static void pg_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls);
+static void pg_sync_delete(CtasSyncTarget *t, Datum *keys);
 static void pg_sync_truncate(CtasSyncTarget *t);
 static void pg_sync_commit(CtasSyncTarget *t, uint64 lsn);
 static void pg_sync_close(CtasSyncTarget *t);
@@ -82,11 +85,30 @@ const CtasSyncApply CtasPgSyncApply = {
 	.close = pg_sync_close,
 };
 
-/* the literal of a value, NULL for SQL NULL */
+/* the literal of a value in its type's text form, NULL for SQL NULL */
 static const char *
-literal(const char *value)
+literal(FmgrInfo *out, Datum value, bool isnull)
 {
-	return value == NULL ? "NULL" : quote_literal_cstr(value);
+	return isnull ? "NULL" :
+		quote_literal_cstr(OutputFunctionCall(out, value));
+}
+
+/* output functions of types, in the current memory context */
+static FmgrInfo *
+output_functions(int n, Oid *types)
+{
+	FmgrInfo   *out = palloc0(sizeof(FmgrInfo) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		Oid			func;
+		bool		isvarlena;
+
+		getTypeOutputInfo(types[i], &func, &isvarlena);
+		fmgr_info(func, &out[i]);
+	}
+	return out;
 }
 
 /*
@@ -146,6 +168,8 @@ pg_sync_open(CtasSyncTarget *t)
 	st->cxt = AllocSetContextCreate(CurrentMemoryContext,
 									"ctas_fed sync queue",
 									ALLOCSET_DEFAULT_SIZES);
+	st->out = output_functions(t->ncolumns, t->types);
+	st->key_out = output_functions(t->nkeys, t->key_types);
 	t->private = st;
 
 	st->conn = CtasPgConnectFresh(t->catalog);
@@ -295,7 +319,7 @@ pg_sync_begin(CtasSyncTarget *t)
 }
 
 static void
-pg_sync_upsert(CtasSyncTarget *t, char **values)
+pg_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
 	MemoryContext oldcxt = MemoryContextSwitchTo(st->cxt);
@@ -305,14 +329,15 @@ pg_sync_upsert(CtasSyncTarget *t, char **values)
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, st->insert_head);
 	for (i = 0; i < t->ncolumns; i++)
-		appendStringInfo(&sql, "%s%s", i ? ", " : "", literal(values[i]));
+		appendStringInfo(&sql, "%s%s", i ? ", " : "",
+						 literal(&st->out[i], values[i], nulls[i]));
 	appendStringInfoString(&sql, st->upsert_tail);
 	MemoryContextSwitchTo(oldcxt);
 	enqueue_and_maybe_send(t, sql.data);
 }
 
 static void
-pg_sync_delete(CtasSyncTarget *t, char **keys)
+pg_sync_delete(CtasSyncTarget *t, Datum *keys)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
 	MemoryContext oldcxt = MemoryContextSwitchTo(st->cxt);
@@ -323,7 +348,8 @@ pg_sync_delete(CtasSyncTarget *t, char **keys)
 	appendStringInfo(&sql, "DELETE FROM %s WHERE ", st->qualified);
 	for (i = 0; i < t->nkeys; i++)
 		appendStringInfo(&sql, "%s%s = %s", i ? " AND " : "",
-						 quote_identifier(t->keys[i]), literal(keys[i]));
+						 quote_identifier(t->keys[i]),
+						 literal(&st->key_out[i], keys[i], false));
 	MemoryContextSwitchTo(oldcxt);
 	enqueue_and_maybe_send(t, sql.data);
 }

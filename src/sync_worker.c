@@ -653,7 +653,7 @@ do_copy(SyncJob *job)
 		oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
 		if (evaluate(ev, hslot))
 		{
-			job->apply->upsert(&job->target, ev->values, ev->nulls);
+			job->apply->copy_row(&job->target, ev->values, ev->nulls);
 			rows++;
 		}
 		MemoryContextSwitchTo(oldcxt);

@@ -151,6 +151,8 @@ typedef struct CtasSyncApply
 	uint64		(*applied_lsn) (CtasSyncTarget *t); /* 0: nothing applied */
 	void		(*begin) (CtasSyncTarget *t);
 	void		(*upsert) (CtasSyncTarget *t, Datum *values, bool *nulls);
+	/* a row of the initial copy, into the table truncate emptied */
+	void		(*copy_row) (CtasSyncTarget *t, Datum *values, bool *nulls);
 	void		(*delete) (CtasSyncTarget *t, Datum *keys);
 	void		(*truncate) (CtasSyncTarget *t);
 	void		(*commit) (CtasSyncTarget *t, uint64 lsn);

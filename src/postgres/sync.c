@@ -13,9 +13,11 @@
  *	upsert		queue INSERT ... ON CONFLICT (key) DO UPDATE
  *	delete		queue DELETE ... WHERE key = ...
  *	truncate	queue DELETE (MVCC-safe for readers, unlike TRUNCATE)
- *	commit		queue the upsert of the job's progress row and COMMIT, send
- *				the queue in one pipeline (one round trip), check every
- *				result
+ *	copy_row	(the initial copy, after truncate) send the queue, open a
+ *				COPY ... FROM STDIN in text format, add the row to it
+ *	commit		end the COPY if one is open; queue the upsert of the job's
+ *				progress row and COMMIT, send the queue in one pipeline
+ *				(one round trip), check every result
  *
  * The queue is sent whenever it holds PIPELINE_STATEMENTS statements, so
  * that a long batch never piles up in memory; the remote transaction stays
@@ -47,6 +49,8 @@
 
 /* statements queued before they are sent */
 #define PIPELINE_STATEMENTS	1000
+/* bytes of COPY data collected before they are handed to libpq */
+#define COPY_CHUNK			(64 * 1024)
 
 #define PROGRESS_TABLE	"_ctas_fed_sync_progress"
 /* first key of the remote advisory lock that guards its creation */
@@ -63,6 +67,10 @@ typedef struct PgSyncState
 	MemoryContext cxt;			/* the queue; reset after each send */
 	FmgrInfo   *out;			/* output function of each column */
 	FmgrInfo   *key_out;		/* and of each key column */
+	char	   *copy_sql;		/* COPY ... FROM STDIN of the initial copy */
+	bool		in_copy;		/* that COPY is open */
+	uint64		copy_rows;
+	StringInfoData copy_buf;	/* COPY data not handed to libpq yet */
 } PgSyncState;
 
 static void pg_sync_open(CtasSyncTarget *t);
@@ -70,6 +78,7 @@ static uint64 pg_sync_applied_lsn(CtasSyncTarget *t);
 static void pg_sync_begin(CtasSyncTarget *t);
 static void pg_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls);
 static void pg_sync_delete(CtasSyncTarget *t, Datum *keys);
+static void pg_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls);
 static void pg_sync_truncate(CtasSyncTarget *t);
 static void pg_sync_commit(CtasSyncTarget *t, uint64 lsn);
 static void pg_sync_close(CtasSyncTarget *t);
@@ -79,6 +88,7 @@ const CtasSyncApply CtasPgSyncApply = {
 	.applied_lsn = pg_sync_applied_lsn,
 	.begin = pg_sync_begin,
 	.upsert = pg_sync_upsert,
+	.copy_row = pg_sync_copy_row,
 	.delete = pg_sync_delete,
 	.truncate = pg_sync_truncate,
 	.commit = pg_sync_commit,
@@ -135,6 +145,15 @@ pg_sync_open(CtasSyncTarget *t)
 						 quote_identifier(t->columns[i]));
 	appendStringInfoString(&buf, ") VALUES (");
 	st->insert_head = buf.data;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "COPY %s (", st->qualified);
+	for (i = 0; i < t->ncolumns; i++)
+		appendStringInfo(&buf, "%s%s", i ? ", " : "",
+						 quote_identifier(t->columns[i]));
+	appendStringInfoString(&buf, ") FROM STDIN");
+	st->copy_sql = buf.data;
+	initStringInfo(&st->copy_buf);
 
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, ") ON CONFLICT (");
@@ -366,6 +385,73 @@ pg_sync_truncate(CtasSyncTarget *t)
 }
 
 /*
+ * pg_sync_copy_row
+ *		A row of the initial copy: into a COPY FROM STDIN (text format),
+ *		opened at the first row after what is queued (BEGIN, the DELETE of
+ *		truncate) has been sent.
+ */
+static void
+pg_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
+{
+	PgSyncState *st = (PgSyncState *) t->private;
+	int			i;
+
+	if (!st->in_copy)
+	{
+		PGresult   *res;
+
+		send_queue(t);
+		if (!PQsendQuery(st->conn, st->copy_sql))
+			CtasPgReportError(ERROR, NULL, st->conn, t->catalog, st->copy_sql);
+		res = CtasPgGetResult(st->conn, 0, NULL);
+		if (res == NULL || PQresultStatus(res) != PGRES_COPY_IN)
+			CtasPgReportError(ERROR, res, st->conn, t->catalog, st->copy_sql);
+		PQclear(res);
+		st->in_copy = true;
+		st->copy_rows = 0;
+		resetStringInfo(&st->copy_buf);
+	}
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(&st->copy_buf, '\t');
+		if (nulls[i])
+			appendStringInfoString(&st->copy_buf, "\\N");
+		else
+			CtasAppendCopyText(&st->copy_buf,
+							   OutputFunctionCall(&st->out[i], values[i]));
+	}
+	appendStringInfoChar(&st->copy_buf, '\n');
+	st->copy_rows++;
+	if (st->copy_buf.len >= COPY_CHUNK)
+	{
+		CtasPgPutCopyData(st->conn, t->catalog, st->copy_buf.data,
+						  st->copy_buf.len);
+		resetStringInfo(&st->copy_buf);
+	}
+}
+
+/* end the COPY of the initial copy, checking what arrived */
+static void
+end_copy(CtasSyncTarget *t)
+{
+	PgSyncState *st = (PgSyncState *) t->private;
+	uint64		rows;
+
+	if (st->copy_buf.len > 0)
+		CtasPgPutCopyData(st->conn, t->catalog, st->copy_buf.data,
+						  st->copy_buf.len);
+	resetStringInfo(&st->copy_buf);
+	rows = CtasPgEndCopy(st->conn, t->catalog, st->copy_sql);
+	st->in_copy = false;
+	if (rows != st->copy_rows)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("catalog \"%s\" received " UINT64_FORMAT " rows, but " UINT64_FORMAT " were sent",
+						t->catalog->name, rows, st->copy_rows)));
+}
+
+/*
  * pg_sync_commit
  *		Store lsn as the job's progress and commit the remote transaction,
  *		with whatever is still queued, in one round trip.
@@ -374,7 +460,11 @@ static void
 pg_sync_commit(CtasSyncTarget *t, uint64 lsn)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
-	MemoryContext oldcxt = MemoryContextSwitchTo(st->cxt);
+	MemoryContext oldcxt;
+
+	if (st->in_copy)
+		end_copy(t);
+	oldcxt = MemoryContextSwitchTo(st->cxt);
 
 	enqueue(t, psprintf("INSERT INTO %s (job, lsn) VALUES (%s, '%X/%X') "
 						"ON CONFLICT (job) DO UPDATE SET lsn = EXCLUDED.lsn",

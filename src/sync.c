@@ -26,6 +26,11 @@
  * included (notes/logical-decoding-pg15.md).  The sync worker creates it
  * after commit, with the snapshot its initial copy uses (sync_worker.c).
  *
+ * CtasSyncStop (ctas_fed.stop_sync(), and DROP TABLE of a synced table
+ * through ctas.c) drops the publication and marks the job "stopped", in the
+ * caller's transaction; after commit the worker ends and the resolver
+ * drops the slot (sync_worker.c).
+ *
  * The row of ctas_fed.syncs is the durable record of the job: everything a
  * worker needs to rebuild it (the owner, the catalog, the remote table, the
  * query as a node tree, the key, the names of the publication and slot) and

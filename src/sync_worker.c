@@ -44,6 +44,21 @@
  * rebuild) marks the job "failed"; the resolver then drops its slot, so that
  * it holds no WAL (README: Continuous sync).
  *
+ * While the source has nothing for the job, the slot is still advanced to
+ * the WAL flushed before the last empty peek (at most every
+ * SYNC_IDLE_ADVANCE_MS), so that an idle sync holds no WAL either; a peek
+ * is skipped while no WAL at all was written since the last empty one.
+ *
+ * What the workers report (rows, changes, the time they were last caught
+ * up) lives in a small shared-memory table, read by ctas_fed.sync_status()
+ * for the jobs view and by the metrics, which the notifier also pushes
+ * without a database connection.  State changes go to the webhook through
+ * the registry's event queue (CtasJobsQueueEvent).
+ *
+ * XXX: a peek returns whole source transactions, so one very large
+ * transaction is held in memory at once while it is applied; streaming of
+ * large transactions (proto_version 2) is not used.
+ *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
@@ -220,10 +235,24 @@ spi_exec(const char *sql, int nargs, Oid *types, Datum *values, bool ro)
 			 SPI_result_code_string(rc));
 }
 
+/* column col of row of SPI_tuptable, as text (NULL for NULL) */
 static char *
 spi_text(int row, int col)
 {
 	return SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
+}
+
+/* column col of row of SPI_tuptable, a by-value type, never NULL */
+static Datum
+spi_datum(int row, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[row],
+								  SPI_tuptable->tupdesc, col, &isnull);
+
+	if (isnull)
+		elog(ERROR, "unexpected NULL in column %d of ctas_fed.syncs", col);
+	return d;
 }
 
 /* an int2[] or oid[] or text[] column of row 0 as a Datum array */
@@ -315,14 +344,11 @@ load_job(int64 id)
 	oldcxt = MemoryContextSwitchTo(job_cxt);
 	job = palloc0(sizeof(SyncJob));
 	job->id = id;
-	job->owner = DatumGetObjectId(DirectFunctionCall1(oidin,
-													  CStringGetDatum(spi_text(0, 1))));
-	serverid = DatumGetObjectId(DirectFunctionCall1(oidin,
-													CStringGetDatum(spi_text(0, 2))));
+	job->owner = DatumGetObjectId(spi_datum(0, 1));
+	serverid = DatumGetObjectId(spi_datum(0, 2));
 	job->target.schema = spi_text(0, 3);
 	job->target.table = spi_text(0, 4);
-	job->relid = DatumGetObjectId(DirectFunctionCall1(oidin,
-													  CStringGetDatum(spi_text(0, 5))));
+	job->relid = DatumGetObjectId(spi_datum(0, 5));
 	job->query = (Query *) stringToNode(spi_text(0, 6));
 	job->publication = spi_text(0, 7);
 	job->slot_name = spi_text(0, 8);
@@ -390,11 +416,8 @@ load_job(int64 id)
 	for (i = 0; i < job->target.nkeys; i++)
 		job->target.key_types[i] = job->atttypes[job->keycol[i]];
 
-	job->job_id = pg_strtoint64(spi_text(0, 16));
-	job->created_at = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
-															  CStringGetDatum(spi_text(0, 17)),
-															  ObjectIdGetDatum(InvalidOid),
-															  Int32GetDatum(-1)));
+	job->job_id = DatumGetInt64(spi_datum(0, 16));
+	job->created_at = DatumGetTimestampTz(spi_datum(0, 17));
 	job->target.catalog = CtasGetCatalog(serverid, job->owner, true, true);
 	job->apply = CtasCatalogRoutine(job->target.catalog)->sync;
 	if (job->apply == NULL)
@@ -1517,21 +1540,16 @@ start_worker(int64 id, BackgroundWorkerHandle **handle)
 static void
 stopped_event(uint64 i)
 {
-	Oid			serverid = DatumGetObjectId(DirectFunctionCall1(oidin,
-																CStringGetDatum(spi_text(i, 5))));
-	Oid			owner = DatumGetObjectId(DirectFunctionCall1(oidin,
-															 CStringGetDatum(spi_text(i, 6))));
+	Oid			serverid = DatumGetObjectId(spi_datum(i, 5));
+	Oid			owner = DatumGetObjectId(spi_datum(i, 6));
 	CtasCatalog *catalog;
 
 	if (GetForeignServerExtended(serverid, FSV_MISSING_OK) == NULL)
 		return;
 	catalog = CtasGetCatalog(serverid, owner, false, false);
-	queue_event(pg_strtoint64(spi_text(i, 7)), catalog, spi_text(i, 8),
+	queue_event(DatumGetInt64(spi_datum(i, 7)), catalog, spi_text(i, 8),
 				spi_text(i, 9), "stopped", 0, NULL,
-				DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
-														CStringGetDatum(spi_text(i, 10)),
-														ObjectIdGetDatum(InvalidOid),
-														Int32GetDatum(-1))));
+				DatumGetTimestampTz(spi_datum(i, 10)));
 }
 
 /*
@@ -1564,7 +1582,7 @@ CtasSyncTick(void)
 
 	for (i = 0; i < SPI_processed; i++)
 	{
-		int64		id = pg_strtoint64(spi_text(i, 1));
+		int64		id = DatumGetInt64(spi_datum(i, 1));
 		char	   *state = spi_text(i, 2);
 		char	   *slot_name = spi_text(i, 3);
 		char	   *publication = spi_text(i, 4);

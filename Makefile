@@ -22,6 +22,7 @@ OBJS = \
 	src/clickhouse/ddl.o \
 	src/clickhouse/resolve.o \
 	src/clickhouse/rowbinary.o \
+	src/clickhouse/sync.o \
 	src/clickhouse/types.o \
 	src/clickhouse/writer.o \
 	src/clickhouse/xact.o \

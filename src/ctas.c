@@ -471,6 +471,8 @@ CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt)
 	}
 	derive_columns(load, result_desc(castNode(Query, stmt->query)),
 				   into->colNames);
+	if (load->sync && load->routine->sync->prepare)
+		load->routine->sync->prepare(load);
 	return load;
 }
 

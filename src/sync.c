@@ -114,6 +114,7 @@ CtasSyncCheck(CtasLoad *load, Query *query, List *colnames)
 	MemoryContext oldcxt = MemoryContextSwitchTo(load->cxt);
 	CtasSync   *sync = palloc0(sizeof(CtasSync));
 	RangeTblEntry *rte;
+	ListCell   *lc;
 
 	if (!load->opts.atomic)
 		ereport(ERROR,
@@ -134,6 +135,11 @@ CtasSyncCheck(CtasLoad *load, Query *query, List *colnames)
 
 	sync->relid = rte->relid;
 	sync->query = copyObject(query);
+	foreach(lc, query->targetList)
+	{
+		if (!lfirst_node(TargetEntry, lc)->resjunk)
+			sync->ncolumns++;
+	}
 	derive_key(load, sync, query, colnames);
 
 	/* the sync worker copies the rows under the snapshot of its slot */
@@ -521,7 +527,7 @@ CtasSyncCreate(CtasLoad *load)
 		coltypes = lappend_int(coltypes, (int) att->atttypid);
 	}
 	relation_close(rel, AccessShareLock);
-	for (i = 0; i < load->ncolumns; i++)
+	for (i = 0; i < sync->ncolumns; i++)
 		remote_columns = lappend(remote_columns,
 								 makeString(load->columns[i].name));
 

@@ -38,6 +38,9 @@ typedef struct CtasSync
 	List	   *key_attnums;	/* source attnums of the key (int), same
 								 * order */
 	List	   *attnums;		/* source columns the query reads (int) */
+	int			ncolumns;		/* columns of the query's result: the
+								 * first load->columns (a target may add
+								 * its own after them) */
 } CtasSync;
 
 /* "schema"."table" of a sync's target, as the metrics label it */

@@ -660,6 +660,7 @@ do_copy(SyncJob *job)
 	open_target(job);
 	ev = build_eval(job);
 
+	job->target.change_lsn = consistent;
 	job->apply->begin(&job->target);
 	job->apply->truncate(&job->target);
 
@@ -957,6 +958,7 @@ apply_changes(SyncJob *job, SyncEval *ev)
 
 					logicalrep_read_begin(&msg, &begin);
 					skipping = begin.final_lsn < job->applied;
+					job->target.change_lsn = begin.final_lsn;
 					if (!skipping && !began)
 					{
 						job->apply->begin(&job->target);

@@ -136,8 +136,13 @@ typedef struct CtasSyncTarget
 	int			nkeys;
 	char	  **keys;			/* remote key column names */
 	Oid		   *key_types;		/* local type of each key column */
+	uint64		change_lsn;		/* commit lsn of the source transaction
+								 * being applied; during the initial copy,
+								 * the slot's consistent point */
 	void	   *private;
 } CtasSyncTarget;
+
+struct CtasLoad;
 
 /*
  * What a target does for a continuous sync.  One batch is one remote
@@ -147,6 +152,12 @@ typedef struct CtasSyncTarget
  */
 typedef struct CtasSyncApply
 {
+	/*
+	 * At statement time, after the columns are derived: what a synced
+	 * table of this target needs beyond the query's columns (extra
+	 * columns, table options), or NULL.  ERROR on options it cannot keep.
+	 */
+	void		(*prepare) (struct CtasLoad *load);
 	void		(*open) (CtasSyncTarget *t);	/* connect, progress table */
 	uint64		(*applied_lsn) (CtasSyncTarget *t); /* 0: nothing applied */
 	void		(*begin) (CtasSyncTarget *t);

@@ -441,6 +441,41 @@ ok(wait_until(60, sub { sql_digest($remote, 'dw', 'SELECT * FROM public.big') eq
 $local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.big')");
 ok(wait_until(30, sub { our_slots() eq '0' }), 'big: slot dropped after stop_sync');
 
+# unchanged TOAST values: pgoutput does not send a large value that an
+# UPDATE left alone; without REPLICA IDENTITY FULL the job fails and says
+# so, with it the old row supplies the value
+$local->safe_psql('postgres', q{
+  CREATE TABLE docs (id int PRIMARY KEY, body text, n int);
+  ALTER TABLE docs ALTER body SET STORAGE EXTERNAL;
+  INSERT INTO docs VALUES (1, repeat('x', 100000), 0);
+  CREATE TABLE docs_full (id int PRIMARY KEY, body text, n int);
+  ALTER TABLE docs_full ALTER body SET STORAGE EXTERNAL;
+  ALTER TABLE docs_full REPLICA IDENTITY FULL;
+  INSERT INTO docs_full VALUES (1, repeat('y', 100000), 0);
+  CREATE TABLE wh.public.docs WITH (sync = 'continuous') AS SELECT * FROM docs;
+  CREATE TABLE wh.public.docs_full WITH (sync = 'continuous') AS SELECT * FROM docs_full;});
+ok(wait_until(60, sub { $local->safe_psql('postgres', q{
+	  SELECT count(*) FROM ctas_fed.syncs WHERE remote_table LIKE 'docs%' AND state = 'streaming'}) eq '2' }),
+	'toast: both syncs streaming');
+$local->safe_psql('postgres', 'UPDATE docs SET n = 1; UPDATE docs_full SET n = 1;');
+ok(wait_until(60, sub { $local->safe_psql('postgres', q{
+	  SELECT state FROM ctas_fed.syncs WHERE remote_table = 'docs'}) eq 'failed' }),
+	'toast: unchanged TOAST value without REPLICA IDENTITY FULL fails the job');
+like($local->safe_psql('postgres', q{SELECT error FROM ctas_fed.syncs WHERE remote_table = 'docs'}),
+	qr/received an unchanged TOAST value of column "body"/, 'toast: the error names the column');
+ok(wait_until(60, sub { $remote->safe_psql('dw',
+		'SELECT n || \' \' || length(body) FROM public.docs_full') eq '1 100000' }),
+	'toast: with REPLICA IDENTITY FULL the update arrives, the large value intact');
+
+# DROP of the source table fails the job, which releases its slot
+$local->safe_psql('postgres', 'DROP TABLE docs_full');
+ok(wait_until(60, sub { $local->safe_psql('postgres', q{
+	  SELECT state FROM ctas_fed.syncs WHERE remote_table = 'docs_full'}) eq 'failed' }),
+	'source dropped: job failed');
+like($local->safe_psql('postgres', q{SELECT error FROM ctas_fed.syncs WHERE remote_table = 'docs_full'}),
+	qr/the source table of sync \d+ was dropped/, 'source dropped: the error says so');
+ok(wait_until(30, sub { our_slots() eq '0' }), 'toast, source dropped: no slot left');
+
 # the local server crashes mid-stream while the source changes: after the
 # restart the job resumes by itself, from what the remote stored
 $local->safe_psql('postgres', q{

@@ -690,3 +690,65 @@ ctas_fed_stop_sync(PG_FUNCTION_ARGS)
 						text_to_cstring(target))));
 	PG_RETURN_VOID();
 }
+
+/*
+ * CtasSyncCheckIdle
+ *		Before DROP SERVER of catalog serverid, or DROP EXTENSION (or
+ *		FOREIGN DATA WRAPPER) ctas_fed (serverid InvalidOid: any catalog):
+ *		ERROR (55006) while a sync job runs into it, or still has a
+ *		replication slot, which nothing could drop after the drop.  Nothing
+ *		when the extension is not installed in this database.
+ */
+void
+CtasSyncCheckIdle(Oid serverid)
+{
+	Oid			nsp = get_namespace_oid("ctas_fed", true);
+	Oid			syncs_relid;
+	Oid			owner;
+	Oid			save_userid;
+	int			save_sec;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	char	   *target = NULL;
+	char	   *state = NULL;
+
+	if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid("syncs", nsp)))
+		return;
+	owner = syncs_owner(&syncs_relid);
+	values[0] = ObjectIdGetDatum(serverid);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT srv.srvname || '.' || s.remote_schema || '.' || s.remote_table, s.state "
+							  "FROM ctas_fed.syncs s "
+							  "JOIN pg_catalog.pg_foreign_server srv ON srv.oid = s.server "
+							  "WHERE ($1 = 0 OR s.server = $1) "
+							  "AND (s.state IN ('copying', 'streaming') "
+							  "OR EXISTS (SELECT FROM pg_catalog.pg_replication_slots r "
+							  "WHERE r.slot_name = s.slot_name)) "
+							  "LIMIT 1",
+							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read ctas_fed.syncs");
+	if (SPI_processed > 0)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+
+		target = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec);
+
+	if (target != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("continuous sync into \"%s\" is %s",
+						target, state),
+				 strcmp(state, "copying") == 0 || strcmp(state, "streaming") == 0 ?
+				 errhint("Stop it with ctas_fed.stop_sync(), then try again.") :
+				 errhint("Its replication slot is being dropped: try again in a moment.")));
+}
+

@@ -501,9 +501,17 @@ ok(wait_until(90, sub { sql_digest($remote, 'dw', 'SELECT * FROM public.crashed'
 is($local->safe_psql('postgres', q{
 	  SELECT state FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'public.crashed'}),
 	'streaming', 'crash: the job is in the jobs view after the restart');
+like(sql_error('DROP EXTENSION ctas_fed CASCADE'),
+	qr/continuous sync into "wh.public.crashed" is streaming.*\n.*HINT:  Stop it with ctas_fed.stop_sync\(\)/s,
+	'DROP EXTENSION refused while a sync runs');
+like(sql_error('DROP SERVER wh CASCADE'),
+	qr/continuous sync into "wh.public.crashed" is streaming/,
+	'DROP SERVER refused while a sync runs into it');
 $local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.crashed')");
 ok(wait_until(30, sub { our_slots() eq '0' }), 'crash: slot dropped after stop_sync');
 
 is(our_slots(), '0', 'no replication slot of ours left');
+$local->safe_psql('postgres', 'DROP EXTENSION ctas_fed CASCADE');
+is(our_slots(), '0', 'DROP EXTENSION once every sync is stopped: no slot');
 
 done_testing();

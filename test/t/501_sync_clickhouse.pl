@@ -6,7 +6,7 @@
 # _deleted columns; a reader's SELECT ... FINAL WHERE _deleted = 0 equals
 # the query on the source after a copy while a writer runs, updates,
 # deletes, rows moving in and out of the WHERE, key changes, TRUNCATE, a
-# killed worker and stop_sync.  No staging table and no slot are left.
+# killed worker, a local crash and stop_sync.  No staging table and no slot are left.
 
 use strict;
 use warnings;
@@ -93,6 +93,17 @@ $local->safe_psql('postgres', q{
   DELETE FROM orders WHERE id % 333 = 0;});
 $want = pg_rows_digest();
 ok(wait_until(60, sub { ch_rows_digest() eq $want }), 'killed worker: converges again');
+
+# the local server crashes mid-stream: the job resumes after the restart
+($churn) = start_psql($local, 'CALL churn(2000)');
+ok(wait_until(60, sub { $local->safe_psql('postgres',
+		q{SELECT count(*) > 20 FROM orders WHERE id > 100000}) eq 't' }),
+	'crash: the writer runs');
+$local->stop('immediate');
+$churn->finish;
+$local->start;
+$want = pg_rows_digest();
+ok(wait_until(90, sub { ch_rows_digest() eq $want }), 'crash: resumed and converged');
 
 # TRUNCATE: every key gets a delete row; later rows stay
 $local->safe_psql('postgres', q{

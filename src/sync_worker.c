@@ -34,8 +34,10 @@
  *
  * The worker connects as the bootstrap superuser, which the slot functions
  * need, but reads the source and evaluates the query's expressions as the
- * job's owner (SetUserIdAndSecContext), and reaches the catalog with the
- * owner's user mapping under the usual password rules.
+ * job's owner, in a security-restricted operation as REFRESH MATERIALIZED
+ * VIEW does (an "immutable" function is still the owner's code), and
+ * reaches the catalog with the owner's user mapping under the usual
+ * password rules.
  *
  * Errors: a transient one (remote down, cancel) is recorded in the job's
  * row and ends the worker; the resolver starts it again after
@@ -665,7 +667,9 @@ do_copy(SyncJob *job)
 	job->apply->truncate(&job->target);
 
 	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(job->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	/* as for REFRESH MATERIALIZED VIEW: the owner's code, restricted */
+	SetUserIdAndSecContext(job->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
 	rel = table_open(job->relid, AccessShareLock);
 	hslot = table_slot_create(rel, NULL);
 	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
@@ -1180,7 +1184,8 @@ do_stream(SyncJob *job)
 			ev = build_eval(job);
 			GetUserIdAndSecContext(&save_userid, &save_sec);
 			SetUserIdAndSecContext(job->owner,
-								   save_sec | SECURITY_LOCAL_USERID_CHANGE);
+								   save_sec | SECURITY_LOCAL_USERID_CHANGE |
+								   SECURITY_RESTRICTED_OPERATION);
 			advance_to = apply_changes(job, ev);
 			SetUserIdAndSecContext(save_userid, save_sec);
 			free_eval(ev);

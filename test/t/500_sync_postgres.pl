@@ -441,6 +441,32 @@ ok(wait_until(60, sub { sql_digest($remote, 'dw', 'SELECT * FROM public.big') eq
 $local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.big')");
 ok(wait_until(30, sub { our_slots() eq '0' }), 'big: slot dropped after stop_sync');
 
+# a non-superuser syncs a table of its own, through a user mapping with a
+# password; the worker reads and evaluates as that user; another user may
+# not stop the sync
+$local->safe_psql('postgres', q{
+  CREATE ROLE analyst LOGIN;
+  GRANT CREATE ON DATABASE postgres TO analyst;
+  GRANT CREATE ON SCHEMA public TO analyst;
+  GRANT USAGE ON FOREIGN SERVER wh TO analyst;
+  SET ROLE analyst;
+  CREATE TABLE mine (id int PRIMARY KEY, v text);
+  INSERT INTO mine SELECT g, 'v' || g FROM generate_series(1, 100) g;
+  CREATE FUNCTION shout(text) RETURNS text IMMUTABLE LANGUAGE sql AS $$ SELECT upper($1) || '!' $$;
+  CREATE TABLE wh.public.mine WITH (sync = 'continuous') AS SELECT id, shout(v) AS v FROM mine WHERE id % 2 = 0;
+  RESET ROLE;});
+ok(wait_until(60, sub { $local->safe_psql('postgres', q{
+	  SELECT state FROM ctas_fed.syncs WHERE remote_table = 'mine'}) eq 'streaming' }),
+	'non-superuser: sync streaming');
+$local->safe_psql('postgres', q{SET ROLE analyst; UPDATE mine SET v = 'changed' WHERE id = 2; DELETE FROM mine WHERE id = 4;});
+$want = sql_digest($local, 'postgres', 'SELECT id, upper(v) || \'!\' FROM mine WHERE id % 2 = 0');
+ok(wait_until(60, sub { sql_digest($remote, 'dw', 'SELECT * FROM public.mine') eq $want }),
+	'non-superuser: the remote follows, the owner\'s function applied');
+like(sql_error(q{SET ROLE outsider; SELECT ctas_fed.stop_sync('wh.public.mine')}),
+	qr/permission denied|must be a member of role "analyst"/, 'another user may not stop it');
+$local->safe_psql('postgres', q{SET ROLE analyst; SELECT ctas_fed.stop_sync('wh.public.mine')});
+ok(wait_until(30, sub { our_slots() eq '0' }), 'non-superuser: stopped, no slot');
+
 # unchanged TOAST values: pgoutput does not send a large value that an
 # UPDATE left alone; without REPLICA IDENTITY FULL the job fails and says
 # so, with it the old row supplies the value

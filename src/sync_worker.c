@@ -46,10 +46,11 @@
  * rebuild) marks the job "failed"; the resolver then drops its slot, so that
  * it holds no WAL (README: Continuous sync).
  *
- * While the source has nothing for the job, the slot is still advanced to
- * the WAL flushed before the last empty peek (at most every
- * SYNC_IDLE_ADVANCE_MS), so that an idle sync holds no WAL either; a peek
- * is skipped while no WAL at all was written since the last empty one.
+ * While the source has nothing for the job, the slot is still advanced
+ * over the WAL that empty peeks read whole, to a record boundary (at most
+ * every SYNC_IDLE_ADVANCE_MS), so that an idle sync holds no WAL either; a
+ * peek is skipped while no WAL at all was flushed since the last empty
+ * one.
  *
  * What the workers report (rows, changes, the time they were last caught
  * up) lives in a small shared-memory table, read by ctas_fed.sync_status()
@@ -1101,6 +1102,7 @@ do_stream(SyncJob *job)
 {
 	TimestampTz last_idle_advance = 0;
 	XLogRecPtr	idle_flush = InvalidXLogRecPtr;
+	XLogRecPtr	idle_safe = InvalidXLogRecPtr;
 	char	   *peek_sql;
 	char	   *pubs = pstrdup(quote_identifier(job->publication));
 
@@ -1122,6 +1124,7 @@ do_stream(SyncJob *job)
 		Oid			types[2] = {NAMEOID, PG_LSNOID};
 		Datum		args[2];
 		XLogRecPtr	flush;
+		XLogRecPtr	insert;
 		XLogRecPtr	advance_to = InvalidXLogRecPtr;
 		bool		idle;
 		SyncEval   *ev;
@@ -1157,6 +1160,7 @@ do_stream(SyncJob *job)
 		}
 		check_source(job, false);
 
+		insert = GetXLogInsertRecPtr();
 		flush = GetFlushRecPtr(NULL);
 		peek_at = GetCurrentTimestamp();
 		args[0] = DirectFunctionCall1(namein,
@@ -1176,7 +1180,28 @@ do_stream(SyncJob *job)
 			nrows = SPI_processed;
 			idle = nrows == 0;
 			if (idle)
+			{
 				idle_flush = flush;
+
+				/*
+				 * The slot may be advanced over WAL that this empty peek read
+				 * whole, but only to a record boundary: a commit record cut
+				 * by the flush position would be skipped for good.  An
+				 * insert position taken before an earlier peek is such a
+				 * boundary, and this peek read up to it when it was flushed
+				 * before the peek began.
+				 */
+				if (idle_safe != InvalidXLogRecPtr && idle_safe <= flush &&
+					TimestampDifferenceExceeds(last_idle_advance, peek_at,
+											   SYNC_IDLE_ADVANCE_MS))
+				{
+					advance_to = idle_safe;
+					last_idle_advance = peek_at;
+				}
+				idle_safe = insert;
+			}
+			else
+				idle_safe = InvalidXLogRecPtr;
 		}
 
 		if (!idle)
@@ -1189,14 +1214,6 @@ do_stream(SyncJob *job)
 			advance_to = apply_changes(job, ev);
 			SetUserIdAndSecContext(save_userid, save_sec);
 			free_eval(ev);
-		}
-		else if (TimestampDifferenceExceeds(last_idle_advance,
-											GetCurrentTimestamp(),
-											SYNC_IDLE_ADVANCE_MS))
-		{
-			/* nothing of ours up to flush: no need to keep that WAL */
-			advance_to = flush;
-			last_idle_advance = GetCurrentTimestamp();
 		}
 
 		/* only after the remote COMMIT: what it holds may be confirmed */

@@ -262,6 +262,14 @@ ok(wait_until(30, sub { $local->safe_psql('postgres', q{
 	   WHERE mode = 'sync' AND state = 'streaming' AND rows > 0 AND pid > 0
 	     AND lag_bytes BETWEEN 0 AND 1000000 AND lag_seconds BETWEEN 0 AND 5}) eq '2' }),
 	'jobs view: both syncs streaming, rows counted, lag small once quiet');
+# WAL of other tables only: the slots still move on, and hold no WAL
+$local->safe_psql('postgres',
+	'CREATE TABLE unrelated AS SELECT g, md5(g::text) FROM generate_series(1, 200000) g');
+ok(wait_until(30, sub { $local->safe_psql('postgres', q{
+	  SELECT count(*) FROM ctas_fed.jobs
+	   WHERE mode = 'sync' AND state = 'streaming' AND lag_bytes < 1000000}) eq '2' }),
+	'other tables\' WAL: the slots are advanced over it');
+
 # webhooks on the state changes of sync jobs
 ok(wait_hook(qr/"target": "public.eu_orders", "mode": "sync", "state": "copying"/),
 	'webhook: copying');

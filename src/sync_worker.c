@@ -1592,6 +1592,7 @@ CtasSyncTick(void)
 	int			rc;
 	MemoryContext oldcxt;
 	List	   *drop_publication = NIL;
+	List	   *no_worker = NIL;
 	ListCell   *lc;
 
 	SetCurrentStatementStartTimestamp();
@@ -1616,6 +1617,7 @@ CtasSyncTick(void)
 			SyncWorkerEntry *entry = NULL;
 			ListCell   *lc;
 			pid_t		pid;
+			bool		started;
 
 			foreach(lc, sync_workers)
 			{
@@ -1641,9 +1643,12 @@ CtasSyncTick(void)
 				pfree(entry->handle);
 			entry->handle = NULL;
 			entry->started = GetCurrentTimestamp();
-			if (!start_worker(id, &entry->handle))
+			started = start_worker(id, &entry->handle);
+			if (!started)
 				entry->handle = NULL;
 			MemoryContextSwitchTo(oldcxt);
+			if (!started)
+				no_worker = lappend(no_worker, psprintf(INT64_FORMAT, id));
 		}
 		else
 		{
@@ -1674,6 +1679,21 @@ CtasSyncTick(void)
 			if (OidIsValid(get_publication_oid(publication, true)))
 				drop_publication = lappend(drop_publication, publication);
 		}
+	}
+	/* tell, in the job, why it does not run */
+	foreach(lc, no_worker)
+	{
+		Oid			argtypes[1] = {INT8OID};
+		Datum		args[1];
+
+		args[0] = DirectFunctionCall1(int8in, CStringGetDatum(lfirst(lc)));
+		if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET error = "
+								  "'no background worker is free for the sync worker: increase max_worker_processes' "
+								  "WHERE sync_id = $1 AND error IS DISTINCT FROM "
+								  "'no background worker is free for the sync worker: increase max_worker_processes'",
+								  1, argtypes, args, NULL, false, 0) < 0)
+			elog(ERROR, "could not record the error of sync %s",
+				 (char *) lfirst(lc));
 	}
 	foreach(lc, drop_publication)
 	{

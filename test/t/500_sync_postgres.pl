@@ -544,6 +544,24 @@ like(sql_error('DROP SERVER wh CASCADE'),
 $local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.crashed')");
 ok(wait_until(30, sub { our_slots() eq '0' }), 'crash: slot dropped after stop_sync');
 
+# no background worker free for the sync worker: the job says what to set
+my $tight = new_cluster('tight',
+	conf => "wal_level = logical\nmax_worker_processes = 4");
+$tight->safe_psql('postgres', qq{
+CREATE EXTENSION ctas_fed;
+CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');
+CREATE USER MAPPING FOR PUBLIC SERVER wh OPTIONS (user 'loader', password 'secret');
+CREATE TABLE t (id int PRIMARY KEY);
+CREATE TABLE wh.public.tight WITH (sync = 'continuous') AS SELECT * FROM t;});
+ok(wait_until(60, sub { $tight->safe_psql('postgres', q{
+	  SELECT error FROM ctas_fed.jobs WHERE mode = 'sync'}) =~ /increase max_worker_processes/ }),
+	'no free background worker: the job says to increase max_worker_processes');
+$tight->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.tight')");
+is($tight->safe_psql('postgres', 'SELECT count(*) FROM pg_replication_slots'), '0',
+	'no free background worker: no slot');
+$tight->stop;
+
 is(our_slots(), '0', 'no replication slot of ours left');
 $local->safe_psql('postgres', 'DROP EXTENSION ctas_fed CASCADE');
 is(our_slots(), '0', 'DROP EXTENSION once every sync is stopped: no slot');

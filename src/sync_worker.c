@@ -1278,22 +1278,36 @@ CtasSyncShmemStartup(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
-/* on exit of a sync worker: free its status entry */
+/*
+ * sync_status_release
+ *		On exit of a sync worker: free its status entry, unless the worker
+ *		ends on an error it will be started again after; then the entry
+ *		keeps the time the job was last caught up, so that lag_seconds goes
+ *		on growing while no worker runs (the remote down, say).
+ */
 static void
 sync_status_release(int code, Datum arg)
 {
 	if (my_status == NULL)
 		return;
 	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
-	my_status->dboid = InvalidOid;
+	if (code == 0)
+		my_status->dboid = InvalidOid;
+	else
+		my_status->pid = 0;
 	LWLockRelease(sync_shared->lock);
 	my_status = NULL;
 }
 
-/* take a status entry for job id; none when they are all taken */
+/*
+ * sync_status_attach
+ *		Take the status entry of job id: the one an earlier worker of the
+ *		job left, else a free one; none when they are all taken.
+ */
 static void
 sync_status_attach(int64 id)
 {
+	SyncStatus *free_entry = NULL;
 	int			i;
 
 	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
@@ -1301,18 +1315,53 @@ sync_status_attach(int64 id)
 	{
 		SyncStatus *e = &sync_shared->entries[i];
 
-		if (e->dboid == InvalidOid)
+		if (e->dboid == MyDatabaseId && e->id == id)
 		{
-			memset(e, 0, sizeof(SyncStatus));
-			e->dboid = MyDatabaseId;
-			e->id = id;
-			e->pid = MyProcPid;
 			my_status = e;
 			break;
 		}
+		if (e->dboid == InvalidOid && free_entry == NULL)
+			free_entry = e;
+	}
+	if (my_status == NULL && free_entry != NULL)
+	{
+		memset(free_entry, 0, sizeof(SyncStatus));
+		free_entry->dboid = MyDatabaseId;
+		free_entry->id = id;
+		my_status = free_entry;
+	}
+	if (my_status != NULL)
+	{
+		my_status->pid = MyProcPid;
+		/* counters are those of this worker */
+		my_status->rows = 0;
+		my_status->changes = 0;
 	}
 	LWLockRelease(sync_shared->lock);
 	before_shmem_exit(sync_status_release, (Datum) 0);
+}
+
+/*
+ * sync_status_forget
+ *		In the resolver: free the entry a worker of job id left, once the
+ *		job is stopped or failed.
+ */
+static void
+sync_status_forget(int64 id)
+{
+	int			i;
+
+	if (sync_shared == NULL)
+		return;
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < sync_shared->nentries; i++)
+	{
+		SyncStatus *e = &sync_shared->entries[i];
+
+		if (e->dboid == MyDatabaseId && e->id == id && e->pid == 0)
+			e->dboid = InvalidOid;
+	}
+	LWLockRelease(sync_shared->lock);
 }
 
 /* add to the counters; caught_up_at when not 0 */
@@ -1431,6 +1480,7 @@ ctas_fed_sync_status(PG_FUNCTION_ARGS)
 			continue;
 		values[0] = Int64GetDatum(e->id);
 		values[1] = Int32GetDatum(e->pid);
+		nulls[1] = e->pid == 0;
 		values[2] = Int64GetDatum((int64) e->rows);
 		values[3] = Int64GetDatum((int64) e->changes);
 		values[4] = TimestampTzGetDatum(e->caught_up_at);
@@ -1654,6 +1704,8 @@ CtasSyncTick(void)
 		{
 			ReplicationSlot *s;
 			bool		idle = false;
+
+			sync_status_forget(id);
 
 			LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
 			s = SearchNamedReplicationSlot(slot_name, false);

@@ -333,8 +333,8 @@ $local->safe_psql('postgres', q{
   DELETE FROM orders WHERE id IN (SELECT id FROM orders WHERE region = 'eu' ORDER BY id DESC LIMIT 20);});
 ok(wait_until(60, sub { $local->safe_psql('postgres', q{
 	  SELECT count(*) FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'public.eu_orders'
-	     AND error IS NOT NULL AND lag_bytes > 0}) eq '1' }),
-	'remote down: the job shows the error and its lag');
+	     AND error IS NOT NULL AND lag_bytes > 0 AND lag_seconds > 2}) eq '1' }),
+	'remote down: the job shows the error and its lag, growing');
 $remote->start;
 $want = sql_digest($local, 'postgres', $eu_query);
 $want_all = sql_digest($local, 'postgres', 'SELECT * FROM orders');

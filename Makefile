@@ -22,6 +22,7 @@ OBJS = \
 	src/clickhouse/ddl.o \
 	src/clickhouse/resolve.o \
 	src/clickhouse/rowbinary.o \
+	src/clickhouse/sync.o \
 	src/clickhouse/types.o \
 	src/clickhouse/writer.o \
 	src/clickhouse/xact.o \
@@ -35,9 +36,13 @@ OBJS = \
 	src/multi.o \
 	src/postgres/connection.o \
 	src/postgres/resolve.o \
+	src/postgres/sync.o \
 	src/postgres/typemap.o \
 	src/postgres/writer.o \
 	src/sqlfuncs.o \
+	src/sync.o \
+	src/sync_status.o \
+	src/sync_worker.o \
 	src/typemap.o \
 	src/utility.o \
 	src/worker.o \

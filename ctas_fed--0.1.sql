@@ -112,13 +112,6 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'ctas_fed_jobs'
 LANGUAGE C STRICT VOLATILE;
 
-CREATE VIEW @extschema@.jobs AS
-  SELECT * FROM @extschema@.jobs() ORDER BY job_id;
-
-COMMENT ON VIEW @extschema@.jobs
-  IS 'federated CTAS, DROP and streaming jobs: running ones and a bounded history';
-
-GRANT SELECT ON @extschema@.jobs TO PUBLIC;
 
 CREATE FUNCTION @extschema@.metrics()
 RETURNS text
@@ -127,3 +120,106 @@ LANGUAGE C STRICT VOLATILE;
 
 COMMENT ON FUNCTION @extschema@.metrics()
   IS 'the job registry in the Prometheus text exposition format';
+
+-- Continuous sync jobs (CREATE TABLE ... WITH (sync = 'continuous')): one
+-- row per job, written by the statement's transaction and by the sync
+-- worker; everything a worker needs to rebuild the job after a restart.
+CREATE TABLE @extschema@.syncs (
+    sync_id        bigserial PRIMARY KEY,
+    job_id         bigint NOT NULL,        -- of the CTAS in ctas_fed.jobs
+    owner          oid NOT NULL,           -- local user whose job it is
+    server         oid NOT NULL,           -- the catalog
+    remote_schema  text NOT NULL,
+    remote_table   text NOT NULL,
+    source         oid NOT NULL,           -- the one source table
+    query          text NOT NULL,          -- the query, for people
+    query_tree     text NOT NULL,          -- the query, for the worker
+    key_columns    text[] NOT NULL,        -- remote key columns
+    source_key     int2[] NOT NULL,        -- their source columns
+    source_attnums int2[] NOT NULL,        -- source columns the query reads
+    source_columns text[] NOT NULL,        -- their names and types when
+    source_types   oid[] NOT NULL,         -- the job was made
+    remote_columns text[] NOT NULL,        -- remote column names, in order
+    publication    name NOT NULL,
+    slot_name      name NOT NULL,
+    state          text NOT NULL DEFAULT 'copying'
+                   CHECK (state IN ('copying', 'streaming', 'stopped',
+                                    'failed')),
+    applied_lsn    pg_lsn,
+    error          text,
+    created_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    finished_at    timestamptz             -- stopped or failed
+);
+
+COMMENT ON TABLE @extschema@.syncs
+  IS 'continuous sync jobs: source, target, key, publication, slot, state';
+
+REVOKE ALL ON @extschema@.syncs FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.stop_sync(target text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'ctas_fed_stop_sync'
+LANGUAGE C STRICT VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.stop_sync(text)
+  IS 'stop the continuous sync into catalog.schema.table and release its slot';
+
+CREATE FUNCTION @extschema@.sync_status(OUT sync_id bigint, OUT pid integer,
+                                        OUT rows bigint, OUT changes bigint,
+                                        OUT caught_up_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'ctas_fed_sync_status'
+LANGUAGE C STRICT VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.sync_status()
+  IS 'running sync workers of this database and their counters';
+
+-- The sync jobs as rows of ctas_fed.jobs; SECURITY DEFINER because
+-- ctas_fed.syncs is not readable by everybody.  It returns no query text;
+-- the view masks the error of another user's job, as jobs() does.
+CREATE FUNCTION @extschema@.sync_jobs(
+    OUT job_id bigint, OUT catalog text, OUT target text, OUT mode text,
+    OUT state text, OUT rows bigint, OUT bytes bigint,
+    OUT started_at timestamptz, OUT finished_at timestamptz,
+    OUT error text, OUT pid integer, OUT local_xid xid8, OUT gid text,
+    OUT lag_bytes bigint, OUT lag_seconds double precision, OUT owner oid)
+RETURNS SETOF record
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT s.job_id, srv.srvname::text,
+         format('%I.%I', s.remote_schema, s.remote_table),
+         'sync', s.state, st.rows, NULL::bigint, s.created_at,
+         s.finished_at, s.error, st.pid, NULL::xid8, s.slot_name::text,
+         CASE WHEN s.state IN ('copying', 'streaming') THEN
+           pg_wal_lsn_diff(pg_current_wal_lsn(), r.confirmed_flush_lsn)::bigint
+         END,
+         CASE WHEN s.state = 'streaming' THEN
+           extract(epoch FROM clock_timestamp() - st.caught_up_at)::float8
+         END,
+         s.owner
+    FROM @extschema@.syncs s
+    LEFT JOIN pg_foreign_server srv ON srv.oid = s.server
+    LEFT JOIN pg_replication_slots r ON r.slot_name = s.slot_name
+    LEFT JOIN @extschema@.sync_status() st ON st.sync_id = s.sync_id
+$$;
+
+CREATE VIEW @extschema@.jobs AS
+  SELECT j.*, NULL::bigint AS lag_bytes, NULL::double precision AS lag_seconds
+    FROM @extschema@.jobs() j
+   WHERE NOT EXISTS (SELECT FROM @extschema@.syncs s WHERE s.job_id = j.job_id)
+  UNION ALL
+  SELECT y.job_id, y.catalog, y.target, y.mode, y.state, y.rows, y.bytes,
+         y.started_at, y.finished_at,
+         CASE WHEN y.error IS NULL
+                OR pg_catalog.pg_has_role(y.owner, 'USAGE')
+                OR pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE')
+              THEN y.error ELSE '<insufficient privilege>' END,
+         y.pid, y.local_xid, y.gid, NULL::bigint, y.lag_bytes, y.lag_seconds
+    FROM @extschema@.sync_jobs() y
+  ORDER BY job_id;
+
+COMMENT ON VIEW @extschema@.jobs
+  IS 'federated CTAS, DROP, streaming and sync jobs: running ones and a bounded history';
+
+GRANT SELECT ON @extschema@.jobs TO PUBLIC;

@@ -53,6 +53,7 @@
 
 #include "ctas.h"
 #include "gid.h"
+#include "sync.h"
 #include "xact.h"
 
 /* The DestReceiver that hands rows to the writer */
@@ -70,7 +71,7 @@ typedef struct CtasDest
 /* statement options that every target takes; a target adds its own */
 static const char *const generic_options[] = {
 	"atomic", "if_exists", "commit_every", "column_types", "primary_key",
-	NULL
+	"sync", NULL
 };
 
 static CtasLoad *new_load(Oid serverid, RangeVar *rel, List *options);
@@ -283,6 +284,17 @@ parse_generic_option(CtasLoad *load, DefElem *def)
 		o->column_types = defGetString(def);
 	else if (strcmp(def->defname, "primary_key") == 0)
 		o->primary_key = parse_name_list("primary_key", defGetString(def));
+	else if (strcmp(def->defname, "sync") == 0)
+	{
+		char	   *v = defGetString(def);
+
+		if (strcmp(v, "continuous") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for option \"sync\": \"%s\"", v),
+					 errhint("Valid values are: continuous.")));
+		o->sync = true;
+	}
 	else
 		return false;
 	return true;
@@ -479,8 +491,19 @@ CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt)
 		load->opts.if_exists = CTAS_IF_EXISTS_SKIP;
 	}
 	load->skip_data = into->skipData;
+	if (load->opts.sync)
+	{
+		if (load->routine->sync == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("catalogs of type \"%s\" do not support continuous sync",
+							load->routine->type_name)));
+		CtasSyncCheck(load, castNode(Query, stmt->query), into->colNames);
+	}
 	derive_columns(load, result_desc(castNode(Query, stmt->query)),
 				   into->colNames);
+	if (load->sync && load->routine->sync->prepare)
+		load->routine->sync->prepare(load);
 	return load;
 }
 
@@ -679,6 +702,8 @@ CtasRunLoad(CtasLoad *load, ParseState *pstate, Query *query,
 		if (!load->skipped && !load->skip_data)
 			run_load(load, pstate, query, params, queryEnv);
 		finish_load(load);
+		if (load->sync && !load->skipped)
+			CtasSyncCreate(load);
 
 		error_context_stack = errcallback.previous;
 	}
@@ -804,6 +829,12 @@ explain_load(CtasLoad *load, Query *query, ExplainState *es,
 	PlannedStmt *plan;
 	instr_time	planduration;
 	BufferUsage bufusage;
+
+	if (es->analyze && load->sync)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("EXPLAIN ANALYZE of a CREATE TABLE AS with the option \"sync\" is not supported"),
+				 errhint("Use EXPLAIN without ANALYZE to see the plan of the query.")));
 
 	plan = plan_for_explain(query, CURSOR_OPT_PARALLEL_OK, es, queryString,
 							params, &planduration, &bufusage);
@@ -932,6 +963,8 @@ CtasExecDrop(Oid serverid, List *names, bool missing_ok)
 	PG_TRY();
 	{
 		load->routine->drop_table(load, missing_ok);
+		/* a synced table: stop its sync, atomically with the DROP */
+		(void) CtasSyncStop(serverid, load->schema, load->table);
 	}
 	PG_CATCH();
 	{

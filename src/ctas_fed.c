@@ -31,6 +31,7 @@
 
 #include "ctas.h"
 #include "jobs.h"
+#include "sync.h"
 #include "xact.h"
 
 PG_MODULE_MAGIC;
@@ -72,6 +73,7 @@ ctas_shmem_request(void)
 		prev_shmem_request_hook();
 	CtasJobsShmemRequest();
 	CtasWorkerShmemRequest();
+	CtasSyncShmemRequest();
 }
 
 static void
@@ -81,4 +83,5 @@ ctas_shmem_startup(void)
 		prev_shmem_startup_hook();
 	CtasJobsShmemStartup();
 	CtasWorkerShmemStartup();
+	CtasSyncShmemStartup();
 }

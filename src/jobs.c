@@ -540,6 +540,7 @@ enqueue_event(const CtasJob *job)
 		shared->events_dropped++;
 	}
 	ev = &shared->events[shared->events_written % EVENT_QUEUE_SIZE];
+	ev->state_name[0] = '\0';
 	ev->job_id = job->job_id;
 	strlcpy(ev->catalog, job->catalog, sizeof(ev->catalog));
 	strlcpy(ev->target, job->target, sizeof(ev->target));
@@ -552,6 +553,31 @@ enqueue_event(const CtasJob *job)
 	ev->started_at = job->started_at;
 	ev->finished_at = job->finished_at;
 	shared->events_written++;
+}
+
+/*
+ * CtasJobsQueueEvent
+ *		Queue an event that no job of the registry makes (a state change
+ *		of a sync job, sync_worker.c) and wake the notifier.  Like the
+ *		registry's own events, a full queue drops the oldest.
+ */
+void
+CtasJobsQueueEvent(const CtasJobEvent *ev)
+{
+	if (ev->notify_url[0] == '\0')
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if (shared->events_written - shared->events_read >= EVENT_QUEUE_SIZE)
+	{
+		shared->events_read++;
+		shared->events_dropped++;
+	}
+	memcpy(&shared->events[shared->events_written % EVENT_QUEUE_SIZE], ev,
+		   sizeof(CtasJobEvent));
+	shared->events_written++;
+	LWLockRelease(shared->lock);
+	if (shared->notifier_latch)
+		SetLatch(shared->notifier_latch);
 }
 
 /*

@@ -75,6 +75,8 @@ typedef struct CtasJobEvent
 	char		target[3 * NAMEDATALEN + 8];
 	char		mode[16];
 	CtasJobState state;
+	char		state_name[16];	/* when set, shown instead of state (the
+								 * states of sync jobs) */
 	uint64		rows;
 	uint64		bytes;
 	char		error[512];
@@ -129,6 +131,7 @@ extern void CtasJobSetGroup(CtasJobRef ref, int64 group_id);
 extern void CtasJobSetState(CtasJobRef ref, CtasJobState state,
 							const char *error);
 extern bool CtasJobsNextEvent(CtasJobEvent *ev);
+extern void CtasJobsQueueEvent(const CtasJobEvent *ev);
 extern CtasJobsSnapshotData *CtasJobsSnapshot(void);
 extern bool CtasJobsResolveHistory(int64 job_id, CtasJobState state,
 								   const char *note);

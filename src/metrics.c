@@ -29,6 +29,7 @@
 #include "utils/xid8.h"
 
 #include "jobs.h"
+#include "sync.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_jobs);
 PG_FUNCTION_INFO_V1(ctas_fed_metrics);
@@ -108,6 +109,8 @@ append_label(StringInfo buf, const char *value)
 			appendStringInfoChar(buf, *p);
 	}
 }
+
+static void append_sync_metrics(StringInfo buf);
 
 static void
 header(StringInfo buf, const char *name, const char *type, const char *help)
@@ -230,7 +233,57 @@ CtasMetricsText(void)
 		   "Status events dropped because the webhook queue was full.");
 	appendStringInfo(&buf, "ctas_fed_webhook_events_dropped_total " UINT64_FORMAT "\n",
 					 snap->events_dropped);
+	append_sync_metrics(&buf);
 	return buf.data;
+}
+
+/* one sample of a sync metric, labelled by catalog and target */
+static void
+sync_sample(StringInfo buf, const char *name, const CtasSyncMetric *m)
+{
+	appendStringInfo(buf, "%s{catalog=\"", name);
+	append_label(buf, m->catalog);
+	appendStringInfoString(buf, "\",target=\"");
+	append_label(buf, m->target);
+	appendStringInfoString(buf, "\"} ");
+}
+
+/*
+ * append_sync_metrics
+ *		The running continuous syncs (sync_worker.c): lag and changes.
+ */
+static void
+append_sync_metrics(StringInfo buf)
+{
+	CtasSyncMetric *m;
+	int			n = CtasSyncMetricsSnapshot(&m);
+	int			i;
+
+	header(buf, "ctas_fed_sync_lag_bytes", "gauge",
+		   "WAL that the slot of a running sync still holds.");
+	for (i = 0; i < n; i++)
+	{
+		if (m[i].lag_bytes < 0)
+			continue;
+		sync_sample(buf, "ctas_fed_sync_lag_bytes", &m[i]);
+		appendStringInfo(buf, "%.0f\n", m[i].lag_bytes);
+	}
+	header(buf, "ctas_fed_sync_lag_seconds", "gauge",
+		   "Seconds since a streaming sync last had applied everything committed on the source.");
+	for (i = 0; i < n; i++)
+	{
+		if (m[i].lag_seconds < 0)
+			continue;
+		sync_sample(buf, "ctas_fed_sync_lag_seconds", &m[i]);
+		appendStringInfo(buf, "%.3f\n", m[i].lag_seconds);
+	}
+	header(buf, "ctas_fed_sync_changes_total", "counter",
+		   "Source changes a sync worker applied since it started.");
+	for (i = 0; i < n; i++)
+	{
+		sync_sample(buf, "ctas_fed_sync_changes_total", &m[i]);
+		appendStringInfo(buf, UINT64_FORMAT "\n", m[i].changes);
+	}
 }
 
 /*
@@ -271,7 +324,8 @@ CtasJobEventJson(const CtasJobEvent *ev)
 	appendStringInfoString(&buf, ", \"mode\": ");
 	escape_json(&buf, ev->mode);
 	appendStringInfoString(&buf, ", \"state\": ");
-	escape_json(&buf, CtasJobStateName(ev->state));
+	escape_json(&buf, ev->state_name[0] ? ev->state_name :
+				CtasJobStateName(ev->state));
 	appendStringInfo(&buf, ", \"rows\": " UINT64_FORMAT ", \"bytes\": " UINT64_FORMAT,
 					 ev->rows, ev->bytes);
 	appendStringInfoString(&buf, ", \"error\": ");

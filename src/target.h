@@ -97,6 +97,7 @@ typedef struct CtasOptions
 	char	   *column_types;	/* raw "col type, col type" overrides */
 	List	   *primary_key;	/* column names (String nodes) */
 	void	   *target_opts;	/* the target's own options, or NULL */
+	bool		sync;			/* sync = 'continuous' (sync.c) */
 } CtasOptions;
 
 /*
@@ -132,6 +133,59 @@ typedef struct CtasColumn
 typedef struct CtasParticipant CtasParticipant;
 typedef struct CtasTargetRoutine CtasTargetRoutine;
 
+/*
+ * The remote table of a continuous sync, as the sync worker applies
+ * changes to it (sync_worker.c).  Rows are Datums of the query's result
+ * types, in the order of columns; keys are Datums of the key columns'
+ * types, in the order of keys, never NULL.  The target keeps its
+ * connection and batch on private.
+ */
+typedef struct CtasSyncTarget
+{
+	CtasCatalog *catalog;
+	char	   *schema;
+	char	   *table;
+	char	   *job_key;		/* names the job in the remote progress */
+	int			ncolumns;
+	char	  **columns;		/* remote column names */
+	Oid		   *types;			/* local type of each column */
+	int			nkeys;
+	char	  **keys;			/* remote key column names */
+	Oid		   *key_types;		/* local type of each key column */
+	uint64		change_lsn;		/* commit lsn of the source transaction
+								 * being applied; during the initial copy,
+								 * the slot's consistent point */
+	void	   *private;
+} CtasSyncTarget;
+
+struct CtasLoad;
+
+/*
+ * What a target does for a continuous sync.  One batch is one remote
+ * transaction: begin, changes, commit, which also stores lsn, the end of
+ * the last source transaction in the batch, atomically with the rows.
+ * Every function may ereport(ERROR); the worker then closes and retries.
+ */
+typedef struct CtasSyncApply
+{
+	/*
+	 * At statement time, after the columns are derived: what a synced
+	 * table of this target needs beyond the query's columns (extra
+	 * columns, table options), or NULL.  ERROR on options it cannot keep.
+	 */
+	void		(*prepare) (struct CtasLoad *load);
+	void		(*open) (CtasSyncTarget *t);	/* connect, progress table */
+	uint64		(*applied_lsn) (CtasSyncTarget *t); /* 0: nothing applied */
+	void		(*begin) (CtasSyncTarget *t);
+	void		(*upsert) (CtasSyncTarget *t, Datum *values, bool *nulls);
+	/* a row of the initial copy, into the table truncate emptied */
+	void		(*copy_row) (CtasSyncTarget *t, Datum *values, bool *nulls);
+	void		(*delete) (CtasSyncTarget *t, Datum *keys);
+	void		(*truncate) (CtasSyncTarget *t);
+	void		(*commit) (CtasSyncTarget *t, uint64 lsn);
+	void		(*close) (CtasSyncTarget *t);	/* never ERROR */
+} CtasSyncApply;
+
 /* One federated CTAS statement */
 typedef struct CtasLoad
 {
@@ -155,6 +209,7 @@ typedef struct CtasLoad
 	MemoryContext cxt;			/* lives as long as the statement */
 	MemoryContext row_cxt;		/* reset by the caller after every row */
 	void	   *private;		/* target's state for this statement */
+	struct CtasSync *sync;		/* sync = 'continuous': see sync.h */
 } CtasLoad;
 
 /* One catalog taking part in the local transaction (xact.c) */
@@ -287,6 +342,9 @@ struct CtasTargetRoutine
 							void (*emit) (void *arg, const char *object,
 										  const char *action),
 							void *arg);
+
+	/* continuous sync, or NULL when the target cannot keep one */
+	const CtasSyncApply *sync;
 };
 
 /* in catalog.c */

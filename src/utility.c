@@ -51,6 +51,7 @@
 
 #include "ctas.h"
 #include "jobs.h"
+#include "sync.h"
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static ExplainOneQuery_hook_type saved_ExplainOneQuery = NULL;
@@ -338,7 +339,8 @@ check_catalog_idle(Oid serverid, Oid umid, List *roles)
  *		Refuse DROP SERVER, DROP USER MAPPING, DROP FOREIGN DATA WRAPPER,
  *		DROP EXTENSION ctas_fed and DROP OWNED (CASCADE or not) when they
  *		would remove a catalog or user mapping that a running or in-doubt
- *		job needs.
+ *		job needs; DROP SERVER and DROP EXTENSION also while a continuous
+ *		sync runs into the catalog or still has a slot (sync.c).
  */
 static void
 check_drop_in_use(Node *parsetree)
@@ -357,7 +359,10 @@ check_drop_in_use(Node *parsetree)
 					GetForeignServerByName(strVal(lfirst(lc)), true);
 
 				if (server)
+				{
 					check_catalog_idle(server->serverid, InvalidOid, NIL);
+					CtasSyncCheckIdle(server->serverid);
+				}
 			}
 		}
 		else if (stmt->removeType == OBJECT_FDW ||
@@ -367,7 +372,10 @@ check_drop_in_use(Node *parsetree)
 			foreach(lc, stmt->objects)
 			{
 				if (strcmp(strVal(lfirst(lc)), "ctas_fed") == 0)
+				{
 					check_catalog_idle(InvalidOid, InvalidOid, NIL);
+					CtasSyncCheckIdle(InvalidOid);
+				}
 			}
 		}
 	}

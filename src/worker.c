@@ -106,6 +106,7 @@
 #include "gid.h"
 #include "http/curl.h"
 #include "jobs.h"
+#include "sync.h"
 #include "target.h"
 
 #define WEBHOOK_ATTEMPTS	3
@@ -925,6 +926,9 @@ ctas_fed_resolver_main(Datum main_arg)
 			LWLockRelease(rshared->lock);
 			proc_exit(0);
 		}
+
+		/* continuous sync: start workers, release slots */
+		CtasSyncTick();
 
 		LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
 		wake = slot->wake;

@@ -107,7 +107,8 @@ psql_at()
 }
 
 echo "== local PostgreSQL on 127.0.0.1:$local_port"
-pg_init local "$local_port" "$(cat test/ctas_fed.conf)" trust || exit 1
+pg_init local "$local_port" "$(cat test/ctas_fed.conf)
+wal_level = logical" trust || exit 1
 pg_start local || exit 1
 
 echo "== remote PostgreSQL on 127.0.0.1:$remote_port (database dw, role loader)"
@@ -144,6 +145,7 @@ psql_at "$local_port" -d postgres --echo-all -v ON_ERROR_STOP=1 \
 echo "== the rows, read on the remote PostgreSQL itself (as loader)"
 psql_at "$remote_port" -d dw -U loader -c "SELECT * FROM public.daily_sales ORDER BY day" || exit 1
 psql_at "$remote_port" -d postgres -c "SELECT count(*) AS prepared_transactions_left FROM pg_prepared_xacts" || exit 1
+psql_at "$remote_port" -d dw -U loader -c "SELECT * FROM public.eu_orders ORDER BY id" || exit 1
 
 echo "== the rows, read on ClickHouse itself"
 curl -sS --fail -H 'X-ClickHouse-User: default' -H "X-ClickHouse-Key: $ch_password" \

@@ -93,6 +93,37 @@ COMMIT;
 
 SELECT * FROM ctas_fed.remote_columns('lake', 'default', 'shop_orders');
 
+-- continuous sync: the remote table is created with the statement, then a
+-- background worker copies the rows and keeps applying the source's changes
+CREATE TABLE orders (id int PRIMARY KEY, customer text, amount numeric(10,2),
+                     region text);
+INSERT INTO orders
+  SELECT g, 'customer ' || g % 5, g * 10, CASE WHEN g % 2 = 0 THEN 'eu' ELSE 'us' END
+    FROM generate_series(1, 10) g;
+CREATE TABLE warehouse.public.eu_orders
+  WITH (sync = 'continuous')
+  AS SELECT id, upper(customer) AS customer, amount FROM orders WHERE region = 'eu';
+
+-- updates, deletes, and rows moving into and out of the WHERE
+UPDATE orders SET amount = amount + 1 WHERE id = 2;
+DELETE FROM orders WHERE id = 4;
+UPDATE orders SET region = 'eu' WHERE id = 5;
+UPDATE orders SET region = 'us' WHERE id = 6;
+INSERT INTO orders VALUES (11, 'new customer', 99, 'eu');
+
+-- wait (at most 30 s) until the worker has applied all of it
+CREATE TEMP TABLE demo_clock AS SELECT clock_timestamp() AS t;
+DO $$
+BEGIN
+  FOR i IN 1 .. 300 LOOP
+    EXIT WHEN EXISTS (SELECT FROM ctas_fed.sync_status()
+                       WHERE caught_up_at > (SELECT t FROM demo_clock));
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+SELECT job_id, target, mode, state, rows, lag_bytes, lag_seconds < 1 AS keeping_up
+  FROM ctas_fed.jobs WHERE mode = 'sync';
+
 -- every federated CTAS and DROP is a job, visible live from any session and
 -- kept in a bounded history that survives restarts
 SELECT job_id, catalog, target, mode, state, rows, bytes, error
@@ -105,3 +136,6 @@ SELECT group_id, catalog, count(*) AS tables, sum(rows) AS rows
 
 -- the same registry in the Prometheus text format
 SELECT ctas_fed.metrics();
+
+-- stop the sync: its slot and publication go, the remote rows stay
+SELECT ctas_fed.stop_sync('warehouse.public.eu_orders');

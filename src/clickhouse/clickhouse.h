@@ -14,6 +14,7 @@
  *				EXPLAIN, listing, and the routine CtasClickHouseTarget
  *	xact.c		pre_commit, post_commit, abort, subxact; durable records
  *	resolve.c	recovery from the durable records
+ *	sync.c		continuous sync: the apply side (CtasChSyncApply)
  *
  * At most once: every request that changes something is sent once (client.c
  * never lets libcurl resend it); after a failure whose outcome is unknown
@@ -57,6 +58,9 @@ typedef struct CtasHttpVersion
 
 /* in writer.c: the routine, listed in targets.c */
 extern const CtasTargetRoutine CtasClickHouseTarget;
+
+/* in sync.c: continuous sync */
+extern const CtasSyncApply CtasChSyncApply;
 
 /* in client.c */
 extern CtasHttp *CtasHttpCreate(const CtasCatalog *catalog,

@@ -728,4 +728,5 @@ const CtasTargetRoutine CtasClickHouseTarget = {
 	.list_tables = ch_list_tables,
 	.list_columns = ch_list_columns,
 	.resolve = CtasChResolve,
+	.sync = &CtasChSyncApply,
 };

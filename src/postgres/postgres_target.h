@@ -12,6 +12,7 @@
  *	writer.c		the writer and its transaction steps; the routine
  *					CtasPostgresTarget
  *	resolve.c		recovery of prepared transactions
+ *	sync.c			continuous sync: the apply side (CtasPgSyncApply)
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -78,6 +79,9 @@ extern void CtasAppendCopyText(StringInfo buf, const char *s);
 extern char *CtasPostgresRemoteType(Oid typid, int32 typmod, bool *same_type);
 extern int	CtasBeginTextOutput(void);
 extern void CtasEndTextOutput(int nestlevel);
+
+/* in sync.c */
+extern const CtasSyncApply CtasPgSyncApply;
 
 /* in resolve.c */
 extern void CtasPgResolve(CtasCatalog *catalog,

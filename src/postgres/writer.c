@@ -189,6 +189,7 @@ const CtasTargetRoutine CtasPostgresTarget = {
 	.list_tables = pg_list_tables,
 	.list_columns = pg_list_columns,
 	.resolve = CtasPgResolve,
+	.sync = &CtasPgSyncApply,
 };
 
 /*

@@ -1,0 +1,754 @@
+/*-------------------------------------------------------------------------
+ *
+ * sync.c
+ *		  Continuous sync at statement time: CREATE TABLE cat.schema.t
+ *		  WITH (sync = 'continuous') AS SELECT ...
+ *
+ * The statement's own transaction does everything that must be atomic with
+ * it, and nothing that cannot be:
+ *
+ *	CtasSyncCheck	before any remote work: the query is eligible (one plain
+ *					table with a key, a projection and a WHERE of immutable
+ *					expressions of its row), wal_level is logical, a
+ *					replication slot is free; the remote key is the source's
+ *					identity, projected as plain columns; the load is made
+ *					"WITH NO DATA" (the sync worker copies the rows)
+ *	(ctas.c)		the remote table is created as for any atomic CTAS: in
+ *					the remote transaction, prepared at pre-commit and
+ *					committed after the local commit (xact.c)
+ *	CtasSyncCreate	after the remote CREATE TABLE: a publication FOR TABLE
+ *					the source and a row of ctas_fed.syncs, both
+ *					transactional, so that ROLLBACK (or ROLLBACK TO SAVEPOINT)
+ *					leaves none of them
+ *
+ * The replication slot cannot be created here: creating a logical slot
+ * waits for every transaction that has an xid, the statement's own
+ * included (notes/logical-decoding-pg15.md).  The sync worker creates it
+ * after commit, with the snapshot its initial copy uses (sync_worker.c).
+ *
+ * CtasSyncStop (ctas_fed.stop_sync(), and DROP TABLE of a synced table
+ * through ctas.c) drops the publication and marks the job "stopped", in the
+ * caller's transaction; after commit the worker ends and the resolver
+ * drops the slot (sync_worker.c).
+ *
+ * The row of ctas_fed.syncs is the durable record of the job: everything a
+ * worker needs to rebuild it (the owner, the catalog, the remote table, the
+ * query as a node tree, the key, the names of the publication and slot) and
+ * its state.  Only the extension's owner may write that table; the row is
+ * inserted with the owner's identity, the publication with the caller's,
+ * so that only the owner of the source table can sync it.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/sync.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/xlog.h"
+#include "catalog/catalog.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "replication/slot.h"
+#include "storage/lwlock.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/ruleutils.h"
+#include "utils/syscache.h"
+#include "utils/varlena.h"
+
+#include "sync.h"
+
+static void ineligible(const char *what) pg_attribute_noreturn();
+static void check_query_shape(Query *query);
+static void check_relation(CtasSync *sync, RangeTblEntry *rte);
+static void check_settings(void);
+static void collect_columns(CtasSync *sync, Query *query);
+static void derive_key(CtasLoad *load, CtasSync *sync, Query *query,
+					   List *colnames);
+
+/*
+ * ineligible
+ *		The error for a query that cannot be synced; what names the feature
+ *		that made it ineligible.
+ */
+static void
+ineligible(const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("continuous sync does not support %s", what),
+			 errdetail("A synced query reads one table with a primary key or a replica identity index, projects its columns or immutable expressions of them, and may filter its rows with an immutable WHERE clause."),
+			 errhint("Remove the option \"sync\" for a one-time load.")));
+}
+
+/*
+ * CtasSyncCheck
+ *		Check that the query of a CTAS WITH (sync = 'continuous') can be
+ *		kept in sync, and set up the load for it: the remote key becomes the
+ *		load's primary key, and the load creates the table only.  colnames
+ *		are the column names of the CTAS, if any.  The result hangs on
+ *		load->sync, in the load's memory context.  ereport(ERROR) saying what
+ *		makes the query ineligible.
+ */
+void
+CtasSyncCheck(CtasLoad *load, Query *query, List *colnames)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(load->cxt);
+	CtasSync   *sync = palloc0(sizeof(CtasSync));
+	RangeTblEntry *rte;
+	ListCell   *lc;
+
+	if (!load->opts.atomic)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"sync\" cannot be combined with atomic = false"),
+				 errdetail("A synced table is created atomically with the statement; its rows are then copied and kept up to date by a background worker.")));
+	if (load->opts.if_exists != CTAS_IF_EXISTS_ERROR)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"sync\" cannot be combined with IF NOT EXISTS or the option \"if_exists\""),
+				 errdetail("A synced table must be a new table: the rows of another one could not be kept equal to the query.")));
+
+	check_query_shape(query);
+	rte = linitial_node(RangeTblEntry, query->rtable);
+	check_relation(sync, rte);
+	collect_columns(sync, query);
+	check_settings();
+
+	sync->relid = rte->relid;
+	sync->query = copyObject(query);
+	foreach(lc, query->targetList)
+	{
+		if (!lfirst_node(TargetEntry, lc)->resjunk)
+			sync->ncolumns++;
+	}
+	derive_key(load, sync, query, colnames);
+
+	/* the sync worker copies the rows under the snapshot of its slot */
+	load->skip_data = true;
+	load->sync = sync;
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * check_query_shape
+ *		One table, no joins, no grouping, no set operations, nothing that
+ *		depends on more than one row or on when it runs.
+ */
+static void
+check_query_shape(Query *query)
+{
+	RangeTblEntry *rte;
+	List	   *exprs;
+
+	if (query->commandType != CMD_SELECT || query->utilityStmt != NULL)
+		ineligible("CREATE TABLE AS EXECUTE");
+	if (query->cteList != NIL)
+		ineligible("WITH queries");
+	if (query->setOperations != NULL)
+		ineligible("UNION, INTERSECT or EXCEPT");
+	if (query->hasAggs || query->groupClause != NIL ||
+		query->groupingSets != NIL || query->havingQual != NULL)
+		ineligible("aggregate functions or GROUP BY");
+	if (query->hasWindowFuncs)
+		ineligible("window functions");
+	if (query->hasTargetSRFs)
+		ineligible("set-returning functions");
+	if (query->hasSubLinks)
+		ineligible("subqueries");
+	if (query->distinctClause != NIL)
+		ineligible("DISTINCT");
+	if (query->limitCount != NULL || query->limitOffset != NULL)
+		ineligible("LIMIT or OFFSET");
+	if (query->rowMarks != NIL || query->hasForUpdate)
+		ineligible("FOR UPDATE or FOR SHARE");
+	if (query->jointree == NULL || query->jointree->fromlist == NIL)
+		ineligible("a query without a FROM clause");
+	if (list_length(query->rtable) != 1 ||
+		list_length(query->jointree->fromlist) != 1 ||
+		!IsA(linitial(query->jointree->fromlist), RangeTblRef))
+		ineligible("joins or more than one table");
+
+	rte = linitial_node(RangeTblEntry, query->rtable);
+	if (rte->rtekind != RTE_RELATION)
+		ineligible("a FROM item that is not a table");
+	if (rte->tablesample != NULL)
+		ineligible("TABLESAMPLE");
+
+	exprs = list_make2(query->targetList, query->jointree->quals);
+	if (contain_mutable_functions((Node *) exprs))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("continuous sync does not support volatile or stable functions"),
+				 errdetail("Every change of the source is evaluated when it is applied, so the query may use only immutable functions and operators."),
+				 errhint("Remove the option \"sync\" for a one-time load.")));
+}
+
+/*
+ * check_relation
+ *		The source must be a permanent plain table that logical decoding
+ *		publishes whole, and that the worker can read as the query would.
+ */
+static void
+check_relation(CtasSync *sync, RangeTblEntry *rte)
+{
+	char		relkind = get_rel_relkind(rte->relid);
+	char		persistence = get_rel_persistence(rte->relid);
+	Relation	rel;
+	bool		rowsecurity;
+
+	if (relkind == RELKIND_VIEW)
+		ineligible("views");
+	if (relkind == RELKIND_MATVIEW)
+		ineligible("materialized views");
+	if (relkind == RELKIND_FOREIGN_TABLE)
+		ineligible("foreign tables");
+	if (relkind == RELKIND_PARTITIONED_TABLE)
+		ineligible("partitioned tables");
+	if (relkind != RELKIND_RELATION)
+		ineligible("a FROM item that is not a table");
+	if (persistence != RELPERSISTENCE_PERMANENT)
+		ineligible("temporary or unlogged tables");
+	if (IsCatalogRelationOid(rte->relid))
+		ineligible("system catalogs");
+	if (rte->inh && has_subclass(rte->relid))
+		ineligible("tables with inheritance children");
+	rel = relation_open(rte->relid, AccessShareLock);
+	rowsecurity = rel->rd_rel->relrowsecurity;
+	relation_close(rel, AccessShareLock);
+	if (rowsecurity)
+		ineligible("tables with row-level security");
+}
+
+/*
+ * collect_columns
+ *		The source columns the query reads, into sync->attnums.  Whole-row
+ *		references, system columns and generated columns (logical decoding
+ *		does not send them) are refused.
+ */
+static void
+collect_columns(CtasSync *sync, Query *query)
+{
+	RangeTblEntry *rte = linitial_node(RangeTblEntry, query->rtable);
+	List	   *vars;
+	ListCell   *lc;
+
+	vars = pull_var_clause((Node *) list_make2(query->targetList,
+											   query->jointree->quals), 0);
+	foreach(lc, vars)
+	{
+		Var		   *var = lfirst_node(Var, lc);
+
+		if (var->varlevelsup != 0 || var->varno != 1)
+			ineligible("references to other queries");
+		if (var->varattno == 0)
+			ineligible("whole-row references");
+		if (var->varattno < 0)
+			ineligible("system columns");
+		if (get_attgenerated(rte->relid, var->varattno) != '\0')
+			ineligible("generated columns");
+		sync->attnums = list_append_unique_int(sync->attnums, var->varattno);
+	}
+}
+
+/*
+ * check_settings
+ *		Logical decoding needs wal_level = logical and a free replication
+ *		slot.  The slot is created after commit; a full slot array then is
+ *		reported by the job, but the common case is caught here.
+ */
+static void
+check_settings(void)
+{
+	int			used = 0;
+	int			i;
+
+	if (wal_level < WAL_LEVEL_LOGICAL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("continuous sync requires wal_level = logical"),
+				 errhint("Set wal_level = logical in postgresql.conf and restart the server.")));
+
+	if (max_replication_slots > 0 && ReplicationSlotCtl != NULL)
+	{
+		LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+		for (i = 0; i < max_replication_slots; i++)
+		{
+			if (ReplicationSlotCtl->replication_slots[i].in_use)
+				used++;
+		}
+		LWLockRelease(ReplicationSlotControlLock);
+	}
+	if (used >= max_replication_slots)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("continuous sync needs a free replication slot"),
+				 errdetail("All %d replication slots are in use.",
+						   max_replication_slots),
+				 errhint("Increase max_replication_slots in postgresql.conf and restart the server, or drop a slot that is no longer used.")));
+}
+
+/*
+ * derive_key
+ *		The remote key: the columns of the source's replica identity index
+ *		(its primary key with REPLICA IDENTITY DEFAULT or FULL), each of
+ *		which the query must project as a plain column, renamed or not.
+ *		A primary_key option must name exactly those columns.  Sets
+ *		load->opts.primary_key to them, in the index's order.
+ */
+static void
+derive_key(CtasLoad *load, CtasSync *sync, Query *query, List *colnames)
+{
+	Relation	rel = relation_open(sync->relid, AccessShareLock);
+	Oid			indexoid;
+	Relation	index;
+	int			i;
+	char	   *relname = RelationGetRelationName(rel);
+
+	if (rel->rd_rel->relreplident == REPLICA_IDENTITY_NOTHING)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot sync table \"%s\" because its replica identity is NOTHING",
+						relname),
+				 errhint("Use ALTER TABLE ... REPLICA IDENTITY DEFAULT with a primary key, or REPLICA IDENTITY USING INDEX.")));
+	indexoid = RelationGetReplicaIndex(rel);
+	if (!OidIsValid(indexoid))
+		indexoid = RelationGetPrimaryKeyIndex(rel);
+	if (!OidIsValid(indexoid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot sync table \"%s\" because it has no primary key or replica identity index",
+						relname),
+				 errdetail("The remote table is kept equal to the query by key."),
+				 errhint("Add a primary key to the table, or use ALTER TABLE ... REPLICA IDENTITY USING INDEX with a unique index.")));
+
+	index = index_open(indexoid, AccessShareLock);
+	for (i = 0; i < index->rd_index->indnkeyatts; i++)
+	{
+		AttrNumber	attnum = index->rd_index->indkey.values[i];
+		ListCell   *lc;
+		int			pos = 0;
+		char	   *name = NULL;
+
+		if (attnum == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot sync table \"%s\" because its key index \"%s\" has an expression",
+							relname, RelationGetRelationName(index))));
+		foreach(lc, query->targetList)
+		{
+			TargetEntry *tle = lfirst_node(TargetEntry, lc);
+			Var		   *var = (Var *) tle->expr;
+
+			if (tle->resjunk)
+				continue;
+			if (IsA(var, Var) && var->varattno == attnum && name == NULL)
+				name = pos < list_length(colnames) ?
+					strVal(list_nth(colnames, pos)) : tle->resname;
+			pos++;
+		}
+		if (name == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("continuous sync needs the key column \"%s\" of table \"%s\" in the query result",
+							get_attname(sync->relid, attnum, false), relname),
+					 errdetail("The remote table is kept equal to the query by the key of the source."),
+					 errhint("Add the column to the select list, as it is or renamed.")));
+		sync->key_names = lappend(sync->key_names, makeString(pstrdup(name)));
+		sync->key_attnums = lappend_int(sync->key_attnums, attnum);
+		sync->attnums = list_append_unique_int(sync->attnums, attnum);
+	}
+	index_close(index, AccessShareLock);
+	relation_close(rel, AccessShareLock);
+
+	if (load->opts.primary_key != NIL)
+	{
+		ListCell   *lc;
+		bool		same = list_length(load->opts.primary_key) ==
+			list_length(sync->key_names);
+
+		foreach(lc, load->opts.primary_key)
+		{
+			ListCell   *lc2;
+			bool		found = false;
+
+			foreach(lc2, sync->key_names)
+			{
+				if (strcmp(strVal(lfirst(lc)), strVal(lfirst(lc2))) == 0)
+					found = true;
+			}
+			same = same && found;
+		}
+		if (!same)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"primary_key\" of a synced table must name the key of the source"),
+					 errdetail("The key of table \"%s\" is projected as the columns %s.",
+							   relname,
+							   NameListToQuotedString(sync->key_names)),
+					 errhint("Omit the option \"primary_key\": the key of the source is used.")));
+	}
+	load->opts.primary_key = sync->key_names;
+}
+
+/*
+ * run_as
+ *		SPI statement sql with args, as user userid, in the current
+ *		transaction.  Returns SPI_processed; a one-column one-row result is
+ *		stored in *result if result is not NULL.  ereport(ERROR) on failure.
+ */
+static uint64
+run_as(Oid userid, const char *sql, int nargs, Oid *argtypes, Datum *values,
+	   Datum *result)
+{
+	Oid			save_userid;
+	int			save_sec;
+	int			rc;
+	uint64		processed;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(userid, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 0);
+	if (rc < 0)
+		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
+	processed = SPI_processed;
+	if (result != NULL && processed == 1)
+	{
+		bool		isnull;
+
+		*result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+								1, &isnull);
+	}
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec);
+	return processed;
+}
+
+/* owner of ctas_fed.syncs: who may write the job records */
+static Oid
+syncs_owner(Oid *relid)
+{
+	Oid			nsp = get_namespace_oid("ctas_fed", false);
+	HeapTuple	tup;
+	Oid			owner;
+
+	*relid = get_relname_relid("syncs", nsp);
+	if (!OidIsValid(*relid))
+		elog(ERROR, "table ctas_fed.syncs is missing");
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(*relid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", *relid);
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/* a list of ints or Strings as a text[] Datum */
+static Datum
+list_to_text_array(List *list, bool ints)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(list), 1));
+	ListCell   *lc;
+	int			n = 0;
+
+	foreach(lc, list)
+		elems[n++] = CStringGetTextDatum(ints ? psprintf("%d", lfirst_int(lc)) :
+										 strVal(lfirst(lc)));
+	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false,
+										   TYPALIGN_INT));
+}
+
+/*
+ * CtasSyncCreate
+ *		After the remote CREATE TABLE of a sync CTAS, in the statement's
+ *		transaction: the publication of the source table (with the caller's
+ *		privileges: only the owner of the table may publish it) and the
+ *		job's row in ctas_fed.syncs (with the extension owner's).  Both roll
+ *		back with the transaction.  The resolver of the database starts the
+ *		sync worker once the row is committed.  ereport(ERROR) on failure.
+ */
+void
+CtasSyncCreate(CtasLoad *load)
+{
+	CtasSync   *sync = load->sync;
+	Oid			syncs_relid;
+	Oid			owner = syncs_owner(&syncs_relid);
+	Datum		id;
+	char	   *name;
+	Relation	rel;
+	Oid			argtypes[15];
+	Datum		values[15];
+	List	   *colnames = NIL;
+	List	   *coltypes = NIL;
+	List	   *remote_columns = NIL;
+	ListCell   *lc;
+	int			i;
+
+	run_as(owner, "SELECT pg_catalog.nextval('ctas_fed.syncs_sync_id_seq')",
+		   0, NULL, NULL, &id);
+	name = psprintf("%s%u_" INT64_FORMAT, CTAS_SYNC_PREFIX, MyDatabaseId,
+					DatumGetInt64(id));
+
+	rel = relation_open(sync->relid, AccessShareLock);
+	run_as(GetUserId(),
+		   psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s",
+					quote_identifier(name),
+					quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+											   RelationGetRelationName(rel))),
+		   0, NULL, NULL, NULL);
+
+	/* the names and types the query reads, to detect DDL on them */
+	foreach(lc, sync->attnums)
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel),
+											  lfirst_int(lc) - 1);
+
+		colnames = lappend(colnames, makeString(NameStr(att->attname)));
+		coltypes = lappend_int(coltypes, (int) att->atttypid);
+	}
+	relation_close(rel, AccessShareLock);
+	for (i = 0; i < sync->ncolumns; i++)
+		remote_columns = lappend(remote_columns,
+								 makeString(load->columns[i].name));
+
+	argtypes[0] = INT8OID;
+	values[0] = id;
+	argtypes[1] = OIDOID;
+	values[1] = ObjectIdGetDatum(GetUserId());
+	argtypes[2] = OIDOID;
+	values[2] = ObjectIdGetDatum(load->catalog->serverid);
+	argtypes[3] = TEXTOID;
+	values[3] = CStringGetTextDatum(load->schema);
+	argtypes[4] = TEXTOID;
+	values[4] = CStringGetTextDatum(load->table);
+	argtypes[5] = OIDOID;
+	values[5] = ObjectIdGetDatum(sync->relid);
+	argtypes[6] = TEXTOID;
+	values[6] = CStringGetTextDatum(pg_get_querydef(copyObject(sync->query),
+													false));
+	argtypes[7] = TEXTOID;
+	values[7] = CStringGetTextDatum(nodeToString(sync->query));
+	argtypes[8] = TEXTARRAYOID;
+	values[8] = list_to_text_array(sync->key_names, false);
+	argtypes[9] = TEXTARRAYOID;
+	values[9] = list_to_text_array(sync->key_attnums, true);
+	argtypes[10] = TEXTARRAYOID;
+	values[10] = list_to_text_array(sync->attnums, true);
+	argtypes[11] = TEXTARRAYOID;
+	values[11] = list_to_text_array(colnames, false);
+	argtypes[12] = TEXTARRAYOID;
+	values[12] = list_to_text_array(coltypes, true);
+	argtypes[13] = TEXTARRAYOID;
+	values[13] = list_to_text_array(remote_columns, false);
+	argtypes[14] = INT8OID;
+	values[14] = Int64GetDatum(load->job.id);
+
+	run_as(owner,
+		   psprintf("INSERT INTO ctas_fed.syncs (sync_id, owner, server, "
+					"remote_schema, remote_table, source, query, query_tree, "
+					"key_columns, source_key, source_attnums, source_columns, "
+					"source_types, remote_columns, job_id, publication, "
+					"slot_name) "
+					"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+					"$10::pg_catalog.int2[], $11::pg_catalog.int2[], $12, "
+					"$13::pg_catalog.oid[], $14, $15, %s, %s)",
+					quote_literal_cstr(name), quote_literal_cstr(name)),
+		   15, argtypes, values, NULL);
+}
+
+/*
+ * CtasSyncStop
+ *		Stop the running syncs into catalog serverid's schema.table, in the
+ *		current transaction: drop their publications (as their owners) and
+ *		mark them "stopped".  After commit their workers end at their next
+ *		round and the resolver drops their slots (sync_worker.c).  Returns
+ *		whether there was any.  ereport(ERROR) when the current user is not
+ *		the owner of one.
+ */
+bool
+CtasSyncStop(Oid serverid, const char *schema, const char *table)
+{
+	Oid			syncs_relid;
+	Oid			owner = syncs_owner(&syncs_relid);
+	Oid			save_userid;
+	int			save_sec;
+	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+	int			n;
+	int64	   *ids;
+	Oid		   *owners;
+	char	  **publications;
+	int			i;
+	MemoryContext outercxt = CurrentMemoryContext;
+	MemoryContext oldcxt;
+
+	values[0] = ObjectIdGetDatum(serverid);
+	values[1] = CStringGetTextDatum(schema);
+	values[2] = CStringGetTextDatum(table);
+
+	/* the running syncs into that table, locked against a concurrent stop */
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT sync_id, owner, publication "
+							  "FROM ctas_fed.syncs WHERE server = $1 "
+							  "AND remote_schema = $2 AND remote_table = $3 "
+							  "AND state IN ('copying', 'streaming') "
+							  "FOR UPDATE",
+							  3, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read ctas_fed.syncs");
+	/* what SPI_finish must not free */
+	oldcxt = MemoryContextSwitchTo(outercxt);
+	n = (int) SPI_processed;
+	ids = palloc(sizeof(int64) * Max(n, 1));
+	owners = palloc(sizeof(Oid) * Max(n, 1));
+	publications = palloc(sizeof(char *) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+
+		ids[i] = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		owners[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
+		publications[i] = SPI_getvalue(tup, desc, 3);
+	}
+	MemoryContextSwitchTo(oldcxt);
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec);
+
+	for (i = 0; i < n; i++)
+	{
+		Oid			idtype[1] = {INT8OID};
+		Datum		id[1];
+
+		if (!has_privs_of_role(GetUserId(), owners[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("must be a member of role \"%s\" to stop its sync into \"%s.%s\"",
+							GetUserNameFromId(owners[i], false), schema, table)));
+		/* the publication is the job owner's */
+		run_as(owners[i],
+			   psprintf("DROP PUBLICATION IF EXISTS %s",
+						quote_identifier(publications[i])),
+			   0, NULL, NULL, NULL);
+		id[0] = Int64GetDatum(ids[i]);
+		run_as(owner,
+			   "UPDATE ctas_fed.syncs SET state = 'stopped', error = NULL, "
+			   "finished_at = pg_catalog.now() WHERE sync_id = $1",
+			   1, idtype, id, NULL);
+	}
+	return n > 0;
+}
+
+PG_FUNCTION_INFO_V1(ctas_fed_stop_sync);
+
+/*
+ * ctas_fed_stop_sync
+ *		ctas_fed.stop_sync(target text): stop the sync into
+ *		catalog.schema.table.  ERROR when there is none.
+ */
+Datum
+ctas_fed_stop_sync(PG_FUNCTION_ARGS)
+{
+	text	   *target = PG_GETARG_TEXT_PP(0);
+	List	   *names = textToQualifiedNameList(target);
+	ForeignServer *server;
+
+	if (list_length(names) != 3)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid sync target \"%s\"", text_to_cstring(target)),
+				 errhint("Write the target as catalog.schema.table.")));
+	server = GetForeignServerByName(strVal(linitial(names)), false);
+	if (!CtasSyncStop(server->serverid, strVal(lsecond(names)),
+					  strVal(lthird(names))))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("there is no running sync into \"%s\"",
+						text_to_cstring(target))));
+	PG_RETURN_VOID();
+}
+
+/*
+ * CtasSyncCheckIdle
+ *		Before DROP SERVER of catalog serverid, or DROP EXTENSION (or
+ *		FOREIGN DATA WRAPPER) ctas_fed (serverid InvalidOid: any catalog):
+ *		ERROR (55006) while a sync job runs into it, or still has a
+ *		replication slot, which nothing could drop after the drop.  Nothing
+ *		when the extension is not installed in this database.
+ */
+void
+CtasSyncCheckIdle(Oid serverid)
+{
+	Oid			nsp = get_namespace_oid("ctas_fed", true);
+	Oid			syncs_relid;
+	Oid			owner;
+	Oid			save_userid;
+	int			save_sec;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	char	   *target = NULL;
+	char	   *state = NULL;
+
+	if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid("syncs", nsp)))
+		return;
+	owner = syncs_owner(&syncs_relid);
+	values[0] = ObjectIdGetDatum(serverid);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT srv.srvname || '.' || s.remote_schema || '.' || s.remote_table, s.state "
+							  "FROM ctas_fed.syncs s "
+							  "JOIN pg_catalog.pg_foreign_server srv ON srv.oid = s.server "
+							  "WHERE ($1 = 0 OR s.server = $1) "
+							  "AND (s.state IN ('copying', 'streaming') "
+							  "OR EXISTS (SELECT FROM pg_catalog.pg_replication_slots r "
+							  "WHERE r.slot_name = s.slot_name)) "
+							  "LIMIT 1",
+							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read ctas_fed.syncs");
+	if (SPI_processed > 0)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+
+		target = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec);
+
+	if (target != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("continuous sync into \"%s\" is %s",
+						target, state),
+				 strcmp(state, "copying") == 0 || strcmp(state, "streaming") == 0 ?
+				 errhint("Stop it with ctas_fed.stop_sync(), then try again.") :
+				 errhint("Its replication slot is being dropped: try again in a moment.")));
+}
+

@@ -1,0 +1,81 @@
+/*-------------------------------------------------------------------------
+ *
+ * sync.h
+ *		  Continuous sync: a federated CTAS whose remote table keeps
+ *		  following its query (DESIGN.md section 1.7).
+ *
+ *	sync.c			statement time: eligibility of the query, the job's
+ *					records (publication, ctas_fed.syncs row), stop_sync
+ *	sync_worker.c	after commit: the sync worker (slot, initial copy,
+ *					decoding and apply loop), started by the resolver
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/sync.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CTAS_SYNC_H
+#define CTAS_SYNC_H
+
+#include "nodes/parsenodes.h"
+
+#include "target.h"
+
+/* prefix of the names of our publications and replication slots */
+#define CTAS_SYNC_PREFIX		"ctas_fed_sync_"
+
+/*
+ * What the eligibility check learnt about the query of a sync CTAS
+ * (sync.c); lives in the load's memory context.
+ */
+typedef struct CtasSync
+{
+	Oid			relid;			/* the one source table */
+	Query	   *query;			/* the analyzed SELECT */
+	List	   *key_names;		/* remote key column names (String) */
+	List	   *key_attnums;	/* source attnums of the key (int), same
+								 * order */
+	List	   *attnums;		/* source columns the query reads (int) */
+	int			ncolumns;		/* columns of the query's result: the
+								 * first load->columns (a target may add
+								 * its own after them) */
+} CtasSync;
+
+/* "schema"."table" of a sync's target, as the metrics label it */
+#define CTAS_SYNC_TARGET_LEN	(2 * NAMEDATALEN + 8)
+
+/* One running sync, for the metrics (sync_worker.c) */
+typedef struct CtasSyncMetric
+{
+	char		catalog[NAMEDATALEN];
+	char		target[CTAS_SYNC_TARGET_LEN];
+	char		slot_name[NAMEDATALEN];
+	double		lag_bytes;		/* -1: no slot */
+	double		lag_seconds;	/* -1: not streaming yet */
+	uint64		changes;		/* since the worker started */
+} CtasSyncMetric;
+
+/* in sync.c */
+extern void CtasSyncCheck(CtasLoad *load, Query *query, List *colnames);
+extern void CtasSyncCreate(CtasLoad *load);
+extern bool CtasSyncStop(Oid serverid, const char *schema, const char *table);
+extern void CtasSyncCheckIdle(Oid serverid);
+
+/* in sync_worker.c */
+extern void CtasSyncTick(void);
+
+/* in sync_status.c */
+extern void CtasSyncShmemRequest(void);
+extern void CtasSyncShmemStartup(void);
+extern void CtasSyncStatusAttach(int64 id);
+extern void CtasSyncStatusForget(int64 id);
+extern void CtasSyncStatusReport(uint64 rows, uint64 changes,
+								 TimestampTz caught_up_at);
+extern void CtasSyncStatusLabels(const char *catalog, const char *schema,
+								 const char *table, const char *slot_name);
+extern uint64 CtasSyncStatusRows(void);
+extern int	CtasSyncMetricsSnapshot(CtasSyncMetric **out);
+
+#endif							/* CTAS_SYNC_H */

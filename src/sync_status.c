@@ -1,0 +1,331 @@
+/*-------------------------------------------------------------------------
+ *
+ * sync_status.c
+ *		  What the running sync workers report, in shared memory, and the
+ *		  readers of it: ctas_fed.sync_status() and the sync metrics.
+ *
+ * One entry per possible background worker, found by (database, job).  A
+ * sync worker (sync_worker.c) attaches to the entry of its job, writes its
+ * counters under the lock once per batch and gives the entry up when it
+ * ends; an entry whose worker ended on an error keeps the time the job was
+ * last caught up, so lag_seconds goes on growing while no worker runs, until
+ * the resolver forgets a stopped or failed job.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/sync_status.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "replication/slot.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "sync.h"
+
+/*
+ * What the running sync workers report, in shared memory: one entry per
+ * possible background worker, found by (database, job).  The owner writes
+ * its entry under the lock once per batch; ctas_fed.sync_status() reads.
+ */
+typedef struct SyncStatus
+{
+	Oid			dboid;			/* InvalidOid: free */
+	int64		id;
+	pid_t		pid;
+	char		catalog[NAMEDATALEN];	/* labels of the metrics */
+	char		target[CTAS_SYNC_TARGET_LEN];
+	char		slot_name[NAMEDATALEN];
+	uint64		rows;			/* rows copied plus changes applied */
+	uint64		changes;		/* source changes applied by the stream */
+	TimestampTz caught_up_at;	/* everything committed before this had
+								 * been applied */
+} SyncStatus;
+
+typedef struct SyncShared
+{
+	LWLock	   *lock;
+	int			nentries;
+	SyncStatus	entries[FLEXIBLE_ARRAY_MEMBER];
+} SyncShared;
+
+static SyncShared *sync_shared = NULL;
+static SyncStatus *my_status = NULL;
+
+static Size
+sync_shmem_size(void)
+{
+	return add_size(offsetof(SyncShared, entries),
+					mul_size(max_worker_processes, sizeof(SyncStatus)));
+}
+
+/*
+ * CtasSyncShmemRequest / CtasSyncShmemStartup
+ *		The status entries of the sync workers.  Called from the shmem
+ *		hooks.
+ */
+void
+CtasSyncShmemRequest(void)
+{
+	RequestAddinShmemSpace(sync_shmem_size());
+	RequestNamedLWLockTranche("ctas_fed syncs", 1);
+}
+
+void
+CtasSyncShmemStartup(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	sync_shared = ShmemInitStruct("ctas_fed syncs", sync_shmem_size(), &found);
+	if (!found)
+	{
+		memset(sync_shared, 0, sync_shmem_size());
+		sync_shared->lock = &(GetNamedLWLockTranche("ctas_fed syncs"))->lock;
+		sync_shared->nentries = max_worker_processes;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * sync_status_release
+ *		On exit of a sync worker: free its status entry, unless the worker
+ *		ends on an error it will be started again after; then the entry
+ *		keeps the time the job was last caught up, so that lag_seconds goes
+ *		on growing while no worker runs (the remote down, say).
+ */
+static void
+sync_status_release(int code, Datum arg)
+{
+	if (my_status == NULL)
+		return;
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	if (code == 0)
+		my_status->dboid = InvalidOid;
+	else
+		my_status->pid = 0;
+	LWLockRelease(sync_shared->lock);
+	my_status = NULL;
+}
+
+/*
+ * CtasSyncStatusAttach
+ *		In a sync worker: take the status entry of job id, the one an
+ *		earlier worker of the job left, else a free one; none when they are
+ *		all taken (the job then runs without counters).
+ */
+void
+CtasSyncStatusAttach(int64 id)
+{
+	SyncStatus *free_entry = NULL;
+	int			i;
+
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < sync_shared->nentries; i++)
+	{
+		SyncStatus *e = &sync_shared->entries[i];
+
+		if (e->dboid == MyDatabaseId && e->id == id)
+		{
+			my_status = e;
+			break;
+		}
+		if (e->dboid == InvalidOid && free_entry == NULL)
+			free_entry = e;
+	}
+	if (my_status == NULL && free_entry != NULL)
+	{
+		memset(free_entry, 0, sizeof(SyncStatus));
+		free_entry->dboid = MyDatabaseId;
+		free_entry->id = id;
+		my_status = free_entry;
+	}
+	if (my_status != NULL)
+	{
+		my_status->pid = MyProcPid;
+		/* counters are those of this worker */
+		my_status->rows = 0;
+		my_status->changes = 0;
+	}
+	LWLockRelease(sync_shared->lock);
+	before_shmem_exit(sync_status_release, (Datum) 0);
+}
+
+/*
+ * CtasSyncStatusForget
+ *		In the resolver: free the entry a worker of job id left, once the
+ *		job is stopped or failed.
+ */
+void
+CtasSyncStatusForget(int64 id)
+{
+	int			i;
+
+	if (sync_shared == NULL)
+		return;
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < sync_shared->nentries; i++)
+	{
+		SyncStatus *e = &sync_shared->entries[i];
+
+		if (e->dboid == MyDatabaseId && e->id == id && e->pid == 0)
+			e->dboid = InvalidOid;
+	}
+	LWLockRelease(sync_shared->lock);
+}
+
+/*
+ * CtasSyncStatusReport
+ *		In a sync worker: add to its counters; caught_up_at when not 0.
+ */
+void
+CtasSyncStatusReport(uint64 rows, uint64 changes, TimestampTz caught_up_at)
+{
+	if (my_status == NULL)
+		return;
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	my_status->rows += rows;
+	my_status->changes += changes;
+	if (caught_up_at != 0)
+		my_status->caught_up_at = caught_up_at;
+	LWLockRelease(sync_shared->lock);
+}
+
+/*
+ * CtasSyncStatusLabels
+ *		In a sync worker: the metric labels and the slot of its job, once
+ *		loaded.
+ */
+void
+CtasSyncStatusLabels(const char *catalog, const char *schema,
+					 const char *table, const char *slot_name)
+{
+	if (my_status == NULL)
+		return;
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	strlcpy(my_status->catalog, catalog, NAMEDATALEN);
+	snprintf(my_status->target, CTAS_SYNC_TARGET_LEN, "%s.%s",
+			 quote_identifier(schema), quote_identifier(table));
+	strlcpy(my_status->slot_name, slot_name, NAMEDATALEN);
+	LWLockRelease(sync_shared->lock);
+}
+
+/*
+ * CtasSyncStatusRows
+ *		In a sync worker: the rows its counters hold (0 without an entry).
+ */
+uint64
+CtasSyncStatusRows(void)
+{
+	return my_status ? my_status->rows : 0;
+}
+
+/*
+ * CtasSyncMetricsSnapshot
+ *		The running sync workers of every database, for the metrics: their
+ *		labels, lag and changes applied.  Needs no database connection (the
+ *		notifier pushes the metrics too).  Returns the number of entries
+ *		and a palloc'd array in *out.
+ */
+int
+CtasSyncMetricsSnapshot(CtasSyncMetric **out)
+{
+	CtasSyncMetric *m;
+	XLogRecPtr	current = GetXLogWriteRecPtr();
+	TimestampTz now = GetCurrentTimestamp();
+	int			n = 0;
+	int			i;
+
+	*out = NULL;
+	if (sync_shared == NULL)
+		return 0;
+	m = palloc0(sizeof(CtasSyncMetric) * Max(sync_shared->nentries, 1));
+	LWLockAcquire(sync_shared->lock, LW_SHARED);
+	for (i = 0; i < sync_shared->nentries; i++)
+	{
+		SyncStatus *e = &sync_shared->entries[i];
+
+		if (e->dboid == InvalidOid || e->catalog[0] == '\0')
+			continue;
+		strlcpy(m[n].catalog, e->catalog, NAMEDATALEN);
+		strlcpy(m[n].target, e->target, CTAS_SYNC_TARGET_LEN);
+		strlcpy(m[n].slot_name, e->slot_name, NAMEDATALEN);
+		m[n].changes = e->changes;
+		m[n].lag_seconds = e->caught_up_at == 0 ? -1 :
+			(double) (now - e->caught_up_at) / USECS_PER_SEC;
+		n++;
+	}
+	LWLockRelease(sync_shared->lock);
+
+	/* the WAL each slot holds, as lag_bytes of the jobs view */
+	for (i = 0; i < n; i++)
+	{
+		ReplicationSlot *slot;
+
+		m[i].lag_bytes = -1;
+		LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+		slot = SearchNamedReplicationSlot(m[i].slot_name, false);
+		if (slot != NULL)
+		{
+			XLogRecPtr	confirmed;
+
+			SpinLockAcquire(&slot->mutex);
+			confirmed = slot->data.confirmed_flush;
+			SpinLockRelease(&slot->mutex);
+			m[i].lag_bytes = current > confirmed ? (double) (current - confirmed) : 0;
+		}
+		LWLockRelease(ReplicationSlotControlLock);
+	}
+	*out = m;
+	return n;
+}
+
+PG_FUNCTION_INFO_V1(ctas_fed_sync_status);
+
+/*
+ * ctas_fed_sync_status
+ *		ctas_fed.sync_status(): the running sync workers of this database
+ *		and their counters.
+ */
+Datum
+ctas_fed_sync_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (sync_shared == NULL)
+		PG_RETURN_VOID();
+	LWLockAcquire(sync_shared->lock, LW_SHARED);
+	for (i = 0; i < sync_shared->nentries; i++)
+	{
+		SyncStatus *e = &sync_shared->entries[i];
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
+
+		if (e->dboid != MyDatabaseId)
+			continue;
+		values[0] = Int64GetDatum(e->id);
+		values[1] = Int32GetDatum(e->pid);
+		nulls[1] = e->pid == 0;
+		values[2] = Int64GetDatum((int64) e->rows);
+		values[3] = Int64GetDatum((int64) e->changes);
+		values[4] = TimestampTzGetDatum(e->caught_up_at);
+		nulls[4] = e->caught_up_at == 0;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values,
+							 nulls);
+	}
+	LWLockRelease(sync_shared->lock);
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,1480 @@
+/*-------------------------------------------------------------------------
+ *
+ * sync_worker.c
+ *		  The sync worker of a continuous sync: one dynamic background
+ *		  worker per job of ctas_fed.syncs, started by the resolver of its
+ *		  database (CtasSyncTick), which also drops the replication slots of
+ *		  stopped and failed jobs.
+ *
+ * A job goes through two phases, as PostgreSQL's own tablesync does:
+ *
+ *	copying		create the logical replication slot (pgoutput) in a
+ *				REPEATABLE READ read-only transaction, exactly as the
+ *				walsender's CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use') does:
+ *				the snapshot built at the slot's consistent point becomes the
+ *				transaction's snapshot, so the copy sees every transaction
+ *				that committed before that point and none after it; the
+ *				decoding stream begins there.  The copy goes to the remote in
+ *				one remote transaction, which also stores the consistent
+ *				point as the job's applied lsn; then the job is "streaming".
+ *				A copy interrupted by anything starts again with a new slot.
+ *	streaming	peek at the slot's changes through SQL
+ *				(pg_logical_slot_peek_binary_changes, proto_version 1, the
+ *				job's publication), parse the pgoutput messages with
+ *				logicalrep_read_*, evaluate the query's WHERE and select
+ *				list on each new row, and apply by key: a row in the WHERE
+ *				is upserted, a row that is not (or no longer) is deleted, a
+ *				changed key deletes the old one, TRUNCATE deletes all.  One
+ *				remote transaction per peek, which stores the end lsn of
+ *				its last source transaction with the rows; after its
+ *				COMMIT the slot is advanced there.  Source transactions
+ *				whose commit lies before the lsn stored remotely are
+ *				skipped, so a restart at any point applies each exactly
+ *				once.
+ *
+ * The worker connects as the bootstrap superuser, which the slot functions
+ * need, but reads the source and evaluates the query's expressions as the
+ * job's owner, in a security-restricted operation as REFRESH MATERIALIZED
+ * VIEW does (an "immutable" function is still the owner's code), and
+ * reaches the catalog with the owner's user mapping under the usual
+ * password rules.
+ *
+ * Errors: a transient one (remote down, cancel) is recorded in the job's
+ * row and ends the worker; the resolver starts it again after
+ * SYNC_RESTART_SECS.  One that cannot heal (a DDL that changed a column the
+ * query reads, the source dropped, an unchanged TOAST value the worker cannot
+ * rebuild) marks the job "failed"; the resolver then drops its slot, so that
+ * it holds no WAL (README: Continuous sync).
+ *
+ * While the source has nothing for the job, the slot is still advanced
+ * over the WAL that empty peeks read whole, to a record boundary (at most
+ * every SYNC_IDLE_ADVANCE_MS), so that an idle sync holds no WAL either; a
+ * peek is skipped while no WAL at all was flushed since the last empty
+ * one.
+ *
+ * What the workers report (rows, changes, the time they were last caught
+ * up) lives in a small shared-memory table, read by ctas_fed.sync_status()
+ * for the jobs view and by the metrics, which the notifier also pushes
+ * without a database connection.  State changes go to the webhook through
+ * the registry's event queue (CtasJobsQueueEvent).
+ *
+ * XXX: a peek returns whole source transactions, so one very large
+ * transaction is held in memory at once while it is applied; streaming of
+ * large transactions (proto_version 2) is not used.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/sync_worker.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "access/xlogutils.h"
+#include "catalog/pg_publication.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "foreign/foreign.h"
+#include "funcapi.h"
+#include "libpq/pqformat.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "replication/logical.h"
+#include "replication/logicalproto.h"
+#include "replication/slot.h"
+#include "replication/snapbuild.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "tcop/tcopprot.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/pg_lsn.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "sync.h"
+
+/* changes asked of one peek; a transaction is never split */
+#define SYNC_PEEK_CHANGES	10000
+/* sleep when the slot had nothing new, ms */
+#define SYNC_IDLE_MS		100
+/* advance the slot over WAL without our changes at most this often, ms */
+#define SYNC_IDLE_ADVANCE_MS	1000
+/* a worker that ended with an error is started again after */
+#define SYNC_RESTART_SECS	5
+
+/* field4 of the advisory lock tag that makes a worker the only one */
+#define CTAS_LOCKTAG_SYNC	0xCF02
+
+/* One job, as the worker runs it (job_cxt) */
+typedef struct SyncJob
+{
+	int64		id;
+	int64		job_id;			/* in ctas_fed.jobs */
+	TimestampTz created_at;
+	Oid			owner;
+	Oid			relid;
+	Query	   *query;
+	char	   *publication;
+	char	   *slot_name;
+	char	   *state;
+	int			ncols;			/* source columns the query reads */
+	AttrNumber *attnums;
+	char	  **attnames;		/* their names and types at creation */
+	Oid		   *atttypes;
+	FmgrInfo   *infuncs;
+	Oid		   *ioparams;
+	int		   *msgcol;			/* their place in the last Relation
+								 * message, -1 before one */
+	int		   *keycol;			/* index into attnums of each key column */
+	TupleDesc	tupdesc;		/* of the source */
+	const CtasSyncApply *apply;
+	CtasSyncTarget target;
+	bool		open;			/* target->open done */
+	XLogRecPtr	applied;		/* from the remote */
+} SyncJob;
+
+/* The query's expressions, ready to run (per transaction) */
+typedef struct SyncEval
+{
+	EState	   *estate;
+	ExprContext *econtext;
+	ExprState  *qual;			/* NULL: no WHERE */
+	int			nexprs;
+	ExprState **exprs;
+	TupleTableSlot *slot;		/* virtual, source row type */
+	Datum	   *values;			/* one row's remote values */
+	bool	   *nulls;
+	char	  **keys;			/* a key as text, as pgoutput sent it */
+	char	  **oldkeys;
+	Datum	   *keyvals;		/* a key as Datums, for delete */
+} SyncEval;
+
+PGDLLEXPORT void ctas_fed_sync_main(Datum main_arg);
+
+static MemoryContext job_cxt = NULL;
+static bool sync_failed = false;	/* the error in flight is permanent */
+
+/* ereport(ERROR) that fails the job for good */
+#define SYNC_FAIL(...) \
+	do { sync_failed = true; ereport(ERROR, __VA_ARGS__); } while (0)
+
+/* in the resolver: the sync workers it started */
+typedef struct SyncWorkerEntry
+{
+	int64		id;
+	BackgroundWorkerHandle *handle;
+	TimestampTz started;
+} SyncWorkerEntry;
+
+static List *sync_workers = NIL;
+
+/*
+ * spi_exec
+ *		Run sql with args through SPI (connected by the caller); ERROR on
+ *		failure.
+ */
+static void
+spi_exec(const char *sql, int nargs, Oid *types, Datum *values, bool ro)
+{
+	int			rc = SPI_execute_with_args(sql, nargs, types, values, NULL,
+										   ro, 0);
+
+	if (rc < 0)
+		elog(ERROR, "SPI_execute_with_args failed for \"%s\": %s", sql,
+			 SPI_result_code_string(rc));
+}
+
+/* column col of row of SPI_tuptable, as text (NULL for NULL) */
+static char *
+spi_text(int row, int col)
+{
+	return SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
+}
+
+/* column col of row of SPI_tuptable, a by-value type, never NULL */
+static Datum
+spi_datum(int row, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[row],
+								  SPI_tuptable->tupdesc, col, &isnull);
+
+	if (isnull)
+		elog(ERROR, "unexpected NULL in column %d of ctas_fed.syncs", col);
+	return d;
+}
+
+/* an int2[] or oid[] or text[] column of row 0 as a Datum array */
+static Datum *
+spi_array(int col, Oid elemtype, int *n)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+								  col, &isnull);
+	Datum	   *elems;
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	deconstruct_array(DatumGetArrayTypeP(d), elemtype, typlen, typbyval,
+					  typalign, &elems, NULL, n);
+	return elems;
+}
+
+/*
+ * queue_event
+ *		The webhook event of a state change of a sync job, if its catalog
+ *		(or ctas_fed.notify_url) names a webhook.
+ */
+static void
+queue_event(int64 job_id, const CtasCatalog *catalog, const char *schema,
+			const char *table, const char *state, uint64 rows,
+			const char *error, TimestampTz started_at)
+{
+	CtasJobEvent ev;
+	const char *url = catalog->notify_url ? catalog->notify_url : CtasNotifyUrl;
+
+	if (url == NULL || url[0] == '\0')
+		return;
+	memset(&ev, 0, sizeof(ev));
+	ev.job_id = job_id;
+	strlcpy(ev.catalog, catalog->name, sizeof(ev.catalog));
+	snprintf(ev.target, sizeof(ev.target), "%s.%s",
+			 quote_identifier(schema), quote_identifier(table));
+	strlcpy(ev.mode, "sync", sizeof(ev.mode));
+	strlcpy(ev.state_name, state, sizeof(ev.state_name));
+	ev.rows = rows;
+	if (error)
+		strlcpy(ev.error, error, sizeof(ev.error));
+	strlcpy(ev.notify_url, url, sizeof(ev.notify_url));
+	ev.started_at = started_at;
+	if (strcmp(state, "stopped") == 0 || strcmp(state, "failed") == 0)
+		ev.finished_at = GetCurrentTimestamp();
+	CtasJobsQueueEvent(&ev);
+}
+
+static void
+job_event(SyncJob *job, const char *state, const char *error)
+{
+	queue_event(job->job_id, job->target.catalog, job->target.schema,
+				job->target.table, state,
+				CtasSyncStatusRows(), error, job->created_at);
+}
+
+/*
+ * load_job
+ *		Read the job's row into a SyncJob in job_cxt, in a transaction of
+ *		the caller's.  Returns NULL when the row is gone.
+ */
+static SyncJob *
+load_job(int64 id)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		args[1];
+	SyncJob    *job;
+	MemoryContext oldcxt;
+	Datum	   *elems;
+	int			n;
+	int			i;
+	Oid			serverid;
+	ListCell   *lc;
+
+	args[0] = Int64GetDatum(id);
+	spi_exec("SELECT owner, server, remote_schema, remote_table, source, "
+			 "query_tree, publication, slot_name, state, source_attnums, "
+			 "source_columns, source_types, key_columns, source_key, "
+			 "remote_columns, job_id, created_at "
+			 "FROM ctas_fed.syncs WHERE sync_id = $1",
+			 1, argtypes, args, true);
+	if (SPI_processed != 1)
+		return NULL;
+
+	oldcxt = MemoryContextSwitchTo(job_cxt);
+	job = palloc0(sizeof(SyncJob));
+	job->id = id;
+	job->owner = DatumGetObjectId(spi_datum(0, 1));
+	serverid = DatumGetObjectId(spi_datum(0, 2));
+	job->target.schema = spi_text(0, 3);
+	job->target.table = spi_text(0, 4);
+	job->relid = DatumGetObjectId(spi_datum(0, 5));
+	job->query = (Query *) stringToNode(spi_text(0, 6));
+	job->publication = spi_text(0, 7);
+	job->slot_name = spi_text(0, 8);
+	job->state = spi_text(0, 9);
+
+	elems = spi_array(10, INT2OID, &job->ncols);
+	job->attnums = palloc(sizeof(AttrNumber) * job->ncols);
+	for (i = 0; i < job->ncols; i++)
+		job->attnums[i] = DatumGetInt16(elems[i]);
+	elems = spi_array(11, TEXTOID, &n);
+	job->attnames = palloc(sizeof(char *) * job->ncols);
+	for (i = 0; i < job->ncols; i++)
+		job->attnames[i] = TextDatumGetCString(elems[i]);
+	elems = spi_array(12, OIDOID, &n);
+	job->atttypes = palloc(sizeof(Oid) * job->ncols);
+	job->infuncs = palloc0(sizeof(FmgrInfo) * job->ncols);
+	job->ioparams = palloc(sizeof(Oid) * job->ncols);
+	job->msgcol = palloc(sizeof(int) * job->ncols);
+	for (i = 0; i < job->ncols; i++)
+	{
+		Oid			infunc;
+
+		job->atttypes[i] = DatumGetObjectId(elems[i]);
+		getTypeInputInfo(job->atttypes[i], &infunc, &job->ioparams[i]);
+		fmgr_info_cxt(infunc, &job->infuncs[i], job_cxt);
+		job->msgcol[i] = -1;
+	}
+
+	elems = spi_array(13, TEXTOID, &job->target.nkeys);
+	job->target.keys = palloc(sizeof(char *) * job->target.nkeys);
+	for (i = 0; i < job->target.nkeys; i++)
+		job->target.keys[i] = TextDatumGetCString(elems[i]);
+	elems = spi_array(14, INT2OID, &n);
+	job->keycol = palloc(sizeof(int) * n);
+	for (i = 0; i < n; i++)
+	{
+		int			j;
+
+		job->keycol[i] = -1;
+		for (j = 0; j < job->ncols; j++)
+		{
+			if (job->attnums[j] == DatumGetInt16(elems[i]))
+				job->keycol[i] = j;
+		}
+		if (job->keycol[i] < 0)
+			elog(ERROR, "key column %d of sync " INT64_FORMAT " is not read",
+				 DatumGetInt16(elems[i]), id);
+	}
+	elems = spi_array(15, TEXTOID, &job->target.ncolumns);
+	job->target.columns = palloc(sizeof(char *) * job->target.ncolumns);
+	for (i = 0; i < job->target.ncolumns; i++)
+		job->target.columns[i] = TextDatumGetCString(elems[i]);
+
+	/* the types of the values the target gets */
+	job->target.types = palloc(sizeof(Oid) * Max(job->target.ncolumns, 1));
+	n = 0;
+	foreach(lc, job->query->targetList)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+
+		if (!tle->resjunk && n < job->target.ncolumns)
+			job->target.types[n++] = exprType((Node *) tle->expr);
+	}
+	job->target.key_types = palloc(sizeof(Oid) * Max(job->target.nkeys, 1));
+	for (i = 0; i < job->target.nkeys; i++)
+		job->target.key_types[i] = job->atttypes[job->keycol[i]];
+
+	job->job_id = DatumGetInt64(spi_datum(0, 16));
+	job->created_at = DatumGetTimestampTz(spi_datum(0, 17));
+	job->target.catalog = CtasGetCatalog(serverid, job->owner, true, true);
+	job->apply = CtasCatalogRoutine(job->target.catalog)->sync;
+	if (job->apply == NULL)
+		SYNC_FAIL(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				  errmsg("catalogs of type \"%s\" do not support continuous sync",
+						 CtasCatalogRoutine(job->target.catalog)->type_name));
+	job->target.job_key = psprintf(UINT64_FORMAT "/%u/" INT64_FORMAT,
+								   GetSystemIdentifier(), MyDatabaseId, id);
+	MemoryContextSwitchTo(oldcxt);
+	return job;
+}
+
+/*
+ * check_source
+ *		The source table still exists, the owner may still read it, and
+ *		(with columns) the columns the query reads have the names and types
+ *		they had.  While streaming, the columns are checked on each Relation
+ *		message instead, so that the changes made before a DDL are applied
+ *		before the job fails.  A failure is permanent.
+ */
+static void
+check_source(SyncJob *job, bool columns)
+{
+	Relation	rel;
+	int			i;
+
+	rel = try_relation_open(job->relid, AccessShareLock);
+	if (rel == NULL)
+		SYNC_FAIL(errcode(ERRCODE_UNDEFINED_TABLE),
+				  errmsg("the source table of sync " INT64_FORMAT " was dropped",
+						 job->id));
+	if (pg_class_aclcheck(job->relid, job->owner, ACL_SELECT) != ACLCHECK_OK)
+		SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				  errmsg("the owner of sync " INT64_FORMAT " may no longer read table \"%s\"",
+						 job->id, RelationGetRelationName(rel)));
+	for (i = 0; columns && i < job->ncols; i++)
+	{
+		Form_pg_attribute att;
+
+		if (job->attnums[i] > RelationGetDescr(rel)->natts)
+			att = NULL;
+		else
+			att = TupleDescAttr(RelationGetDescr(rel), job->attnums[i] - 1);
+		if (att == NULL || att->attisdropped ||
+			strcmp(NameStr(att->attname), job->attnames[i]) != 0 ||
+			att->atttypid != job->atttypes[i])
+			SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					  errmsg("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " was dropped, renamed or changed its type",
+							 job->attnames[i], RelationGetRelationName(rel),
+							 job->id),
+					  errhint("Stop the sync with ctas_fed.stop_sync() and create it again."));
+	}
+	if (job->tupdesc == NULL)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(job_cxt);
+
+		job->tupdesc = CreateTupleDescCopy(RelationGetDescr(rel));
+		MemoryContextSwitchTo(oldcxt);
+	}
+	relation_close(rel, AccessShareLock);
+}
+
+/*
+ * build_eval
+ *		The WHERE and the select list of the query as ExprStates over a row
+ *		of the source, in a new EState under the current memory context.
+ */
+static SyncEval *
+build_eval(SyncJob *job)
+{
+	SyncEval   *ev = palloc0(sizeof(SyncEval));
+	Node	   *quals = job->query->jointree->quals;
+	ListCell   *lc;
+	int			n = 0;
+
+	ev->estate = CreateExecutorState();
+	ev->econtext = GetPerTupleExprContext(ev->estate);
+	if (quals != NULL)
+		ev->qual = ExecPrepareQual(make_ands_implicit((Expr *) copyObject(quals)),
+								   ev->estate);
+	ev->exprs = palloc(sizeof(ExprState *) * list_length(job->query->targetList));
+	foreach(lc, job->query->targetList)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+
+		if (tle->resjunk)
+			continue;
+		ev->exprs[n] = ExecPrepareExpr((Expr *) copyObject(tle->expr),
+									   ev->estate);
+		n++;
+	}
+	ev->nexprs = n;
+	if (n != job->target.ncolumns)
+		elog(ERROR, "sync " INT64_FORMAT ": query has %d columns, the remote table %d",
+			 job->id, n, job->target.ncolumns);
+	ev->slot = MakeSingleTupleTableSlot(job->tupdesc, &TTSOpsVirtual);
+	ev->values = palloc0(sizeof(Datum) * n);
+	ev->nulls = palloc0(sizeof(bool) * n);
+	ev->keys = palloc0(sizeof(char *) * job->target.nkeys);
+	ev->oldkeys = palloc0(sizeof(char *) * job->target.nkeys);
+	ev->keyvals = palloc0(sizeof(Datum) * job->target.nkeys);
+	return ev;
+}
+
+static void
+free_eval(SyncEval *ev)
+{
+	ExecDropSingleTupleTableSlot(ev->slot);
+	FreeExecutorState(ev->estate);
+}
+
+/*
+ * evaluate
+ *		The query on the row in slot: false when the WHERE rejects it,
+ *		else true with the remote values in ev->values (per-tuple memory).
+ */
+static bool
+evaluate(SyncEval *ev, TupleTableSlot *slot)
+{
+	int			i;
+
+	ev->econtext->ecxt_scantuple = slot;
+	if (ev->qual != NULL && !ExecQual(ev->qual, ev->econtext))
+		return false;
+	for (i = 0; i < ev->nexprs; i++)
+		ev->values[i] = ExecEvalExpr(ev->exprs[i], ev->econtext,
+									 &ev->nulls[i]);
+	return true;
+}
+
+/*
+ * set_state
+ *		Record the job's state (and error, and applied lsn when valid) in a
+ *		transaction of its own.
+ */
+static void
+set_state(int64 id, const char *state, const char *error, XLogRecPtr lsn)
+{
+	Oid			types[4] = {INT8OID, TEXTOID, TEXTOID, PG_LSNOID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', error ? ' ' : 'n', lsn ? ' ' : 'n'};
+	int			rc;
+
+	values[0] = Int64GetDatum(id);
+	values[1] = CStringGetTextDatum(state ? state : "");
+	values[2] = error ? CStringGetTextDatum(error) : (Datum) 0;
+	values[3] = LSNGetDatum(lsn);
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	rc = SPI_execute_with_args("UPDATE ctas_fed.syncs SET "
+							   "state = CASE WHEN $2 = '' THEN state ELSE $2 END, "
+							   "finished_at = CASE WHEN $2 = 'failed' "
+							   "THEN pg_catalog.now() END, "
+							   "error = $3, "
+							   "applied_lsn = coalesce($4, applied_lsn) "
+							   "WHERE sync_id = $1 "
+							   "AND state IN ('copying', 'streaming')",
+							   4, types, values, nulls, false, 0);
+	if (rc < 0)
+		elog(ERROR, "could not record the state of sync " INT64_FORMAT, id);
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/*
+ * open_target
+ *		Connect to the catalog (in a transaction of the caller's) and read
+ *		the applied lsn.
+ */
+static void
+open_target(SyncJob *job)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(job_cxt);
+
+	if (!job->open)
+	{
+		job->apply->open(&job->target);
+		job->open = true;
+	}
+	job->applied = job->apply->applied_lsn(&job->target);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * do_copy
+ *		The copying phase: a new slot, the copy under its snapshot, the
+ *		consistent point stored remotely with the rows.  Returns that point.
+ */
+static XLogRecPtr
+do_copy(SyncJob *job)
+{
+	LogicalDecodingContext *ctx;
+	Snapshot	snap;
+	XLogRecPtr	consistent;
+	Relation	rel;
+	TableScanDesc scan;
+	TupleTableSlot *hslot;
+	SyncEval   *ev;
+	Oid			save_userid;
+	int			save_sec;
+	uint64		rows = 0;
+
+	job_event(job, "copying", NULL);
+
+	/* a slot of an interrupted copy: begin again */
+	if (SearchNamedReplicationSlot(job->slot_name, true) != NULL)
+	{
+		StartTransactionCommand();
+		ReplicationSlotDrop(job->slot_name, false);
+		CommitTransactionCommand();
+	}
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	/* as walsender's CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use') */
+	XactIsoLevel = XACT_REPEATABLE_READ;
+	XactReadOnly = true;
+
+	CheckLogicalDecodingRequirements();
+	ReplicationSlotCreate(job->slot_name, true, RS_EPHEMERAL, false);
+	ctx = CreateInitDecodingContext("pgoutput", NIL, true, InvalidXLogRecPtr,
+									XL_ROUTINE(.page_read = read_local_xlog_page,
+											   .segment_open = wal_segment_open,
+											   .segment_close = wal_segment_close),
+									NULL, NULL, NULL);
+	DecodingContextFindStartpoint(ctx);
+	snap = SnapBuildInitialSnapshot(ctx->snapshot_builder);
+	RestoreTransactionSnapshot(snap, MyProc);
+	consistent = MyReplicationSlot->data.confirmed_flush;
+	FreeDecodingContext(ctx);
+	ReplicationSlotPersist();
+	ReplicationSlotRelease();
+
+	PushActiveSnapshot(GetTransactionSnapshot());
+	check_source(job, true);
+	open_target(job);
+	ev = build_eval(job);
+
+	job->target.change_lsn = consistent;
+	job->apply->begin(&job->target);
+	job->apply->truncate(&job->target);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	/* as for REFRESH MATERIALIZED VIEW: the owner's code, restricted */
+	SetUserIdAndSecContext(job->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	rel = table_open(job->relid, AccessShareLock);
+	hslot = table_slot_create(rel, NULL);
+	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, hslot))
+	{
+		MemoryContext oldcxt;
+
+		CHECK_FOR_INTERRUPTS();
+		oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
+		if (evaluate(ev, hslot))
+		{
+			job->apply->copy_row(&job->target, ev->values, ev->nulls);
+			rows++;
+		}
+		MemoryContextSwitchTo(oldcxt);
+		ResetExprContext(ev->econtext);
+	}
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(hslot);
+	table_close(rel, AccessShareLock);
+	SetUserIdAndSecContext(save_userid, save_sec);
+
+	job->apply->commit(&job->target, consistent);
+	job->applied = consistent;
+	CtasSyncStatusReport(rows, 0, 0);
+	free_eval(ev);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+
+	ereport(LOG,
+			(errmsg("ctas_fed sync " INT64_FORMAT ": copied " UINT64_FORMAT " rows, streaming from %X/%X",
+					job->id, rows, LSN_FORMAT_ARGS(consistent))));
+	return consistent;
+}
+
+/*
+ * relation_ok
+ *		A Relation message of the source: find each column the query reads
+ *		by name, with its type, into job->msgcol.  False when one is gone or
+ *		has another type: a DDL the sync cannot follow.
+ */
+static bool
+relation_ok(SyncJob *job, LogicalRepRelation *rel, int *bad)
+{
+	int			i;
+
+	for (i = 0; i < job->ncols; i++)
+	{
+		int			j;
+
+		job->msgcol[i] = -1;
+		for (j = 0; j < rel->natts; j++)
+		{
+			if (strcmp(rel->attnames[j], job->attnames[i]) == 0)
+				job->msgcol[i] = j;
+		}
+		if (job->msgcol[i] < 0 ||
+			rel->atttyps[job->msgcol[i]] != job->atttypes[i])
+		{
+			*bad = i;
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * check_relation_message
+ *		relation_ok, or the job fails.
+ */
+static void
+check_relation_message(SyncJob *job, LogicalRepRelation *rel)
+{
+	int			bad;
+
+	if (!relation_ok(job, rel, &bad))
+		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				  errmsg("column \"%s\" of table \"%s.%s\" read by sync " INT64_FORMAT " was dropped, renamed or changed its type",
+						 job->attnames[bad], rel->nspname, rel->relname,
+						 job->id),
+				  errdetail("The remote table keeps the changes of the source transactions that committed before the change."),
+				  errhint("Stop the sync with ctas_fed.stop_sync() and create it again."));
+}
+
+/* the pgoutput message of row i of SPI_tuptable; returns its type */
+static char
+peeked_message(uint64 i, StringInfo msg)
+{
+	bool		isnull;
+	bytea	   *data = DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[i],
+													 SPI_tuptable->tupdesc,
+													 2, &isnull));
+
+	msg->data = VARDATA_ANY(data);
+	msg->len = VARSIZE_ANY_EXHDR(data);
+	msg->maxlen = msg->len;
+	msg->cursor = 0;
+	return pq_getmsgbyte(msg);
+}
+
+/*
+ * usable_rows
+ *		How many rows of the peek can be applied: all of them, unless a
+ *		Relation message of the source shows a DDL the sync cannot follow;
+ *		then the rows up to the last COMMIT before it, and *bad_row is the
+ *		row of that message (else -1).
+ */
+static uint64
+usable_rows(SyncJob *job, MemoryContext tmpcxt, int64 *bad_row)
+{
+	uint64		last_commit = 0;
+	uint64		i;
+	MemoryContext oldcxt = MemoryContextSwitchTo(tmpcxt);
+
+	*bad_row = -1;
+	for (i = 0; i < SPI_processed; i++)
+	{
+		StringInfoData msg;
+		char		action = peeked_message(i, &msg);
+
+		if (action == LOGICAL_REP_MSG_COMMIT)
+			last_commit = i + 1;
+		else if (action == LOGICAL_REP_MSG_RELATION)
+		{
+			LogicalRepRelation *rel = logicalrep_read_rel(&msg);
+			int			bad;
+
+			if (rel->remoteid == job->relid && !relation_ok(job, rel, &bad))
+			{
+				*bad_row = (int64) i;
+				break;
+			}
+		}
+	}
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextReset(tmpcxt);
+	return *bad_row >= 0 ? last_commit : SPI_processed;
+}
+
+/*
+ * fill_slot
+ *		The source row of a tuple message (and, for an unchanged TOAST
+ *		value, of the old tuple with REPLICA IDENTITY FULL) into ev->slot,
+ *		in per-tuple memory.
+ */
+static void
+fill_slot(SyncJob *job, SyncEval *ev, LogicalRepTupleData *tup,
+		  LogicalRepTupleData *old)
+{
+	TupleTableSlot *slot = ev->slot;
+	int			i;
+
+	ExecClearTuple(slot);
+	memset(slot->tts_isnull, true, sizeof(bool) * slot->tts_tupleDescriptor->natts);
+	for (i = 0; i < job->ncols; i++)
+	{
+		int			c = job->msgcol[i];
+		int			a = job->attnums[i] - 1;
+		StringInfo	value;
+
+		if (c < 0 || c >= tup->ncols)
+			elog(ERROR, "sync " INT64_FORMAT ": a change came before its relation",
+				 job->id);
+		value = &tup->colvalues[c];
+		if (tup->colstatus[c] == LOGICALREP_COLUMN_UNCHANGED)
+		{
+			if (old != NULL && c < old->ncols &&
+				old->colstatus[c] == LOGICALREP_COLUMN_TEXT)
+				value = &old->colvalues[c];
+			else
+				SYNC_FAIL(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						  errmsg("sync " INT64_FORMAT " received an unchanged TOAST value of column \"%s\"",
+								 job->id, job->attnames[i]),
+						  errdetail("Logical decoding does not send a large value that an UPDATE did not change."),
+						  errhint("Set REPLICA IDENTITY FULL on the source table, then create the sync again."));
+		}
+		else if (tup->colstatus[c] == LOGICALREP_COLUMN_NULL)
+			continue;
+		else if (tup->colstatus[c] != LOGICALREP_COLUMN_TEXT)
+			elog(ERROR, "sync " INT64_FORMAT ": unexpected column status \"%c\"",
+				 job->id, tup->colstatus[c]);
+		slot->tts_values[a] = InputFunctionCall(&job->infuncs[i], value->data,
+												job->ioparams[i], -1);
+		slot->tts_isnull[a] = false;
+	}
+	ExecStoreVirtualTuple(slot);
+}
+
+/* the key of a tuple message, as text, into keys */
+static void
+tuple_keys(SyncJob *job, LogicalRepTupleData *tup, char **keys)
+{
+	int			k;
+
+	for (k = 0; k < job->target.nkeys; k++)
+	{
+		int			c = job->msgcol[job->keycol[k]];
+
+		if (c < 0 || c >= tup->ncols ||
+			tup->colstatus[c] != LOGICALREP_COLUMN_TEXT)
+			elog(ERROR, "sync " INT64_FORMAT ": a change without its key",
+				 job->id);
+		keys[k] = tup->colvalues[c].data;
+	}
+}
+
+/* delete the row of a key given as text (per-tuple memory) */
+static void
+delete_key(SyncJob *job, SyncEval *ev, char **keys)
+{
+	int			k;
+
+	for (k = 0; k < job->target.nkeys; k++)
+	{
+		int			j = job->keycol[k];
+
+		ev->keyvals[k] = InputFunctionCall(&job->infuncs[j], keys[k],
+										   job->ioparams[j], -1);
+	}
+	job->apply->delete(&job->target, ev->keyvals);
+}
+
+static bool
+same_keys(SyncJob *job, char **a, char **b)
+{
+	int			k;
+
+	for (k = 0; k < job->target.nkeys; k++)
+	{
+		if (strcmp(a[k], b[k]) != 0)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * apply_new_row
+ *		A row as it is now: upsert it when the WHERE takes it, else delete
+ *		its key; oldkeys, when not NULL and different, is deleted first.
+ */
+static void
+apply_new_row(SyncJob *job, SyncEval *ev, LogicalRepTupleData *tup,
+			  LogicalRepTupleData *old, char **oldkeys)
+{
+	tuple_keys(job, tup, ev->keys);
+	if (oldkeys != NULL && !same_keys(job, oldkeys, ev->keys))
+		delete_key(job, ev, oldkeys);
+	fill_slot(job, ev, tup, old);
+	if (evaluate(ev, ev->slot))
+		job->apply->upsert(&job->target, ev->values, ev->nulls);
+	else if (oldkeys != NULL)
+		delete_key(job, ev, ev->keys);
+}
+
+/*
+ * apply_changes
+ *		The rows of one peek (SPI_tuptable: lsn, data): apply every source
+ *		transaction whose commit lies at or after job->applied, in one
+ *		remote transaction.  Returns the end lsn of the last transaction
+ *		seen, or InvalidXLogRecPtr when there was none.  A DDL that the sync
+ *		cannot follow fails the job after the transactions committed before
+ *		it are applied.
+ */
+static XLogRecPtr
+apply_changes(SyncJob *job, SyncEval *ev)
+{
+	XLogRecPtr	last_end = InvalidXLogRecPtr;
+	bool		skipping = false;
+	bool		began = false;
+	uint64		changes = 0;
+	uint64		i;
+	int64		bad_row;
+	uint64		nrows = usable_rows(job, ev->econtext->ecxt_per_tuple_memory,
+									&bad_row);
+
+	for (i = 0; i < nrows; i++)
+	{
+		StringInfoData msg;
+		char		action;
+		MemoryContext oldcxt;
+
+		CHECK_FOR_INTERRUPTS();
+		oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
+		action = peeked_message(i, &msg);
+		switch (action)
+		{
+			case LOGICAL_REP_MSG_BEGIN:
+				{
+					LogicalRepBeginData begin;
+
+					logicalrep_read_begin(&msg, &begin);
+					skipping = begin.final_lsn < job->applied;
+					job->target.change_lsn = begin.final_lsn;
+					if (!skipping && !began)
+					{
+						job->apply->begin(&job->target);
+						began = true;
+					}
+					break;
+				}
+			case LOGICAL_REP_MSG_COMMIT:
+				{
+					LogicalRepCommitData commit;
+
+					logicalrep_read_commit(&msg, &commit);
+					last_end = commit.end_lsn;
+					skipping = false;
+					break;
+				}
+			case LOGICAL_REP_MSG_RELATION:
+				{
+					LogicalRepRelation *rel = logicalrep_read_rel(&msg);
+
+					if (rel->remoteid == job->relid)
+						check_relation_message(job, rel);
+					break;
+				}
+			case LOGICAL_REP_MSG_INSERT:
+				{
+					LogicalRepTupleData newtup;
+
+					if (skipping ||
+						logicalrep_read_insert(&msg, &newtup) != job->relid)
+						break;
+					changes++;
+					tuple_keys(job, &newtup, ev->keys);
+					fill_slot(job, ev, &newtup, NULL);
+					if (evaluate(ev, ev->slot))
+						job->apply->upsert(&job->target, ev->values, ev->nulls);
+					break;
+				}
+			case LOGICAL_REP_MSG_UPDATE:
+				{
+					LogicalRepTupleData oldtup;
+					LogicalRepTupleData newtup;
+					bool		has_old;
+					int			k;
+
+					if (skipping ||
+						logicalrep_read_update(&msg, &has_old, &oldtup,
+											   &newtup) != job->relid)
+						break;
+					changes++;
+					tuple_keys(job, has_old ? &oldtup : &newtup, ev->keys);
+					for (k = 0; k < job->target.nkeys; k++)
+						ev->oldkeys[k] = ev->keys[k];
+					apply_new_row(job, ev, &newtup, has_old ? &oldtup : NULL,
+								  ev->oldkeys);
+					break;
+				}
+			case LOGICAL_REP_MSG_DELETE:
+				{
+					LogicalRepTupleData oldtup;
+
+					if (skipping ||
+						logicalrep_read_delete(&msg, &oldtup) != job->relid)
+						break;
+					changes++;
+					tuple_keys(job, &oldtup, ev->keys);
+					delete_key(job, ev, ev->keys);
+					break;
+				}
+			case LOGICAL_REP_MSG_TRUNCATE:
+				{
+					bool		cascade;
+					bool		restart_seqs;
+					List	   *relids;
+
+					if (skipping)
+						break;
+					relids = logicalrep_read_truncate(&msg, &cascade,
+													  &restart_seqs);
+					if (list_member_oid(relids, job->relid))
+					{
+						changes++;
+						job->apply->truncate(&job->target);
+					}
+					break;
+				}
+			default:
+				/* types, origins: nothing to apply */
+				break;
+		}
+		MemoryContextSwitchTo(oldcxt);
+		ResetExprContext(ev->econtext);
+	}
+
+	if (began)
+	{
+		job->apply->commit(&job->target, last_end);
+		job->applied = last_end;
+	}
+	CtasSyncStatusReport(changes, changes, 0);
+	if (bad_row >= 0)
+	{
+		StringInfoData msg;
+
+		(void) peeked_message((uint64) bad_row, &msg);
+		check_relation_message(job, logicalrep_read_rel(&msg));
+	}
+	return last_end;
+}
+
+/* the slot's confirmed_flush_lsn */
+static XLogRecPtr
+slot_confirmed(SyncJob *job)
+{
+	ReplicationSlot *s;
+	XLogRecPtr	lsn = InvalidXLogRecPtr;
+
+	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+	s = SearchNamedReplicationSlot(job->slot_name, false);
+	if (s != NULL)
+	{
+		SpinLockAcquire(&s->mutex);
+		lsn = s->data.confirmed_flush;
+		SpinLockRelease(&s->mutex);
+	}
+	LWLockRelease(ReplicationSlotControlLock);
+	return lsn;
+}
+
+/*
+ * do_stream
+ *		The streaming phase, until the job is stopped or fails.
+ */
+static void
+do_stream(SyncJob *job)
+{
+	TimestampTz last_idle_advance = 0;
+	XLogRecPtr	idle_flush = InvalidXLogRecPtr;
+	XLogRecPtr	idle_safe = InvalidXLogRecPtr;
+	char	   *peek_sql;
+	char	   *pubs = pstrdup(quote_identifier(job->publication));
+
+	peek_sql = psprintf("SELECT lsn, data FROM "
+						"pg_catalog.pg_logical_slot_peek_binary_changes($1, NULL, %d, "
+						"'proto_version', '1', 'publication_names', %s)",
+						SYNC_PEEK_CHANGES, quote_literal_cstr(pubs));
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	check_source(job, true);
+	open_target(job);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+
+	for (;;)
+	{
+		Oid			types[2] = {NAMEOID, PG_LSNOID};
+		Datum		args[2];
+		XLogRecPtr	flush;
+		XLogRecPtr	insert;
+		XLogRecPtr	advance_to = InvalidXLogRecPtr;
+		bool		idle;
+		SyncEval   *ev;
+		Oid			save_userid;
+		int			save_sec;
+		char	   *state;
+		TimestampTz peek_at;
+		uint64		nrows = 0;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+
+		/* stopped (stop_sync, DROP TABLE) or gone: end quietly */
+		args[0] = Int64GetDatum(job->id);
+		spi_exec("SELECT state FROM ctas_fed.syncs WHERE sync_id = $1",
+				 1, (Oid[]) {INT8OID}, args, true);
+		state = SPI_processed == 1 ? spi_text(0, 1) : NULL;
+		if (state == NULL || strcmp(state, "streaming") != 0)
+		{
+			SPI_finish();
+			PopActiveSnapshot();
+			CommitTransactionCommand();
+			return;
+		}
+		check_source(job, false);
+
+		insert = GetXLogInsertRecPtr();
+		flush = GetFlushRecPtr(NULL);
+		peek_at = GetCurrentTimestamp();
+		args[0] = DirectFunctionCall1(namein,
+									  CStringGetDatum(job->slot_name));
+		if (flush == idle_flush)
+			idle = true;		/* no WAL since the last empty peek */
+		else
+		{
+			/*
+			 * Every call of a decoding function logs "starting logical
+			 * decoding" at LOG: not ten times a second in the server log.
+			 */
+			(void) set_config_option("log_min_messages", "warning",
+									 PGC_SUSET, PGC_S_SESSION,
+									 GUC_ACTION_LOCAL, true, 0, false);
+			spi_exec(peek_sql, 1, types, args, true);
+			nrows = SPI_processed;
+			idle = nrows == 0;
+			if (idle)
+			{
+				idle_flush = flush;
+
+				/*
+				 * The slot may be advanced over WAL that this empty peek read
+				 * whole, but only to a record boundary: a commit record cut
+				 * by the flush position would be skipped for good.  An
+				 * insert position taken before an earlier peek is such a
+				 * boundary, and this peek read up to it when it was flushed
+				 * before the peek began.
+				 */
+				if (idle_safe != InvalidXLogRecPtr && idle_safe <= flush &&
+					TimestampDifferenceExceeds(last_idle_advance, peek_at,
+											   SYNC_IDLE_ADVANCE_MS))
+				{
+					advance_to = idle_safe;
+					last_idle_advance = peek_at;
+				}
+				idle_safe = insert;
+			}
+			else
+				idle_safe = InvalidXLogRecPtr;
+		}
+
+		if (!idle)
+		{
+			ev = build_eval(job);
+			GetUserIdAndSecContext(&save_userid, &save_sec);
+			SetUserIdAndSecContext(job->owner,
+								   save_sec | SECURITY_LOCAL_USERID_CHANGE |
+								   SECURITY_RESTRICTED_OPERATION);
+			advance_to = apply_changes(job, ev);
+			SetUserIdAndSecContext(save_userid, save_sec);
+			free_eval(ev);
+		}
+
+		/* only after the remote COMMIT: what it holds may be confirmed */
+		if (advance_to != InvalidXLogRecPtr && advance_to > slot_confirmed(job))
+		{
+			args[1] = LSNGetDatum(advance_to);
+			spi_exec("SELECT pg_catalog.pg_replication_slot_advance($1, $2)",
+					 2, types, args, false);
+		}
+
+		/* a peek that read to the end: all before it is applied */
+		if (idle || nrows < SYNC_PEEK_CHANGES)
+			CtasSyncStatusReport(0, 0, peek_at);
+
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		pgstat_report_stat(false);
+
+		if (idle)
+		{
+			(void) WaitLatch(MyLatch,
+							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 SYNC_IDLE_MS, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
+	}
+}
+
+/*
+ * ctas_fed_sync_main
+ *		Entry point of a sync worker: main_arg is the job's id, bgw_extra
+ *		its database.
+ */
+void
+ctas_fed_sync_main(Datum main_arg)
+{
+	int64		id = DatumGetInt64(main_arg);
+	Oid			dboid;
+	LOCKTAG		tag;
+	SyncJob    *volatile job = NULL;
+
+	memcpy(&dboid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	pgstat_report_appname(psprintf("ctas_fed sync " INT64_FORMAT, id));
+
+	job_cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed sync job",
+									ALLOCSET_DEFAULT_SIZES);
+
+	/* one worker per job: a session lock that goes with the process */
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (id >> 32), (uint32) id,
+						 CTAS_LOCKTAG_SYNC);
+	if (LockAcquire(&tag, ExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
+		proc_exit(0);
+	CtasSyncStatusAttach(id);
+
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		job = load_job(id);
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		if (job != NULL)
+			CtasSyncStatusLabels(job->target.catalog->name, job->target.schema,
+								 job->target.table, job->slot_name);
+
+		if (job != NULL && strcmp(job->state, "copying") == 0)
+		{
+			XLogRecPtr	consistent = do_copy(job);
+
+			set_state(id, "streaming", NULL, consistent);
+			job->state = "streaming";
+			job_event(job, "streaming", NULL);
+		}
+		if (job != NULL && strcmp(job->state, "streaming") == 0)
+		{
+			set_state(id, "", NULL, InvalidXLogRecPtr);
+			do_stream(job);
+		}
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		HOLD_INTERRUPTS();
+		MemoryContextSwitchTo(job_cxt);
+		edata = CopyErrorData();
+		EmitErrorReport();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+		if (MyReplicationSlot != NULL)
+			ReplicationSlotRelease();
+		if (job != NULL && job->open)
+		{
+			job->apply->close(&job->target);
+			job->open = false;
+		}
+		RESUME_INTERRUPTS();
+		set_state(id, sync_failed ? "failed" : "", edata->message,
+				  InvalidXLogRecPtr);
+		if (sync_failed && job != NULL)
+			job_event(job, "failed", edata->message);
+		proc_exit(sync_failed ? 0 : 1);
+	}
+	PG_END_TRY();
+
+	if (job != NULL && job->open)
+		job->apply->close(&job->target);
+	proc_exit(0);
+}
+
+/*
+ * start_worker
+ *		Register the sync worker of job id in this database; false when no
+ *		background worker slot is free (tried again later).
+ */
+static bool
+start_worker(int64 id, BackgroundWorkerHandle **handle)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	strcpy(worker.bgw_library_name, "ctas_fed");
+	strcpy(worker.bgw_function_name, "ctas_fed_sync_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "ctas_fed sync " INT64_FORMAT, id);
+	strcpy(worker.bgw_type, "ctas_fed sync");
+	worker.bgw_main_arg = Int64GetDatum(id);
+	memcpy(worker.bgw_extra, &MyDatabaseId, sizeof(Oid));
+	worker.bgw_notify_pid = MyProcPid;
+	return RegisterDynamicBackgroundWorker(&worker, handle);
+}
+
+/*
+ * stopped_event
+ *		The webhook event of a stopped job, from row i of the resolver's
+ *		scan of ctas_fed.syncs (sync_id, state, slot_name, publication,
+ *		server, owner, job_id, remote_schema, remote_table, created_at).
+ */
+static void
+stopped_event(uint64 i)
+{
+	Oid			serverid = DatumGetObjectId(spi_datum(i, 5));
+	Oid			owner = DatumGetObjectId(spi_datum(i, 6));
+	CtasCatalog *catalog;
+
+	if (GetForeignServerExtended(serverid, FSV_MISSING_OK) == NULL)
+		return;
+	catalog = CtasGetCatalog(serverid, owner, false, false);
+	queue_event(DatumGetInt64(spi_datum(i, 7)), catalog, spi_text(i, 8),
+				spi_text(i, 9), "stopped", 0, NULL,
+				DatumGetTimestampTz(spi_datum(i, 10)));
+}
+
+/*
+ * CtasSyncTick
+ *		Called by the resolver of the database about every second, outside
+ *		a transaction: start a worker for each job that should run and has
+ *		none (not sooner than SYNC_RESTART_SECS after the last start), and
+ *		drop the slot of each stopped or failed job once no process uses
+ *		it, and its publication.  Only slots and publications that a job's
+ *		row names are touched.  Can ERROR.
+ */
+void
+CtasSyncTick(void)
+{
+	uint64		i;
+	int			rc;
+	MemoryContext oldcxt;
+	List	   *drop_publication = NIL;
+	List	   *no_worker = NIL;
+	ListCell   *lc;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	rc = SPI_execute("SELECT sync_id, state, slot_name, publication, server, "
+					 "owner, job_id, remote_schema, remote_table, created_at "
+					 "FROM ctas_fed.syncs", true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read ctas_fed.syncs");
+
+	for (i = 0; i < SPI_processed; i++)
+	{
+		int64		id = DatumGetInt64(spi_datum(i, 1));
+		char	   *state = spi_text(i, 2);
+		char	   *slot_name = spi_text(i, 3);
+		char	   *publication = spi_text(i, 4);
+
+		if (strcmp(state, "copying") == 0 || strcmp(state, "streaming") == 0)
+		{
+			SyncWorkerEntry *entry = NULL;
+			ListCell   *lc;
+			pid_t		pid;
+			bool		started;
+
+			foreach(lc, sync_workers)
+			{
+				if (((SyncWorkerEntry *) lfirst(lc))->id == id)
+					entry = lfirst(lc);
+			}
+			if (entry != NULL && entry->handle != NULL &&
+				GetBackgroundWorkerPid(entry->handle, &pid) != BGWH_STOPPED)
+				continue;
+			if (entry != NULL &&
+				!TimestampDifferenceExceeds(entry->started,
+											GetCurrentTimestamp(),
+											SYNC_RESTART_SECS * 1000))
+				continue;
+			oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+			if (entry == NULL)
+			{
+				entry = palloc0(sizeof(SyncWorkerEntry));
+				entry->id = id;
+				sync_workers = lappend(sync_workers, entry);
+			}
+			else if (entry->handle != NULL)
+				pfree(entry->handle);
+			entry->handle = NULL;
+			entry->started = GetCurrentTimestamp();
+			started = start_worker(id, &entry->handle);
+			if (!started)
+				entry->handle = NULL;
+			MemoryContextSwitchTo(oldcxt);
+			if (!started)
+				no_worker = lappend(no_worker, psprintf(INT64_FORMAT, id));
+		}
+		else
+		{
+			ReplicationSlot *s;
+			bool		idle = false;
+
+			CtasSyncStatusForget(id);
+
+			LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+			s = SearchNamedReplicationSlot(slot_name, false);
+			if (s != NULL)
+			{
+				SpinLockAcquire(&s->mutex);
+				idle = s->active_pid == 0 &&
+					s->data.database == MyDatabaseId;
+				SpinLockRelease(&s->mutex);
+			}
+			LWLockRelease(ReplicationSlotControlLock);
+			if (idle)
+			{
+				ReplicationSlotDrop(slot_name, true);
+				ereport(LOG,
+						(errmsg("ctas_fed: dropped replication slot \"%s\" of %s sync " INT64_FORMAT,
+								slot_name, state, id)));
+				/* the worker reported its failure; a stop is told here */
+				if (strcmp(state, "stopped") == 0)
+					stopped_event(i);
+			}
+			/* a failed job's publication (stop_sync drops its own) */
+			if (OidIsValid(get_publication_oid(publication, true)))
+				drop_publication = lappend(drop_publication, publication);
+		}
+	}
+	/* tell, in the job, why it does not run */
+	foreach(lc, no_worker)
+	{
+		Oid			argtypes[1] = {INT8OID};
+		Datum		args[1];
+
+		args[0] = DirectFunctionCall1(int8in, CStringGetDatum(lfirst(lc)));
+		if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET error = "
+								  "'no background worker is free for the sync worker: increase max_worker_processes' "
+								  "WHERE sync_id = $1 AND error IS DISTINCT FROM "
+								  "'no background worker is free for the sync worker: increase max_worker_processes'",
+								  1, argtypes, args, NULL, false, 0) < 0)
+			elog(ERROR, "could not record the error of sync %s",
+				 (char *) lfirst(lc));
+	}
+	foreach(lc, drop_publication)
+	{
+		if (SPI_execute(psprintf("DROP PUBLICATION IF EXISTS %s",
+								 quote_identifier(lfirst(lc))),
+						false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "could not drop publication \"%s\"",
+				 (char *) lfirst(lc));
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}

@@ -1,0 +1,225 @@
+#!/bin/bash
+# test/bench/sync.sh - continuous sync (CREATE TABLE ... WITH (sync =
+# 'continuous')) into a PostgreSQL catalog, measured as ratios:
+#
+#   initial copy  time of a plain CREATE TABLE wh.public.plain AS SELECT *
+#                 FROM src against the time a sync of the same query takes
+#                 from its CREATE TABLE to the state "streaming" (goal of
+#                 issue 10: the sync's copy at >= 0.9x the plain CTAS)
+#   streaming     pgbench at full speed on the source for BENCH_SECONDS
+#                 (TPC-B-like, then a custom INSERT/UPDATE/DELETE script)
+#                 with a sync of the changed table running: lag_seconds and
+#                 lag_bytes of the job sampled every second (p50, p95, max),
+#                 source changes made per second against changes applied per
+#                 second, and the time the sync takes to converge after
+#                 pgbench stops (goal: within 10 s), checked by comparing
+#                 every row of both sides
+#
+# Called by test/bench/run.sh (BENCH_TARGETS=sync) as the OS user that runs
+# the servers, from a staged copy of the repository:
+#
+#   bash test/bench/sync.sh WORKDIR
+#
+# Environment:
+#   BENCH_ROWS     rows of the copy's source table, default 1000000
+#   BENCH_SECONDS  seconds of each pgbench run, default 30
+#   BENCH_CLIENTS  pgbench clients, default 4
+#   CTAS_PG_BINDIR PostgreSQL programs, default /usr/lib/postgresql/15/bin
+#
+# Two throwaway clusters on 127.0.0.1 in WORKDIR (local: ctas_fed preloaded,
+# wal_level = logical), stopped on exit.  Exit status 0 when every step
+# worked and the remote equalled the source after each run, whatever the
+# ratios; 1 otherwise.
+
+set -u -o pipefail
+
+work=${1:?usage: sync.sh WORKDIR}
+bindir=${CTAS_PG_BINDIR:-/usr/lib/postgresql/15/bin}
+rows=${BENCH_ROWS:-1000000}
+seconds=${BENCH_SECONDS:-30}
+clients=${BENCH_CLIENTS:-4}
+conf_file=$(cd "$(dirname "$0")/.." && pwd)/ctas_fed.conf
+
+export PATH=$bindir:$PATH
+unset PGHOST PGHOSTADDR PGPORT PGDATABASE PGUSER PGPASSWORD PGPASSFILE \
+	PGSERVICE PGSERVICEFILE PGOPTIONS PGDATA PGAPPNAME PGSSLMODE
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+started=()
+cleanup()
+{
+	local d
+	trap - EXIT INT TERM HUP
+	for d in "${started[@]}"; do
+		[ -f "$d/postmaster.pid" ] &&
+			pg_ctl -D "$d" -m fast -w -t 60 stop > /dev/null 2>&1
+	done
+}
+trap cleanup EXIT
+trap 'echo "interrupted" >&2; exit 130' INT TERM HUP
+
+# pg_init NAME PORT EXTRA_CONF: initdb, configure, start
+pg_init()
+{
+	local dir=$work/$1
+	initdb -D "$dir" -A trust -E UTF8 --locale=C.UTF-8 > "$work/$1.initdb.log" 2>&1 ||
+		{ cat "$work/$1.initdb.log"; return 1; }
+	cat >> "$dir/postgresql.conf" <<EOF
+
+# added by test/bench/sync.sh
+port = $2
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$work'
+ssl = off
+shared_buffers = 256MB
+max_wal_size = 8GB
+$3
+EOF
+	cat > "$dir/pg_hba.conf" <<EOF
+local all all                trust
+host  all all 127.0.0.1/32   scram-sha-256
+EOF
+	started+=("$dir")
+	pg_ctl -D "$dir" -l "$work/$1.log" -w -t 120 start > /dev/null ||
+		{ tail -n 30 "$work/$1.log"; return 1; }
+}
+
+lport=$(free_port) || die "no free port"
+rport=$(free_port) || die "no free port"
+lsql() { psql -X -q -At -h "$work" -p "$lport" -d bench -v ON_ERROR_STOP=1 "$@"; }
+rsql() { psql -X -q -At -h "$work" -p "$rport" -d dw -v ON_ERROR_STOP=1 "$@"; }
+
+pg_init local "$lport" "$(cat "$conf_file")
+wal_level = logical" || die "local cluster did not start"
+pg_init remote "$rport" "max_prepared_transactions = 10" || die "remote cluster did not start"
+psql -X -q -h "$work" -p "$lport" -d postgres -c "CREATE DATABASE bench" || die "CREATE DATABASE"
+psql -X -q -h "$work" -p "$rport" -d postgres \
+	-c "CREATE ROLE loader LOGIN PASSWORD 'secret'" \
+	-c "CREATE DATABASE dw OWNER loader" || die "remote set-up"
+lsql <<EOF || die "local set-up"
+CREATE EXTENSION ctas_fed;
+CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');
+CREATE USER MAPPING FOR CURRENT_USER SERVER wh
+  OPTIONS (user 'loader', password 'secret');
+EOF
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+
+# digest of a query's rows, the same way on both sides
+digest()
+{
+	"$1" -c "COPY ($2) TO STDOUT" | LC_ALL=C sort | md5sum | cut -c1-32
+}
+
+# wait_state TARGET STATE: until the sync job of TARGET is in STATE (600 s)
+wait_state()
+{
+	for _ in $(seq 1 6000); do
+		[ "$(lsql -c "SELECT state FROM ctas_fed.jobs WHERE mode = 'sync' AND target = '$1'")" = "$2" ] &&
+			return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+status=0
+
+# ---- initial copy against a plain CTAS -----------------------------------
+echo "== initial copy of $rows rows"
+make_source "$rows" | lsql > /dev/null || die "source table"
+lsql -c "ALTER TABLE src_$rows ADD PRIMARY KEY (id)" || die "primary key"
+t0=$(now)
+lsql -c "CREATE TABLE wh.public.plain AS SELECT * FROM src_$rows" || die "plain CTAS"
+t1=$(now)
+plain=$(elapsed "$t0" "$t1")
+t0=$(now)
+lsql -c "CREATE TABLE wh.public.synced WITH (sync = 'continuous') AS SELECT * FROM src_$rows" ||
+	die "sync CTAS"
+wait_state public.synced streaming || die "the sync did not reach streaming"
+t1=$(now)
+synced=$(elapsed "$t0" "$t1")
+[ "$(rsql -c "SELECT count(*) FROM public.synced")" = "$rows" ] || { echo "copy: wrong row count"; status=1; }
+lsql -c "SELECT ctas_fed.stop_sync('wh.public.synced')" > /dev/null
+copy_ratio=$(awk -v p="$plain" -v s="$synced" 'BEGIN { printf "%.2f", p / s }')
+
+# ---- streaming under pgbench ----------------------------------------------
+pgbench -i -s 10 -q -h "$work" -p "$lport" bench > "$work/pgbench-init.log" 2>&1 ||
+	die "pgbench -i"
+cat > "$work/iud.sql" <<'EOF'
+\set id random(1, 1000000)
+INSERT INTO iud VALUES (:id, 'i', 0) ON CONFLICT (id) DO UPDATE SET v = iud.v + 1;
+UPDATE iud SET v = v + 1, s = 'u' WHERE id = :id + 1;
+DELETE FROM iud WHERE id = :id + 2;
+EOF
+lsql -c "CREATE TABLE iud (id int PRIMARY KEY, s text, v int);
+         INSERT INTO iud SELECT g, 'x', 0 FROM generate_series(1, 1000000, 2) g" || die "iud"
+
+# run NAME TABLE QUERY REMOTE_QUERY PGBENCH_ARGS...
+run()
+{
+	local name=$1 table=$2 query=$3 remote_query=$4
+	shift 4
+	lsql -c "CREATE TABLE wh.public.$table WITH (sync = 'continuous') AS $query" || return 1
+	wait_state "public.$table" streaming || return 1
+	local c0 c1 t0 t1 t2 lag_file=$work/$name.lag
+	: > "$lag_file"
+	c0=$(lsql -c "SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables WHERE relname = '${query##* FROM }'")
+	t0=$(now)
+	pgbench -n -c "$clients" -j "$clients" -T "$seconds" -h "$work" -p "$lport" "$@" bench \
+		> "$work/$name.pgbench.log" 2>&1 &
+	local pgb=$!
+	while kill -0 "$pgb" 2> /dev/null; do
+		lsql -c "SELECT lag_seconds, lag_bytes FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'public.$table'" \
+			| tr '|' ' ' >> "$lag_file"
+		sleep 1
+	done
+	wait "$pgb" || { cat "$work/$name.pgbench.log"; return 1; }
+	t1=$(now)
+	c1=$(lsql -c "SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables WHERE relname = '${query##* FROM }'")
+	# converged: every row of both sides equal
+	local want
+	want=$(digest lsql "$query")
+	for _ in $(seq 1 1200); do
+		[ "$(digest rsql "$remote_query")" = "$want" ] && break
+		sleep 0.05
+	done
+	t2=$(now)
+	[ "$(digest rsql "$remote_query")" = "$want" ] || { echo "$name: did not converge"; return 1; }
+	local applied
+	applied=$(lsql -c "SELECT changes FROM ctas_fed.sync_status() s JOIN ctas_fed.syncs y USING (sync_id) WHERE y.remote_table = '$table'")
+	lsql -c "SELECT ctas_fed.stop_sync('wh.public.$table')" > /dev/null
+	sort -n -k1 "$lag_file" | awk -v name="$name" -v made="$((c1 - c0))" -v applied="${applied:-0}" \
+		-v secs="$(elapsed "$t0" "$t1")" -v conv="$(elapsed "$t1" "$t2")" '
+		{ lag[NR] = $1; bytes[NR] = $2 }
+		END {
+			p50 = lag[int(NR * 0.5) > 0 ? int(NR * 0.5) : 1]
+			p95 = lag[int(NR * 0.95) > 0 ? int(NR * 0.95) : 1]
+			printf "| %s | %.0f | %.0f | %.2f | %.1f s | %.1f s | %.1f s | %.1f s |\n",
+				name, made / secs, applied / secs, (made > 0 ? applied / made : 0),
+				p50, p95, lag[NR], conv
+		}' >> "$work/results.md"
+}
+
+echo "== streaming: pgbench for $seconds s with $clients clients"
+: > "$work/results.md"
+run tpcb accounts "SELECT * FROM pgbench_accounts" "SELECT * FROM public.accounts" ||
+	{ echo "tpcb run failed"; status=1; }
+run iud iud_copy "SELECT * FROM iud" "SELECT * FROM public.iud_copy" -f "$work/iud.sql" ||
+	{ echo "iud run failed"; status=1; }
+
+echo
+echo "initial copy, $rows rows: plain CTAS ${plain} s, sync until streaming ${synced} s:" \
+	"${copy_ratio}x the plain CTAS (goal >= 0.9x: $(awk -v r="$copy_ratio" 'BEGIN { print (r >= 0.9 ? "met" : "NOT met") }'))"
+echo
+echo "| workload | changes made/s | applied/s | applied/made | lag p50 | lag p95 | lag max | converged after |"
+echo "|---|---|---|---|---|---|---|---|"
+cat "$work/results.md"
+echo
+echo "(lag: lag_seconds of the job, sampled every second; converged: from the end of pgbench"
+echo " until every row of the remote equals the source; goal within 10 s)"
+[ "$(lsql -c "SELECT count(*) FROM pg_replication_slots")" = 0 ] ||
+	{ sleep 3; [ "$(lsql -c "SELECT count(*) FROM pg_replication_slots")" = 0 ] || { echo "a slot was left"; status=1; }; }
+exit $status

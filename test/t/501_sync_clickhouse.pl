@@ -1,0 +1,122 @@
+
+# Copyright (c) 2026, ctas_fed developers
+
+# Continuous sync into a ClickHouse catalog: the table is a
+# ReplacingMergeTree(_version) ordered by the key, with _version and
+# _deleted columns; a reader's SELECT ... FINAL WHERE _deleted = 0 equals
+# the query on the source after a copy while a writer runs, updates,
+# deletes, rows moving in and out of the WHERE, key changes, TRUNCATE, a
+# killed worker, a local crash and stop_sync.  No staging table and no slot are left.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use CtasFed::Test;
+
+my $ch = start_clickhouse();
+my $local = new_cluster('local', conf => "wal_level = logical");
+clickhouse_catalog($local, $ch);
+
+$local->safe_psql('postgres', q{
+CREATE TABLE orders (id int PRIMARY KEY, customer text, amount int, region text);
+INSERT INTO orders SELECT g, 'c' || g, g, CASE WHEN g % 2 = 0 THEN 'eu' ELSE 'us' END
+  FROM generate_series(1, 20000) g;
+CREATE PROCEDURE churn(n int) LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. n LOOP
+    INSERT INTO orders VALUES (100000 + i, 'n' || i, i, CASE WHEN i % 3 = 0 THEN 'us' ELSE 'eu' END);
+    UPDATE orders SET amount = amount + 1 WHERE id = (i * 7919) % 20000 + 1;
+    UPDATE orders SET region = CASE WHEN region = 'eu' THEN 'us' ELSE 'eu' END
+     WHERE id = (i::bigint * 104729) % 20000 + 1;
+    DELETE FROM orders WHERE id = (i::bigint * 15485863) % 20000 + 1;
+    UPDATE orders SET id = id + 1000000 WHERE id = (i * 31) % 20000 + 1;
+    COMMIT;
+  END LOOP;
+END $$;
+});
+
+my $query = q{SELECT id, upper(customer), amount FROM orders WHERE region = 'eu'};
+my $final = q{SELECT order_id, customer, amount FROM dw.eu FINAL WHERE _deleted = 0};
+
+sub ch_rows_digest
+{
+	my $body = $ch->query("$final FORMAT TabSeparated");
+	my @rows = sort grep { $_ ne '' } split /\n/, $body;
+	return scalar(@rows) . ':' . join("\n", @rows);
+}
+
+sub pg_rows_digest
+{
+	my @rows = sort grep { $_ ne '' } split /\n/,
+	  $local->safe_psql('postgres', "COPY ($query) TO STDOUT");
+	return scalar(@rows) . ':' . join("\n", @rows);
+}
+
+sub our_slots
+{
+	return $local->safe_psql('postgres',
+		"SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'ctas_fed_sync_%'");
+}
+
+# options that would break the table's semantics are refused
+my ($rc, $out, $err) = $local->psql('postgres',
+	"CREATE TABLE lake.dw.x WITH (sync = 'continuous', engine = 'MergeTree') AS SELECT * FROM orders");
+like($err, qr/option "engine" cannot be combined with the option "sync"/, 'engine refused');
+
+my ($churn) = start_psql($local, 'CALL churn(3000)');
+$local->safe_psql('postgres', qq{
+  CREATE TABLE lake.dw.eu WITH (sync = 'continuous') AS
+    SELECT id AS order_id, upper(customer) AS customer, amount FROM orders WHERE region = 'eu'});
+like($ch->query(q{SELECT engine_full FROM system.tables WHERE database = 'dw' AND name = 'eu'}),
+	qr/^ReplacingMergeTree\(_version\) PRIMARY KEY order_id ORDER BY order_id /,
+	'ReplacingMergeTree(_version) ordered by the key');
+is($ch->query(q{SELECT name, type FROM system.columns WHERE database = 'dw' AND table = 'eu' AND startsWith(name, '_') ORDER BY name FORMAT TabSeparated}),
+	"_deleted\tUInt8\n_version\tUInt64\n", '_version and _deleted columns');
+ok(wait_until(120, sub {
+	$local->safe_psql('postgres', q{SELECT state FROM ctas_fed.jobs WHERE mode = 'sync'}) eq 'streaming' }),
+	'sync streaming');
+$churn->finish;
+my $want = pg_rows_digest();
+ok(wait_until(60, sub { ch_rows_digest() eq $want }),
+	'FINAL WHERE _deleted = 0 equals the query after the writer (every row)');
+
+# the worker killed: another one goes on from the stored progress
+my $pid = $local->safe_psql('postgres',
+	q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'ctas_fed sync'});
+$local->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+$local->safe_psql('postgres', q{
+  UPDATE orders SET customer = customer || '!' WHERE id % 100 = 0;
+  DELETE FROM orders WHERE id % 333 = 0;});
+$want = pg_rows_digest();
+ok(wait_until(60, sub { ch_rows_digest() eq $want }), 'killed worker: converges again');
+
+# the local server crashes mid-stream: the job resumes after the restart
+($churn) = start_psql($local, 'CALL churn(2000)');
+ok(wait_until(60, sub { $local->safe_psql('postgres',
+		q{SELECT count(*) > 20 FROM orders WHERE id > 100000}) eq 't' }),
+	'crash: the writer runs');
+$local->stop('immediate');
+$churn->finish;
+$local->start;
+$want = pg_rows_digest();
+ok(wait_until(90, sub { ch_rows_digest() eq $want }), 'crash: resumed and converged');
+
+# TRUNCATE: every key gets a delete row; later rows stay
+$local->safe_psql('postgres', q{
+  TRUNCATE orders;
+  INSERT INTO orders VALUES (1, 'a', 1, 'eu'), (2, 'b', 2, 'eu'), (3, 'c', 3, 'us');});
+$want = pg_rows_digest();
+ok(wait_until(60, sub { ch_rows_digest() eq $want }), 'TRUNCATE and later rows applied');
+is(ch_rows_digest(), "2:1\tA\t1\n2\tB\t2", 'the rows after TRUNCATE');
+
+$local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('lake.dw.eu')");
+ok(wait_until(30, sub { our_slots() eq '0' }), 'stop_sync: slot dropped');
+is($ch->query(
+		"SELECT count() FROM system.tables WHERE startsWith(name, '_ctas_fed_stage')") + 0,
+	0, 'no staging table left in ClickHouse');
+
+done_testing();

@@ -32,6 +32,7 @@ OBJS = \
 	src/jobs.o \
 	src/metrics.o \
 	src/multi.o \
+	src/parallel.o \
 	src/postgres/connection.o \
 	src/postgres/resolve.o \
 	src/postgres/typemap.o \

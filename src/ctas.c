@@ -53,6 +53,7 @@
 
 #include "ctas.h"
 #include "gid.h"
+#include "parallel.h"
 #include "xact.h"
 
 /* The DestReceiver that hands rows to the writer */
@@ -70,7 +71,7 @@ typedef struct CtasDest
 /* statement options that every target takes; a target adds its own */
 static const char *const generic_options[] = {
 	"atomic", "if_exists", "commit_every", "column_types", "primary_key",
-	NULL
+	"parallel", NULL
 };
 
 static CtasLoad *new_load(Oid serverid, RangeVar *rel, List *options);
@@ -278,6 +279,18 @@ parse_generic_option(CtasLoad *load, DefElem *def)
 					 errmsg("invalid value for option \"commit_every\": " INT64_FORMAT,
 							o->commit_every),
 					 errdetail("The value must be a positive number of rows.")));
+	}
+	else if (strcmp(def->defname, "parallel") == 0)
+	{
+		int64		n = defGetInt64(def);
+
+		if (n < 0 || n > CTAS_MAX_PARALLEL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for option \"parallel\": " INT64_FORMAT, n),
+					 errdetail("The value must be a number of workers between 0 and %d.",
+							   CTAS_MAX_PARALLEL)));
+		o->parallel = (int) n;
 	}
 	else if (strcmp(def->defname, "column_types") == 0)
 		o->column_types = defGetString(def);
@@ -708,6 +721,8 @@ run_load(CtasLoad *load, ParseState *pstate, Query *query,
 	if (query->commandType == CMD_UTILITY &&
 		IsA(query->utilityStmt, ExecuteStmt))
 	{
+		if (load->opts.parallel > 0)
+			CtasParallelLoad(load, NULL, pstate->p_sourcetext, params);
 		ExecuteQuery(pstate, (ExecuteStmt *) query->utilityStmt, NULL,
 					 params, dest, NULL);
 	}
@@ -722,6 +737,11 @@ run_load(CtasLoad *load, ParseState *pstate, Query *query,
 			elog(ERROR, "unexpected rewrite result for CREATE TABLE AS SELECT");
 		query = linitial_node(Query, rewritten);
 		Assert(query->commandType == CMD_SELECT);
+
+		/* WITH (parallel = N): the workers load, or one NOTICE says why not */
+		if (load->opts.parallel > 0 &&
+			CtasParallelLoad(load, query, pstate->p_sourcetext, params))
+			return;
 
 		plan = pg_plan_query(query, pstate->p_sourcetext,
 							 CURSOR_OPT_PARALLEL_OK, params);
@@ -880,6 +900,8 @@ explain_load(CtasLoad *load, Query *query, ExplainState *es,
 
 	ExplainOpenGroup("Federated Target", NULL, true, es);
 	load->routine->explain(load, es);
+	if (load->opts.parallel > 0)
+		CtasParallelExplain(load, query, params, es);
 	if (es->analyze)
 	{
 		ExplainPropertyText("Remote Result", load->skipped ?

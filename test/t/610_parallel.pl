@@ -1,0 +1,244 @@
+
+# Copyright (c) 2026, ctas_fed developers
+
+# WITH (parallel = N) into ClickHouse: the exact content (a fingerprint of
+# every row, NULLs and hostile values included) at N = 2 and 4; EXPLAIN
+# shows the workers and the block ranges; fewer (or no) free workers give
+# a NOTICE and the same content; a query that cannot be split loads
+# serially after one NOTICE; ROLLBACK, an error in one worker (a value
+# ClickHouse refuses, in the last block), cancel and a crash of the leader
+# mid-load leave nothing: no table, no staging table, no query in
+# ClickHouse, no parallel worker in pg_stat_activity.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+use CtasFed::Test;
+
+my $ch = start_clickhouse();
+# the worker's own resolver would race the assertions on leftovers
+my $local = new_cluster('local', conf => 'ctas_fed.resolver_naptime = 3600
+max_worker_processes = 16
+max_parallel_workers = 8');
+clickhouse_catalog($local, $ch);
+
+$local->safe_psql('postgres', q{
+CREATE SCHEMA src;
+CREATE TABLE src.big (id int, label text, n int8, f float8, d date,
+  flag bool);
+INSERT INTO src.big
+SELECT g,
+       CASE g % 13
+         WHEN 0 THEN NULL WHEN 1 THEN '' WHEN 2 THEN E'tab\\there'
+         WHEN 3 THEN E'new\\nline' WHEN 4 THEN E'back\\\\slash' WHEN 5 THEN '\\N'
+         WHEN 6 THEN 'quote''s "dq" `bq`' WHEN 7 THEN 'ünïcødé 日本語 😀'
+         WHEN 8 THEN E'cr\\rlf\\n' WHEN 9 THEN E'\\x01ctl\\x1f' WHEN 10 THEN ' pad '
+         WHEN 11 THEN repeat('long ', 50) ELSE 'plain ' || g END,
+       CASE WHEN g % 7 = 0 THEN NULL ELSE g::int8 * 1000000007 END,
+       CASE WHEN g % 11 = 0 THEN NULL ELSE g * 0.25 END,
+       CASE WHEN g % 10 = 0 THEN NULL ELSE date '2000-01-01' + g % 9000 END,
+       CASE WHEN g % 5 = 0 THEN NULL ELSE g % 2 = 0 END
+  FROM generate_series(1, 60000) g;
+-- rows moved by an UPDATE: still one row each, wherever they now lie
+UPDATE src.big SET n = -n WHERE id % 97 = 0;
+DELETE FROM src.big WHERE id % 101 = 0;
+ANALYZE src.big;
+-- immutable and parallel safe as declared, slow as run: keeps a load busy
+CREATE FUNCTION src.slow(x int) RETURNS int IMMUTABLE PARALLEL SAFE
+  LANGUAGE plpgsql AS $$BEGIN PERFORM pg_sleep(0.002); RETURN x; END$$;
+});
+
+my $blocks = $local->safe_psql('postgres',
+	q{SELECT pg_relation_size('src.big') / 8192});
+cmp_ok($blocks, '>', 64, "the source spans many blocks ($blocks)");
+
+# the rows, rendered the same way by both sides (strings as md5)
+my $pg_fp = q{SELECT id, md5(label), n, f, d, flag::int FROM src.big};
+sub ch_fp
+{
+	my ($table) = @_;
+	return "SELECT id, lower(hex(MD5(label))), n, f, d, flag FROM $table";
+}
+
+sub ch_rows
+{
+	my ($select) = @_;
+	my @rows = grep { $_ ne '' } split /\n/,
+	  $ch->query("$select FORMAT TabSeparated");
+	@rows = sort @rows;
+	return scalar(@rows) . ':' . Digest::MD5::md5_hex(join("\n", @rows));
+}
+
+my $expect = sql_digest($local, 'postgres', $pg_fp);
+my $nrows = $local->safe_psql('postgres', 'SELECT count(*) FROM src.big');
+
+# INSERTs of ours running in ClickHouse
+sub ch_inserts
+{
+	return $ch->query(q{SELECT count() FROM system.processes
+	                     WHERE startsWith(query_id, 'ctas_fed_')
+	                       AND query LIKE 'INSERT INTO %_ctas_fed_stage%'}) + 0;
+}
+
+sub parallel_workers
+{
+	return $local->safe_psql('postgres',
+		q{SELECT count(*) FROM pg_stat_activity
+		   WHERE backend_type = 'parallel worker'});
+}
+
+# --- EXPLAIN: the workers and the block ranges, no remote work
+my $plan = $local->safe_psql('postgres', q{
+EXPLAIN (COSTS OFF) CREATE TABLE lake.dw.p_explain WITH (parallel = 2) AS
+  SELECT * FROM src.big;});
+like($plan, qr/Parallel: 2 workers, \d+ chunks of \d+ blocks/,
+	'EXPLAIN shows the workers');
+like($plan, qr/Block Ranges: \[0,\d+\) .*,end\)/,
+	'EXPLAIN shows the block ranges, the last one open');
+$plan = $local->safe_psql('postgres', q{
+EXPLAIN (COSTS OFF) CREATE TABLE lake.dw.p_explain WITH (parallel = 2) AS
+  SELECT * FROM src.big ORDER BY id;});
+like($plan, qr/Parallel: no: the query has ORDER BY/,
+	'EXPLAIN says why a query is not split');
+is($ch->query('EXISTS TABLE dw.p_explain') + 0, 0, 'EXPLAIN made no table');
+
+# --- exact content at N = 2 and 4
+foreach my $n (2, 4)
+{
+	my ($ret, $out, $err) = $local->psql('postgres', qq{
+CREATE TABLE lake.dw.p$n WITH (parallel = $n) AS
+  SELECT * FROM src.big WHERE id > 0;
+SELECT rows, bytes > 0 FROM ctas_fed.jobs WHERE target = 'dw.p$n';});
+	is($ret, 0, "parallel = $n loads") or diag $err;
+	unlike($err, qr/NOTICE/, "parallel = $n: no NOTICE (split as asked)");
+	is($out, "$nrows|t", "parallel = $n: the job counts every row");
+	is(ch_rows(ch_fp("dw.p$n")), $expect,
+		"parallel = $n: every row arrives exactly");
+}
+
+# a projection and a filter are split too
+my ($ret, $out, $err) = $local->psql('postgres', q{
+CREATE TABLE lake.dw.p_filter WITH (parallel = 3) AS
+  SELECT id, upper(label) AS label FROM src.big WHERE id % 3 = 0;});
+is($ret, 0, 'a projection and a filter load in parallel') or diag $err;
+unlike($err, qr/serially/, 'a projection and a filter are split');
+is(ch_rows('SELECT id, lower(hex(MD5(label))) FROM dw.p_filter'),
+	sql_digest($local, 'postgres',
+		'SELECT id, md5(upper(label)) FROM src.big WHERE id % 3 = 0'),
+	'a projection and a filter: every row exactly');
+
+# --- fewer workers than asked, and none
+($ret, $out, $err) = $local->psql('postgres', q{
+SET max_parallel_workers = 1;
+CREATE TABLE lake.dw.p_fewer WITH (parallel = 4) AS SELECT * FROM src.big;});
+is($ret, 0, 'fewer free workers: no failure') or diag $err;
+like($err, qr/NOTICE:  loading lake\.dw\.p_fewer with 1 parallel workers instead of 4/,
+	'fewer free workers: a NOTICE says how many');
+is(ch_rows(ch_fp('dw.p_fewer')), $expect, 'fewer free workers: every row');
+
+($ret, $out, $err) = $local->psql('postgres', q{
+SET max_parallel_workers = 0;
+CREATE TABLE lake.dw.p_none WITH (parallel = 2) AS SELECT * FROM src.big;});
+is($ret, 0, 'no free worker: no failure') or diag $err;
+like($err, qr/NOTICE:  loading lake\.dw\.p_none in the leader: no parallel worker could be started/,
+	'no free worker: a NOTICE says the leader loads');
+is(ch_rows(ch_fp('dw.p_none')), $expect, 'no free worker: every row');
+
+# --- not splittable: serial, one NOTICE saying why
+($ret, $out, $err) = $local->psql('postgres', q{
+CREATE TABLE lake.dw.p_serial WITH (parallel = 2) AS
+  SELECT * FROM src.big ORDER BY id LIMIT 1000000;});
+is($ret, 0, 'a query that cannot be split loads') or diag $err;
+my @notices = ($err =~ /NOTICE/g);
+is(scalar(@notices), 1, 'a query that cannot be split: one NOTICE');
+like($err, qr/NOTICE:  loading lake\.dw\.p_serial serially: the query has ORDER BY/,
+	'the NOTICE says why');
+is(ch_rows(ch_fp('dw.p_serial')), $expect,
+	'a query that cannot be split: every row');
+
+# --- ROLLBACK leaves nothing
+($ret, $out, $err) = $local->psql('postgres', q{
+BEGIN;
+CREATE TABLE lake.dw.p_rollback WITH (parallel = 2) AS SELECT * FROM src.big;
+ROLLBACK;});
+is($ret, 0, 'a parallel load, rolled back') or diag $err;
+check_invariant(
+	node => $local,
+	name => 'rollback',
+	targets => [ { ch => $ch, table => 'dw.p_rollback' } ],
+	jobs => [ [ 'lake', 'dw.p_rollback', 'aborted' ] ]);
+is(parallel_workers(), 0, 'rollback: no parallel worker left');
+
+# --- an error in one worker: a date ClickHouse cannot hold, in the last
+# block
+$local->safe_psql('postgres', q{
+CREATE TABLE src.bad AS SELECT * FROM src.big;
+INSERT INTO src.bad (id, d) VALUES (1000000, date '2200-01-01');});
+($ret, $out, $err) = $local->psql('postgres', q{
+CREATE TABLE lake.dw.p_bad WITH (parallel = 2) AS SELECT * FROM src.bad;});
+isnt($ret, 0, 'a value ClickHouse refuses fails the load');
+like($err, qr/ERROR:.*2200-01-01/, 'the error names the value');
+like($err, qr/parallel load into lake\.dw\.p_bad, blocks \d+ to the end/,
+	'the error has the context of the worker and its blocks');
+like($err, qr/parallel worker/, 'the error says it came from a parallel worker');
+check_invariant(
+	node => $local,
+	name => 'error in a worker',
+	targets => [ { ch => $ch, table => 'dw.p_bad' } ],
+	jobs => [ [ 'lake', 'dw.p_bad', 'failed' ] ]);
+is(parallel_workers(), 0, 'error in a worker: no parallel worker left');
+
+# --- cancel while the workers load
+my ($h, $stdout, $stderr) = start_psql_timed($local, q{
+CREATE TABLE lake.dw.p_cancel WITH (parallel = 2) AS
+  SELECT src.slow(id) AS id, repeat(coalesce(label, 'x'), 300) AS label
+    FROM src.big;});
+ok(wait_until(60, sub { parallel_workers() == 2 }),
+	'cancel: two parallel workers are loading');
+ok(wait_until(60, sub {
+	ch_inserts() >= 2 }),
+	'cancel: each worker has its INSERT running in ClickHouse');
+my $leader = $local->safe_psql('postgres',
+	q{SELECT pid FROM pg_stat_activity
+	   WHERE backend_type = 'client backend' AND query LIKE '%p_cancel%'
+	     AND pid <> pg_backend_pid()});
+$local->safe_psql('postgres', "SELECT pg_cancel_backend($leader)");
+$h->finish;
+like($$stderr, qr/canceling statement due to user request/,
+	'cancel: the statement is cancelled');
+check_invariant(
+	node => $local,
+	name => 'cancel',
+	targets => [ { ch => $ch, table => 'dw.p_cancel' } ],
+	jobs => [ [ 'lake', 'dw.p_cancel', 'failed' ] ]);
+is(parallel_workers(), 0, 'cancel: no parallel worker left');
+
+# --- the leader crashes mid-load (the whole cluster, as the test clusters
+# do not restart after a crash): the resolver drops the staging table
+($h, $stdout, $stderr) = start_psql_timed($local, q{
+CREATE TABLE lake.dw.p_crash WITH (parallel = 2) AS
+  SELECT src.slow(id) AS id, repeat(coalesce(label, 'x'), 300) AS label
+    FROM src.big;});
+ok(wait_until(60, sub {
+	ch_inserts() >= 2 }),
+	'crash: the workers are loading');
+ok(wait_until(60, sub {
+	$ch->query(q{SELECT count() FROM system.tables
+	              WHERE startsWith(name, '_ctas_fed_stage')}) + 0 >= 1 }),
+	'crash: the staging table exists');
+$local->stop('immediate');
+$h->finish;
+$local->start;
+check_invariant(
+	node => $local,
+	name => 'leader crash',
+	resolve => 1,
+	targets => [ { ch => $ch, table => 'dw.p_crash' } ]);
+is(parallel_workers(), 0, 'crash: no parallel worker left');
+
+done_testing();

@@ -124,7 +124,7 @@ typedef struct ParallelDest
 typedef struct ChunkContext
 {
 	CtasLoad   *load;
-	BlockNumber start;
+	BlockNumber start;			/* InvalidBlockNumber: after the chunks */
 	BlockNumber end;			/* InvalidBlockNumber: to the end */
 } ChunkContext;
 
@@ -511,7 +511,8 @@ CtasParallelExplain(CtasLoad *load, Query *query, ParamListInfo params,
 /*
  * serialize_load
  *		What a worker needs of the load besides the target's state: schema,
- *		table and the columns (name, type, typmod, remote type, key), as
+ *		table and the columns (name, type, typmod, remote type, key, binary
+ *		output), as
  *		the text of a List (palloc'd).
  */
 static char *
@@ -525,11 +526,13 @@ serialize_load(CtasLoad *load)
 	{
 		CtasColumn *c = &load->columns[i];
 
-		l = lappend(l, list_make5(makeString(c->name),
-								  makeInteger((int) c->typid),
-								  makeInteger(c->typmod),
-								  makeString(c->remote_type),
-								  makeBoolean(c->is_key)));
+		List	   *f = list_make5(makeString(c->name),
+									   makeInteger((int) c->typid),
+									   makeInteger(c->typmod),
+									   makeString(c->remote_type),
+									   makeBoolean(c->is_key));
+
+		l = lappend(l, lappend(f, makeBoolean(c->binary_ok)));
 	}
 	return nodeToString(l);
 }
@@ -587,8 +590,14 @@ attach_load(Oid serverid, const char *desc, const char *state)
 		c->overridden = true;
 		c->basetypmod = c->typmod;
 		c->basetypid = getBaseTypeAndTypmod(c->typid, &c->basetypmod);
+		c->binary_ok = boolVal(list_nth(f, 5));
 		getTypeOutputInfo(c->typid, &func, &isvarlena);
 		fmgr_info_cxt(func, &c->out_func, cxt);
+		if (c->binary_ok)
+		{
+			getTypeBinaryOutputInfo(c->typid, &func, &isvarlena);
+			fmgr_info_cxt(func, &c->send_func, cxt);
+		}
 	}
 	load->ncolumns = n;
 	load->routine->parallel_attach(load, state);
@@ -601,7 +610,11 @@ chunk_error_context(void *arg)
 {
 	ChunkContext *cc = (ChunkContext *) arg;
 
-	if (cc->end == InvalidBlockNumber)
+	if (cc->start == InvalidBlockNumber)
+		errcontext("parallel load into %s.%s.%s, end of a worker's stream",
+				   cc->load->catalog->name, cc->load->schema,
+				   cc->load->table);
+	else if (cc->end == InvalidBlockNumber)
 		errcontext("parallel load into %s.%s.%s, blocks %u to the end",
 				   cc->load->catalog->name, cc->load->schema,
 				   cc->load->table, cc->start);
@@ -722,9 +735,11 @@ run_chunks(CtasParallelShared *shared, CtasLoad *load, Query *query,
 		MemoryContextReset(chunk_cxt);
 		CHECK_FOR_INTERRUPTS();
 	}
-	error_context_stack = errcallback.previous;
 
+	/* what a remote refuses may show only when the stream ends */
+	cc.start = InvalidBlockNumber;
 	load->routine->end_load(load);
+	error_context_stack = errcallback.previous;
 	publish(&dest);
 	MemoryContextDelete(chunk_cxt);
 }

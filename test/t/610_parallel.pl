@@ -1,14 +1,17 @@
 
 # Copyright (c) 2026, ctas_fed developers
 
-# WITH (parallel = N) into ClickHouse: the exact content (a fingerprint of
+# WITH (parallel = N) into ClickHouse and PostgreSQL: the exact content (a fingerprint of
 # every row, NULLs and hostile values included) at N = 2 and 4; EXPLAIN
 # shows the workers and the block ranges; fewer (or no) free workers give
 # a NOTICE and the same content; a query that cannot be split loads
 # serially after one NOTICE; ROLLBACK, an error in one worker (a value
 # ClickHouse refuses, in the last block), cancel and a crash of the leader
 # mid-load leave nothing: no table, no staging table, no query in
-# ClickHouse, no parallel worker in pg_stat_activity.
+# ClickHouse, no parallel worker in pg_stat_activity.  PostgreSQL: the same
+# content checks, primary key and append, and ROLLBACK, an error in one
+# worker, a savepoint rolled back and a crash after PREPARE leave no table,
+# no scratch table and no prepared transaction once the resolver ran.
 
 use strict;
 use warnings;
@@ -240,5 +243,128 @@ check_invariant(
 	resolve => 1,
 	targets => [ { ch => $ch, table => 'dw.p_crash' } ]);
 is(parallel_workers(), 0, 'crash: no parallel worker left');
+
+# --- PostgreSQL catalogs: workers COPY into a scratch table that the
+# remote transaction takes at end_load
+my $remote = new_remote_cluster(
+	'remote',
+	host_auth => 'scram-sha-256',
+	roles     => { loader => 'secret' },
+	databases => { dw => 'loader' });
+postgres_catalog($local, $remote);
+
+# ctas_fed's tables left on the remote (scratch tables of parallel loads)
+sub pg_scratch
+{
+	return $remote->safe_psql('dw',
+		q{SELECT string_agg(relname, ',') FROM pg_class
+		   WHERE starts_with(relname, '_ctas_fed_')});
+}
+
+foreach my $n (2, 4)
+{
+	($ret, $out, $err) = $local->psql('postgres', qq{
+CREATE TABLE wh.public.p$n WITH (parallel = $n, primary_key = 'id') AS
+  SELECT * FROM src.big;
+SELECT rows FROM ctas_fed.jobs WHERE catalog = 'wh' AND target = 'public.p$n';});
+	is($ret, 0, "PostgreSQL, parallel = $n loads") or diag $err;
+	unlike($err, qr/NOTICE/, "PostgreSQL, parallel = $n: split as asked");
+	is($out, $nrows, "PostgreSQL, parallel = $n: the job counts every row");
+	is(sql_digest($remote, 'dw',
+			"SELECT id, md5(label), n, f, d, flag::int FROM public.p$n"),
+		$expect, "PostgreSQL, parallel = $n: every row arrives exactly");
+	is($remote->safe_psql('dw', qq{
+SELECT pg_get_constraintdef(oid) FROM pg_constraint
+ WHERE conrelid = 'public.p$n'::regclass AND contype = 'p'}),
+		'PRIMARY KEY (id)', "PostgreSQL, parallel = $n: the primary key");
+	is(pg_scratch(), '', "PostgreSQL, parallel = $n: no scratch table left");
+}
+
+($ret, $out, $err) = $local->psql('postgres', q{
+CREATE TABLE wh.public.p_append AS SELECT * FROM src.big;
+CREATE TABLE wh.public.p_append WITH (parallel = 2, if_exists = 'append') AS
+  SELECT * FROM src.big;});
+is($ret, 0, 'PostgreSQL, parallel append') or diag $err;
+is($remote->safe_psql('dw', 'SELECT count(*), count(DISTINCT id) FROM public.p_append'),
+	2 * $nrows . "|$nrows", 'PostgreSQL, parallel append: the rows twice');
+is(pg_scratch(), '', 'PostgreSQL, parallel append: no scratch table left');
+
+($ret, $out, $err) = $local->psql('postgres', q{
+CREATE TABLE wh.public.p2 WITH (parallel = 2, if_exists = 'replace') AS
+  SELECT * FROM src.big;});
+is($ret, 0, 'PostgreSQL, parallel replace') or diag $err;
+is(sql_digest($remote, 'dw',
+		'SELECT id, md5(label), n, f, d, flag::int FROM public.p2'),
+	$expect, 'PostgreSQL, parallel replace: exactly the new rows');
+
+# rollback, and a savepoint rolled back in a transaction that commits
+($ret, $out, $err) = $local->psql('postgres', q{
+BEGIN;
+CREATE TABLE wh.public.p_rollback WITH (parallel = 2) AS SELECT * FROM src.big;
+ROLLBACK;
+BEGIN;
+SAVEPOINT a;
+CREATE TABLE wh.public.p_savepoint WITH (parallel = 2) AS SELECT * FROM src.big;
+ROLLBACK TO SAVEPOINT a;
+CREATE TABLE wh.public.p_kept AS SELECT 1 AS one;
+COMMIT;});
+is($ret, 0, 'PostgreSQL: parallel loads rolled back') or diag $err;
+check_invariant(
+	node => $local,
+	name => 'PostgreSQL rollback',
+	targets => [
+		{ pg => $remote, dbname => 'dw', table => 'public.p_rollback' },
+		{ pg => $remote, dbname => 'dw', table => 'public.p_savepoint' } ]);
+is(pg_scratch(), '', 'PostgreSQL rollback: no scratch table left');
+
+# a value the remote refuses, in the last block
+$local->safe_psql('postgres', q{
+CREATE TABLE src.bad_pg AS SELECT id, 'ok' AS v FROM src.big;
+INSERT INTO src.bad_pg VALUES (1000000, 'far too long');});
+($ret, $out, $err) = $local->psql('postgres', q{
+CREATE TABLE wh.public.p_bad WITH (parallel = 2, column_types = 'v varchar(5)') AS
+  SELECT * FROM src.bad_pg;});
+isnt($ret, 0, 'PostgreSQL: a value the remote refuses fails the load');
+like($err, qr/value too long for type character varying\(5\)/,
+	'PostgreSQL: the remote error');
+like($err, qr/parallel load into wh\.public\.p_bad, (blocks \d+ to the end|end of a worker's stream)/,
+	'PostgreSQL: the context of the worker');
+check_invariant(
+	node => $local,
+	name => 'PostgreSQL error in a worker',
+	targets => [ { pg => $remote, dbname => 'dw', table => 'public.p_bad' } ],
+	jobs => [ [ 'wh', 'public.p_bad', 'failed' ] ]);
+is(pg_scratch(), '', 'PostgreSQL error in a worker: no scratch table left');
+is(parallel_workers(), 0, 'PostgreSQL error in a worker: no worker left');
+
+# the leader crashes after PREPARE: the resolver rolls back, then drops
+# the scratch table the rollback gave back
+{
+	my ($in, $o, $e) = ('', '', '');
+	my $offset = -s $local->logfile;
+	my $h = IPC::Run::start([ 'psql', '-XAtq', '-d', $local->connstr('postgres') ],
+		'<', \$in, '>', \$o, '2>', \$e, IPC::Run::timeout(120));
+	$in .= "SET ctas_fed.fault_point = 'after_prepare';\nBEGIN;\n"
+	  . "CREATE TABLE wh.public.p_crash WITH (parallel = 2) AS SELECT * FROM src.big;\n"
+	  . "COMMIT;\n";
+	$h->pump while $h->pumpable && $in ne '';
+	$local->wait_for_log(qr/stopped at fault point "after_prepare"/, $offset);
+	is($remote->safe_psql('dw',
+			q{SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, 'ctas_fed_')}),
+		'1', 'PostgreSQL crash: the remote transaction is prepared');
+	$local->stop('immediate');
+	$h->finish;
+	$local->start;
+}
+check_invariant(
+	node => $local,
+	name => 'PostgreSQL crash after PREPARE',
+	resolve => 1,
+	targets => [ { pg => $remote, dbname => 'dw', table => 'public.p_crash' } ]);
+ok(wait_until(30, sub {
+	$local->psql('postgres', 'SELECT * FROM ctas_fed.resolve_in_doubt()');
+	pg_scratch() eq '' }),
+	'PostgreSQL crash after PREPARE: the resolver drops the scratch table');
+is(parallel_workers(), 0, 'PostgreSQL crash: no parallel worker left');
 
 done_testing();

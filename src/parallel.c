@@ -75,6 +75,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 #include "jobs.h"
 #include "parallel.h"
@@ -135,6 +136,8 @@ static void plan_split(Oid relid, int nworkers, BlockNumber *chunk_blocks,
 static void run_chunks(CtasParallelShared *shared, CtasLoad *load,
 					   Query *query, const char *sourcetext);
 static void publish(ParallelDest *dest);
+static void report_progress(CtasLoad *load, int nworkers,
+							TimestampTz started, TimestampTz *last_notice);
 static void wait_for_workers(ParallelContext *pcxt, CtasParallelShared *shared,
 							 CtasLoad *load);
 static char *serialize_load(CtasLoad *load);
@@ -424,6 +427,9 @@ static void
 wait_for_workers(ParallelContext *pcxt, CtasParallelShared *shared,
 				 CtasLoad *load)
 {
+	TimestampTz started = GetCurrentTimestamp();
+	TimestampTz last_notice = started;
+
 	for (;;)
 	{
 		bool		stopped = false;
@@ -433,6 +439,9 @@ wait_for_workers(ParallelContext *pcxt, CtasParallelShared *shared,
 		load->rows = pg_atomic_read_u64(&shared->rows);
 		load->bytes = pg_atomic_read_u64(&shared->bytes);
 		CtasJobProgress(load->job, load->rows, load->bytes);
+		if (CtasProgress)
+			report_progress(load, pcxt->nworkers_launched, started,
+							&last_notice);
 
 		if (pg_atomic_read_u32(&shared->finished) >= pcxt->nworkers_launched)
 			break;
@@ -460,6 +469,30 @@ wait_for_workers(ParallelContext *pcxt, CtasParallelShared *shared,
 						load->catalog->name, load->schema, load->table)));
 	load->rows = pg_atomic_read_u64(&shared->rows);
 	load->bytes = pg_atomic_read_u64(&shared->bytes);
+}
+
+/*
+ * report_progress
+ *		ctas_fed.progress: a NOTICE with the rows and bytes of all workers
+ *		every ctas_fed.progress_interval seconds.
+ */
+static void
+report_progress(CtasLoad *load, int nworkers, TimestampTz started,
+				TimestampTz *last_notice)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	double		secs;
+
+	if (!TimestampDifferenceExceeds(*last_notice, now,
+									CtasProgressInterval * 1000))
+		return;
+	*last_notice = now;
+	secs = (double) (now - started) / USECS_PER_SEC;
+	ereport(NOTICE,
+			(errmsg("loading into %s.%s.%s with %d parallel workers: " UINT64_FORMAT " rows, " UINT64_FORMAT " bytes, %.0f rows/s",
+					load->catalog->name, load->schema, load->table, nworkers,
+					load->rows, load->bytes,
+					secs > 0 ? load->rows / secs : 0.0)));
 }
 
 /*

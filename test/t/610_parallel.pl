@@ -198,6 +198,7 @@ is(parallel_workers(), 0, 'error in a worker: no parallel worker left');
 
 # --- cancel while the workers load
 my ($h, $stdout, $stderr) = start_psql_timed($local, q{
+SET ctas_fed.progress = on; SET ctas_fed.progress_interval = 1;
 CREATE TABLE lake.dw.p_cancel WITH (parallel = 2) AS
   SELECT src.slow(id) AS id, repeat(coalesce(label, 'x'), 300) AS label
     FROM src.big;});
@@ -206,6 +207,11 @@ ok(wait_until(60, sub { parallel_workers() == 2 }),
 ok(wait_until(60, sub {
 	ch_inserts() >= 2 }),
 	'cancel: each worker has its INSERT running in ClickHouse');
+my $moving = wait_until(60, sub {
+	$local->safe_psql('postgres',
+		q{SELECT rows > 0 AND bytes > 0 FROM ctas_fed.jobs
+		   WHERE target = 'dw.p_cancel' AND state = 'running'}) eq 't' });
+ok($moving, 'cancel: the job shows the rows of the workers as they go');
 my $leader = $local->safe_psql('postgres',
 	q{SELECT pid FROM pg_stat_activity
 	   WHERE backend_type = 'client backend' AND query LIKE '%p_cancel%'
@@ -214,6 +220,9 @@ $local->safe_psql('postgres', "SELECT pg_cancel_backend($leader)");
 $h->finish;
 like($$stderr, qr/canceling statement due to user request/,
 	'cancel: the statement is cancelled');
+like($$stderr,
+	qr/NOTICE:  loading into lake\.dw\.p_cancel with 2 parallel workers: \d+ rows, \d+ bytes/,
+	'cancel: progress NOTICEs covered all workers');
 check_invariant(
 	node => $local,
 	name => 'cancel',
@@ -336,6 +345,22 @@ check_invariant(
 	jobs => [ [ 'wh', 'public.p_bad', 'failed' ] ]);
 is(pg_scratch(), '', 'PostgreSQL error in a worker: no scratch table left');
 is(parallel_workers(), 0, 'PostgreSQL error in a worker: no worker left');
+
+# statement_timeout while the workers load
+($ret, $out, $err) = $local->psql('postgres', q{
+SET statement_timeout = '3s';
+CREATE TABLE wh.public.p_timeout WITH (parallel = 2) AS
+  SELECT src.slow(id) AS id, label FROM src.big;});
+like($err, qr/canceling statement due to statement timeout/,
+	'PostgreSQL: statement_timeout stops a parallel load');
+check_invariant(
+	node => $local,
+	name => 'PostgreSQL statement_timeout',
+	targets => [ { pg => $remote, dbname => 'dw', table => 'public.p_timeout' } ],
+	jobs => [ [ 'wh', 'public.p_timeout', 'failed' ] ]);
+ok(wait_until(30, sub { pg_scratch() eq '' }),
+	'PostgreSQL statement_timeout: no scratch table left');
+is(parallel_workers(), 0, 'PostgreSQL statement_timeout: no worker left');
 
 # the leader crashes after PREPARE: the resolver rolls back, then drops
 # the scratch table the rollback gave back

@@ -135,6 +135,16 @@ is(ch_rows('SELECT id, lower(hex(MD5(label))) FROM dw.p_filter'),
 		'SELECT id, md5(upper(label)) FROM src.big WHERE id % 3 = 0'),
 	'a projection and a filter: every row exactly');
 
+# create_tables_as takes the option too
+$ch->query('CREATE DATABASE IF NOT EXISTS dw2');
+($ret, $out, $err) = $local->psql('postgres', q{
+SELECT target, rows FROM ctas_fed.create_tables_as('lake', 'dw2',
+  ARRAY['src.big']::regclass[], options => '{"parallel": 2}');});
+is($ret, 0, 'create_tables_as with parallel = 2') or diag $err;
+unlike($err, qr/NOTICE/, 'create_tables_as: split as asked');
+is($out, "dw2.big|$nrows", 'create_tables_as: the rows');
+is(ch_rows(ch_fp('dw2.big')), $expect, 'create_tables_as: every row exactly');
+
 # --- fewer workers than asked, and none
 ($ret, $out, $err) = $local->psql('postgres', q{
 SET max_parallel_workers = 1;

@@ -465,9 +465,10 @@ ch_insert_sql(ChLoad *cl)
 /*
  * ch_parallel_export
  *		parallel_export of the writer, in the leader after create_table of
- *		an atomic load: the database, the staging table and the column
- *		types, as the text of a List of Strings (palloc'd), and the
- *		leader's own INSERT finished empty.
+ *		an atomic load: the database, the staging table, and of each column
+ *		its type and whether it is a key (for the errors of NULLs), as the
+ *		text of a List (palloc'd); and the leader's own INSERT finished
+ *		empty.
  */
 static char *
 ch_parallel_export(CtasLoad *load)
@@ -479,7 +480,8 @@ ch_parallel_export(CtasLoad *load)
 	Assert(!cl->streaming && cl->action != NULL);
 	state = list_make2(makeString(cl->db), makeString(cl->insert_table));
 	for (i = 0; i < cl->ncols; i++)
-		state = lappend(state, makeString(cl->types[i]));
+		state = lappend(state, list_make2(makeString(cl->types[i]),
+										  makeBoolean(cl->cols[i].key)));
 	if (cl->stream)
 		ch_stream_step(cl, true);
 	cl->exported = true;
@@ -511,7 +513,12 @@ ch_parallel_attach(CtasLoad *load, const char *state)
 	cl->ncols = load->ncolumns;
 	cl->types = palloc(sizeof(char *) * cl->ncols);
 	for (i = 0; i < cl->ncols; i++)
-		cl->types[i] = strVal(list_nth(l, i + 2));
+	{
+		List	   *col = list_nth(l, i + 2);
+
+		cl->types[i] = strVal(linitial(col));
+		load->columns[i].is_key = boolVal(lsecond(col));
+	}
 	cl->cols = CtasChSetupColumns(load, cl->types);
 	cl->http = CtasHttpCreate(load->catalog, load->cxt);
 	CtasChCheckVersion(cl->http);

@@ -16,7 +16,8 @@
  *	   (error, skip, replace, append) is applied here, the same for every
  *	   target; create_table makes the table the rows go into;
  *	5. the executor pushes each row to put_row through a DestReceiver, one
- *	   short-lived memory context reset per row;
+ *	   short-lived memory context reset per row - or, WITH (parallel = N),
+ *	   parallel workers do, each through its own stream (parallel.c);
  *	6. end_load; the command tag is SELECT <rows>.
  *
  * Portions Copyright (c) 2026, ctas_fed developers

@@ -299,6 +299,30 @@ add_block_range(Query *query, BlockNumber start, BlockNumber end)
  * ------------------------------------------------------------------------
  */
 
+/* the split and zero counters into shared */
+static void
+init_shared(CtasParallelShared *shared, Oid serverid,
+			BlockNumber chunk_blocks, uint32 nchunks)
+{
+	shared->serverid = serverid;
+	shared->chunk_blocks = chunk_blocks;
+	shared->nchunks = nchunks;
+	pg_atomic_init_u32(&shared->next_chunk, 0);
+	pg_atomic_init_u32(&shared->finished, 0);
+	pg_atomic_init_u64(&shared->rows, 0);
+	pg_atomic_init_u64(&shared->bytes, 0);
+}
+
+/* a copy of s in the DSM of pcxt, under key */
+static void
+put_string(ParallelContext *pcxt, uint64 key, const char *s)
+{
+	char	   *space = shm_toc_allocate(pcxt->toc, strlen(s) + 1);
+
+	strcpy(space, s);
+	shm_toc_insert(pcxt->toc, key, space);
+}
+
 /*
  * CtasParallelLoad
  *		Load the rows of query (the rewritten SELECT of the CTAS, or NULL
@@ -322,7 +346,6 @@ CtasParallelLoad(CtasLoad *load, Query *query, const char *sourcetext,
 	ParallelContext *pcxt;
 	CtasParallelShared *shared;
 	int			nlaunched;
-	char	   *space;
 
 	why = parallel_ineligible(load, query, params, &relid);
 	if (why != NULL)
@@ -356,25 +379,12 @@ CtasParallelLoad(CtasLoad *load, Query *query, const char *sourcetext,
 	InitializeParallelDSM(pcxt);
 
 	shared = shm_toc_allocate(pcxt->toc, sizeof(CtasParallelShared));
-	shared->serverid = load->catalog->serverid;
-	shared->chunk_blocks = chunk_blocks;
-	shared->nchunks = nchunks;
-	pg_atomic_init_u32(&shared->next_chunk, 0);
-	pg_atomic_init_u32(&shared->finished, 0);
-	pg_atomic_init_u64(&shared->rows, 0);
-	pg_atomic_init_u64(&shared->bytes, 0);
+	init_shared(shared, load->catalog->serverid, chunk_blocks, nchunks);
 	shm_toc_insert(pcxt->toc, CTAS_PARALLEL_KEY_SHARED, shared);
-#define PUT_STRING(key, s) \
-	do { \
-		space = shm_toc_allocate(pcxt->toc, strlen(s) + 1); \
-		strcpy(space, (s)); \
-		shm_toc_insert(pcxt->toc, (key), space); \
-	} while (0)
-	PUT_STRING(CTAS_PARALLEL_KEY_QUERY, query_str);
-	PUT_STRING(CTAS_PARALLEL_KEY_LOAD, load_str);
-	PUT_STRING(CTAS_PARALLEL_KEY_TARGET, target_str);
-	PUT_STRING(CTAS_PARALLEL_KEY_SOURCE, sourcetext);
-#undef PUT_STRING
+	put_string(pcxt, CTAS_PARALLEL_KEY_QUERY, query_str);
+	put_string(pcxt, CTAS_PARALLEL_KEY_LOAD, load_str);
+	put_string(pcxt, CTAS_PARALLEL_KEY_TARGET, target_str);
+	put_string(pcxt, CTAS_PARALLEL_KEY_SOURCE, sourcetext);
 
 	LaunchParallelWorkers(pcxt);
 	nlaunched = pcxt->nworkers_launched;
@@ -383,7 +393,7 @@ CtasParallelLoad(CtasLoad *load, Query *query, const char *sourcetext,
 				(errmsg("loading %s.%s.%s with %d parallel workers instead of %d",
 						load->catalog->name, load->schema, load->table,
 						nlaunched, load->opts.parallel),
-				 errhint("No more background workers were free: see \"max_worker_processes\" and \"max_parallel_workers\".")));
+				 errhint("Raise \"max_worker_processes\" or \"max_parallel_workers\", or ask for fewer workers.")));
 	if (nlaunched > 0)
 		wait_for_workers(pcxt, shared, load);
 	DestroyParallelContext(pcxt);
@@ -398,14 +408,8 @@ CtasParallelLoad(CtasLoad *load, Query *query, const char *sourcetext,
 		ereport(NOTICE,
 				(errmsg("loading %s.%s.%s in the leader: no parallel worker could be started",
 						load->catalog->name, load->schema, load->table),
-				 errhint("No background workers were free: see \"max_worker_processes\" and \"max_parallel_workers\".")));
-		local.serverid = load->catalog->serverid;
-		local.chunk_blocks = chunk_blocks;
-		local.nchunks = nchunks;
-		pg_atomic_init_u32(&local.next_chunk, 0);
-		pg_atomic_init_u32(&local.finished, 0);
-		pg_atomic_init_u64(&local.rows, 0);
-		pg_atomic_init_u64(&local.bytes, 0);
+				 errhint("Raise \"max_worker_processes\" or \"max_parallel_workers\".")));
+		init_shared(&local, load->catalog->serverid, chunk_blocks, nchunks);
 		own = attach_load(local.serverid, load_str, target_str);
 		run_chunks(&local, own, query, sourcetext);
 		MemoryContextDelete(own->cxt);

@@ -206,6 +206,27 @@ check_invariant(
 	jobs => [ [ 'lake', 'dw.p_bad', 'failed' ] ]);
 is(parallel_workers(), 0, 'error in a worker: no parallel worker left');
 
+# a failing parallel load and a savepoint rolled back, in a transaction
+# that goes on and commits another table
+($ret, $out, $err) = $local->psql('postgres', q{
+BEGIN;
+SAVEPOINT a;
+CREATE TABLE lake.dw.p_sp_bad WITH (parallel = 2) AS SELECT * FROM src.bad;
+ROLLBACK TO SAVEPOINT a;
+SAVEPOINT b;
+CREATE TABLE lake.dw.p_sp_gone WITH (parallel = 2) AS SELECT * FROM src.big;
+ROLLBACK TO SAVEPOINT b;
+CREATE TABLE lake.dw.p_sp_kept WITH (parallel = 2) AS SELECT * FROM src.big;
+COMMIT;}, on_error_stop => 0);
+like($err, qr/ERROR:.*2200-01-01/, 'savepoints: the failing load fails');
+is(ch_rows(ch_fp('dw.p_sp_kept')), $expect,
+	'savepoints: the transaction goes on and commits a parallel load');
+check_invariant(
+	node => $local,
+	name => 'savepoints',
+	targets => [ { ch => $ch, table => 'dw.p_sp_bad' },
+		{ ch => $ch, table => 'dw.p_sp_gone' } ]);
+
 # --- cancel while the workers load
 my ($h, $stdout, $stderr) = start_psql_timed($local, q{
 SET ctas_fed.progress = on; SET ctas_fed.progress_interval = 1;
@@ -371,6 +392,26 @@ check_invariant(
 ok(wait_until(30, sub { pg_scratch() eq '' }),
 	'PostgreSQL statement_timeout: no scratch table left');
 is(parallel_workers(), 0, 'PostgreSQL statement_timeout: no worker left');
+
+# the leader crashes mid-load, before PREPARE: the remote transaction dies
+# with its connection, the resolver drops the committed scratch table
+($h, $stdout, $stderr) = start_psql_timed($local, q{
+CREATE TABLE wh.public.p_midcrash WITH (parallel = 2) AS
+  SELECT src.slow(id) AS id, label FROM src.big;});
+ok(wait_until(60, sub { pg_scratch() ne '' && parallel_workers() == 2 }),
+	'PostgreSQL crash mid-load: the workers load the scratch table');
+$local->stop('immediate');
+$h->finish;
+$local->start;
+check_invariant(
+	node => $local,
+	name => 'PostgreSQL crash mid-load',
+	resolve => 1,
+	targets => [ { pg => $remote, dbname => 'dw', table => 'public.p_midcrash' } ]);
+ok(wait_until(30, sub {
+	$local->psql('postgres', 'SELECT * FROM ctas_fed.resolve_in_doubt()');
+	pg_scratch() eq '' }),
+	'PostgreSQL crash mid-load: the resolver drops the scratch table');
 
 # the leader crashes after PREPARE: the resolver rolls back, then drops
 # the scratch table the rollback gave back

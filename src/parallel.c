@@ -502,7 +502,8 @@ report_progress(CtasLoad *load, int nworkers, TimestampTz started,
 /*
  * CtasParallelExplain
  *		EXPLAIN of a load with parallel = N: the workers and the planned
- *		block ranges, or why it would load serially.  No remote work.
+ *		block ranges, or why it would load serially (EXPLAIN ANALYZE runs
+ *		the load serially, instrumented).  No remote work.
  */
 void
 CtasParallelExplain(CtasLoad *load, Query *query, ParamListInfo params,
@@ -515,7 +516,8 @@ CtasParallelExplain(CtasLoad *load, Query *query, ParamListInfo params,
 	StringInfoData buf;
 	uint32		i;
 
-	why = parallel_ineligible(load, query, params, &relid);
+	why = es->analyze ? "EXPLAIN ANALYZE loads serially" :
+		parallel_ineligible(load, query, params, &relid);
 	if (why != NULL)
 	{
 		ExplainPropertyText("Parallel", psprintf("no: %s", why), es);

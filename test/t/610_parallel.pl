@@ -109,6 +109,12 @@ EXPLAIN (COSTS OFF) CREATE TABLE lake.dw.p_explain WITH (parallel = 2) AS
 like($plan, qr/Parallel: no: the query has ORDER BY/,
 	'EXPLAIN says why a query is not split');
 is($ch->query('EXISTS TABLE dw.p_explain') + 0, 0, 'EXPLAIN made no table');
+$plan = $local->safe_psql('postgres', q{
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  CREATE TABLE lake.dw.p_analyze WITH (parallel = 2) AS SELECT * FROM src.big;});
+like($plan, qr/Parallel: no: EXPLAIN ANALYZE loads serially/,
+	'EXPLAIN ANALYZE says it loads serially');
+is(ch_rows(ch_fp('dw.p_analyze')), $expect, 'EXPLAIN ANALYZE loads every row');
 
 # --- exact content at N = 2 and 4
 foreach my $n (2, 4)

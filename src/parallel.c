@@ -36,9 +36,11 @@
  *	   protocol then run in the leader exactly as for a serial load.
  *
  * Workers do nothing locally but read: no job, no participant, no xid, no
- * durable record.  Everything the transaction must undo or resolve was
- * made by the leader (the staging table, with its durable record), so
- * abort and the resolver need nothing new.  When fewer workers start than
+ * durable record.  What the transaction must undo or resolve was made by
+ * the leader, in parallel_export: ClickHouse's staging table, with its
+ * durable record; PostgreSQL's scratch table, whose name carries the local
+ * xid (postgres/writer.c).  The target's abort and resolver deal with it
+ * as with the rest of the transaction.  When fewer workers start than
  * asked for (max_worker_processes, max_parallel_workers), a NOTICE says
  * so; when none does, the leader runs the chunks itself.
  *

@@ -34,6 +34,7 @@ OBJS = \
 	src/metrics.o \
 	src/options.o \
 	src/multi.o \
+	src/parallel.o \
 	src/postgres/connection.o \
 	src/postgres/resolve.o \
 	src/postgres/sync.o \

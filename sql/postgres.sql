@@ -227,6 +227,7 @@ CREATE TABLE loop.public.t_bad WITH (if_exists = 'overwrite') AS SELECT 1 AS a;
 CREATE TABLE loop.public.t_bad WITH (commit_every = 0) AS SELECT 1 AS a;
 CREATE TABLE loop.public.t_bad WITH (atomic = 'maybe') AS SELECT 1 AS a;
 CREATE TABLE loop.public.t_bad WITH (engine = 'MergeTree') AS SELECT 1 AS a;
+CREATE TABLE loop.public.t_bad WITH (sync = 'continuous', parallel = 2) AS SELECT 1 AS a;
 CREATE TABLE loop.public.t_bad WITH (primary_key = 'nosuch') AS SELECT 1 AS a;
 CREATE TABLE loop.public.t_bad WITH (column_types = 'nosuch int') AS SELECT 1 AS a;
 CREATE TABLE loop.public.t_bad WITH (column_types = 'a') AS SELECT 1 AS a;

@@ -16,7 +16,8 @@
  *	   (error, skip, replace, append) is applied here, the same for every
  *	   target; create_table makes the table the rows go into;
  *	5. the executor pushes each row to put_row through a DestReceiver, one
- *	   short-lived memory context reset per row;
+ *	   short-lived memory context reset per row - or, WITH (parallel = N),
+ *	   parallel workers do, each through its own stream (parallel.c);
  *	6. end_load; the command tag is SELECT <rows>.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
@@ -53,6 +54,7 @@
 
 #include "ctas.h"
 #include "gid.h"
+#include "parallel.h"
 #include "sync.h"
 #include "xact.h"
 
@@ -71,7 +73,7 @@ typedef struct CtasDest
 /* statement options that every target takes; a target adds its own */
 static const char *const generic_options[] = {
 	"atomic", "if_exists", "commit_every", "column_types", "primary_key",
-	"sync", NULL
+	"sync", "parallel", NULL
 };
 
 static CtasLoad *new_load(Oid serverid, RangeVar *rel, List *options);
@@ -240,6 +242,13 @@ parse_options(CtasLoad *load, List *options)
 				 errmsg("option if_exists = 'replace' needs atomic = true"),
 				 errdetail("A streaming load cannot replace a table: the old one would be gone before the new one is complete."),
 				 errhint("Use atomic = true, the default, which replaces the table when the transaction commits.")));
+
+	/* the initial copy of a sync is its worker's, under the slot's snapshot */
+	if (o->sync && o->parallel > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"parallel\" cannot be combined with the option \"sync\""),
+				 errdetail("The initial copy of a continuous sync is made by its sync worker, under the snapshot of its replication slot.")));
 }
 
 /*
@@ -279,6 +288,18 @@ parse_generic_option(CtasLoad *load, DefElem *def)
 					 errmsg("invalid value for option \"commit_every\": " INT64_FORMAT,
 							o->commit_every),
 					 errdetail("The value must be a positive number of rows.")));
+	}
+	else if (strcmp(def->defname, "parallel") == 0)
+	{
+		int64		n = defGetInt64(def);
+
+		if (n < 0 || n > CTAS_MAX_PARALLEL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for option \"parallel\": " INT64_FORMAT, n),
+					 errdetail("The value must be a number of workers between 0 and %d.",
+							   CTAS_MAX_PARALLEL)));
+		o->parallel = (int) n;
 	}
 	else if (strcmp(def->defname, "column_types") == 0)
 		o->column_types = defGetString(def);
@@ -733,6 +754,8 @@ run_load(CtasLoad *load, ParseState *pstate, Query *query,
 	if (query->commandType == CMD_UTILITY &&
 		IsA(query->utilityStmt, ExecuteStmt))
 	{
+		if (load->opts.parallel > 0)
+			CtasParallelLoad(load, NULL, pstate->p_sourcetext, params);
 		ExecuteQuery(pstate, (ExecuteStmt *) query->utilityStmt, NULL,
 					 params, dest, NULL);
 	}
@@ -747,6 +770,11 @@ run_load(CtasLoad *load, ParseState *pstate, Query *query,
 			elog(ERROR, "unexpected rewrite result for CREATE TABLE AS SELECT");
 		query = linitial_node(Query, rewritten);
 		Assert(query->commandType == CMD_SELECT);
+
+		/* WITH (parallel = N): the workers load, or one NOTICE says why not */
+		if (load->opts.parallel > 0 &&
+			CtasParallelLoad(load, query, pstate->p_sourcetext, params))
+			return;
 
 		plan = pg_plan_query(query, pstate->p_sourcetext,
 							 CURSOR_OPT_PARALLEL_OK, params);
@@ -911,6 +939,8 @@ explain_load(CtasLoad *load, Query *query, ExplainState *es,
 
 	ExplainOpenGroup("Federated Target", NULL, true, es);
 	load->routine->explain(load, es);
+	if (load->opts.parallel > 0)
+		CtasParallelExplain(load, query, params, es);
 	if (es->analyze)
 	{
 		ExplainPropertyText("Remote Result", load->skipped ?

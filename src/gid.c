@@ -200,3 +200,35 @@ CtasLocalXactStatus(uint64 fxid_u64)
 	LWLockRelease(XactTruncationLock);
 	return status;
 }
+
+/*
+ * CtasScratchPrefix
+ *		What the scratch names of kind made by this cluster begin with:
+ *		_ctas_fed_<kind>_<system identifier>_.  Palloc'd.
+ */
+char *
+CtasScratchPrefix(const char *kind)
+{
+	return psprintf(CTAS_SCRATCH_PREFIX "%s_" UINT64_FORMAT "_",
+					kind, GetSystemIdentifier());
+}
+
+/*
+ * CtasScratchParse
+ *		The full local xid in a scratch name of kind made by this cluster
+ *		(CtasScratchName); false when name is not one.  Never an ERROR.
+ */
+bool
+CtasScratchParse(const char *name, const char *kind, uint64 *fxid)
+{
+	char	   *prefix = CtasScratchPrefix(kind);
+	size_t		len = strlen(prefix);
+	char	   *end;
+
+	if (strncmp(name, prefix, len) != 0 ||
+		!isdigit((unsigned char) name[len]))
+		return false;
+	errno = 0;
+	*fxid = strtou64(name + len, &end, 10);
+	return errno == 0 && *end == '_' && isdigit((unsigned char) end[1]);
+}

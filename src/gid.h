@@ -35,6 +35,9 @@ extern bool CtasGidParse(const char *gid, uint64 *fxid, int *serial);
 extern int	CtasScratchSerial(void);
 extern char *CtasScratchName(const char *kind, int serial, const char *tail);
 extern bool CtasIsScratchName(const char *name);
+extern char *CtasScratchPrefix(const char *kind);
+extern bool CtasScratchParse(const char *name, const char *kind,
+							 uint64 *fxid);
 extern CtasXactStatus CtasLocalXactStatus(uint64 fxid);
 
 #endif							/* CTAS_GID_H */

@@ -96,6 +96,7 @@ typedef struct CtasOptions
 	int64		commit_every;	/* rows per remote commit, streaming only */
 	char	   *column_types;	/* raw "col type, col type" overrides */
 	List	   *primary_key;	/* column names (String nodes) */
+	int			parallel;		/* background workers to load with, or 0 */
 	void	   *target_opts;	/* the target's own options, or NULL */
 	bool		sync;			/* sync = 'continuous' (sync.c) */
 } CtasOptions;
@@ -305,6 +306,22 @@ struct CtasTargetRoutine
 
 	/* Close the row stream and check what arrived */
 	void		(*end_load) (CtasLoad *load);
+
+	/*
+	 * Parallel loads (parallel.c), NULL when the target cannot take rows
+	 * from more than one backend.  In the leader, after create_table:
+	 * parallel_export returns what a parallel worker needs to write into
+	 * the table create_table made (a string in the current memory context)
+	 * and closes the leader's own row stream: from then on the rows come
+	 * from the workers, and load->rows is their sum when end_load runs.
+	 * In a parallel worker (or in the leader when no worker could be
+	 * started), parallel_attach sets up load->private from that string on
+	 * a load that has only catalog, schema, table and columns, and opens a
+	 * row stream of its own; put_row and end_load are then called as in a
+	 * serial load, end_load only closing that stream.  Both may ERROR.
+	 */
+	char	   *(*parallel_export) (CtasLoad *load);
+	void		(*parallel_attach) (CtasLoad *load, const char *state);
 
 	/*
 	 * DROP TABLE catalog.schema.table, in the transaction (load->part is

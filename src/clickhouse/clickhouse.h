@@ -252,8 +252,12 @@ typedef struct ChLoad
 	char	   *engine;			/* engine name of insert_table */
 	int			ncols;
 	ChColumn   *cols;
+	char	  **types;			/* ClickHouse type of each column */
 	CtasHttpStream *stream;
 	MemoryContext stream_cxt;	/* owns stream; deleted when it is done */
+	bool		exported;		/* leader of a parallel load: rows come
+								 * from the workers, load->rows counts them */
+	bool		worker;			/* a parallel worker's stream (attach) */
 	uint64		rows;			/* rows encoded */
 	uint64		block_rows;		/* streaming: rows in the open INSERT */
 	uint64		count_before;	/* streaming append: rows already there */

@@ -26,6 +26,16 @@
  * Streaming mode (atomic = false) creates the target directly and sends
  * one INSERT per commit_every rows; what is committed stays.
  *
+ * Parallel loads (WITH (parallel = N), parallel.c): the leader creates the
+ * staging table as above, parallel_export hands its name and column types
+ * to the workers and closes the leader's empty INSERT; parallel_attach
+ * opens one INSERT of each worker's own on the same staging table (its
+ * query_id, like every one of this transaction, starts with
+ * ctas_fed_<sysid>_<xid>_).  end_load of the leader then checks the staging
+ * table against the sum of the workers' rows, and pre-commit publishes it
+ * as for one stream: the workers have no state of their own to commit,
+ * abort or resolve.
+ *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
@@ -186,6 +196,8 @@ ch_new_action(CtasParticipant *part, ChXact *xs, ChActionKind kind,
 }
 
 static void ch_streaming_count(void *arg);
+static void ch_insert_sql(ChLoad *cl);
+static void ch_stream_step(ChLoad *cl, bool finish);
 
 static void
 ch_stream_open(ChLoad *cl)
@@ -297,7 +309,6 @@ ch_create_table(CtasLoad *load, bool exists)
 	const char *phys = cl->phys;
 	ChActionKind kind = CH_CREATE;
 	char	  **types;
-	StringInfoData sql;
 	int			i;
 
 	if (exists)
@@ -347,6 +358,7 @@ ch_create_table(CtasLoad *load, bool exists)
 			types[i] = load->columns[i].remote_type;
 	}
 	cl->ncols = load->ncolumns;
+	cl->types = types;
 	cl->cols = CtasChSetupColumns(load, types);
 
 	/* 2. the table the rows go into */
@@ -423,8 +435,23 @@ ch_create_table(CtasLoad *load, bool exists)
 	}
 
 	/* 3. the row stream */
+	ch_insert_sql(cl);
+	if (!load->skip_data)
+		ch_stream_open(cl);
+	return true;
+}
+
+/* cl->insert_sql: the INSERT of the load's columns into cl->insert_table */
+static void
+ch_insert_sql(ChLoad *cl)
+{
+	CtasLoad   *load = cl->load;
+	StringInfoData sql;
+	int			i;
+
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "INSERT INTO %s (", CtasChQname(db, cl->insert_table));
+	appendStringInfo(&sql, "INSERT INTO %s (",
+					 CtasChQname(cl->db, cl->insert_table));
 	for (i = 0; i < load->ncolumns; i++)
 	{
 		if (i > 0)
@@ -433,10 +460,70 @@ ch_create_table(CtasLoad *load, bool exists)
 	}
 	appendStringInfoString(&sql, ") FORMAT RowBinary");
 	cl->insert_sql = sql.data;
+}
 
-	if (!load->skip_data)
-		ch_stream_open(cl);
-	return true;
+/*
+ * ch_parallel_export
+ *		parallel_export of the writer, in the leader after create_table of
+ *		an atomic load: the database, the staging table, and of each column
+ *		its type and whether it is a key (for the errors of NULLs), as the
+ *		text of a List (palloc'd); and the leader's own INSERT finished
+ *		empty.
+ */
+static char *
+ch_parallel_export(CtasLoad *load)
+{
+	ChLoad	   *cl = (ChLoad *) load->private;
+	List	   *state;
+	int			i;
+
+	Assert(!cl->streaming && cl->action != NULL);
+	state = list_make2(makeString(cl->db), makeString(cl->insert_table));
+	for (i = 0; i < cl->ncols; i++)
+		state = lappend(state, list_make2(makeString(cl->types[i]),
+										  makeBoolean(cl->cols[i].key)));
+	if (cl->stream)
+		ch_stream_step(cl, true);
+	cl->exported = true;
+	return nodeToString(state);
+}
+
+/*
+ * ch_parallel_attach
+ *		parallel_attach of the writer, in a parallel worker: a client of
+ *		its own and one INSERT into the leader's staging table, with the
+ *		leader's column types.  ERROR when the server cannot be reached.
+ */
+static void
+ch_parallel_attach(CtasLoad *load, const char *state)
+{
+	ChLoad	   *cl = palloc0(sizeof(ChLoad));
+	List	   *l = (List *) stringToNode(state);
+	int			i;
+
+	if (list_length(l) != load->ncolumns + 2)
+		elog(ERROR, "parallel ClickHouse load has %d fields, expected %d",
+			 list_length(l), load->ncolumns + 2);
+	load->private = cl;
+	load->format = "RowBinary";
+	cl->load = load;
+	cl->worker = true;
+	cl->db = strVal(linitial(l));
+	cl->insert_table = strVal(lsecond(l));
+	cl->ncols = load->ncolumns;
+	cl->types = palloc(sizeof(char *) * cl->ncols);
+	for (i = 0; i < cl->ncols; i++)
+	{
+		List	   *col = list_nth(l, i + 2);
+
+		cl->types[i] = strVal(linitial(col));
+		load->columns[i].is_key = boolVal(lsecond(col));
+	}
+	cl->cols = CtasChSetupColumns(load, cl->types);
+	cl->http = CtasHttpCreate(load->catalog, load->cxt);
+	CtasChCheckVersion(cl->http);
+	ch_insert_sql(cl);
+	ch_stream_open(cl);
 }
 
 /*
@@ -522,8 +609,11 @@ ch_end_load(CtasLoad *load)
 		return;
 	if (cl->stream)
 		ch_stream_step(cl, true);
-	if (cl->streaming)
+	if (cl->streaming || cl->worker)
 		return;
+	/* a parallel load: the workers sent the rows, load->rows sums them */
+	if (cl->exported)
+		cl->rows = load->rows;
 
 	if (CtasChCountCheckMode(cl->engine) != 0)
 	{
@@ -720,6 +810,8 @@ const CtasTargetRoutine CtasClickHouseTarget = {
 	.create_table = ch_create_table,
 	.put_row = ch_put_row,
 	.end_load = ch_end_load,
+	.parallel_export = ch_parallel_export,
+	.parallel_attach = ch_parallel_attach,
 	.drop_table = ch_drop_table,
 	.pre_commit = CtasChPreCommit,
 	.post_commit = CtasChPostCommit,

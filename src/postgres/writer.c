@@ -30,6 +30,22 @@
  * of its own in autocommit mode: the table is committed first, then every
  * commit_every rows are one COPY, committed on its own.
  *
+ * A parallel load (parallel.c) cannot have its workers write into the
+ * remote transaction, whose table they cannot see:
+ *	parallel_export	the leader ends its (empty) COPY and creates a scratch
+ *					table _ctas_fed_par_<sysid>_<xid>_<n> with the table's
+ *					columns, on a connection of its own, committed at once
+ *	parallel_attach	each worker COPYs into it over a connection of its own,
+ *					committed in one phase when the worker is done
+ *	end_load		the remote transaction takes the rows: the scratch table
+ *					replaces the new, empty table (DROP, RENAME), or for
+ *					'append' its rows are inserted and it is dropped
+ *	post_commit, abort
+ *					DROP TABLE IF EXISTS of every scratch table of the
+ *					transaction (a no-op once it was renamed and committed)
+ * A crash leaves the scratch table to the resolver (resolve.c), which drops
+ * it once the local transaction its name carries is over.
+ *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
@@ -87,6 +103,8 @@ typedef struct PgXactState
 	bool		two_phase;		/* the mode: PREPARE, or COMMIT in one phase */
 	PgXactProgress progress;
 	char	   *gid;			/* set at PREPARING */
+	List	   *scratch;		/* qualified scratch tables of parallel
+								 * loads, in part->cxt */
 } PgXactState;
 
 /* Per-statement state (load->private) */
@@ -95,11 +113,13 @@ typedef struct PgLoadState
 	PGconn	   *conn;
 	CtasConn   *entry;			/* NULL when streaming */
 	bool		binary;
-	bool		created;		/* this load created the table */
 	char	   *qualified;		/* "schema"."table" */
 	char	   *copy_sql;
 	StringInfoData buf;
 	uint64		chunk_rows;		/* streaming: rows in the open COPY */
+	bool		created;		/* create_table made the table */
+	char	   *scratch;		/* parallel leader: the workers' table */
+	bool		worker;			/* a parallel worker's COPY */
 } PgLoadState;
 
 static void pg_map_column(CtasLoad *load, CtasColumn *col);
@@ -109,6 +129,10 @@ static bool pg_create_table(CtasLoad *load, bool exists);
 static void pg_put_row(CtasLoad *load, TupleTableSlot *slot);
 static void pg_end_load(CtasLoad *load);
 static void pg_drop_table(CtasLoad *load, bool missing_ok);
+static void take_scratch(CtasLoad *load, PgLoadState *ls);
+static char *pg_parallel_export(CtasLoad *load);
+static void pg_parallel_attach(CtasLoad *load, const char *state);
+static void drop_scratch(CtasParticipant *part, PgXactState *st);
 static void pg_pre_commit(CtasParticipant *part);
 static void pg_post_commit(CtasParticipant *part);
 static void pg_abort(CtasParticipant *part);
@@ -181,6 +205,8 @@ const CtasTargetRoutine CtasPostgresTarget = {
 	.create_table = pg_create_table,
 	.put_row = pg_put_row,
 	.end_load = pg_end_load,
+	.parallel_export = pg_parallel_export,
+	.parallel_attach = pg_parallel_attach,
 	.drop_table = pg_drop_table,
 	.pre_commit = pg_pre_commit,
 	.post_commit = pg_post_commit,
@@ -408,13 +434,13 @@ use_binary(CtasLoad *load)
  *		the others come from format_type_with_typemod.
  */
 static char *
-create_table_sql(CtasLoad *load)
+create_table_sql(CtasLoad *load, const char *qualified)
 {
 	StringInfoData sql;
 	int			i;
 
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "CREATE TABLE %s (", qualified_name(load));
+	appendStringInfo(&sql, "CREATE TABLE %s (", qualified);
 	for (i = 0; i < load->ncolumns; i++)
 	{
 		CtasColumn *col = &load->columns[i];
@@ -451,13 +477,13 @@ primary_key_sql(CtasLoad *load)
 }
 
 static char *
-copy_sql(CtasLoad *load, bool binary)
+copy_sql(CtasLoad *load, const char *qualified, bool binary)
 {
 	StringInfoData sql;
 	int			i;
 
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "COPY %s (", qualified_name(load));
+	appendStringInfo(&sql, "COPY %s (", qualified);
 	for (i = 0; i < load->ncolumns; i++)
 		appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "",
 						 quote_identifier(load->columns[i].name));
@@ -485,12 +511,14 @@ pg_explain(CtasLoad *load, ExplainState *es)
 	ExplainPropertyText("Target", psprintf("catalog \"%s\" (postgres): %s",
 										   load->catalog->name, qualified_name(load)),
 						es);
-	ExplainPropertyText("Remote DDL", create_table_sql(load), es);
+	ExplainPropertyText("Remote DDL", create_table_sql(load, qualified_name(load)),
+						es);
 	if (pk)
 		ExplainPropertyText("Remote Key", pk, es);
 	if (!load->skip_data)
 		ExplainPropertyText("Remote Load",
-							copy_sql(load, use_binary(load)), es);
+							copy_sql(load, qualified_name(load),
+									 use_binary(load)), es);
 	ExplainPropertyText("Remote Commit",
 						!load->opts.atomic ?
 						psprintf("streaming, every " INT64_FORMAT " rows",
@@ -709,7 +737,7 @@ finish_copy(CtasLoad *load, PgLoadState *ls)
 static bool
 create_remote_table(CtasLoad *load, PgLoadState *ls)
 {
-	char	   *sql = create_table_sql(load);
+	char	   *sql = create_table_sql(load, ls->qualified);
 	PGresult   *res = CtasPgRun(ls->conn, load->catalog, sql);
 
 	if (res != NULL && PQresultStatus(res) == PGRES_COMMAND_OK &&
@@ -806,7 +834,7 @@ pg_create_table(CtasLoad *load, bool exists)
 
 	/* an existing table's column types may differ: let the remote parse */
 	ls->binary = create && use_binary(load);
-	ls->copy_sql = copy_sql(load, ls->binary);
+	ls->copy_sql = copy_sql(load, ls->qualified, ls->binary);
 	load->format = ls->binary ? "binary" : "text";
 	ereport(DEBUG1,
 			(errmsg_internal("COPY into catalog \"%s\" uses the %s format",
@@ -876,7 +904,8 @@ pg_put_row(CtasLoad *load, TupleTableSlot *slot)
 	}
 
 	/* streaming: every commit_every rows are one committed COPY */
-	if (load->part == NULL && ls->chunk_rows >= load->opts.commit_every)
+	if (load->part == NULL && !ls->worker &&
+		ls->chunk_rows >= load->opts.commit_every)
 	{
 		finish_copy(load, ls);
 		load->rows_committed += ls->chunk_rows;
@@ -896,7 +925,17 @@ pg_end_load(CtasLoad *load)
 
 	if (load->skipped)
 		return;
-	if (!load->skip_data)
+	if (ls->worker)
+	{
+		/* a parallel worker: its COPY commits on its own connection */
+		finish_copy(load, ls);
+		CtasPgCloseFresh(ls->conn);
+		ls->conn = NULL;
+		return;
+	}
+	if (ls->scratch)
+		take_scratch(load, ls);
+	else if (!load->skip_data)
 	{
 		finish_copy(load, ls);
 		if (load->part == NULL)
@@ -913,6 +952,144 @@ pg_end_load(CtasLoad *load)
 		CtasPgCloseFresh(ls->conn);
 		ls->conn = NULL;
 	}
+}
+
+/*
+ * pg_parallel_export
+ *		parallel_export of the writer: end the leader's empty COPY, create
+ *		the scratch table the workers load (recorded first, so that abort
+ *		drops it) on a connection of its own, committed at once.  Returns
+ *		its name and the COPY format as the text of a List.
+ */
+static char *
+pg_parallel_export(CtasLoad *load)
+{
+	PgLoadState *ls = (PgLoadState *) load->private;
+	PgXactState *st = xact_state(load->part);
+	char	   *name = CtasScratchName("par", CtasScratchSerial(), NULL);
+	PGconn	   *volatile conn;
+
+	finish_copy(load, ls);
+	ls->scratch = psprintf("%s.%s", quote_identifier(load->schema),
+						   quote_identifier(name));
+	st->scratch = lappend(st->scratch,
+						  MemoryContextStrdup(load->part->cxt, ls->scratch));
+	conn = CtasPgConnectFresh(load->catalog);
+	PG_TRY();
+	{
+		CtasPgExec(conn, load->catalog, create_table_sql(load, ls->scratch));
+	}
+	PG_FINALLY();
+	{
+		CtasPgCloseFresh(conn);
+	}
+	PG_END_TRY();
+	return nodeToString(list_make2(makeString(ls->scratch),
+								   makeBoolean(ls->binary)));
+}
+
+/*
+ * pg_parallel_attach
+ *		parallel_attach of the writer, in a parallel worker: a connection of
+ *		its own (closed with load->cxt) and a COPY into the scratch table.
+ */
+static void
+pg_parallel_attach(CtasLoad *load, const char *state)
+{
+	PgLoadState *ls = palloc0(sizeof(PgLoadState));
+	List	   *l = (List *) stringToNode(state);
+	MemoryContextCallback *cb;
+
+	load->private = ls;
+	ls->worker = true;
+	ls->qualified = strVal(linitial(l));
+	ls->binary = boolVal(lsecond(l));
+	load->format = ls->binary ? "binary" : "text";
+	initStringInfo(&ls->buf);
+	ls->conn = CtasPgConnectFresh(load->catalog);
+	cb = palloc(sizeof(MemoryContextCallback));
+	cb->func = close_stream_callback;
+	cb->arg = ls;
+	MemoryContextRegisterResetCallback(load->cxt, cb);
+	ls->copy_sql = copy_sql(load, ls->qualified, ls->binary);
+	start_copy(load, ls);
+}
+
+/*
+ * take_scratch
+ *		end_load of a parallel load, in the remote transaction: the scratch
+ *		table the workers loaded becomes the table (or, appending, its rows
+ *		are inserted), after a check of its row count against the rows the
+ *		workers sent.
+ */
+static void
+take_scratch(CtasLoad *load, PgLoadState *ls)
+{
+	PGresult   *res;
+	uint64		n;
+	StringInfoData cols;
+	int			i;
+
+	res = CtasPgQuery(ls->conn, load->catalog,
+					  psprintf("SELECT count(*) FROM %s", ls->scratch));
+	n = strtou64(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	if (n != load->rows)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("catalog \"%s\" received " UINT64_FORMAT " rows, but " UINT64_FORMAT " were sent",
+						load->catalog->name, n, load->rows)));
+	if (ls->created)
+	{
+		CtasPgExec(ls->conn, load->catalog,
+				   psprintf("DROP TABLE %s", ls->qualified));
+		CtasPgExec(ls->conn, load->catalog,
+				   psprintf("ALTER TABLE %s RENAME TO %s", ls->scratch,
+							quote_identifier(load->table)));
+		return;
+	}
+	initStringInfo(&cols);
+	for (i = 0; i < load->ncolumns; i++)
+		appendStringInfo(&cols, "%s%s", i > 0 ? ", " : "",
+						 quote_identifier(load->columns[i].name));
+	CtasPgExec(ls->conn, load->catalog,
+			   psprintf("INSERT INTO %s (%s) SELECT %s FROM %s",
+						ls->qualified, cols.data, cols.data, ls->scratch));
+	CtasPgExec(ls->conn, load->catalog,
+			   psprintf("DROP TABLE %s", ls->scratch));
+}
+
+/*
+ * drop_scratch
+ *		After the remote transaction is over (committed or rolled back) on
+ *		a connection that is still good: DROP TABLE IF EXISTS of the scratch
+ *		tables of its parallel loads, bounded in time.  What cannot be
+ *		dropped is left to the resolver, with a WARNING.  Never an error.
+ */
+static void
+drop_scratch(CtasParticipant *part, PgXactState *st)
+{
+	ListCell   *lc;
+	char	   *msg;
+
+	foreach(lc, st->scratch)
+	{
+		char	   *name = lfirst(lc);
+
+		if (st->entry->conn == NULL || st->entry->broken ||
+			!CtasPgExecBounded(st->entry->conn,
+							   psprintf("DROP TABLE IF EXISTS %s", name),
+							   CLEANUP_TIMEOUT_MS, &msg))
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not drop scratch table %s on catalog \"%s\"",
+							name, part->catalog->name),
+					 errhint("ctas_fed.resolve_in_doubt() drops it once the catalog is reachable.")));
+			return;
+		}
+	}
+	st->scratch = NIL;
 }
 
 /*
@@ -1019,6 +1196,9 @@ pg_post_commit(CtasParticipant *part)
 			/* pg_pre_commit got past these or failed: cannot happen */
 			break;
 	}
+	/* a parallel load rolled back to a savepoint left its scratch table */
+	if (st->scratch != NIL && !part->in_doubt)
+		drop_scratch(part, st);
 }
 
 /*
@@ -1137,6 +1317,10 @@ pg_abort(CtasParticipant *part)
 		CtasPgDisconnect(entry);
 	entry->xact_depth = 0;
 	entry->in_copy = false;
+
+	/* the workers' scratch tables, committed on their own */
+	if (st->scratch != NIL && !part->in_doubt)
+		drop_scratch(part, st);
 }
 
 /*

@@ -5,6 +5,9 @@
 #   ctas_fed    CREATE TABLE lake.bench.t AS SELECT * FROM src
 #               (name check, staging table, one streamed RowBinary INSERT,
 #               count check, RENAME TABLE at commit: one statement)
+#   ctas_fed_par2, ctas_fed_par4
+#               the same WITH (parallel = 2 or 4): that many parallel
+#               workers, one INSERT each into the staging table
 #   curl_pipe   psql -c "COPY (SELECT ...) TO STDOUT" |
 #               curl -X POST -H 'Expect:' -T - '.../?query=INSERT ... FORMAT TabSeparated'
 #               (streamed; curl --data-binary @- buffers the whole body and
@@ -20,7 +23,8 @@
 #   BENCH_ROWS     sizes to measure, default "1000000 5000000"
 #   BENCH_RUNS     timed runs of each method at each size, default 2; the
 #                  best (shortest) is reported
-#   BENCH_METHODS  a subset of "ctas_fed curl_pipe" (default both)
+#   BENCH_METHODS  a subset of "ctas_fed ctas_fed_par2 ctas_fed_par4
+#                  curl_pipe" (default all)
 #   CTAS_PG_BINDIR PostgreSQL programs, default /usr/lib/postgresql/15/bin
 #
 # It starts a throwaway PostgreSQL cluster (ctas_fed preloaded) and a
@@ -87,7 +91,7 @@ summary()
 		if (!($1 in seen)) { seen[$1] = 1; sizes[++nsizes] = $1 }
 	}
 	END {
-		nm = split("ctas_fed curl_pipe", m, " ")
+		nm = split("ctas_fed ctas_fed_par2 ctas_fed_par4 curl_pipe", m, " ")
 		print "| rows | method | seconds (best) | rows/s | vs pipe | peak memory | all runs (s) |"
 		print "|---:|---|---:|---:|---:|---|---|"
 		for (i = 1; i <= nsizes; i++) {
@@ -96,7 +100,7 @@ summary()
 				k = n SUBSEP m[j]
 				if (!(k in best)) continue
 				vs = has(n, "curl_pipe") ? sprintf("%.2fx", best[n, "curl_pipe"] / best[k]) : "-"
-				if (m[j] == "ctas_fed")
+				if (m[j] ~ /^ctas_fed/)
 					mem = sprintf("backend RssAnon %s, VmHWM %s", mb(maxrss[k]), mb(maxhwm[k]))
 				else
 					mem = sprintf("curl RSS %s", mb(maxrss[k]))
@@ -136,7 +140,7 @@ work=$(cd "$work" && pwd)
 bindir=${CTAS_PG_BINDIR:-/usr/lib/postgresql/15/bin}
 rows_list=${BENCH_ROWS:-1000000 5000000}
 runs=${BENCH_RUNS:-2}
-methods=${BENCH_METHODS:-ctas_fed curl_pipe}
+methods=${BENCH_METHODS:-ctas_fed ctas_fed_par2 ctas_fed_par4 curl_pipe}
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 testdir=$(cd "$(dirname "$0")/.." && pwd)
 conf_file=$testdir/ctas_fed.conf
@@ -147,7 +151,7 @@ unset PGHOST PGHOSTADDR PGPORT PGDATABASE PGUSER PGPASSWORD PGPASSFILE \
 
 case $runs in '' | *[!0-9]* | 0) echo "BENCH_RUNS must be a positive integer" >&2; exit 1 ;; esac
 for m in $methods; do
-	case $m in ctas_fed | curl_pipe) ;;
+	case $m in ctas_fed | ctas_fed_par2 | ctas_fed_par4 | curl_pipe) ;;
 		*) echo "BENCH_METHODS: unknown method $m" >&2; exit 1 ;; esac
 done
 for n in $rows_list; do
@@ -234,6 +238,7 @@ shared_buffers = 256MB
 max_wal_size = 8GB
 checkpoint_timeout = 30min
 autovacuum = off
+max_worker_processes = 16
 $(cat "$conf_file")
 EOF
 pg_started=1
@@ -264,7 +269,7 @@ wait_mem()
 
 run_ctas_fed()
 {
-	local n=$1 memfile out ms
+	local n=$1 with=${2:-} memfile out ms
 	memfile=$work/ch_bench_mem.$RANDOM
 	rm -f "$memfile"
 	out=$(lsql 2>&1 <<EOF
@@ -273,7 +278,7 @@ SELECT pg_backend_pid() AS pid \gset
 \setenv BENCH_MEM '$memfile'
 \! bash '$self' --sample "\$BENCH_PID" "\$BENCH_MEM" < /dev/null > /dev/null 2>&1 &
 \timing on
-CREATE TABLE lake.bench.t AS SELECT * FROM src_$n;
+CREATE TABLE lake.bench.t $with AS SELECT * FROM src_$n;
 EOF
 	) || { echo "$out" >&2; return 1; }
 	ms=$(printf '%s\n' "$out" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -n 1)
@@ -281,6 +286,10 @@ EOF
 	echo "$(awk -v ms="$ms" 'BEGIN { printf "%.3f", ms / 1000 }') $(wait_mem "$memfile")"
 	rm -f "$memfile"
 }
+
+# the leader's memory is sampled; each worker has a stream of its own
+run_ctas_fed_par2() { run_ctas_fed "$1" "WITH (parallel = 2)"; }
+run_ctas_fed_par4() { run_ctas_fed "$1" "WITH (parallel = 4)"; }
 
 run_curl_pipe()
 {

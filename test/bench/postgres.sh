@@ -4,6 +4,11 @@
 #
 #   ctas_fed      CREATE TABLE wh.public.t AS SELECT * FROM src
 #                 (CREATE TABLE + binary COPY + two-phase commit, one statement)
+#   ctas_fed_par2, ctas_fed_par4
+#                 the same WITH (parallel = 2 or 4): that many parallel
+#                 workers COPY into a scratch table over connections of
+#                 their own, which the two-phase transaction renames; the
+#                 CPU columns count the leader and one remote backend only
 #   copy pipe     psql -c "COPY src TO STDOUT (FORMAT binary)" |
 #                 psql -c "COPY t FROM STDIN (FORMAT binary)"
 #   postgres_fdw  INSERT INTO foreign_table SELECT * FROM src, batch_size 1000
@@ -18,7 +23,8 @@
 #   BENCH_ROWS     sizes to measure, default "1000000 5000000"
 #   BENCH_RUNS     timed runs of each method at each size, default 3; the
 #                  best (shortest) is reported, with all the runs next to it
-#   BENCH_METHODS  a subset of "ctas_fed copy_pipe postgres_fdw" (default all)
+#   BENCH_METHODS  a subset of "ctas_fed ctas_fed_par2 ctas_fed_par4
+#                  copy_pipe postgres_fdw" (default all)
 #   CTAS_PG_BINDIR PostgreSQL programs, default /usr/lib/postgresql/15/bin
 #
 # It starts two throwaway clusters in WORKDIR (local: ctas_fed preloaded,
@@ -143,7 +149,7 @@ summary()
 		if (!($1 in seen)) { seen[$1] = 1; sizes[++nsizes] = $1 }
 	}
 	END {
-		nm = split("ctas_fed copy_pipe postgres_fdw", m, " ")
+		nm = split("ctas_fed ctas_fed_par2 ctas_fed_par4 copy_pipe postgres_fdw", m, " ")
 		print "| rows | method | seconds (best) | rows/s | vs copy pipe | ctas_fed / postgres_fdw | local backend peak RssAnon (runs: min-max) | local backend VmHWM (max) | CPU s: local backend / remote backend / psql | all runs (s) |"
 		print "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"
 		for (i = 1; i <= nsizes; i++) {
@@ -216,7 +222,7 @@ work=${1:?usage: postgres.sh WORKDIR}
 bindir=${CTAS_PG_BINDIR:-/usr/lib/postgresql/15/bin}
 rows_list=${BENCH_ROWS:-1000000 5000000}
 runs=${BENCH_RUNS:-3}
-methods=${BENCH_METHODS:-ctas_fed copy_pipe postgres_fdw}
+methods=${BENCH_METHODS:-ctas_fed ctas_fed_par2 ctas_fed_par4 copy_pipe postgres_fdw}
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 conf_file=$(cd "$(dirname "$0")/.." && pwd)/ctas_fed.conf
 
@@ -226,7 +232,7 @@ unset PGHOST PGHOSTADDR PGPORT PGDATABASE PGUSER PGPASSWORD PGPASSFILE \
 
 case $runs in '' | *[!0-9]* | 0) echo "BENCH_RUNS must be a positive integer" >&2; exit 1 ;; esac
 for m in $methods; do
-	case $m in ctas_fed | copy_pipe | postgres_fdw) ;;
+	case $m in ctas_fed | ctas_fed_par2 | ctas_fed_par4 | copy_pipe | postgres_fdw) ;;
 		*) echo "BENCH_METHODS: unknown method $m" >&2; exit 1 ;; esac
 done
 for n in $rows_list; do
@@ -430,6 +436,16 @@ run_ctas_fed()
 {
 	local n=$1
 	run_statement ctas_fed "CREATE TABLE wh.public.t AS SELECT * FROM src_$n"
+}
+
+run_ctas_fed_par2()
+{
+	run_statement ctas_fed_par2 "CREATE TABLE wh.public.t WITH (parallel = 2) AS SELECT * FROM src_$1"
+}
+
+run_ctas_fed_par4()
+{
+	run_statement ctas_fed_par4 "CREATE TABLE wh.public.t WITH (parallel = 4) AS SELECT * FROM src_$1"
 }
 
 run_postgres_fdw()

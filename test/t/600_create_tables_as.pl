@@ -476,8 +476,8 @@ call_fails(q{'wh', 'r2', '{src.nums, src.nums}'},
 	qr/ERROR:  22023: table src.nums is listed more than once/, 'a table listed twice');
 call_fails(q{'nowhere', 'r2', '{src.nums}'},
 	qr/ERROR:  42704: catalog "nowhere" does not exist/, 'a missing catalog');
-call_fails(q{'wh', 'r2', '{src.nums}', options => '{"parallel": 2}'},
-	qr/ERROR:  22023: unrecognized option "parallel" for CREATE TABLE AS into a catalog/,
+call_fails(q{'wh', 'r2', '{src.nums}', options => '{"workers": 2}'},
+	qr/ERROR:  22023: unrecognized option "workers" for CREATE TABLE AS into a catalog/,
 	'an option CREATE TABLE AS does not know');
 call_fails(q{'wh', 'r2', '{src.nums}', options => '{"if_exists": "sometimes"}'},
 	qr/ERROR:  22023: invalid value for option "if_exists": "sometimes"/,

@@ -1,0 +1,35 @@
+/*-------------------------------------------------------------------------
+ *
+ * parallel.h
+ *		  Parallel loads: WITH (parallel = N) on a federated CTAS
+ *		  (parallel.c).
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/parallel.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CTAS_PARALLEL_H
+#define CTAS_PARALLEL_H
+
+#include "commands/explain.h"
+#include "nodes/params.h"
+#include "nodes/parsenodes.h"
+#include "storage/dsm.h"
+#include "storage/shm_toc.h"
+
+#include "target.h"
+
+/* the most workers one load may ask for */
+#define CTAS_MAX_PARALLEL	64
+
+/* in parallel.c */
+extern bool CtasParallelLoad(CtasLoad *load, Query *query,
+							 const char *sourcetext, ParamListInfo params);
+extern void CtasParallelExplain(CtasLoad *load, Query *query,
+								ParamListInfo params, ExplainState *es);
+extern PGDLLEXPORT void CtasParallelMain(dsm_segment *seg, shm_toc *toc);
+
+#endif							/* CTAS_PARALLEL_H */

@@ -1,0 +1,452 @@
+
+# Copyright (c) 2026, ctas_fed developers
+
+# WITH (parallel = N) into ClickHouse and PostgreSQL: the exact content (a fingerprint of
+# every row, NULLs and hostile values included) at N = 2 and 4; EXPLAIN
+# shows the workers and the block ranges; fewer (or no) free workers give
+# a NOTICE and the same content; a query that cannot be split loads
+# serially after one NOTICE; ROLLBACK, an error in one worker (a value
+# ClickHouse refuses, in the last block), cancel and a crash of the leader
+# mid-load leave nothing: no table, no staging table, no query in
+# ClickHouse, no parallel worker in pg_stat_activity.  PostgreSQL: the same
+# content checks, primary key and append, and ROLLBACK, an error in one
+# worker, a savepoint rolled back and a crash after PREPARE leave no table,
+# no scratch table and no prepared transaction once the resolver ran.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+use CtasFed::Test;
+
+my $ch = start_clickhouse();
+# the worker's own resolver would race the assertions on leftovers
+my $local = new_cluster('local', conf => 'ctas_fed.resolver_naptime = 3600
+max_worker_processes = 16
+max_parallel_workers = 8');
+clickhouse_catalog($local, $ch);
+
+$local->safe_psql('postgres', q{
+CREATE SCHEMA src;
+CREATE TABLE src.big (id int, label text, n int8, f float8, d date,
+  flag bool);
+INSERT INTO src.big
+SELECT g,
+       CASE g % 13
+         WHEN 0 THEN NULL WHEN 1 THEN '' WHEN 2 THEN E'tab\\there'
+         WHEN 3 THEN E'new\\nline' WHEN 4 THEN E'back\\\\slash' WHEN 5 THEN '\\N'
+         WHEN 6 THEN 'quote''s "dq" `bq`' WHEN 7 THEN 'ünïcødé 日本語 😀'
+         WHEN 8 THEN E'cr\\rlf\\n' WHEN 9 THEN E'\\x01ctl\\x1f' WHEN 10 THEN ' pad '
+         WHEN 11 THEN repeat('long ', 50) ELSE 'plain ' || g END,
+       CASE WHEN g % 7 = 0 THEN NULL ELSE g::int8 * 1000000007 END,
+       CASE WHEN g % 11 = 0 THEN NULL ELSE g * 0.25 END,
+       CASE WHEN g % 10 = 0 THEN NULL ELSE date '2000-01-01' + g % 9000 END,
+       CASE WHEN g % 5 = 0 THEN NULL ELSE g % 2 = 0 END
+  FROM generate_series(1, 60000) g;
+-- rows moved by an UPDATE: still one row each, wherever they now lie
+UPDATE src.big SET n = -n WHERE id % 97 = 0;
+DELETE FROM src.big WHERE id % 101 = 0;
+ANALYZE src.big;
+-- immutable and parallel safe as declared, slow as run: keeps a load busy
+CREATE FUNCTION src.slow(x int) RETURNS int IMMUTABLE PARALLEL SAFE
+  LANGUAGE plpgsql AS $$BEGIN PERFORM pg_sleep(0.002); RETURN x; END$$;
+});
+
+my $blocks = $local->safe_psql('postgres',
+	q{SELECT pg_relation_size('src.big') / 8192});
+cmp_ok($blocks, '>', 64, "the source spans many blocks ($blocks)");
+
+# the rows, rendered the same way by both sides (strings as md5)
+my $pg_fp = q{SELECT id, md5(label), n, f, d, flag::int FROM src.big};
+sub ch_fp
+{
+	my ($table) = @_;
+	return "SELECT id, lower(hex(MD5(label))), n, f, d, flag FROM $table";
+}
+
+sub ch_rows
+{
+	my ($select) = @_;
+	my @rows = grep { $_ ne '' } split /\n/,
+	  $ch->query("$select FORMAT TabSeparated");
+	@rows = sort @rows;
+	return scalar(@rows) . ':' . Digest::MD5::md5_hex(join("\n", @rows));
+}
+
+my $expect = sql_digest($local, 'postgres', $pg_fp);
+my $nrows = $local->safe_psql('postgres', 'SELECT count(*) FROM src.big');
+
+# INSERTs of ours running in ClickHouse
+sub ch_inserts
+{
+	return $ch->query(q{SELECT count() FROM system.processes
+	                     WHERE startsWith(query_id, 'ctas_fed_')
+	                       AND query LIKE 'INSERT INTO %_ctas_fed_stage%'}) + 0;
+}
+
+sub parallel_workers
+{
+	return $local->safe_psql('postgres',
+		q{SELECT count(*) FROM pg_stat_activity
+		   WHERE backend_type = 'parallel worker'});
+}
+
+# --- EXPLAIN: the workers and the block ranges, no remote work
+my $plan = $local->safe_psql('postgres', q{
+EXPLAIN (COSTS OFF) CREATE TABLE lake.dw.p_explain WITH (parallel = 2) AS
+  SELECT * FROM src.big;});
+like($plan, qr/Parallel: 2 workers, \d+ chunks of \d+ blocks/,
+	'EXPLAIN shows the workers');
+like($plan, qr/Block Ranges: \[0,\d+\) .*,end\)/,
+	'EXPLAIN shows the block ranges, the last one open');
+$plan = $local->safe_psql('postgres', q{
+EXPLAIN (COSTS OFF) CREATE TABLE lake.dw.p_explain WITH (parallel = 2) AS
+  SELECT * FROM src.big ORDER BY id;});
+like($plan, qr/Parallel: no: the query has ORDER BY/,
+	'EXPLAIN says why a query is not split');
+is($ch->query('EXISTS TABLE dw.p_explain') + 0, 0, 'EXPLAIN made no table');
+$plan = $local->safe_psql('postgres', q{
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  CREATE TABLE lake.dw.p_analyze WITH (parallel = 2) AS SELECT * FROM src.big;});
+like($plan, qr/Parallel: no: EXPLAIN ANALYZE loads serially/,
+	'EXPLAIN ANALYZE says it loads serially');
+is(ch_rows(ch_fp('dw.p_analyze')), $expect, 'EXPLAIN ANALYZE loads every row');
+
+# --- exact content at N = 2 and 4
+foreach my $n (2, 4)
+{
+	my ($ret, $out, $err) = $local->psql('postgres', qq{
+CREATE TABLE lake.dw.p$n WITH (parallel = $n) AS
+  SELECT * FROM src.big WHERE id > 0;
+SELECT rows, bytes > 0 FROM ctas_fed.jobs WHERE target = 'dw.p$n';});
+	is($ret, 0, "parallel = $n loads") or diag $err;
+	unlike($err, qr/NOTICE/, "parallel = $n: no NOTICE (split as asked)");
+	is($out, "$nrows|t", "parallel = $n: the job counts every row");
+	is(ch_rows(ch_fp("dw.p$n")), $expect,
+		"parallel = $n: every row arrives exactly");
+}
+
+# a projection and a filter are split too
+my ($ret, $out, $err) = $local->psql('postgres', q{
+CREATE TABLE lake.dw.p_filter WITH (parallel = 3) AS
+  SELECT id, upper(label) AS label FROM src.big WHERE id % 3 = 0;});
+is($ret, 0, 'a projection and a filter load in parallel') or diag $err;
+unlike($err, qr/serially/, 'a projection and a filter are split');
+is(ch_rows('SELECT id, lower(hex(MD5(label))) FROM dw.p_filter'),
+	sql_digest($local, 'postgres',
+		'SELECT id, md5(upper(label)) FROM src.big WHERE id % 3 = 0'),
+	'a projection and a filter: every row exactly');
+
+# create_tables_as takes the option too
+$ch->query('CREATE DATABASE IF NOT EXISTS dw2');
+($ret, $out, $err) = $local->psql('postgres', q{
+SELECT target, rows FROM ctas_fed.create_tables_as('lake', 'dw2',
+  ARRAY['src.big']::regclass[], options => '{"parallel": 2}');});
+is($ret, 0, 'create_tables_as with parallel = 2') or diag $err;
+unlike($err, qr/NOTICE/, 'create_tables_as: split as asked');
+is($out, "dw2.big|$nrows", 'create_tables_as: the rows');
+is(ch_rows(ch_fp('dw2.big')), $expect, 'create_tables_as: every row exactly');
+
+# --- fewer workers than asked, and none
+($ret, $out, $err) = $local->psql('postgres', q{
+SET max_parallel_workers = 1;
+CREATE TABLE lake.dw.p_fewer WITH (parallel = 4) AS SELECT * FROM src.big;});
+is($ret, 0, 'fewer free workers: no failure') or diag $err;
+like($err, qr/NOTICE:  loading lake\.dw\.p_fewer with 1 parallel workers instead of 4/,
+	'fewer free workers: a NOTICE says how many');
+is(ch_rows(ch_fp('dw.p_fewer')), $expect, 'fewer free workers: every row');
+
+($ret, $out, $err) = $local->psql('postgres', q{
+SET max_parallel_workers = 0;
+CREATE TABLE lake.dw.p_none WITH (parallel = 2) AS SELECT * FROM src.big;});
+is($ret, 0, 'no free worker: no failure') or diag $err;
+like($err, qr/NOTICE:  loading lake\.dw\.p_none in the leader: no parallel worker could be started/,
+	'no free worker: a NOTICE says the leader loads');
+is(ch_rows(ch_fp('dw.p_none')), $expect, 'no free worker: every row');
+
+# --- not splittable: serial, one NOTICE saying why
+($ret, $out, $err) = $local->psql('postgres', q{
+CREATE TABLE lake.dw.p_serial WITH (parallel = 2) AS
+  SELECT * FROM src.big ORDER BY id LIMIT 1000000;});
+is($ret, 0, 'a query that cannot be split loads') or diag $err;
+my @notices = ($err =~ /NOTICE/g);
+is(scalar(@notices), 1, 'a query that cannot be split: one NOTICE');
+like($err, qr/NOTICE:  loading lake\.dw\.p_serial serially: the query has ORDER BY/,
+	'the NOTICE says why');
+is(ch_rows(ch_fp('dw.p_serial')), $expect,
+	'a query that cannot be split: every row');
+
+# --- ROLLBACK leaves nothing
+($ret, $out, $err) = $local->psql('postgres', q{
+BEGIN;
+CREATE TABLE lake.dw.p_rollback WITH (parallel = 2) AS SELECT * FROM src.big;
+ROLLBACK;});
+is($ret, 0, 'a parallel load, rolled back') or diag $err;
+check_invariant(
+	node => $local,
+	name => 'rollback',
+	targets => [ { ch => $ch, table => 'dw.p_rollback' } ],
+	jobs => [ [ 'lake', 'dw.p_rollback', 'aborted' ] ]);
+is(parallel_workers(), 0, 'rollback: no parallel worker left');
+
+# --- an error in one worker: a date ClickHouse cannot hold, in the last
+# block
+$local->safe_psql('postgres', q{
+CREATE TABLE src.bad AS SELECT * FROM src.big;
+INSERT INTO src.bad (id, d) VALUES (1000000, date '2200-01-01');});
+($ret, $out, $err) = $local->psql('postgres', q{
+CREATE TABLE lake.dw.p_bad WITH (parallel = 2) AS SELECT * FROM src.bad;});
+isnt($ret, 0, 'a value ClickHouse refuses fails the load');
+like($err, qr/ERROR:.*2200-01-01/, 'the error names the value');
+like($err, qr/parallel load into lake\.dw\.p_bad, blocks \d+ to the end/,
+	'the error has the context of the worker and its blocks');
+like($err, qr/parallel worker/, 'the error says it came from a parallel worker');
+check_invariant(
+	node => $local,
+	name => 'error in a worker',
+	targets => [ { ch => $ch, table => 'dw.p_bad' } ],
+	jobs => [ [ 'lake', 'dw.p_bad', 'failed' ] ]);
+is(parallel_workers(), 0, 'error in a worker: no parallel worker left');
+
+# a failing parallel load and a savepoint rolled back, in a transaction
+# that goes on and commits another table
+($ret, $out, $err) = $local->psql('postgres', q{
+BEGIN;
+SAVEPOINT a;
+CREATE TABLE lake.dw.p_sp_bad WITH (parallel = 2) AS SELECT * FROM src.bad;
+ROLLBACK TO SAVEPOINT a;
+SAVEPOINT b;
+CREATE TABLE lake.dw.p_sp_gone WITH (parallel = 2) AS SELECT * FROM src.big;
+ROLLBACK TO SAVEPOINT b;
+CREATE TABLE lake.dw.p_sp_kept WITH (parallel = 2) AS SELECT * FROM src.big;
+COMMIT;}, on_error_stop => 0);
+like($err, qr/ERROR:.*2200-01-01/, 'savepoints: the failing load fails');
+is(ch_rows(ch_fp('dw.p_sp_kept')), $expect,
+	'savepoints: the transaction goes on and commits a parallel load');
+check_invariant(
+	node => $local,
+	name => 'savepoints',
+	targets => [ { ch => $ch, table => 'dw.p_sp_bad' },
+		{ ch => $ch, table => 'dw.p_sp_gone' } ]);
+
+# --- cancel while the workers load
+my ($h, $stdout, $stderr) = start_psql_timed($local, q{
+SET ctas_fed.progress = on; SET ctas_fed.progress_interval = 1;
+CREATE TABLE lake.dw.p_cancel WITH (parallel = 2) AS
+  SELECT src.slow(id) AS id, repeat(coalesce(label, 'x'), 300) AS label
+    FROM src.big;});
+ok(wait_until(60, sub { parallel_workers() == 2 }),
+	'cancel: two parallel workers are loading');
+ok(wait_until(60, sub {
+	ch_inserts() >= 2 }),
+	'cancel: each worker has its INSERT running in ClickHouse');
+my $moving = wait_until(60, sub {
+	$local->safe_psql('postgres',
+		q{SELECT rows > 0 AND bytes > 0 FROM ctas_fed.jobs
+		   WHERE target = 'dw.p_cancel' AND state = 'running'}) eq 't' });
+ok($moving, 'cancel: the job shows the rows of the workers as they go');
+my $leader = $local->safe_psql('postgres',
+	q{SELECT pid FROM pg_stat_activity
+	   WHERE backend_type = 'client backend' AND query LIKE '%p_cancel%'
+	     AND pid <> pg_backend_pid()});
+$local->safe_psql('postgres', "SELECT pg_cancel_backend($leader)");
+$h->finish;
+like($$stderr, qr/canceling statement due to user request/,
+	'cancel: the statement is cancelled');
+like($$stderr,
+	qr/NOTICE:  loading into lake\.dw\.p_cancel with 2 parallel workers: \d+ rows, \d+ bytes/,
+	'cancel: progress NOTICEs covered all workers');
+check_invariant(
+	node => $local,
+	name => 'cancel',
+	targets => [ { ch => $ch, table => 'dw.p_cancel' } ],
+	jobs => [ [ 'lake', 'dw.p_cancel', 'failed' ] ]);
+is(parallel_workers(), 0, 'cancel: no parallel worker left');
+
+# --- the leader crashes mid-load (the whole cluster, as the test clusters
+# do not restart after a crash): the resolver drops the staging table
+($h, $stdout, $stderr) = start_psql_timed($local, q{
+CREATE TABLE lake.dw.p_crash WITH (parallel = 2) AS
+  SELECT src.slow(id) AS id, repeat(coalesce(label, 'x'), 300) AS label
+    FROM src.big;});
+ok(wait_until(60, sub {
+	ch_inserts() >= 2 }),
+	'crash: the workers are loading');
+ok(wait_until(60, sub {
+	$ch->query(q{SELECT count() FROM system.tables
+	              WHERE startsWith(name, '_ctas_fed_stage')}) + 0 >= 1 }),
+	'crash: the staging table exists');
+$local->stop('immediate');
+$h->finish;
+$local->start;
+check_invariant(
+	node => $local,
+	name => 'leader crash',
+	resolve => 1,
+	targets => [ { ch => $ch, table => 'dw.p_crash' } ]);
+is(parallel_workers(), 0, 'crash: no parallel worker left');
+
+# --- PostgreSQL catalogs: workers COPY into a scratch table that the
+# remote transaction takes at end_load
+my $remote = new_remote_cluster(
+	'remote',
+	host_auth => 'scram-sha-256',
+	roles     => { loader => 'secret' },
+	databases => { dw => 'loader' });
+postgres_catalog($local, $remote);
+
+# ctas_fed's tables left on the remote (scratch tables of parallel loads)
+sub pg_scratch
+{
+	return $remote->safe_psql('dw',
+		q{SELECT string_agg(relname, ',') FROM pg_class
+		   WHERE starts_with(relname, '_ctas_fed_')});
+}
+
+foreach my $n (2, 4)
+{
+	($ret, $out, $err) = $local->psql('postgres', qq{
+CREATE TABLE wh.public.p$n WITH (parallel = $n, primary_key = 'id') AS
+  SELECT * FROM src.big;
+SELECT rows FROM ctas_fed.jobs WHERE catalog = 'wh' AND target = 'public.p$n';});
+	is($ret, 0, "PostgreSQL, parallel = $n loads") or diag $err;
+	unlike($err, qr/NOTICE/, "PostgreSQL, parallel = $n: split as asked");
+	is($out, $nrows, "PostgreSQL, parallel = $n: the job counts every row");
+	is(sql_digest($remote, 'dw',
+			"SELECT id, md5(label), n, f, d, flag::int FROM public.p$n"),
+		$expect, "PostgreSQL, parallel = $n: every row arrives exactly");
+	is($remote->safe_psql('dw', qq{
+SELECT pg_get_constraintdef(oid) FROM pg_constraint
+ WHERE conrelid = 'public.p$n'::regclass AND contype = 'p'}),
+		'PRIMARY KEY (id)', "PostgreSQL, parallel = $n: the primary key");
+	is(pg_scratch(), '', "PostgreSQL, parallel = $n: no scratch table left");
+}
+
+($ret, $out, $err) = $local->psql('postgres', q{
+CREATE TABLE wh.public.p_append AS SELECT * FROM src.big;
+CREATE TABLE wh.public.p_append WITH (parallel = 2, if_exists = 'append') AS
+  SELECT * FROM src.big;});
+is($ret, 0, 'PostgreSQL, parallel append') or diag $err;
+is($remote->safe_psql('dw', 'SELECT count(*), count(DISTINCT id) FROM public.p_append'),
+	2 * $nrows . "|$nrows", 'PostgreSQL, parallel append: the rows twice');
+is(pg_scratch(), '', 'PostgreSQL, parallel append: no scratch table left');
+
+($ret, $out, $err) = $local->psql('postgres', q{
+CREATE TABLE wh.public.p2 WITH (parallel = 2, if_exists = 'replace') AS
+  SELECT * FROM src.big;});
+is($ret, 0, 'PostgreSQL, parallel replace') or diag $err;
+is(sql_digest($remote, 'dw',
+		'SELECT id, md5(label), n, f, d, flag::int FROM public.p2'),
+	$expect, 'PostgreSQL, parallel replace: exactly the new rows');
+
+# rollback, and a savepoint rolled back in a transaction that commits
+($ret, $out, $err) = $local->psql('postgres', q{
+BEGIN;
+CREATE TABLE wh.public.p_rollback WITH (parallel = 2) AS SELECT * FROM src.big;
+ROLLBACK;
+BEGIN;
+SAVEPOINT a;
+CREATE TABLE wh.public.p_savepoint WITH (parallel = 2) AS SELECT * FROM src.big;
+ROLLBACK TO SAVEPOINT a;
+CREATE TABLE wh.public.p_kept AS SELECT 1 AS one;
+COMMIT;});
+is($ret, 0, 'PostgreSQL: parallel loads rolled back') or diag $err;
+check_invariant(
+	node => $local,
+	name => 'PostgreSQL rollback',
+	targets => [
+		{ pg => $remote, dbname => 'dw', table => 'public.p_rollback' },
+		{ pg => $remote, dbname => 'dw', table => 'public.p_savepoint' } ]);
+is(pg_scratch(), '', 'PostgreSQL rollback: no scratch table left');
+
+# a value the remote refuses, in the last block
+$local->safe_psql('postgres', q{
+CREATE TABLE src.bad_pg AS SELECT id, 'ok' AS v FROM src.big;
+INSERT INTO src.bad_pg VALUES (1000000, 'far too long');});
+($ret, $out, $err) = $local->psql('postgres', q{
+CREATE TABLE wh.public.p_bad WITH (parallel = 2, column_types = 'v varchar(5)') AS
+  SELECT * FROM src.bad_pg;});
+isnt($ret, 0, 'PostgreSQL: a value the remote refuses fails the load');
+like($err, qr/value too long for type character varying\(5\)/,
+	'PostgreSQL: the remote error');
+like($err, qr/parallel load into wh\.public\.p_bad, (blocks \d+ to the end|end of a worker's stream)/,
+	'PostgreSQL: the context of the worker');
+check_invariant(
+	node => $local,
+	name => 'PostgreSQL error in a worker',
+	targets => [ { pg => $remote, dbname => 'dw', table => 'public.p_bad' } ],
+	jobs => [ [ 'wh', 'public.p_bad', 'failed' ] ]);
+is(pg_scratch(), '', 'PostgreSQL error in a worker: no scratch table left');
+is(parallel_workers(), 0, 'PostgreSQL error in a worker: no worker left');
+
+# statement_timeout while the workers load
+($ret, $out, $err) = $local->psql('postgres', q{
+SET statement_timeout = '3s';
+CREATE TABLE wh.public.p_timeout WITH (parallel = 2) AS
+  SELECT src.slow(id) AS id, label FROM src.big;});
+like($err, qr/canceling statement due to statement timeout/,
+	'PostgreSQL: statement_timeout stops a parallel load');
+check_invariant(
+	node => $local,
+	name => 'PostgreSQL statement_timeout',
+	targets => [ { pg => $remote, dbname => 'dw', table => 'public.p_timeout' } ],
+	jobs => [ [ 'wh', 'public.p_timeout', 'failed' ] ]);
+ok(wait_until(30, sub { pg_scratch() eq '' }),
+	'PostgreSQL statement_timeout: no scratch table left');
+is(parallel_workers(), 0, 'PostgreSQL statement_timeout: no worker left');
+
+# the leader crashes mid-load, before PREPARE: the remote transaction dies
+# with its connection, the resolver drops the committed scratch table
+($h, $stdout, $stderr) = start_psql_timed($local, q{
+CREATE TABLE wh.public.p_midcrash WITH (parallel = 2) AS
+  SELECT src.slow(id) AS id, label FROM src.big;});
+ok(wait_until(60, sub { pg_scratch() ne '' && parallel_workers() == 2 }),
+	'PostgreSQL crash mid-load: the workers load the scratch table');
+$local->stop('immediate');
+$h->finish;
+$local->start;
+check_invariant(
+	node => $local,
+	name => 'PostgreSQL crash mid-load',
+	resolve => 1,
+	targets => [ { pg => $remote, dbname => 'dw', table => 'public.p_midcrash' } ]);
+ok(wait_until(30, sub {
+	$local->psql('postgres', 'SELECT * FROM ctas_fed.resolve_in_doubt()');
+	pg_scratch() eq '' }),
+	'PostgreSQL crash mid-load: the resolver drops the scratch table');
+
+# the leader crashes after PREPARE: the resolver rolls back, then drops
+# the scratch table the rollback gave back
+{
+	my ($in, $o, $e) = ('', '', '');
+	my $offset = -s $local->logfile;
+	my $h = IPC::Run::start([ 'psql', '-XAtq', '-d', $local->connstr('postgres') ],
+		'<', \$in, '>', \$o, '2>', \$e, IPC::Run::timeout(120));
+	$in .= "SET ctas_fed.fault_point = 'after_prepare';\nBEGIN;\n"
+	  . "CREATE TABLE wh.public.p_crash WITH (parallel = 2) AS SELECT * FROM src.big;\n"
+	  . "COMMIT;\n";
+	$h->pump while $h->pumpable && $in ne '';
+	$local->wait_for_log(qr/stopped at fault point "after_prepare"/, $offset);
+	is($remote->safe_psql('dw',
+			q{SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, 'ctas_fed_')}),
+		'1', 'PostgreSQL crash: the remote transaction is prepared');
+	$local->stop('immediate');
+	$h->finish;
+	$local->start;
+}
+check_invariant(
+	node => $local,
+	name => 'PostgreSQL crash after PREPARE',
+	resolve => 1,
+	targets => [ { pg => $remote, dbname => 'dw', table => 'public.p_crash' } ]);
+ok(wait_until(30, sub {
+	$local->psql('postgres', 'SELECT * FROM ctas_fed.resolve_in_doubt()');
+	pg_scratch() eq '' }),
+	'PostgreSQL crash after PREPARE: the resolver drops the scratch table');
+is(parallel_workers(), 0, 'PostgreSQL crash: no parallel worker left');
+
+done_testing();

@@ -1014,13 +1014,8 @@ ctas_dest_receive(TupleTableSlot *slot, DestReceiver *self)
 {
 	CtasDest   *dest = (CtasDest *) self;
 	CtasLoad   *load = dest->load;
-	MemoryContext oldcxt;
 
-	oldcxt = MemoryContextSwitchTo(load->row_cxt);
-	load->routine->put_row(load, slot);
-	MemoryContextSwitchTo(oldcxt);
-	MemoryContextReset(load->row_cxt);
-	load->rows++;
+	CtasLoadPutRow(load, slot);
 
 	if (load->rows % PROGRESS_EVERY_ROWS == 0)
 	{

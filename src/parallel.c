@@ -671,13 +671,8 @@ parallel_dest_receive(TupleTableSlot *slot, DestReceiver *self)
 {
 	ParallelDest *dest = (ParallelDest *) self;
 	CtasLoad   *load = dest->load;
-	MemoryContext oldcxt;
 
-	oldcxt = MemoryContextSwitchTo(load->row_cxt);
-	load->routine->put_row(load, slot);
-	MemoryContextSwitchTo(oldcxt);
-	MemoryContextReset(load->row_cxt);
-	load->rows++;
+	CtasLoadPutRow(load, slot);
 	if (load->rows - dest->published_rows >= PUBLISH_EVERY_ROWS)
 		publish(dest);
 	return true;

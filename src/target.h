@@ -44,6 +44,7 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "nodes/parsenodes.h"
+#include "utils/memutils.h"
 
 #include "ctas_fed.h"
 #include "jobs.h"
@@ -363,6 +364,23 @@ struct CtasTargetRoutine
 	/* continuous sync, or NULL when the target cannot keep one */
 	const CtasSyncApply *sync;
 };
+
+/*
+ * CtasLoadPutRow
+ *		Hand one row to the target in the load's per-row context, reset
+ *		afterwards, and count it: what every DestReceiver of a load does
+ *		(ctas.c for a serial load, parallel.c in each worker).
+ */
+static inline void
+CtasLoadPutRow(CtasLoad *load, TupleTableSlot *slot)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(load->row_cxt);
+
+	load->routine->put_row(load, slot);
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextReset(load->row_cxt);
+	load->rows++;
+}
 
 /* in catalog.c */
 extern const CtasOption CtasCommonOptions[];

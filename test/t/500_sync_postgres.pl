@@ -204,17 +204,12 @@ is($local->safe_psql('postgres',
 is($remote->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0',
 	'no prepared transaction left on the remote');
 
-# committed: the table with the source key as its primary key, the
+# committed: the table (its primary key comes with the copy), the
 # publication of the source, the job record; the source keeps changing
 # before, during and after the initial copy
 my ($churn) = start_psql($local, 'CALL churn()');
 $local->safe_psql('postgres', $ctas);
 is(remote_has_table('eu_orders'), '1', 'COMMIT: remote table created');
-is($remote->safe_psql('dw', q{
-  SELECT string_agg(a.attname, ',' ORDER BY a.attnum)
-    FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
-   WHERE i.indrelid = 'public.eu_orders'::regclass AND i.indisprimary}),
-	'order_id', 'remote primary key: the renamed source key');
 is($local->safe_psql('postgres', q{
   SELECT remote_schema || '.' || remote_table || ' ' || source::regclass || ' ' ||
          array_to_string(key_columns, ',') || ' ' || array_to_string(source_key, ',') || ' ' ||
@@ -240,6 +235,12 @@ ok(wait_until(120, sub {
 	$local->safe_psql('postgres',
 		"SELECT count(*) = 2 FROM ctas_fed.syncs WHERE state = 'streaming'") eq 't' }),
 	'both syncs reach streaming');
+# the initial copy built the key in the transaction of its rows
+is($remote->safe_psql('dw', q{
+  SELECT string_agg(a.attname, ',' ORDER BY a.attnum)
+    FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+   WHERE i.indrelid = 'public.eu_orders'::regclass AND i.indisprimary}),
+	'order_id', 'remote primary key: the renamed source key');
 my $lsn = $local->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
 ok(wait_until(60, sub {
 	$remote->safe_psql('dw', "SELECT count(*) FROM public._ctas_fed_sync_progress WHERE lsn > '$lsn'") eq '2' }),

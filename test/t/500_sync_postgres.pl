@@ -426,7 +426,9 @@ ok(wait_until(30, sub { $local->safe_psql('postgres',
 	'no publication of a stopped or failed sync left');
 
 # the worker killed during the initial copy: the copy begins again with a
-# new slot, and nothing of the first attempt shows
+# new slot, and nothing of the first attempt shows; the remote logs its
+# statements, to show the COPY's format
+$remote->safe_psql('dw', q{ALTER ROLE loader SET log_statement = 'all'});
 $local->safe_psql('postgres', q{
   CREATE TABLE big (id int PRIMARY KEY, v text);
   INSERT INTO big SELECT g, md5(g::text) FROM generate_series(1, 300000) g;
@@ -447,8 +449,36 @@ ok(wait_until(120, sub {
 $want = sql_digest($local, 'postgres', 'SELECT * FROM big');
 ok(wait_until(60, sub { sql_digest($remote, 'dw', 'SELECT * FROM public.big') eq $want }),
 	'killed during the copy: remote equals the source');
+$remote->safe_psql('dw', q{ALTER ROLE loader RESET log_statement});
+# the copy sent the rows in binary (int and text are the same types on both
+# sides), and built the primary key once, in the transaction of its rows
+like(slurp_file($remote->logfile), qr/COPY public\.big \(id, v\) FROM STDIN \(FORMAT binary\)/,
+	'big: the initial copy is a binary COPY');
+is($remote->safe_psql('dw', q{
+  SELECT count(*) > 0 FROM public.big
+   WHERE xmin = (SELECT xmin FROM pg_index WHERE indrelid = 'public.big'::regclass AND indisprimary)}),
+	't', 'big: primary key built in the transaction of the copied rows');
 $local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.big')");
 ok(wait_until(30, sub { our_slots() eq '0' }), 'big: slot dropped after stop_sync');
+
+# the commit of a sync CTAS wakes the resolver: the worker starts at once,
+# not at the resolver's next round (up to a second later); four in a row
+for my $i (1 .. 4)
+{
+	my $committed = $local->safe_psql('postgres', qq{
+	  CREATE TABLE wh.public.quick$i WITH (sync = 'continuous') AS SELECT * FROM other;
+	  SELECT clock_timestamp()});
+	my $delay;
+	ok(wait_until(30, sub {
+		$delay = $local->safe_psql('postgres', qq{
+		  SELECT extract(epoch FROM min(backend_start) - '$committed')
+		    FROM pg_stat_activity
+		   WHERE backend_type = 'ctas_fed sync' AND backend_start > '$committed'});
+		$delay ne '' }), "quick$i: the sync worker started");
+	cmp_ok($delay, '<', 0.5, "quick$i: the worker started right after the commit");
+	$local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.quick$i')");
+}
+ok(wait_until(30, sub { our_slots() eq '0' }), 'quick: slots dropped after stop_sync');
 
 # a non-superuser syncs a table of its own, through a user mapping with a
 # password; the worker reads and evaluates as that user; another user may

@@ -278,7 +278,7 @@ read_remote_table(CtasSyncTarget *t)
 			if (strcmp(PQgetvalue(res, r, 0), t->columns[i]) == 0)
 				remote = (Oid) strtoul(PQgetvalue(res, r, 1), NULL, 10);
 		}
-		/* money's binary form depends on lc_monetary */
+		/* money (refused by pg_map_column anyway): lc_monetary's units */
 		if (local >= FirstGenbkiObjectId || local == CASHOID ||
 			remote != local)
 			st->binary = false;

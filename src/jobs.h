@@ -151,6 +151,8 @@ extern void CtasWorkerShmemRequest(void);
 extern void CtasWorkerShmemStartup(void);
 extern void CtasResolverWake(Oid dboid, bool now);
 extern void CtasResolverWakeAtCommit(void);
+extern void CtasResolverNudge(Oid dboid);
+extern void CtasResolverNudgeAtCommit(void);
 extern void CtasResolverStopDatabase(Oid dboid);
 extern bool CtasResolverLock(bool wait);
 extern void CtasResolverUnlock(void);

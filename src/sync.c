@@ -74,6 +74,7 @@
 #include "utils/syscache.h"
 #include "utils/varlena.h"
 
+#include "jobs.h"
 #include "sync.h"
 
 static void ineligible(const char *what) pg_attribute_noreturn();
@@ -574,6 +575,9 @@ CtasSyncCreate(CtasLoad *load)
 					"$13::pg_catalog.oid[], $14, $15, %s, %s)",
 					quote_literal_cstr(name), quote_literal_cstr(name)),
 		   15, argtypes, values, NULL);
+
+	/* the resolver starts the job's worker as soon as this commits */
+	CtasResolverNudgeAtCommit();
 }
 
 /*

@@ -66,6 +66,12 @@ extern void CtasSyncCheckIdle(Oid serverid);
 /* in sync_worker.c */
 extern void CtasSyncTick(void);
 
+/* in sync_copy.c */
+extern AttrNumber *CtasSyncPlainColumns(Query *query, int ncolumns);
+extern void CtasSyncPlainRow(TupleTableSlot *slot, int ncolumns,
+							 const AttrNumber *attnums, Datum *values,
+							 bool *nulls);
+
 /* in sync_status.c */
 extern void CtasSyncShmemRequest(void);
 extern void CtasSyncShmemStartup(void);

@@ -593,6 +593,7 @@ do_copy(SyncJob *job)
 	Oid			save_userid;
 	int			save_sec;
 	uint64		rows = 0;
+	AttrNumber *plain;
 
 	job_event(job, "copying", NULL);
 
@@ -629,6 +630,8 @@ do_copy(SyncJob *job)
 	check_source(job, true);
 	open_target(job);
 	ev = build_eval(job);
+	/* plain columns and no WHERE: nothing to evaluate (sync_copy.c) */
+	plain = CtasSyncPlainColumns(job->query, ev->nexprs);
 
 	job->target.change_lsn = consistent;
 	job->apply->begin(&job->target);
@@ -647,7 +650,9 @@ do_copy(SyncJob *job)
 
 		CHECK_FOR_INTERRUPTS();
 		oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
-		if (evaluate(ev, hslot))
+		if (plain != NULL)
+			CtasSyncPlainRow(hslot, ev->nexprs, plain, ev->values, ev->nulls);
+		if (plain != NULL || evaluate(ev, hslot))
 		{
 			job->apply->copy_row(&job->target, ev->values, ev->nulls);
 			rows++;

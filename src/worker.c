@@ -305,22 +305,73 @@ CtasResolverWake(Oid dboid, bool now)
 	LWLockRelease(rshared->lock);
 }
 
-/* CtasResolverWakeAtCommit's flag and transaction callback */
-static bool wake_at_commit = false;
+/*
+ * CtasResolverNudge
+ *		Have the resolver of database dboid look at its sync jobs now
+ *		(CtasSyncTick) rather than at its next round, without a round of
+ *		resolution: called once a transaction that created a sync job has
+ *		committed, so that its worker starts at once.  Starts a resolver
+ *		when there is none, as CtasResolverWake.  Never raises an error.
+ */
+void
+CtasResolverNudge(Oid dboid)
+{
+	ResolverSlot *slot;
+	Latch	   *latch = NULL;
+
+	if (rshared == NULL || !OidIsValid(dboid))
+		return;
+	LWLockAcquire(rshared->lock, LW_SHARED);
+	slot = find_slot(dboid);
+	if (slot != NULL && slot->pid != 0)
+		latch = slot->latch;
+	if (latch != NULL)
+		SetLatch(latch);
+	LWLockRelease(rshared->lock);
+	if (latch == NULL)
+		CtasResolverWake(dboid, false);
+}
+
+/*
+ * CtasResolverWakeAtCommit's and CtasResolverNudgeAtCommit's request for
+ * the current transaction, and their transaction callback
+ */
+#define AT_COMMIT_NONE	0
+#define AT_COMMIT_WAKE	1		/* CtasResolverWake(.., false) */
+#define AT_COMMIT_NUDGE 2		/* CtasResolverNudge */
+static int	wake_at_commit = AT_COMMIT_NONE;
 
 static void
 wake_at_commit_callback(XactEvent event, void *arg)
 {
-	if (!wake_at_commit)
+	if (wake_at_commit == AT_COMMIT_NONE)
 		return;
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT)
 	{
-		wake_at_commit = false;
-		CtasResolverWake(MyDatabaseId, false);
+		int			what = wake_at_commit;
+
+		wake_at_commit = AT_COMMIT_NONE;
+		if (what == AT_COMMIT_NUDGE)
+			CtasResolverNudge(MyDatabaseId);
+		else
+			CtasResolverWake(MyDatabaseId, false);
 	}
 	else if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
 			 event == XACT_EVENT_PREPARE)
-		wake_at_commit = false;
+		wake_at_commit = AT_COMMIT_NONE;
+}
+
+static void
+request_at_commit(int what)
+{
+	static bool registered = false;
+
+	if (!registered)
+	{
+		RegisterXactCallback(wake_at_commit_callback, NULL);
+		registered = true;
+	}
+	wake_at_commit = Max(wake_at_commit, what);
 }
 
 /*
@@ -332,14 +383,20 @@ wake_at_commit_callback(XactEvent event, void *arg)
 void
 CtasResolverWakeAtCommit(void)
 {
-	static bool registered = false;
+	request_at_commit(AT_COMMIT_WAKE);
+}
 
-	if (!registered)
-	{
-		RegisterXactCallback(wake_at_commit_callback, NULL);
-		registered = true;
-	}
-	wake_at_commit = true;
+/*
+ * CtasResolverNudgeAtCommit
+ *		CtasResolverNudge this database once the current transaction
+ *		commits: called when a sync job is created (sync.c), so that its
+ *		worker starts right after the commit rather than up to a second
+ *		later.  Nothing happens if the transaction aborts.
+ */
+void
+CtasResolverNudgeAtCommit(void)
+{
+	request_at_commit(AT_COMMIT_NUDGE);
 }
 
 /*

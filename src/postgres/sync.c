@@ -7,17 +7,29 @@
  * Protocol (one connection per sync worker, of its own, not cached):
  *
  *	open		connect; CREATE TABLE IF NOT EXISTS
- *				"<schema>"._ctas_fed_sync_progress (job, lsn)
+ *				"<schema>"._ctas_fed_sync_progress (job, lsn); read the
+ *				remote table's column types and whether it has its
+ *				primary key yet
  *	applied_lsn	the lsn stored for the job, 0 if none
  *	begin		queue BEGIN
  *	upsert		queue INSERT ... ON CONFLICT (key) DO UPDATE
  *	delete		queue DELETE ... WHERE key = ...
  *	truncate	queue DELETE (MVCC-safe for readers, unlike TRUNCATE)
  *	copy_row	(the initial copy, after truncate) send the queue, open a
- *				COPY ... FROM STDIN in text format, add the row to it
- *	commit		end the COPY if one is open; queue the upsert of the job's
- *				progress row and COMMIT, send the queue in one pipeline
- *				(one round trip), check every result
+ *				COPY ... FROM STDIN, binary when every remote column has
+ *				the local column's built-in type (as the CTAS writer does),
+ *				else text; add the row to it
+ *	commit		end the COPY if one is open; queue ALTER TABLE ... ADD
+ *				PRIMARY KEY if the table has none yet, the upsert of the
+ *				job's progress row and COMMIT, send the queue in one
+ *				pipeline (one round trip), check every result
+ *
+ * The statement creates the remote table without its primary key
+ * (writer.c); the initial copy fills it and adds the key in the remote
+ * transaction that stores the consistent point, so that the index is built
+ * once rather than row by row, and a copy interrupted at any point leaves a
+ * table without rows or key, as it found it.  Streaming needs the key
+ * (ON CONFLICT), and only begins after that transaction committed.
  *
  * The queue is sent whenever it holds PIPELINE_STATEMENTS statements, so
  * that a long batch never piles up in memory; the remote transaction stays
@@ -40,6 +52,9 @@
  */
 #include "postgres.h"
 
+#include "catalog/catalog.h"
+#include "catalog/pg_type.h"
+#include "libpq/pqformat.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -68,12 +83,16 @@ typedef struct PgSyncState
 	FmgrInfo   *out;			/* output function of each column */
 	FmgrInfo   *key_out;		/* and of each key column */
 	char	   *copy_sql;		/* COPY ... FROM STDIN of the initial copy */
+	bool		binary;			/* copy_sql is in binary format */
+	FmgrInfo   *send;			/* send function of each column, if binary */
+	bool		has_key;		/* the remote table has its primary key */
 	bool		in_copy;		/* that COPY is open */
 	uint64		copy_rows;
 	StringInfoData copy_buf;	/* COPY data not handed to libpq yet */
 } PgSyncState;
 
 static void pg_sync_open(CtasSyncTarget *t);
+static void read_remote_table(CtasSyncTarget *t);
 static uint64 pg_sync_applied_lsn(CtasSyncTarget *t);
 static void pg_sync_begin(CtasSyncTarget *t);
 static void pg_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls);
@@ -204,6 +223,67 @@ pg_sync_open(CtasSyncTarget *t)
 						"(job text PRIMARY KEY, lsn pg_catalog.pg_lsn NOT NULL)",
 						st->progress));
 	CtasPgExec(st->conn, t->catalog, "COMMIT");
+
+	read_remote_table(t);
+	if (st->binary)
+	{
+		st->copy_sql = psprintf("%s (FORMAT binary)", st->copy_sql);
+		st->send = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
+		for (i = 0; i < t->ncolumns; i++)
+		{
+			Oid			func;
+			bool		isvarlena;
+
+			getTypeBinaryOutputInfo(t->types[i], &func, &isvarlena);
+			fmgr_info(func, &st->send[i]);
+		}
+	}
+}
+
+/*
+ * read_remote_table
+ *		Whether the remote table has a primary key (st->has_key), and
+ *		whether every column has the built-in type of the local column, so
+ *		that the binary form of the local type is the remote's
+ *		(st->binary).  A column_types option, or a type that is not
+ *		built-in, makes the remote type text: the copy is then in text.
+ *		Can ERROR.
+ */
+static void
+read_remote_table(CtasSyncTarget *t)
+{
+	PgSyncState *st = (PgSyncState *) t->private;
+	PGresult   *res;
+	int			i;
+
+	res = CtasPgQuery(st->conn, t->catalog,
+					  psprintf("SELECT a.attname, a.atttypid::pg_catalog.int8, "
+							   "EXISTS (SELECT FROM pg_catalog.pg_index i "
+							   "WHERE i.indrelid = a.attrelid AND i.indisprimary) "
+							   "FROM pg_catalog.pg_attribute a "
+							   "WHERE a.attrelid = %s::pg_catalog.regclass "
+							   "AND a.attnum > 0 AND NOT a.attisdropped",
+							   quote_literal_cstr(st->qualified)));
+	st->has_key = PQntuples(res) > 0 &&
+		strcmp(PQgetvalue(res, 0, 2), "t") == 0;
+	st->binary = true;
+	for (i = 0; i < t->ncolumns && st->binary; i++)
+	{
+		Oid			local = getBaseType(t->types[i]);
+		Oid			remote = InvalidOid;
+		int			r;
+
+		for (r = 0; r < PQntuples(res); r++)
+		{
+			if (strcmp(PQgetvalue(res, r, 0), t->columns[i]) == 0)
+				remote = (Oid) strtoul(PQgetvalue(res, r, 1), NULL, 10);
+		}
+		/* money (refused by pg_map_column anyway): lc_monetary's units */
+		if (local >= FirstGenbkiObjectId || local == CASHOID ||
+			remote != local)
+			st->binary = false;
+	}
+	PQclear(res);
 }
 
 /*
@@ -386,9 +466,9 @@ pg_sync_truncate(CtasSyncTarget *t)
 
 /*
  * pg_sync_copy_row
- *		A row of the initial copy: into a COPY FROM STDIN (text format),
- *		opened at the first row after what is queued (BEGIN, the DELETE of
- *		truncate) has been sent.
+ *		A row of the initial copy: into a COPY FROM STDIN (binary or text
+ *		format, see read_remote_table), opened at the first row after what
+ *		is queued (BEGIN, the DELETE of truncate) has been sent.
  */
 static void
 pg_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
@@ -410,18 +490,46 @@ pg_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
 		st->in_copy = true;
 		st->copy_rows = 0;
 		resetStringInfo(&st->copy_buf);
+		if (st->binary)
+		{
+			/* signature, flags, header extension length */
+			appendBinaryStringInfo(&st->copy_buf, "PGCOPY\n\377\r\n\0", 11);
+			pq_sendint32(&st->copy_buf, 0);
+			pq_sendint32(&st->copy_buf, 0);
+		}
 	}
-	for (i = 0; i < t->ncolumns; i++)
+	if (st->binary)
 	{
-		if (i > 0)
-			appendStringInfoChar(&st->copy_buf, '\t');
-		if (nulls[i])
-			appendStringInfoString(&st->copy_buf, "\\N");
-		else
-			CtasAppendCopyText(&st->copy_buf,
-							   OutputFunctionCall(&st->out[i], values[i]));
+		pq_sendint16(&st->copy_buf, t->ncolumns);
+		for (i = 0; i < t->ncolumns; i++)
+		{
+			bytea	   *b;
+
+			if (nulls[i])
+			{
+				pq_sendint32(&st->copy_buf, -1);
+				continue;
+			}
+			b = SendFunctionCall(&st->send[i], values[i]);
+			pq_sendint32(&st->copy_buf, VARSIZE(b) - VARHDRSZ);
+			appendBinaryStringInfo(&st->copy_buf, VARDATA(b),
+								   VARSIZE(b) - VARHDRSZ);
+		}
 	}
-	appendStringInfoChar(&st->copy_buf, '\n');
+	else
+	{
+		for (i = 0; i < t->ncolumns; i++)
+		{
+			if (i > 0)
+				appendStringInfoChar(&st->copy_buf, '\t');
+			if (nulls[i])
+				appendStringInfoString(&st->copy_buf, "\\N");
+			else
+				CtasAppendCopyText(&st->copy_buf,
+								   OutputFunctionCall(&st->out[i], values[i]));
+		}
+		appendStringInfoChar(&st->copy_buf, '\n');
+	}
 	st->copy_rows++;
 	if (st->copy_buf.len >= COPY_CHUNK)
 	{
@@ -438,6 +546,8 @@ end_copy(CtasSyncTarget *t)
 	PgSyncState *st = (PgSyncState *) t->private;
 	uint64		rows;
 
+	if (st->binary)
+		pq_sendint16(&st->copy_buf, -1);
 	if (st->copy_buf.len > 0)
 		CtasPgPutCopyData(st->conn, t->catalog, st->copy_buf.data,
 						  st->copy_buf.len);
@@ -454,7 +564,8 @@ end_copy(CtasSyncTarget *t)
 /*
  * pg_sync_commit
  *		Store lsn as the job's progress and commit the remote transaction,
- *		with whatever is still queued, in one round trip.
+ *		with whatever is still queued, in one round trip.  The first commit
+ *		of a table without its primary key (the initial copy's) adds it.
  */
 static void
 pg_sync_commit(CtasSyncTarget *t, uint64 lsn)
@@ -466,6 +577,20 @@ pg_sync_commit(CtasSyncTarget *t, uint64 lsn)
 		end_copy(t);
 	oldcxt = MemoryContextSwitchTo(st->cxt);
 
+	if (!st->has_key)
+	{
+		StringInfoData sql;
+		int			i;
+
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "ALTER TABLE %s ADD PRIMARY KEY (",
+						 st->qualified);
+		for (i = 0; i < t->nkeys; i++)
+			appendStringInfo(&sql, "%s%s", i ? ", " : "",
+							 quote_identifier(t->keys[i]));
+		appendStringInfoChar(&sql, ')');
+		enqueue(t, sql.data);
+	}
 	enqueue(t, psprintf("INSERT INTO %s (job, lsn) VALUES (%s, '%X/%X') "
 						"ON CONFLICT (job) DO UPDATE SET lsn = EXCLUDED.lsn",
 						st->progress, quote_literal_cstr(t->job_key),
@@ -473,6 +598,7 @@ pg_sync_commit(CtasSyncTarget *t, uint64 lsn)
 	enqueue(t, pstrdup("COMMIT"));
 	MemoryContextSwitchTo(oldcxt);
 	send_queue(t);
+	st->has_key = true;
 }
 
 /*

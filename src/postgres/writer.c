@@ -942,9 +942,12 @@ pg_end_load(CtasLoad *load)
 			load->rows_committed += ls->chunk_rows;
 	}
 
-	/* the key of a table this load created; an existing one keeps its own */
+	/*
+	 * The key of a table this load created; an existing one keeps its own.
+	 * A synced table gets its key from the initial copy (sync.c).
+	 */
 	pk = primary_key_sql(load);
-	if (pk && ls->created)
+	if (pk && ls->created && load->sync == NULL)
 		CtasPgExec(ls->conn, load->catalog, pk);
 
 	if (load->part == NULL)

@@ -204,17 +204,12 @@ is($local->safe_psql('postgres',
 is($remote->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0',
 	'no prepared transaction left on the remote');
 
-# committed: the table with the source key as its primary key, the
+# committed: the table (its primary key comes with the copy), the
 # publication of the source, the job record; the source keeps changing
 # before, during and after the initial copy
 my ($churn) = start_psql($local, 'CALL churn()');
 $local->safe_psql('postgres', $ctas);
 is(remote_has_table('eu_orders'), '1', 'COMMIT: remote table created');
-is($remote->safe_psql('dw', q{
-  SELECT string_agg(a.attname, ',' ORDER BY a.attnum)
-    FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
-   WHERE i.indrelid = 'public.eu_orders'::regclass AND i.indisprimary}),
-	'order_id', 'remote primary key: the renamed source key');
 is($local->safe_psql('postgres', q{
   SELECT remote_schema || '.' || remote_table || ' ' || source::regclass || ' ' ||
          array_to_string(key_columns, ',') || ' ' || array_to_string(source_key, ',') || ' ' ||
@@ -240,6 +235,12 @@ ok(wait_until(120, sub {
 	$local->safe_psql('postgres',
 		"SELECT count(*) = 2 FROM ctas_fed.syncs WHERE state = 'streaming'") eq 't' }),
 	'both syncs reach streaming');
+# the initial copy built the key in the transaction of its rows
+is($remote->safe_psql('dw', q{
+  SELECT string_agg(a.attname, ',' ORDER BY a.attnum)
+    FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+   WHERE i.indrelid = 'public.eu_orders'::regclass AND i.indisprimary}),
+	'order_id', 'remote primary key: the renamed source key');
 my $lsn = $local->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
 ok(wait_until(60, sub {
 	$remote->safe_psql('dw', "SELECT count(*) FROM public._ctas_fed_sync_progress WHERE lsn > '$lsn'") eq '2' }),
@@ -425,7 +426,9 @@ ok(wait_until(30, sub { $local->safe_psql('postgres',
 	'no publication of a stopped or failed sync left');
 
 # the worker killed during the initial copy: the copy begins again with a
-# new slot, and nothing of the first attempt shows
+# new slot, and nothing of the first attempt shows; the remote logs its
+# statements, to show the COPY's format
+$remote->safe_psql('dw', q{ALTER ROLE loader SET log_statement = 'all'});
 $local->safe_psql('postgres', q{
   CREATE TABLE big (id int PRIMARY KEY, v text);
   INSERT INTO big SELECT g, md5(g::text) FROM generate_series(1, 300000) g;
@@ -446,8 +449,37 @@ ok(wait_until(120, sub {
 $want = sql_digest($local, 'postgres', 'SELECT * FROM big');
 ok(wait_until(60, sub { sql_digest($remote, 'dw', 'SELECT * FROM public.big') eq $want }),
 	'killed during the copy: remote equals the source');
+$remote->safe_psql('dw', q{ALTER ROLE loader RESET log_statement});
+# the copy sent the rows in binary (int and text are the same types on both
+# sides), and built the primary key once, in the transaction of its rows
+like(slurp_file($remote->logfile), qr/COPY public\.big \(id, v\) FROM STDIN \(FORMAT binary\)/,
+	'big: the initial copy is a binary COPY');
+is($remote->safe_psql('dw', q{
+  SELECT count(*) > 0 FROM public.big
+   WHERE xmin = (SELECT xmin FROM pg_index WHERE indrelid = 'public.big'::regclass AND indisprimary)}),
+	't', 'big: primary key built in the transaction of the copied rows');
 $local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.big')");
 ok(wait_until(30, sub { our_slots() eq '0' }), 'big: slot dropped after stop_sync');
+
+# the commit of a sync CTAS wakes the resolver: the worker starts at once,
+# not at the resolver's next round (up to a second later); four in a row
+for my $i (1 .. 4)
+{
+	# from before the statement: the worker may start before the next one
+	my $before = $local->safe_psql('postgres', 'SELECT clock_timestamp()');
+	$local->safe_psql('postgres',
+		"CREATE TABLE wh.public.quick$i WITH (sync = 'continuous') AS SELECT * FROM other");
+	my $delay;
+	ok(wait_until(30, sub {
+		$delay = $local->safe_psql('postgres', qq{
+		  SELECT extract(epoch FROM min(backend_start) - '$before')
+		    FROM pg_stat_activity
+		   WHERE backend_type = 'ctas_fed sync' AND backend_start > '$before'});
+		$delay ne '' }), "quick$i: the sync worker started");
+	cmp_ok($delay || 99, '<', 0.5, "quick$i: the worker started right after the commit");
+	$local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.quick$i')");
+}
+ok(wait_until(30, sub { our_slots() eq '0' }), 'quick: slots dropped after stop_sync');
 
 # a non-superuser syncs a table of its own, through a user mapping with a
 # password; the worker reads and evaluates as that user; another user may

@@ -6,7 +6,8 @@
 # _deleted columns; a reader's SELECT ... FINAL WHERE _deleted = 0 equals
 # the query on the source after a copy while a writer runs, updates,
 # deletes, rows moving in and out of the WHERE, key changes, TRUNCATE, a
-# killed worker, a local crash and stop_sync.  No staging table and no slot are left.
+# killed worker, a local crash, ClickHouse down and back, and stop_sync.
+# No staging table and no slot are left.
 
 use strict;
 use warnings;
@@ -118,5 +119,55 @@ ok(wait_until(30, sub { our_slots() eq '0' }), 'stop_sync: slot dropped');
 is($ch->query(
 		"SELECT count() FROM system.tables WHERE startsWith(name, '_ctas_fed_stage')") + 0,
 	0, 'no staging table left in ClickHouse');
+
+# ClickHouse down for a while (a fault proxy in front of it refuses new
+# connections and resets the open ones): the changes wait in the slot, the
+# job shows the error and a growing lag, and once ClickHouse answers again
+# the sync catches up; FINAL WHERE _deleted = 0 equals the query
+my $fp = start_fault_proxy($ch->{http_port});
+clickhouse_catalog($local, undef, name => 'lake_fp', database => undef,
+	url => 'http://127.0.0.1:' . $fp->port, password => $ch->{password},
+	options => { connect_timeout => 2, timeout => 10 });
+$local->safe_psql('postgres', q{
+  INSERT INTO orders SELECT g, 'c' || g, g, CASE WHEN g % 2 = 0 THEN 'eu' ELSE 'us' END
+    FROM generate_series(10, 5000) g ON CONFLICT (id) DO NOTHING;
+  CREATE TABLE lake_fp.dw.eu_down WITH (sync = 'continuous') AS
+    SELECT id AS order_id, upper(customer) AS customer, amount FROM orders WHERE region = 'eu'});
+$final = q{SELECT order_id, customer, amount FROM dw.eu_down FINAL WHERE _deleted = 0};
+ok(wait_until(120, sub {
+	$local->safe_psql('postgres', q{SELECT state FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'dw.eu_down'}) eq 'streaming' }),
+	'down: sync through the proxy streaming');
+$want = pg_rows_digest();
+ok(wait_until(60, sub { ch_rows_digest() eq $want }), 'down: copied before the fault');
+$fp->set_rule(action => 'refuse', times => 0);
+$fp->set_rule(match => 'POST', action => 'reset', times => 0);
+$local->safe_psql('postgres', q{
+  INSERT INTO orders VALUES (500001, 'while down', 1, 'eu');
+  UPDATE orders SET customer = customer || ' down' WHERE id % 7 = 0;
+  DELETE FROM orders WHERE id % 11 = 0;});
+my $lag1;
+ok(wait_until(60, sub {
+	$lag1 = $local->safe_psql('postgres', q{
+	  SELECT lag_bytes FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'dw.eu_down' AND state = 'streaming'
+	     AND error IS NOT NULL AND lag_bytes > 0 AND lag_seconds > 2});
+	$lag1 ne '' }), 'down: the job shows the error and its lag');
+$local->safe_psql('postgres', q{UPDATE orders SET amount = amount + 1 WHERE region = 'eu'});
+ok(wait_until(30, sub { $local->safe_psql('postgres', q{
+	  SELECT lag_bytes FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'dw.eu_down' AND state = 'streaming'})
+	  > $lag1 }), 'down: the lag grows with the changes');
+isnt(ch_rows_digest(), pg_rows_digest(), 'down: ClickHouse does not have the changes yet');
+$fp->clear;
+$want = pg_rows_digest();
+ok(wait_until(120, sub { ch_rows_digest() eq $want }),
+	'back: FINAL WHERE _deleted = 0 equals the query (every row)');
+ok(wait_until(30, sub { $local->safe_psql('postgres', q{
+	  SELECT count(*) FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'dw.eu_down' AND state = 'streaming'
+	     AND error IS NULL}) eq '1' }), 'back: the error is cleared');
+$local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('lake_fp.dw.eu_down')");
+ok(wait_until(30, sub { our_slots() eq '0' }), 'back: slot dropped after stop_sync');
+is($ch->query(
+		"SELECT count() FROM system.tables WHERE startsWith(name, '_ctas_fed_') AND name <> '_ctas_fed_sync_progress'") + 0,
+	0, 'back: no _ctas_fed_ table left in ClickHouse but the progress table');
+$fp->stop;
 
 done_testing();

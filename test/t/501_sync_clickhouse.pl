@@ -113,6 +113,32 @@ $want = pg_rows_digest();
 ok(wait_until(60, sub { ch_rows_digest() eq $want }), 'TRUNCATE and later rows applied');
 is(ch_rows_digest(), "2:1\tA\t1\n2\tB\t2", 'the rows after TRUNCATE');
 
+# one source transaction of more than 65536 changes, several of each key,
+# rows leaving and entering the WHERE, keys deleted and inserted again: the
+# row of each key that FINAL keeps is its last change
+$local->safe_psql('postgres', q{
+BEGIN;
+INSERT INTO orders SELECT g, 'k' || g, 0, 'eu' FROM generate_series(10, 1009) g;
+DO $$
+BEGIN
+  FOR i IN 1 .. 70 LOOP
+    UPDATE orders SET amount = i WHERE id BETWEEN 10 AND 1009;
+  END LOOP;
+END $$;
+UPDATE orders SET region = 'us' WHERE id BETWEEN 10 AND 209;
+UPDATE orders SET region = 'eu', customer = 'back' || id WHERE id BETWEEN 10 AND 109;
+DELETE FROM orders WHERE id BETWEEN 500 AND 599;
+INSERT INTO orders SELECT g, 'again' || g, -g, 'eu' FROM generate_series(500, 549) g;
+COMMIT;});
+$want = pg_rows_digest();
+like($want, qr/^852:/, 'the large transaction left 852 rows in the WHERE');
+ok(wait_until(90, sub { ch_rows_digest() eq $want }),
+	'> 65536 changes in one transaction: the last change of each key wins');
+# (a batch applied again writes the same rows again: only different rows count)
+is($ch->query(q{SELECT count() FROM (SELECT order_id, _version FROM dw.eu
+	GROUP BY order_id, _version HAVING uniqExact(customer, amount, _deleted) > 1)}) + 0,
+	0, 'no two different rows of a key share a version');
+
 $local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('lake.dw.eu')");
 ok(wait_until(30, sub { our_slots() eq '0' }), 'stop_sync: slot dropped');
 is($ch->query(

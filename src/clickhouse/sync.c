@@ -291,8 +291,8 @@ insert_sql(ChSyncState *st, int n, char **names)
 /*
  * ch_sync_open
  *		The HTTP client, the encoders of the remote table's columns (types
- *		read from the server), the progress table.  State in the current
- *		memory context.
+ *		read from the server), the place of each key among the columns, the
+ *		progress table.  State in the current memory context.
  */
 static void
 ch_sync_open(CtasSyncTarget *t)

@@ -139,6 +139,27 @@ is($ch->query(q{SELECT count() FROM (SELECT order_id, _version FROM dw.eu
 	GROUP BY order_id, _version HAVING uniqExact(customer, amount, _deleted) > 1)}) + 0,
 	0, 'no two different rows of a key share a version');
 
+# DROP DATABASE of a database with a running sync: the hook stops the
+# database's resolver and sync workers first, DROP DATABASE drops the slot,
+# the sync of the other database goes on
+$local->safe_psql('postgres', 'CREATE DATABASE dropme');
+clickhouse_catalog($local, $ch, dbname => 'dropme', database => 'dw2');
+$local->safe_psql('dropme', q{
+  CREATE TABLE t (id int PRIMARY KEY, v text);
+  INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 100) g;
+  CREATE TABLE lake.dw2.t WITH (sync = 'continuous') AS SELECT id, v FROM t;});
+ok(wait_until(60, sub { $local->safe_psql('dropme',
+	q{SELECT state FROM ctas_fed.jobs WHERE mode = 'sync'}) eq 'streaming' }),
+	'DROP DATABASE: the sync of the other database streams');
+is(our_slots(), '2', 'DROP DATABASE: two slots before');
+($rc, $out, $err) = $local->psql('postgres', 'DROP DATABASE dropme');
+is($rc, 0, 'DROP DATABASE with a running sync succeeds') or diag($err);
+is(our_slots(), '1', 'DROP DATABASE: its slot dropped, the other kept');
+$local->safe_psql('postgres', q{UPDATE orders SET amount = amount + 1 WHERE id = 1});
+$want = pg_rows_digest();
+ok(wait_until(60, sub { ch_rows_digest() eq $want }),
+	'DROP DATABASE: the sync of this database goes on');
+
 $local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('lake.dw.eu')");
 ok(wait_until(30, sub { our_slots() eq '0' }), 'stop_sync: slot dropped');
 is($ch->query(

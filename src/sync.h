@@ -83,5 +83,6 @@ extern void CtasSyncStatusLabels(const char *catalog, const char *schema,
 								 const char *table, const char *slot_name);
 extern uint64 CtasSyncStatusRows(void);
 extern int	CtasSyncMetricsSnapshot(CtasSyncMetric **out);
+extern void CtasSyncStopDatabase(Oid dboid);
 
 #endif							/* CTAS_SYNC_H */

@@ -9,7 +9,9 @@
  * counters under the lock once per batch and gives the entry up when it
  * ends; an entry whose worker ended on an error keeps the time the job was
  * last caught up, so lag_seconds goes on growing while no worker runs, until
- * the resolver forgets a stopped or failed job.
+ * the resolver forgets a stopped or failed job.  The entries also find the
+ * workers of a database that DROP DATABASE must stop first
+ * (CtasSyncStopDatabase).
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -20,17 +22,21 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
 #include "access/xlog.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
 #include "replication/slot.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "sync.h"
 
@@ -289,6 +295,70 @@ CtasSyncMetricsSnapshot(CtasSyncMetric **out)
 	}
 	*out = m;
 	return n;
+}
+
+/* does a sync worker of dboid still run, or hold a slot of dboid active? */
+static bool
+database_busy(Oid dboid)
+{
+	int			nslots;
+	int			nactive;
+	bool		busy = false;
+	int			i;
+
+	LWLockAcquire(sync_shared->lock, LW_SHARED);
+	for (i = 0; i < sync_shared->nentries; i++)
+	{
+		if (sync_shared->entries[i].dboid == dboid &&
+			sync_shared->entries[i].pid != 0)
+			busy = true;
+	}
+	LWLockRelease(sync_shared->lock);
+	(void) ReplicationSlotsCountDBSlots(dboid, &nslots, &nactive);
+	return busy || nactive > 0;
+}
+
+/*
+ * CtasSyncStopDatabase
+ *		Before DROP DATABASE and the other commands that need the database
+ *		to themselves (utility.c), after the database's resolver, which
+ *		starts the sync workers, is paused: terminate the sync workers of
+ *		dboid and, when there were any, wait up to 10 s until none runs
+ *		and none of the database's replication slots is active, so that
+ *		DROP DATABASE finds them inactive and drops them.  A job whose
+ *		worker is stopped this way is started again by the resolver,
+ *		should the command fail.  Raises an error only on interrupts.
+ */
+void
+CtasSyncStopDatabase(Oid dboid)
+{
+	bool		signalled = false;
+	int			i;
+
+	if (sync_shared == NULL || !OidIsValid(dboid))
+		return;
+
+	LWLockAcquire(sync_shared->lock, LW_SHARED);
+	for (i = 0; i < sync_shared->nentries; i++)
+	{
+		SyncStatus *e = &sync_shared->entries[i];
+
+		if (e->dboid == dboid && e->pid != 0)
+		{
+			(void) kill(e->pid, SIGTERM);
+			signalled = true;
+		}
+	}
+	LWLockRelease(sync_shared->lock);
+
+	/* other users of the database's slots are not ours to wait for */
+	for (i = 0; signalled && i < 1000 && database_busy(dboid); i++)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
 }
 
 PG_FUNCTION_INFO_V1(ctas_fed_sync_status);

@@ -426,7 +426,8 @@ check_drop_in_use(Node *parsetree)
  *		DROP DATABASE, ALTER DATABASE ... RENAME or SET TABLESPACE and
  *		CREATE DATABASE ... TEMPLATE fail while another process is
  *		connected to the database: stop its ctas_fed resolver first (see
- *		worker.c).
+ *		worker.c), then the sync workers the resolver starts (and DROP
+ *		DATABASE drops their slots).
  */
 static void
 stop_resolver_for(Node *parsetree)
@@ -463,7 +464,10 @@ stop_resolver_for(Node *parsetree)
 
 		/* each of them needs ownership: nobody else may pause a resolver */
 		if (OidIsValid(dboid) && pg_database_ownercheck(dboid, GetUserId()))
+		{
 			CtasResolverStopDatabase(dboid);
+			CtasSyncStopDatabase(dboid);
+		}
 	}
 }
 

@@ -7,9 +7,7 @@
  * ClickHouse has no transactions and no upsert: a synced table is a
  * ReplacingMergeTree(_version) ordered by the key, with two more columns,
  *
- *	_version	UInt64: the commit lsn of the source transaction shifted
- *				left by 16 bits, plus the change's place in the batch of
- *				that transaction (capped at 65535)
+ *	_version	UInt64: the commit lsn of the source transaction
  *	_deleted	UInt8: 1 for a row that says "this key is gone"
  *
  * and a reader sees the query's result with
@@ -22,21 +20,46 @@
  * `<database>`._ctas_fed_sync_progress) is written after the rows, and a
  * worker that dies between them applies the batch again, harmlessly.
  *
+ * Versions.  ReplacingMergeTree keeps the row of the highest version of a
+ * key, and of equal versions one it does not define, so no two rows of a
+ * key may share a version.  The changes of one source transaction are
+ * therefore kept in memory, the last change per key (encoded RowBinary,
+ * in a hash table by the encoded key), and written when the transaction
+ * ends, all with its commit lsn as version: a key has at most one row per
+ * transaction, and commit lsns grow in commit order.  The memory is that
+ * of the transaction's distinct keys; the peek that read the transaction
+ * holds all of it anyway.  Commit records are more than 2 bytes long, so
+ * the versions just below a commit lsn belong to no other transaction:
+ *
+ *	L		the rows of a transaction committed at lsn L
+ *	L - 1	the delete rows of a TRUNCATE in it (what came before it in the
+ *			transaction is dropped from memory, what comes after has L)
+ *	C - 2	the rows of the initial copy at the slot's consistent point C;
+ *			a transaction that commits at C itself is not in the copy's
+ *			snapshot but is streamed, and must win
+ *	C - 3	the delete rows of the TRUNCATE that starts the copy
+ *
+ * The worker calls truncate before copy_row and before the changes of a
+ * transaction alike, so which of L - 1 and C - 3 a TRUNCATE gets is known
+ * only at the next call: it is sent then.
+ *
  * Protocol of one batch (the initial copy is one batch after truncate):
  *
  *	begin		nothing
- *	upsert		encode the row (RowBinary) into a streamed INSERT of all
- *				columns, opened at the first row
- *	copy_row	same as upsert
- *	delete		encode the key into a buffer of delete rows
- *	truncate	finish what is pending, then INSERT the delete rows of every
- *				key in the table
- *	commit		finish the streamed INSERT, send the delete rows, then the
- *				progress row
+ *	upsert		encode the row and its key, keep it as the key's last
+ *				change in the transaction
+ *	delete		encode the key, keep it as the key's last change
+ *	truncate	send what earlier transactions left pending, forget this
+ *				transaction's changes, remember that a TRUNCATE is due
+ *	copy_row	send the due TRUNCATE (C - 3), encode the row into a
+ *				streamed INSERT of all columns (C - 2)
+ *	commit		write the last transaction's changes: the due TRUNCATE
+ *				(L - 1), the rows into the streamed INSERT, the keys into a
+ *				buffer of delete rows; finish the INSERT, send the delete
+ *				rows, then the progress row
  *
- * XXX: more than 65535 changes of one source transaction share the last
- * version; two changes of the same key beyond that point are applied in
- * no defined order.
+ * A change of another commit lsn than the kept ones writes them first, as
+ * commit does.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -48,8 +71,10 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "nodes/makefuncs.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
@@ -58,7 +83,22 @@
 #define PROGRESS_TABLE	"_ctas_fed_sync_progress"
 #define VERSION_COLUMN	"_version"
 #define DELETED_COLUMN	"_deleted"
-#define VERSION_SEQ_MAX	0xFFFF
+
+/* the encoded key of a row: the columns of the key, RowBinary */
+typedef struct ChKey
+{
+	char	   *data;
+	int			len;
+} ChKey;
+
+/* the last change of a key in the source transaction being applied */
+typedef struct ChChange
+{
+	ChKey		key;			/* hash key; data in txn_cxt */
+	bool		deleted;
+	char	   *row;			/* all columns, RowBinary, unless deleted */
+	int			rowlen;
+} ChChange;
 
 typedef struct ChSyncState
 {
@@ -74,8 +114,13 @@ typedef struct ChSyncState
 	CtasHttpStream *stream;		/* the open INSERT of rows, or NULL */
 	MemoryContext stream_cxt;
 	StringInfoData deletes;		/* RowBinary delete rows, not sent yet */
-	uint64		lsn;			/* change_lsn of the last change */
-	uint32		seq;			/* changes at that lsn so far */
+	int		   *keypos;			/* place of each key among the columns */
+	uint64		lsn;			/* change_lsn of the kept changes */
+	HTAB	   *changes;		/* ChChange by key, or NULL for none */
+	bool		truncated;		/* a TRUNCATE at lsn is due */
+	MemoryContext txn_cxt;		/* changes and their rows */
+	StringInfoData rowbuf;		/* one encoded row */
+	StringInfoData keybuf;		/* one encoded key */
 	MemoryContext cxt;
 } ChSyncState;
 
@@ -84,6 +129,7 @@ static void ch_sync_open(CtasSyncTarget *t);
 static uint64 ch_sync_applied_lsn(CtasSyncTarget *t);
 static void ch_sync_begin(CtasSyncTarget *t);
 static void ch_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls);
+static void ch_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls);
 static void ch_sync_delete(CtasSyncTarget *t, Datum *keys);
 static void ch_sync_truncate(CtasSyncTarget *t);
 static void ch_sync_commit(CtasSyncTarget *t, uint64 lsn);
@@ -95,7 +141,7 @@ const CtasSyncApply CtasChSyncApply = {
 	.applied_lsn = ch_sync_applied_lsn,
 	.begin = ch_sync_begin,
 	.upsert = ch_sync_upsert,
-	.copy_row = ch_sync_upsert,
+	.copy_row = ch_sync_copy_row,
 	.delete = ch_sync_delete,
 	.truncate = ch_sync_truncate,
 	.commit = ch_sync_commit,
@@ -245,8 +291,8 @@ insert_sql(ChSyncState *st, int n, char **names)
 /*
  * ch_sync_open
  *		The HTTP client, the encoders of the remote table's columns (types
- *		read from the server), the progress table.  State in the current
- *		memory context.
+ *		read from the server), the place of each key among the columns, the
+ *		progress table.  State in the current memory context.
  */
 static void
 ch_sync_open(CtasSyncTarget *t)
@@ -283,6 +329,25 @@ ch_sync_open(CtasSyncTarget *t)
 	st->truncate_tail = psprintf("), 1 FROM %s FINAL WHERE " DELETED_COLUMN " = 0",
 								 st->qtable);
 	initStringInfo(&st->deletes);
+	initStringInfo(&st->rowbuf);
+	initStringInfo(&st->keybuf);
+	st->txn_cxt = AllocSetContextCreate(st->cxt, "ctas_fed sync transaction",
+										ALLOCSET_DEFAULT_SIZES);
+	st->keypos = palloc(sizeof(int) * Max(t->nkeys, 1));
+	for (i = 0; i < t->nkeys; i++)
+	{
+		int			j;
+
+		st->keypos[i] = -1;
+		for (j = 0; j < t->ncolumns; j++)
+		{
+			if (strcmp(t->columns[j], t->keys[i]) == 0)
+				st->keypos[i] = j;
+		}
+		if (st->keypos[i] < 0 || t->types[st->keypos[i]] != t->key_types[i])
+			elog(ERROR, "key column \"%s\" of the synced table is not a column of the query",
+				 t->keys[i]);
+	}
 
 	CtasHttpQuery(st->http,
 				  psprintf("CREATE TABLE IF NOT EXISTS %s (job String, lsn UInt64) "
@@ -304,20 +369,6 @@ ch_sync_applied_lsn(CtasSyncTarget *t)
 	return CtasChParseCount(st->http, body, "read the progress of the sync");
 }
 
-/* the version of the next change */
-static uint64
-next_version(CtasSyncTarget *t, ChSyncState *st)
-{
-	if (t->change_lsn != st->lsn)
-	{
-		st->lsn = t->change_lsn;
-		st->seq = 0;
-	}
-	if (st->seq < VERSION_SEQ_MAX)
-		st->seq++;
-	return (st->lsn << 16) | st->seq;
-}
-
 /* _version and _deleted, RowBinary */
 static void
 put_version(StringInfo buf, uint64 version, bool deleted)
@@ -336,13 +387,10 @@ ch_sync_begin(CtasSyncTarget *t)
 {
 }
 
-static void
-ch_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls)
+/* the buffer of the streamed INSERT of rows, opened at the first row */
+static StringInfo
+stream_buffer(ChSyncState *st)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
-	StringInfo	buf;
-	int			i;
-
 	if (st->stream == NULL)
 	{
 		st->stream_cxt = AllocSetContextCreate(st->cxt, "ctas_fed sync stream",
@@ -350,25 +398,19 @@ ch_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls)
 		st->stream = CtasHttpStreamOpen(st->http, st->insert_sql,
 										"insert synced rows", st->stream_cxt);
 	}
-	buf = CtasHttpStreamBuffer(st->stream);
-	for (i = 0; i < t->ncolumns; i++)
-		CtasChPutValue(&st->cols[i].enc, buf, values[i], nulls[i]);
-	put_version(buf, next_version(t, st), false);
-	if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
-		CtasHttpStreamFlush(st->stream);
+	return CtasHttpStreamBuffer(st->stream);
 }
 
+/* a row of all columns, encoded, into the streamed INSERT */
 static void
-ch_sync_delete(CtasSyncTarget *t, Datum *keys)
+stream_row(ChSyncState *st, const char *row, int len, uint64 version)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
-	MemoryContext oldcxt = MemoryContextSwitchTo(st->cxt);
-	int			k;
+	StringInfo	buf = stream_buffer(st);
 
-	for (k = 0; k < t->nkeys; k++)
-		CtasChPutValue(&st->keycols[k].enc, &st->deletes, keys[k], false);
-	put_version(&st->deletes, next_version(t, st), true);
-	MemoryContextSwitchTo(oldcxt);
+	appendBinaryStringInfo(buf, row, len);
+	put_version(buf, version, false);
+	if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
+		CtasHttpStreamFlush(st->stream);
 }
 
 /* send the rows and the delete rows not sent yet */
@@ -400,27 +442,206 @@ send_pending(CtasSyncTarget *t)
 	}
 }
 
+/* the due TRUNCATE: a delete row of version for every key in the table */
+static void
+send_truncate(CtasSyncTarget *t, ChSyncState *st, uint64 version)
+{
+	send_pending(t);
+	CtasHttpQuery(st->http,
+				  psprintf("%s" UINT64_FORMAT "%s", st->truncate_head,
+						   version, st->truncate_tail),
+				  "insert delete rows for a TRUNCATE");
+	st->truncated = false;
+}
+
+/* forget the kept changes */
+static void
+forget_changes(ChSyncState *st)
+{
+	st->changes = NULL;
+	MemoryContextReset(st->txn_cxt);
+}
+
+/*
+ * write_changes
+ *		Write what the transaction at st->lsn left: its TRUNCATE, then the
+ *		last change of each key, all of version st->lsn, rows into the
+ *		streamed INSERT, keys into the delete rows.  ERROR on a failed
+ *		request.
+ */
+static void
+write_changes(CtasSyncTarget *t, ChSyncState *st)
+{
+	HASH_SEQ_STATUS scan;
+	ChChange   *c;
+
+	if (st->truncated)
+		send_truncate(t, st, st->lsn - 1);
+	if (st->changes == NULL)
+		return;
+	hash_seq_init(&scan, st->changes);
+	while ((c = (ChChange *) hash_seq_search(&scan)) != NULL)
+	{
+		if (c->deleted)
+		{
+			appendBinaryStringInfo(&st->deletes, c->key.data, c->key.len);
+			put_version(&st->deletes, st->lsn, true);
+		}
+		else
+			stream_row(st, c->row, c->rowlen, st->lsn);
+	}
+	forget_changes(st);
+}
+
+/* a change of another transaction than the kept changes writes them */
+static void
+switch_transaction(CtasSyncTarget *t, ChSyncState *st)
+{
+	if (t->change_lsn == st->lsn)
+		return;
+	write_changes(t, st);
+	st->lsn = t->change_lsn;
+}
+
+static uint32
+key_hash(const void *key, Size keysize)
+{
+	const ChKey *k = (const ChKey *) key;
+
+	return hash_bytes((const unsigned char *) k->data, k->len);
+}
+
+static int
+key_match(const void *key1, const void *key2, Size keysize)
+{
+	const ChKey *a = (const ChKey *) key1;
+	const ChKey *b = (const ChKey *) key2;
+
+	return a->len == b->len && memcmp(a->data, b->data, a->len) == 0 ? 0 : 1;
+}
+
+/*
+ * keep_change
+ *		Keep the change of the key encoded in st->keybuf as its last one in
+ *		the transaction: deleted, or the row encoded in st->rowbuf.
+ */
+static void
+keep_change(ChSyncState *st, bool deleted)
+{
+	ChKey		key;
+	ChChange   *c;
+	bool		found;
+
+	if (st->changes == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(ChKey);
+		ctl.entrysize = sizeof(ChChange);
+		ctl.hash = key_hash;
+		ctl.match = key_match;
+		ctl.hcxt = st->txn_cxt;
+		st->changes = hash_create("ctas_fed sync changes", 1024, &ctl,
+								  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+								  HASH_CONTEXT);
+	}
+	key.data = st->keybuf.data;
+	key.len = st->keybuf.len;
+	c = (ChChange *) hash_search(st->changes, &key, HASH_ENTER, &found);
+	if (!found)
+	{
+		c->key.data = MemoryContextAlloc(st->txn_cxt, key.len);
+		memcpy(c->key.data, key.data, key.len);
+		c->row = NULL;
+		c->rowlen = 0;
+	}
+	else if (c->row != NULL)
+	{
+		pfree(c->row);
+		c->row = NULL;
+		c->rowlen = 0;
+	}
+	c->deleted = deleted;
+	if (!deleted)
+	{
+		c->row = MemoryContextAlloc(st->txn_cxt, st->rowbuf.len);
+		memcpy(c->row, st->rowbuf.data, st->rowbuf.len);
+		c->rowlen = st->rowbuf.len;
+	}
+}
+
+/* encode the row into st->rowbuf */
+static void
+encode_row(CtasSyncTarget *t, ChSyncState *st, Datum *values, bool *nulls)
+{
+	int			i;
+
+	resetStringInfo(&st->rowbuf);
+	for (i = 0; i < t->ncolumns; i++)
+		CtasChPutValue(&st->cols[i].enc, &st->rowbuf, values[i], nulls[i]);
+}
+
+static void
+ch_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls)
+{
+	ChSyncState *st = (ChSyncState *) t->private;
+	int			k;
+
+	switch_transaction(t, st);
+	encode_row(t, st, values, nulls);
+	resetStringInfo(&st->keybuf);
+	for (k = 0; k < t->nkeys; k++)
+		CtasChPutValue(&st->keycols[k].enc, &st->keybuf,
+					   values[st->keypos[k]], false);
+	keep_change(st, false);
+}
+
+static void
+ch_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
+{
+	ChSyncState *st = (ChSyncState *) t->private;
+
+	if (st->truncated)
+		send_truncate(t, st, t->change_lsn - 3);
+	encode_row(t, st, values, nulls);
+	stream_row(st, st->rowbuf.data, st->rowbuf.len, t->change_lsn - 2);
+}
+
+static void
+ch_sync_delete(CtasSyncTarget *t, Datum *keys)
+{
+	ChSyncState *st = (ChSyncState *) t->private;
+	int			k;
+
+	switch_transaction(t, st);
+	resetStringInfo(&st->keybuf);
+	for (k = 0; k < t->nkeys; k++)
+		CtasChPutValue(&st->keycols[k].enc, &st->keybuf, keys[k], false);
+	keep_change(st, true);
+}
+
 static void
 ch_sync_truncate(CtasSyncTarget *t)
 {
 	ChSyncState *st = (ChSyncState *) t->private;
 
+	switch_transaction(t, st);
+	forget_changes(st);
 	send_pending(t);
-	CtasHttpQuery(st->http,
-				  psprintf("%s" UINT64_FORMAT "%s", st->truncate_head,
-						   next_version(t, st), st->truncate_tail),
-				  "insert delete rows for a TRUNCATE");
+	st->truncated = true;
 }
 
 /*
  * ch_sync_commit
- *		Send what is pending, then the progress row: lsn is applied.
+ *		Write the kept changes, send what is pending, then the progress
+ *		row: lsn is applied.
  */
 static void
 ch_sync_commit(CtasSyncTarget *t, uint64 lsn)
 {
 	ChSyncState *st = (ChSyncState *) t->private;
 
+	write_changes(t, st);
 	send_pending(t);
 	CtasHttpQuery(st->http,
 				  psprintf("INSERT INTO %s (job, lsn) VALUES (%s, " UINT64_FORMAT ")",

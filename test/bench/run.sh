@@ -7,7 +7,8 @@
 #                                              3 runs each, about 8 minutes
 #                                              on 2 cores)
 #   BENCH_TARGETS=postgres bash test/bench/run.sh   only test/bench/postgres.sh
-#   BENCH_TARGETS=sync BENCH_SECONDS=30        continuous sync (test/bench/sync.sh)
+#   BENCH_TARGETS=sync BENCH_SECONDS=30        continuous sync (test/bench/sync.sh;
+#                        BENCH_SYNC_TARGETS=clickhouse: only its ClickHouse runs)
 #   BENCH_ROWS=100000 bash test/bench/run.sh   quick smoke check
 #   BENCH_ROWS="1000000 5000000" BENCH_RUNS=3 bash test/bench/run.sh
 #   BENCH_SKIP_BOOTSTRAP=1 bash test/bench/run.sh
@@ -85,7 +86,7 @@ if [ -z "$targets" ]; then
 fi
 # only what the user set: each script has its own defaults
 pass=()
-for v in BENCH_ROWS BENCH_RUNS BENCH_METHODS BENCH_SECONDS BENCH_CLIENTS; do
+for v in BENCH_ROWS BENCH_RUNS BENCH_METHODS BENCH_SECONDS BENCH_CLIENTS BENCH_SYNC_TARGETS; do
 	[ -n "${!v:-}" ] && pass+=("$v=${!v}")
 done
 

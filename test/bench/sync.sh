@@ -1,6 +1,7 @@
 #!/bin/bash
 # test/bench/sync.sh - continuous sync (CREATE TABLE ... WITH (sync =
-# 'continuous')) into a PostgreSQL catalog, measured as ratios:
+# 'continuous')) into a PostgreSQL and a ClickHouse catalog, measured as
+# ratios:
 #
 #   initial copy  time of a plain CREATE TABLE wh.public.plain AS SELECT *
 #                 FROM src against the time a sync of the same query takes
@@ -13,7 +14,9 @@
 #                 source changes made per second against changes applied per
 #                 second, and the time the sync takes to converge after
 #                 pgbench stops (goal: within 10 s), checked by comparing
-#                 every row of both sides
+#                 every row of both sides; each workload once per target
+#                 (ClickHouse: the rows of SELECT ... FINAL WHERE
+#                 _deleted = 0)
 #
 # Called by test/bench/run.sh (BENCH_TARGETS=sync) as the OS user that runs
 # the servers, from a staged copy of the repository:
@@ -24,10 +27,13 @@
 #   BENCH_ROWS     rows of the copy's source table, default 1000000
 #   BENCH_SECONDS  seconds of each pgbench run, default 30
 #   BENCH_CLIENTS  pgbench clients, default 4
+#   BENCH_SYNC_TARGETS  targets of the streaming runs, default
+#                  "postgres clickhouse"
 #   CTAS_PG_BINDIR PostgreSQL programs, default /usr/lib/postgresql/15/bin
 #
 # Two throwaway clusters on 127.0.0.1 in WORKDIR (local: ctas_fed preloaded,
-# wal_level = logical), stopped on exit.  Exit status 0 when every step
+# wal_level = logical) and a throwaway ClickHouse server
+# (test/lib/clickhouse-config.sh), stopped on exit.  Exit status 0 when every step
 # worked and the remote equalled the source after each run, whatever the
 # ratios; 1 otherwise.
 
@@ -38,7 +44,13 @@ bindir=${CTAS_PG_BINDIR:-/usr/lib/postgresql/15/bin}
 rows=${BENCH_ROWS:-1000000}
 seconds=${BENCH_SECONDS:-30}
 clients=${BENCH_CLIENTS:-4}
-conf_file=$(cd "$(dirname "$0")/.." && pwd)/ctas_fed.conf
+sync_targets=${BENCH_SYNC_TARGETS:-postgres clickhouse}
+testdir=$(cd "$(dirname "$0")/.." && pwd)
+conf_file=$testdir/ctas_fed.conf
+for t in $sync_targets; do
+	case $t in postgres | clickhouse) ;;
+		*) echo "BENCH_SYNC_TARGETS: unknown target $t" >&2; exit 1 ;; esac
+done
 
 export PATH=$bindir:$PATH
 unset PGHOST PGHOSTADDR PGPORT PGDATABASE PGUSER PGPASSWORD PGPASSFILE \
@@ -47,6 +59,7 @@ unset PGHOST PGHOSTADDR PGPORT PGDATABASE PGUSER PGPASSWORD PGPASSFILE \
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 started=()
+ch_pid=
 cleanup()
 {
 	local d
@@ -55,6 +68,14 @@ cleanup()
 		[ -f "$d/postmaster.pid" ] &&
 			pg_ctl -D "$d" -m fast -w -t 60 stop > /dev/null 2>&1
 	done
+	if [ -n "$ch_pid" ] && kill -0 "$ch_pid" 2> /dev/null; then
+		kill -TERM "$ch_pid"
+		for _ in $(seq 1 300); do
+			kill -0 "$ch_pid" 2> /dev/null || break
+			sleep 0.2
+		done
+		kill -KILL "$ch_pid" 2> /dev/null
+	fi
 }
 trap cleanup EXIT
 trap 'echo "interrupted" >&2; exit 130' INT TERM HUP
@@ -105,6 +126,49 @@ CREATE USER MAPPING FOR CURRENT_USER SERVER wh
   OPTIONS (user 'loader', password 'secret');
 EOF
 
+# chq SQL: run SQL on ClickHouse, fail on an error
+chq()
+{
+	local out
+	out=$(curl -sS -H "X-ClickHouse-User: default" -H "X-ClickHouse-Key: $chpw" \
+		--data-binary "$1" "$churl/?wait_end_of_query=1" -w '\n%{http_code}') || return 1
+	case ${out##*$'\n'} in
+		200) printf '%s' "${out%$'\n'*}" ;;
+		*) echo "ClickHouse: ${out%$'\n'*}" >&2; return 1 ;;
+	esac
+}
+
+# ClickHouse, when a streaming run goes there
+case " $sync_targets " in
+*" clickhouse "*)
+	chserver=$(command -v clickhouse-server || echo /usr/sbin/clickhouse-server)
+	[ -x "$chserver" ] || die "clickhouse-server not found"
+	chdir=$work/clickhouse
+	chhttp=$(free_port) || die "no free port"
+	chtcp=$(free_port) || die "no free port"
+	chpw=bench$RANDOM$RANDOM
+	churl=http://127.0.0.1:$chhttp
+	bash "$testdir/lib/clickhouse-config.sh" "$chdir" "$chhttp" "$chtcp" "$chpw" ||
+		die "clickhouse-config.sh failed"
+	"$chserver" --config-file="$chdir/config.xml" --pid-file="$chdir/clickhouse.pid" \
+		--daemon > "$chdir/log/stderr.log" 2>&1 || die "clickhouse-server did not start"
+	for _ in $(seq 1 150); do
+		[ -z "$ch_pid" ] && [ -f "$chdir/clickhouse.pid" ] && ch_pid=$(tr -dc '0-9' < "$chdir/clickhouse.pid")
+		[ "$(curl -s "$churl/ping")" = "Ok." ] && break
+		sleep 0.2
+	done
+	[ "$(curl -s "$churl/ping")" = "Ok." ] || die "ClickHouse did not answer"
+	[ -n "$ch_pid" ] || ch_pid=$(tr -dc '0-9' < "$chdir/clickhouse.pid")
+	chq "CREATE DATABASE bench" || die "CREATE DATABASE bench in ClickHouse"
+	lsql <<EOF || die "ClickHouse catalog"
+CREATE SERVER lake FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'clickhouse', url '$churl');
+CREATE USER MAPPING FOR CURRENT_USER SERVER lake
+  OPTIONS (user 'default', password '$chpw');
+EOF
+	;;
+esac
+
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
@@ -112,6 +176,12 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 digest()
 {
 	"$1" -c "COPY ($2) TO STDOUT" | LC_ALL=C sort | md5sum | cut -c1-32
+}
+
+# the same of a ClickHouse query (the first argument, rsql's place, unused)
+ch_digest()
+{
+	chq "$2 FORMAT TabSeparated" | LC_ALL=C sort | md5sum | cut -c1-32
 }
 
 # wait_state TARGET STATE: until the sync job of TARGET is in STATE (600 s)
@@ -157,13 +227,14 @@ EOF
 lsql -c "CREATE TABLE iud (id int PRIMARY KEY, s text, v int);
          INSERT INTO iud SELECT g, 'x', 0 FROM generate_series(1, 1000000, 2) g" || die "iud"
 
-# run NAME TABLE QUERY REMOTE_QUERY PGBENCH_ARGS...
+# run NAME TABLE QUERY REMOTE_QUERY PGBENCH_ARGS...: into $catalog.$schema,
+# the remote rows digested by $rdigest
 run()
 {
 	local name=$1 table=$2 query=$3 remote_query=$4
 	shift 4
-	lsql -c "CREATE TABLE wh.public.$table WITH (sync = 'continuous') AS $query" || return 1
-	wait_state "public.$table" streaming || return 1
+	lsql -c "CREATE TABLE $catalog.$schema.$table WITH (sync = 'continuous') AS $query" || return 1
+	wait_state "$schema.$table" streaming || return 1
 	local c0 c1 t0 t1 t2 lag_file=$work/$name.lag
 	: > "$lag_file"
 	c0=$(lsql -c "SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables WHERE relname = '${query##* FROM }'")
@@ -172,7 +243,7 @@ run()
 		> "$work/$name.pgbench.log" 2>&1 &
 	local pgb=$!
 	while kill -0 "$pgb" 2> /dev/null; do
-		lsql -c "SELECT lag_seconds, lag_bytes FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'public.$table'" \
+		lsql -c "SELECT lag_seconds, lag_bytes FROM ctas_fed.jobs WHERE mode = 'sync' AND target = '$schema.$table'" \
 			| tr '|' ' ' >> "$lag_file"
 		sleep 1
 	done
@@ -183,14 +254,14 @@ run()
 	local want
 	want=$(digest lsql "$query")
 	for _ in $(seq 1 1200); do
-		[ "$(digest rsql "$remote_query")" = "$want" ] && break
+		[ "$($rdigest rsql "$remote_query")" = "$want" ] && break
 		sleep 0.05
 	done
 	t2=$(now)
-	[ "$(digest rsql "$remote_query")" = "$want" ] || { echo "$name: did not converge"; return 1; }
+	[ "$($rdigest rsql "$remote_query")" = "$want" ] || { echo "$name: did not converge"; return 1; }
 	local applied
 	applied=$(lsql -c "SELECT changes FROM ctas_fed.sync_status() s JOIN ctas_fed.syncs y USING (sync_id) WHERE y.remote_table = '$table'")
-	lsql -c "SELECT ctas_fed.stop_sync('wh.public.$table')" > /dev/null
+	lsql -c "SELECT ctas_fed.stop_sync('$catalog.$schema.$table')" > /dev/null
 	sort -n -k1 "$lag_file" | awk -v name="$name" -v made="$((c1 - c0))" -v applied="${applied:-0}" \
 		-v secs="$(elapsed "$t0" "$t1")" -v conv="$(elapsed "$t1" "$t2")" '
 		{ lag[NR] = $1; bytes[NR] = $2 }
@@ -205,10 +276,27 @@ run()
 
 echo "== streaming: pgbench for $seconds s with $clients clients"
 : > "$work/results.md"
-run tpcb accounts "SELECT * FROM pgbench_accounts" "SELECT * FROM public.accounts" ||
-	{ echo "tpcb run failed"; status=1; }
-run iud iud_copy "SELECT * FROM iud" "SELECT * FROM public.iud_copy" -f "$work/iud.sql" ||
-	{ echo "iud run failed"; status=1; }
+for target in $sync_targets; do
+	case $target in
+	postgres)
+		catalog=wh schema=public rdigest=digest
+		run tpcb accounts "SELECT * FROM pgbench_accounts" "SELECT * FROM public.accounts" ||
+			{ echo "tpcb run failed"; status=1; }
+		run iud iud_copy "SELECT * FROM iud" "SELECT * FROM public.iud_copy" -f "$work/iud.sql" ||
+			{ echo "iud run failed"; status=1; }
+		;;
+	clickhouse)
+		# filler (char(84)) left out: its padding reads differently on each side
+		catalog=lake schema=bench rdigest=ch_digest
+		run tpcb_clickhouse ch_accounts "SELECT aid, bid, abalance FROM pgbench_accounts" \
+			"SELECT aid, bid, abalance FROM bench.ch_accounts FINAL WHERE _deleted = 0" ||
+			{ echo "tpcb (ClickHouse) run failed"; status=1; }
+		run iud_clickhouse ch_iud "SELECT id, s, v FROM iud" \
+			"SELECT id, s, v FROM bench.ch_iud FINAL WHERE _deleted = 0" -f "$work/iud.sql" ||
+			{ echo "iud (ClickHouse) run failed"; status=1; }
+		;;
+	esac
+done
 
 echo
 echo "initial copy, $rows rows: plain CTAS ${plain} s, sync until streaming ${synced} s:" \

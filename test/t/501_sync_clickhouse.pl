@@ -114,6 +114,53 @@ $want = pg_rows_digest();
 ok(wait_until(60, sub { ch_rows_digest() eq $want }), 'TRUNCATE and later rows applied');
 is(ch_rows_digest(), "2:1\tA\t1\n2\tB\t2", 'the rows after TRUNCATE');
 
+# one source transaction of more than 65536 changes, several of each key,
+# rows leaving and entering the WHERE, keys deleted and inserted again: the
+# row of each key that FINAL keeps is its last change
+$local->safe_psql('postgres', q{
+BEGIN;
+INSERT INTO orders SELECT g, 'k' || g, 0, 'eu' FROM generate_series(10, 1009) g;
+DO $$
+BEGIN
+  FOR i IN 1 .. 70 LOOP
+    UPDATE orders SET amount = i WHERE id BETWEEN 10 AND 1009;
+  END LOOP;
+END $$;
+UPDATE orders SET region = 'us' WHERE id BETWEEN 10 AND 209;
+UPDATE orders SET region = 'eu', customer = 'back' || id WHERE id BETWEEN 10 AND 109;
+DELETE FROM orders WHERE id BETWEEN 500 AND 599;
+INSERT INTO orders SELECT g, 'again' || g, -g, 'eu' FROM generate_series(500, 549) g;
+COMMIT;});
+$want = pg_rows_digest();
+like($want, qr/^852:/, 'the large transaction left 852 rows in the WHERE');
+ok(wait_until(90, sub { ch_rows_digest() eq $want }),
+	'> 65536 changes in one transaction: the last change of each key wins');
+# (a batch applied again writes the same rows again: only different rows count)
+is($ch->query(q{SELECT count() FROM (SELECT order_id, _version FROM dw.eu
+	GROUP BY order_id, _version HAVING uniqExact(customer, amount, _deleted) > 1)}) + 0,
+	0, 'no two different rows of a key share a version');
+
+# DROP DATABASE of a database with a running sync: the hook stops the
+# database's resolver and sync workers first, DROP DATABASE drops the slot,
+# the sync of the other database goes on
+$local->safe_psql('postgres', 'CREATE DATABASE dropme');
+clickhouse_catalog($local, $ch, dbname => 'dropme', database => 'dw2');
+$local->safe_psql('dropme', q{
+  CREATE TABLE t (id int PRIMARY KEY, v text);
+  INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 100) g;
+  CREATE TABLE lake.dw2.t WITH (sync = 'continuous') AS SELECT id, v FROM t;});
+ok(wait_until(60, sub { $local->safe_psql('dropme',
+	q{SELECT state FROM ctas_fed.jobs WHERE mode = 'sync'}) eq 'streaming' }),
+	'DROP DATABASE: the sync of the other database streams');
+is(our_slots(), '2', 'DROP DATABASE: two slots before');
+($rc, $out, $err) = $local->psql('postgres', 'DROP DATABASE dropme');
+is($rc, 0, 'DROP DATABASE with a running sync succeeds') or diag($err);
+is(our_slots(), '1', 'DROP DATABASE: its slot dropped, the other kept');
+$local->safe_psql('postgres', q{UPDATE orders SET amount = amount + 1 WHERE id = 1});
+$want = pg_rows_digest();
+ok(wait_until(60, sub { ch_rows_digest() eq $want }),
+	'DROP DATABASE: the sync of this database goes on');
+
 $local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('lake.dw.eu')");
 ok(wait_until(30, sub { our_slots() eq '0' }), 'stop_sync: slot dropped');
 is($ch->query(

@@ -48,6 +48,11 @@ CREATE TABLE src AS
 });
 my $digest = sql_digest($local, 'postgres', 'SELECT id, label FROM src');
 
+# the resolver's first pass over the catalogs goes through the proxy too:
+# let it end before the first fault, which it could otherwise take
+ok(wait_resolver_pass($local, $fp, 2),
+	'the resolver passed over the proxied catalogs before the first fault');
+
 my $n = 0;
 
 # wait (30 s at most) until the local log from $offset matches $re

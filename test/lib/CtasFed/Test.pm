@@ -1220,8 +1220,31 @@ sub peak_rss_anon
 	return $peak;
 }
 
+=item wait_resolver_pass($node, $fp, $nconns)
+
+The resolver of C<$node>'s database starts with the extension and passes
+once over every catalog, connecting to each.  A fault test whose catalogs
+go through the fault proxy C<$fp> calls this before arming its first rule:
+it waits (60 s at most) until the proxy has accepted at least C<$nconns>
+connections and the resolver is idle, so that the resolver's pass cannot
+take a fault meant for a session.  True once that holds.
+
+=cut
+
+sub wait_resolver_pass
+{
+	my ($node, $fp, $nconns) = @_;
+	return wait_until(60, sub {
+		$fp->connections >= $nconns
+		  && $node->safe_psql('postgres', q{
+			SELECT count(*) FROM pg_stat_activity
+			 WHERE backend_type = 'ctas_fed resolver'
+			   AND datname = current_database() AND state = 'idle'}) eq '1';
+	});
+}
+
 push @EXPORT, qw(wait_until start_psql_timed psql_verbose wait_log
-  wait_registry_save peak_rss_anon);
+  wait_registry_save peak_rss_anon wait_resolver_pass);
 
 
 package CtasFed::Test::ClickHouse;

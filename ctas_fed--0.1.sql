@@ -175,8 +175,11 @@ COMMENT ON FUNCTION @extschema@.sync_status()
   IS 'running sync workers of this database and their counters';
 
 -- The sync jobs as rows of ctas_fed.jobs; SECURITY DEFINER because
--- ctas_fed.syncs is not readable by everybody.  It returns no query text;
--- the view masks the error of another user's job, as jobs() does.
+-- ctas_fed.syncs is not readable by everybody.  It returns no query text,
+-- and the error of a job only to a session whose user may act as the job's
+-- owner or reads all statistics (session_user: inside SECURITY DEFINER
+-- current_user is the extension's owner); the view masks it again for the
+-- current role, as jobs() does.
 CREATE FUNCTION @extschema@.sync_jobs(
     OUT job_id bigint, OUT catalog text, OUT target text, OUT mode text,
     OUT state text, OUT rows bigint, OUT bytes bigint,
@@ -190,7 +193,12 @@ AS $$
   SELECT s.job_id, srv.srvname::text,
          format('%I.%I', s.remote_schema, s.remote_table),
          'sync', s.state, st.rows, NULL::bigint, s.created_at,
-         s.finished_at, s.error, st.pid, NULL::xid8, s.slot_name::text,
+         s.finished_at,
+         CASE WHEN s.error IS NULL
+                OR pg_has_role(session_user, s.owner, 'USAGE')
+                OR pg_has_role(session_user, 'pg_read_all_stats', 'USAGE')
+              THEN s.error ELSE '<insufficient privilege>' END,
+         st.pid, NULL::xid8, s.slot_name::text,
          CASE WHEN s.state IN ('copying', 'streaming') THEN
            pg_wal_lsn_diff(pg_current_wal_lsn(), r.confirmed_flush_lsn)::bigint
          END,

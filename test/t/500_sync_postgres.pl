@@ -213,9 +213,11 @@ is(remote_has_table('eu_orders'), '1', 'COMMIT: remote table created');
 is($local->safe_psql('postgres', q{
   SELECT remote_schema || '.' || remote_table || ' ' || source::regclass || ' ' ||
          array_to_string(key_columns, ',') || ' ' || array_to_string(source_key, ',') || ' ' ||
-         (publication = slot_name) || ' ' || state
+         (publication = slot_name) || ' ' ||
+         -- the worker starts at the commit and may be done copying already
+         (state IN ('copying', 'streaming'))
     FROM ctas_fed.syncs}),
-	'public.eu_orders orders order_id 1 true copying',
+	'public.eu_orders orders order_id 1 true true',
 	'job record: target, source, key, names, state');
 is($local->safe_psql('postgres', q{
   SELECT count(*) FROM pg_publication_tables p JOIN ctas_fed.syncs s ON p.pubname = s.publication
@@ -403,6 +405,13 @@ is($local->safe_psql('postgres', q{
 	  SET ROLE outsider;
 	  SELECT state || ': ' || error FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'public.eu_orders'}),
 	'failed: <insufficient privilege>', 'jobs view: the error of another user\'s sync is masked');
+# sync_jobs() runs as the extension's owner: called directly by another
+# login, it must not hand out the error either
+$local->safe_psql('postgres', 'CREATE ROLE sync_reader LOGIN');
+is($local->safe_psql('postgres', q{
+	  SELECT state || ': ' || error FROM ctas_fed.sync_jobs() WHERE target = 'public.eu_orders'},
+	extra_params => ['-U', 'sync_reader']),
+	'failed: <insufficient privilege>', 'sync_jobs(): the error of another user\'s sync is masked');
 
 like(sql_error("EXPLAIN ANALYZE CREATE TABLE wh.public.x WITH (sync = 'continuous') AS SELECT * FROM orders"),
 	qr/EXPLAIN ANALYZE of a CREATE TABLE AS with the option "sync" is not supported/,

@@ -233,6 +233,10 @@ $rpid = $remote->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE application_name = 'ctas_fed' "
 	  . "AND datname = 'dw' ORDER BY backend_start DESC LIMIT 1");
 kill 'STOP', $rpid;
+# the job goes in doubt after the bound, and wakes the resolver at once:
+# keep the resolver from settling it (new logins of the mapping's user are
+# refused) until the metrics of the job in doubt have been read
+$remote->safe_psql('postgres', 'ALTER ROLE loader NOLOGIN');
 $h->finish;
 my $commit_secs = time - $t0;
 kill 'CONT', $rpid;
@@ -251,6 +255,7 @@ $m = metrics();
 is(metric($m, 'ctas_fed_in_doubt'), 1, 'ctas_fed_in_doubt: 1');
 cmp_ok(metric($m, 'ctas_fed_oldest_in_doubt_age_seconds'), '>=', 30,
 	'ctas_fed_oldest_in_doubt_age_seconds: the age of that job');
+$remote->safe_psql('postgres', 'ALTER ROLE loader LOGIN');
 # the remote, running again, commits the prepared transaction or leaves it
 # to the resolver; either way it ends committed
 $local->safe_psql('postgres', "SELECT * FROM ctas_fed.resolve_in_doubt('wh')");

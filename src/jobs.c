@@ -61,6 +61,20 @@
 #define JOBS_MAGIC		0x43544a46	/* "CTJF" */
 #define JOBS_VERSION	2
 #define MAX_CATALOG_STATS	64
+
+/*
+ * The file reserves job ids ahead, as a sequence logs values ahead: its
+ * header holds the next id plus JOBS_ID_RESERVE, and a restart continues
+ * from there, so that a job that started after the last save and was lost
+ * with a crash never gives its id (which its webhook events may already
+ * carry) to another job.  No id at or above what the file reserves is
+ * handed out: a backend that would take one (the first job after a start,
+ * or half the reserve used between two saves) asks the launcher for a save
+ * and waits for it (jobs_reserve_ids).
+ */
+#define JOBS_ID_RESERVE	1000
+/* how long a backend waits for the launcher to reserve ids, in ms */
+#define JOBS_ID_WAIT_MS	10000
 #define EVENT_QUEUE_SIZE	256
 
 /* upper bounds of the duration histogram, in seconds */
@@ -72,6 +86,8 @@ typedef struct JobsShared
 {
 	LWLock	   *lock;
 	int64		next_job_id;
+	int64		ids_reserved;	/* ids below it are reserved on disk */
+	bool		save_failed;	/* the last CtasJobsSave failed */
 	uint64		change_count;	/* bumped on every change to persist */
 	int			history_head;	/* next history slot to write */
 	int			history_count;
@@ -154,6 +170,7 @@ CtasJobsShmemStartup(void)
 		memset(shared, 0, jobs_shmem_size());
 		shared->lock = &(GetNamedLWLockTranche("ctas_fed"))->lock;
 		shared->next_job_id = 1;
+		shared->ids_reserved = 1;
 		for (i = 0; i < CtasMaxJobs + CtasHistorySize; i++)
 		{
 			pg_atomic_init_u64(&shared->jobs[i].rows, 0);
@@ -253,6 +270,52 @@ jobs_on_exit(int code, Datum arg)
 }
 
 /*
+ * jobs_reserve_ids
+ *		Wait until the history file reserves the next job ids (see
+ *		JOBS_ID_RESERVE): ask the launcher for a save while fewer than half
+ *		the reserve are left.  Never fails a statement: when the launcher
+ *		cannot save (its last save failed, or none came within
+ *		JOBS_ID_WAIT_MS) the job goes on with a WARNING, as a crash could
+ *		then give its id again.  Takes and releases shared->lock; may
+ *		ERROR only on an interrupt.
+ */
+static void
+jobs_reserve_ids(void)
+{
+	TimestampTz start = GetCurrentTimestamp();
+
+	for (;;)
+	{
+		bool		low;
+		bool		failed;
+
+		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+		low = shared->next_job_id >= shared->ids_reserved - JOBS_ID_RESERVE / 2;
+		failed = shared->save_failed;
+		if (low && !failed)
+			notify_worker();	/* a change: the launcher saves */
+		LWLockRelease(shared->lock);
+		if (!low)
+			return;
+		if (failed ||
+			TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
+									   JOBS_ID_WAIT_MS))
+		{
+			ereport(WARNING,
+					(errmsg("ctas_fed could not reserve job ids in \"%s\"",
+							JOBS_FILE),
+					 errdetail("After a crash, the id of this job may be given to another job."),
+					 errhint("See the server log for why the ctas_fed launcher cannot save the file.")));
+			return;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT |
+						 WL_EXIT_ON_PM_DEATH, 10, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
  * CtasJobStart
  *		Register a running job of this backend.  When every slot is taken
  *		the job is not tracked (ref.slot = -1) and a WARNING says so: the
@@ -274,6 +337,7 @@ CtasJobStart(const CtasCatalog *catalog, const char *target, const char *mode,
 		exit_registered = true;
 	}
 
+	jobs_reserve_ids();
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < CtasMaxJobs; i++)
 	{
@@ -382,6 +446,7 @@ CtasJobNewGroup(void)
 
 	if (shared == NULL)
 		return 0;
+	jobs_reserve_ids();
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	id = shared->next_job_id++;
 	notify_worker();
@@ -770,7 +835,7 @@ typedef struct JobsFileHeader
 	uint32		stats_size;		/* sizeof(CtasCatalogStats) */
 	int32		njobs;
 	int32		ncatalogs;
-	int64		next_job_id;	/* above every id handed out so far */
+	int64		next_job_id;	/* JOBS_ID_RESERVE above the next id */
 	pg_crc32c	body_crc;		/* of everything after the header */
 	pg_crc32c	header_crc;		/* of the fields above */
 } JobsFileHeader;
@@ -804,7 +869,7 @@ CtasJobsSave(void)
 	int			i;
 
 	LWLockAcquire(shared->lock, LW_SHARED);
-	hdr.next_job_id = shared->next_job_id;
+	hdr.next_job_id = shared->next_job_id + JOBS_ID_RESERVE;
 	LWLockRelease(shared->lock);
 
 	hdr.magic = JOBS_MAGIC;
@@ -857,6 +922,10 @@ CtasJobsSave(void)
 	if (durable_rename(JOBS_FILE_TMP, JOBS_FILE, LOG) != 0)
 		goto error;
 	saved = snap->change_count;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	shared->ids_reserved = Max(shared->ids_reserved, hdr.next_job_id);
+	shared->save_failed = false;
+	LWLockRelease(shared->lock);
 	goto done;
 
 error:
@@ -866,6 +935,9 @@ error:
 	if (f)
 		FreeFile(f);
 	unlink(JOBS_FILE_TMP);
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	shared->save_failed = true;
+	LWLockRelease(shared->lock);
 done:
 	pfree(snap->jobs);
 	pfree(snap);
@@ -1109,6 +1181,7 @@ load_jobs_file(void)
 	}
 	shared->ncatalogs = hdr.ncatalogs;
 	shared->next_job_id = hdr.next_job_id;
+	shared->ids_reserved = hdr.next_job_id;
 	FreeFile(f);
 	return;
 
@@ -1117,6 +1190,7 @@ bad:
 	reset_registry();
 	shared->next_job_id = header_ok ? hdr.next_job_id :
 		Max(GetCurrentTimestamp(), 1);
+	shared->ids_reserved = shared->next_job_id;
 	ereport(LOG,
 			(errcode(ERRCODE_DATA_CORRUPTED),
 			 errmsg("ctas_fed job history file \"%s\" is damaged, starting with an empty history",

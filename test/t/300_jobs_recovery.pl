@@ -281,6 +281,53 @@ is($local->safe_psql('postgres',
 		"SELECT string_agg(target || ':' || state, ',' ORDER BY job_id) FROM ctas_fed.jobs WHERE target IN ('public.hooked', 'public.hooked_rb')"),
 	$before, 'the history survives a crash restart');
 
+# --- a job the launcher had no time to save before a crash does not give
+# its id to another job after the restart (ids are reserved on disk ahead;
+# its webhook events may already carry it).  The launcher is stopped with
+# SIGSTOP so that it cannot save, then killed: a crash.
+my $launcher = $local->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'ctas_fed launcher'");
+like($launcher, qr/^\d+$/, 'the launcher runs');
+$local->safe_psql('postgres',
+	'CREATE TABLE wh_quiet.public.before_unsaved AS SELECT * FROM src LIMIT 10');
+ok(wait_registry_saved('public.before_unsaved'), 'the registry is saved before the launcher stops');
+kill 'STOP', $launcher;
+$local->safe_psql('postgres',
+	'CREATE TABLE wh_quiet.public.unsaved AS SELECT * FROM src LIMIT 10');
+my $unsaved_id = $local->safe_psql('postgres',
+	"SELECT job_id FROM ctas_fed.jobs WHERE target = 'public.unsaved'");
+like($unsaved_id, qr/^\d+$/, 'the job that will be lost has an id');
+$offset = -s $local->logfile;
+kill 'KILL', $launcher;
+# the test clusters run with restart_after_crash = off: the server goes down
+ok($local->wait_for_log(qr/terminated by signal 9.*\n(.*\n)*.*database system is shut down/, $offset),
+	'killing the launcher crashes the server');
+$local->_update_pid(0);
+$local->start;
+ok(wait_for("SELECT count(*) FROM ctas_fed.jobs WHERE target = 'public.unsaved'", '0', 'job lost'),
+	'the unsaved job is gone from the history (the crash came before any save)');
+$local->safe_psql('postgres',
+	'CREATE TABLE wh_quiet.public.after_unsaved AS SELECT * FROM src LIMIT 10');
+my $new_id = $local->safe_psql('postgres',
+	"SELECT job_id FROM ctas_fed.jobs WHERE target = 'public.after_unsaved'");
+cmp_ok($new_id, '>', $unsaved_id,
+	'the first job after the crash gets an id above the lost job\'s');
+
+# the launcher cannot save: a job still runs, with a WARNING (the registry
+# never fails a statement)
+$local->restart;
+$launcher = $local->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'ctas_fed launcher'");
+kill 'STOP', $launcher;
+my ($ret, $o, $e) = $local->psql('postgres',
+	'CREATE TABLE wh_quiet.public.unreserved AS SELECT * FROM src LIMIT 10');
+kill 'CONT', $launcher;
+is($ret, 0, 'a job whose id the launcher cannot reserve still runs');
+like($e, qr/WARNING:  ctas_fed could not reserve job ids in "pg_stat\/ctas_fed_jobs.stat"/,
+	'with a WARNING that its id is not reserved');
+is($remote->safe_psql('dw', 'SELECT count(*) FROM unreserved'), '10',
+	'and its rows arrive');
+
 # --- the remote goes down during COMMIT PREPARED
 ($h, $out, $err) = start_psql($local, "SET ctas_fed.fault_point = 'after_commit_record:4'; CREATE TABLE wh_quiet.public.remote_down AS SELECT * FROM src");
 ok(wait_for("SELECT count(*) FROM pg_prepared_xacts", '1', 'prepared', $remote), 'prepared before the remote stops');

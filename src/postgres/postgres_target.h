@@ -11,6 +11,7 @@
  *	typemap.c		PostgreSQL -> PostgreSQL type map, COPY text encoding
  *	writer.c		the writer and its transaction steps; the routine
  *					CtasPostgresTarget
+ *	parallel.c		parallel loads: the scratch table the workers load
  *	resolve.c		recovery of prepared transactions
  *	sync.c			continuous sync: the apply side (CtasPgSyncApply)
  *
@@ -73,6 +74,13 @@ extern void CtasPgPutCopyData(PGconn *conn, CtasCatalog *catalog,
 							  const char *data, int len);
 extern uint64 CtasPgEndCopy(PGconn *conn, CtasCatalog *catalog,
 							const char *sql);
+
+/* in parallel.c */
+extern void CtasPgTakeScratch(CtasLoad *load, PGconn *conn,
+							  const char *scratch, const char *qualified,
+							  bool created);
+extern void CtasPgDropScratch(CtasCatalog *catalog, PGconn *conn,
+							  List **scratch);
 
 /* in typemap.c */
 extern void CtasAppendCopyText(StringInfo buf, const char *s);

@@ -30,8 +30,9 @@
  * of its own in autocommit mode: the table is committed first, then every
  * commit_every rows are one COPY, committed on its own.
  *
- * A parallel load (parallel.c) cannot have its workers write into the
- * remote transaction, whose table they cannot see:
+ * A parallel load (src/parallel.c; the scratch table in parallel.c of this
+ * folder) cannot have its workers write into the remote transaction, whose
+ * table they cannot see:
  *	parallel_export	the leader ends its (empty) COPY and creates a scratch
  *					table _ctas_fed_par_<sysid>_<xid>_<n> with the table's
  *					columns, on a connection of its own, committed at once
@@ -129,10 +130,8 @@ static bool pg_create_table(CtasLoad *load, bool exists);
 static void pg_put_row(CtasLoad *load, TupleTableSlot *slot);
 static void pg_end_load(CtasLoad *load);
 static void pg_drop_table(CtasLoad *load, bool missing_ok);
-static void take_scratch(CtasLoad *load, PgLoadState *ls);
 static char *pg_parallel_export(CtasLoad *load);
 static void pg_parallel_attach(CtasLoad *load, const char *state);
-static void drop_scratch(CtasParticipant *part, PgXactState *st);
 static void pg_pre_commit(CtasParticipant *part);
 static void pg_post_commit(CtasParticipant *part);
 static void pg_abort(CtasParticipant *part);
@@ -934,7 +933,8 @@ pg_end_load(CtasLoad *load)
 		return;
 	}
 	if (ls->scratch)
-		take_scratch(load, ls);
+		CtasPgTakeScratch(load, ls->conn, ls->scratch, ls->qualified,
+						  ls->created);
 	else if (!load->skip_data)
 	{
 		finish_copy(load, ls);
@@ -1016,83 +1016,6 @@ pg_parallel_attach(CtasLoad *load, const char *state)
 	MemoryContextRegisterResetCallback(load->cxt, cb);
 	ls->copy_sql = copy_sql(load, ls->qualified, ls->binary);
 	start_copy(load, ls);
-}
-
-/*
- * take_scratch
- *		end_load of a parallel load, in the remote transaction: the scratch
- *		table the workers loaded becomes the table (or, appending, its rows
- *		are inserted), after a check of its row count against the rows the
- *		workers sent.
- */
-static void
-take_scratch(CtasLoad *load, PgLoadState *ls)
-{
-	PGresult   *res;
-	uint64		n;
-	StringInfoData cols;
-	int			i;
-
-	res = CtasPgQuery(ls->conn, load->catalog,
-					  psprintf("SELECT count(*) FROM %s", ls->scratch));
-	n = strtou64(PQgetvalue(res, 0, 0), NULL, 10);
-	PQclear(res);
-	if (n != load->rows)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("catalog \"%s\" received " UINT64_FORMAT " rows, but " UINT64_FORMAT " were sent",
-						load->catalog->name, n, load->rows)));
-	if (ls->created)
-	{
-		CtasPgExec(ls->conn, load->catalog,
-				   psprintf("DROP TABLE %s", ls->qualified));
-		CtasPgExec(ls->conn, load->catalog,
-				   psprintf("ALTER TABLE %s RENAME TO %s", ls->scratch,
-							quote_identifier(load->table)));
-		return;
-	}
-	initStringInfo(&cols);
-	for (i = 0; i < load->ncolumns; i++)
-		appendStringInfo(&cols, "%s%s", i > 0 ? ", " : "",
-						 quote_identifier(load->columns[i].name));
-	CtasPgExec(ls->conn, load->catalog,
-			   psprintf("INSERT INTO %s (%s) SELECT %s FROM %s",
-						ls->qualified, cols.data, cols.data, ls->scratch));
-	CtasPgExec(ls->conn, load->catalog,
-			   psprintf("DROP TABLE %s", ls->scratch));
-}
-
-/*
- * drop_scratch
- *		After the remote transaction is over (committed or rolled back) on
- *		a connection that is still good: DROP TABLE IF EXISTS of the scratch
- *		tables of its parallel loads, bounded in time.  What cannot be
- *		dropped is left to the resolver, with a WARNING.  Never an error.
- */
-static void
-drop_scratch(CtasParticipant *part, PgXactState *st)
-{
-	ListCell   *lc;
-	char	   *msg;
-
-	foreach(lc, st->scratch)
-	{
-		char	   *name = lfirst(lc);
-
-		if (st->entry->conn == NULL || st->entry->broken ||
-			!CtasPgExecBounded(st->entry->conn,
-							   psprintf("DROP TABLE IF EXISTS %s", name),
-							   CLEANUP_TIMEOUT_MS, &msg))
-		{
-			ereport(WARNING,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("could not drop scratch table %s on catalog \"%s\"",
-							name, part->catalog->name),
-					 errhint("ctas_fed.resolve_in_doubt() drops it once the catalog is reachable.")));
-			return;
-		}
-	}
-	st->scratch = NIL;
 }
 
 /*
@@ -1201,7 +1124,8 @@ pg_post_commit(CtasParticipant *part)
 	}
 	/* a parallel load rolled back to a savepoint left its scratch table */
 	if (st->scratch != NIL && !part->in_doubt)
-		drop_scratch(part, st);
+		CtasPgDropScratch(part->catalog, st->entry->broken ? NULL :
+						  st->entry->conn, &st->scratch);
 }
 
 /*
@@ -1323,7 +1247,8 @@ pg_abort(CtasParticipant *part)
 
 	/* the workers' scratch tables, committed on their own */
 	if (st->scratch != NIL && !part->in_doubt)
-		drop_scratch(part, st);
+		CtasPgDropScratch(part->catalog, st->entry->broken ? NULL :
+						  st->entry->conn, &st->scratch);
 }
 
 /*

@@ -200,6 +200,11 @@ rollback_workers(PGconn *conn, const char *prefix, char **msg)
 	bool		ok = false;
 
 	*msg = NULL;
+
+	/* a COMMIT PREPARED of end_load that a cancel interrupted */
+	if (conn != NULL && PQtransactionStatus(conn) == PQTRANS_ACTIVE &&
+		!CtasPgCancel(conn, false, CLEANUP_TIMEOUT_MS))
+		conn = NULL;
 	if (conn == NULL || PQstatus(conn) != CONNECTION_OK ||
 		!PQsendQueryParams(conn,
 						   "SELECT gid FROM pg_catalog.pg_prepared_xacts "

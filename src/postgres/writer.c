@@ -1013,20 +1013,21 @@ pg_parallel_export(CtasLoad *load)
 	finish_copy(load, ls);
 	ls->scratch = psprintf("%s.%s", quote_identifier(load->schema),
 						   quote_identifier(name));
-	oldcxt = MemoryContextSwitchTo(load->part->cxt);
-	st->scratch = lappend(st->scratch, pstrdup(ls->scratch));
+	st->scratch = lappend(st->scratch,
+						  MemoryContextStrdup(load->part->cxt, ls->scratch));
+	if (st->side == NULL)
+		st->side = CtasPgConnectFresh(load->catalog);
+	CtasPgExec(st->side, load->catalog, create_table_sql(load, ls->scratch));
 	if (st->two_phase)
 	{
+		oldcxt = MemoryContextSwitchTo(load->part->cxt);
 		ls->workers = palloc(sizeof(CtasPgWorkerGids));
 		ls->workers->prefix = CtasGidMakeWorker(load->part->serial, serial,
 												-1);
 		ls->workers->level = GetCurrentTransactionNestLevel();
 		st->workers = lappend(st->workers, ls->workers);
+		MemoryContextSwitchTo(oldcxt);
 	}
-	MemoryContextSwitchTo(oldcxt);
-	if (st->side == NULL)
-		st->side = CtasPgConnectFresh(load->catalog);
-	CtasPgExec(st->side, load->catalog, create_table_sql(load, ls->scratch));
 	return nodeToString(list_make4(makeString(ls->scratch),
 								   makeBoolean(ls->binary),
 								   makeInteger(st->two_phase ?

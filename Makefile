@@ -36,6 +36,7 @@ OBJS = \
 	src/multi.o \
 	src/parallel.o \
 	src/postgres/connection.o \
+	src/postgres/parallel.o \
 	src/postgres/resolve.o \
 	src/postgres/sync.o \
 	src/postgres/typemap.o \

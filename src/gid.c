@@ -11,6 +11,11 @@
  *	gid			ctas_fed_<system identifier>_<full xid>_<serial>
  *				a remote prepared transaction; serial tells apart the
  *				participants of one local transaction
+ *	worker gid	ctas_fed_<system identifier>_<full xid>_<serial>_<load>_<n>
+ *				the remote transaction of stream n (0: the leader's own,
+ *				1..: a parallel worker's) of parallel load <load> of
+ *				participant <serial>; decided like a gid, by the local
+ *				transaction
  *	scratch		_ctas_fed_<kind>_<system identifier>_<full xid>_<serial>
  *				[_<tail>]
  *				a remote table that only one local transaction uses (a
@@ -79,10 +84,29 @@ CtasGidMake(int serial)
 }
 
 /*
+ * CtasGidMakeWorker
+ *		The worker gid of stream n (0: the leader's own, 1..: parallel worker
+ *		n - 1) of the parallel load numbered load (a CtasScratchSerial) of
+ *		participant serial of the current top-level transaction: the gid of
+ *		CtasGidMake(serial) followed by _<load>_<n>.  With n < 0, the prefix
+ *		that every worker gid of that load starts with (up to and including
+ *		the last "_").  Works in a parallel worker, which shares the
+ *		leader's transaction.  Palloc'd in the current memory context.
+ */
+char *
+CtasGidMakeWorker(int serial, int load, int n)
+{
+	char	   *prefix = psprintf("%s_%d_", CtasGidMake(serial), load);
+
+	return n < 0 ? prefix : psprintf("%s%d", prefix, n);
+}
+
+/*
  * CtasGidParse
- *		Is gid one that CtasGidMake built on this cluster?  If so, set *fxid
- *		to the full id of its local transaction and *serial to its serial
- *		and return true.  Never an ERROR.
+ *		Is gid one that CtasGidMake or CtasGidMakeWorker built on this
+ *		cluster?  If so, set *fxid to the full id of its local transaction
+ *		and *serial to its (participant) serial and return true.  Never an
+ *		ERROR.
  */
 bool
 CtasGidParse(const char *gid, uint64 *fxid, int *serial)
@@ -104,10 +128,21 @@ CtasGidParse(const char *gid, uint64 *fxid, int *serial)
 		return false;
 	p = end + 1;
 	n = strtol(p, &end, 10);
-	if (errno != 0 || *end != '\0' || n > INT_MAX)
+	if (errno != 0 || n > INT_MAX)
 		return false;
 	*serial = (int) n;
-	return true;
+
+	/* a worker gid: _<load>_<n> follow */
+	if (*end == '_' && isdigit((unsigned char) end[1]))
+	{
+		(void) strtol(end + 1, &end, 10);
+		if (errno != 0 || *end != '_' || !isdigit((unsigned char) end[1]))
+			return false;
+		(void) strtol(end + 1, &end, 10);
+		if (errno != 0)
+			return false;
+	}
+	return *end == '\0';
 }
 
 /*

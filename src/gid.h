@@ -31,6 +31,7 @@ typedef enum CtasXactStatus
 /* in gid.c */
 extern const char *CtasGidPrefix(void);
 extern char *CtasGidMake(int serial);
+extern char *CtasGidMakeWorker(int serial, int load, int n);
 extern bool CtasGidParse(const char *gid, uint64 *fxid, int *serial);
 extern int	CtasScratchSerial(void);
 extern char *CtasScratchName(const char *kind, int serial, const char *tail);

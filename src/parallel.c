@@ -32,16 +32,19 @@
  *	   leader, and the abort of its transaction (or subtransaction)
  *	   terminates and waits for every worker (AtEOXact_Parallel) before
  *	   xact.c's abort callbacks undo the remote work.
- *	6. load->rows and load->bytes are the sums; end_load and the commit
- *	   protocol then run in the leader exactly as for a serial load.
+ *	6. load->rows and load->bytes are the sums; the fault point
+ *	   "after_workers" (ctas_fed.fault_point, tests only) is here, after
+ *	   every stream has ended; end_load and the commit protocol then run in
+ *	   the leader exactly as for a serial load.
  *
  * Workers do nothing locally but read: no job, no participant, no xid, no
- * durable record.  What the transaction must undo or resolve was made by
- * the leader, in the target's parallel_export: a staging table the target
- * already undoes and resolves (with its durable record), or a scratch
- * table whose name carries the local xid (gid.c), so that the target's
- * resolver knows whose it is.  The target's abort and resolver deal with it
- * as with the rest of the transaction.  When fewer workers start than
+ * durable record.  What the transaction must undo or resolve is named after
+ * the leader's transaction: a staging table the target already undoes and
+ * resolves (with its durable record), or a scratch table and the workers'
+ * remote transactions, prepared under gids the leader's transaction owns
+ * (gid.c), so that the target's resolver knows whose they are.  The
+ * target's end_load, abort and resolver deal with them as with the rest of
+ * the transaction.  When fewer workers start than
  * asked for (max_worker_processes, max_parallel_workers), a NOTICE says
  * so; when none does, the leader runs the chunks itself.
  *
@@ -82,6 +85,7 @@
 
 #include "jobs.h"
 #include "parallel.h"
+#include "xact.h"
 
 /* keys of the DSM table of contents */
 #define CTAS_PARALLEL_KEY_SHARED	UINT64CONST(0xC7A5FED000000001)
@@ -421,6 +425,10 @@ CtasParallelLoad(CtasLoad *load, Query *query, const char *sourcetext,
 	}
 	PopActiveSnapshot();
 	CtasJobProgress(load->job, load->rows, load->bytes);
+
+	/* every stream has ended (a worker's may be prepared): tests stop here */
+	CtasXactFaultPoint("after_workers");
+	CHECK_FOR_INTERRUPTS();
 	return true;
 }
 

@@ -244,6 +244,16 @@ fault_point(const char *name)
 	}
 }
 
+/*
+ * CtasXactFaultPoint
+ *		fault_point for the other steps of a statement (parallel.c).
+ */
+void
+CtasXactFaultPoint(const char *name)
+{
+	fault_point(name);
+}
+
 static void
 forget_participants(void)
 {

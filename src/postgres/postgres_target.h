@@ -11,6 +11,8 @@
  *	typemap.c		PostgreSQL -> PostgreSQL type map, COPY text encoding
  *	writer.c		the writer and its transaction steps; the routine
  *					CtasPostgresTarget
+ *	parallel.c		parallel loads: the scratch table the workers load,
+ *					the workers' prepared transactions
  *	resolve.c		recovery of prepared transactions
  *	sync.c			continuous sync: the apply side (CtasPgSyncApply)
  *
@@ -49,6 +51,17 @@ typedef struct CtasConn
 	int			max_prepared;	/* remote max_prepared_transactions, -1 */
 } CtasConn;
 
+/*
+ * The worker gids of a parallel load (CtasGidMakeWorker), from the export
+ * until its end_load commits them; the abort of the (sub)transaction of
+ * level rolls them back.
+ */
+typedef struct CtasPgWorkerGids
+{
+	char	   *prefix;			/* CtasGidMakeWorker(serial, load, -1) */
+	int			level;			/* local nesting level of the load */
+} CtasPgWorkerGids;
+
 /* in writer.c: the routine, listed in targets.c */
 extern const CtasTargetRoutine CtasPostgresTarget;
 
@@ -73,6 +86,18 @@ extern void CtasPgPutCopyData(PGconn *conn, CtasCatalog *catalog,
 							  const char *data, int len);
 extern uint64 CtasPgEndCopy(PGconn *conn, CtasCatalog *catalog,
 							const char *sql);
+
+/* in parallel.c */
+extern void CtasPgTakeScratch(CtasLoad *load, PGconn *conn,
+							  const char *scratch, const char *qualified,
+							  bool created);
+extern void CtasPgDropScratch(CtasCatalog *catalog, PGconn *conn,
+							  List **scratch);
+extern int	CtasPgCommitWorkers(CtasCatalog *catalog, PGconn *conn,
+								const char *prefix);
+extern bool CtasPgRollbackWorkers(CtasCatalog *catalog, PGconn *conn,
+								  List **pending, int level);
+extern void CtasPgSubCommitWorkers(List *pending, int level);
 
 /* in typemap.c */
 extern void CtasAppendCopyText(StringInfo buf, const char *s);

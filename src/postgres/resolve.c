@@ -11,8 +11,13 @@
  * log, as Citus's recovery does: committed -> COMMIT PREPARED, aborted ->
  * ROLLBACK PREPARED, in progress or unknown -> left alone.  A gid whose
  * backend is still finishing it (CtasJobsGidIsLive) is left alone too.
- * Then the scratch tables of parallel loads (writer.c), whose names carry
- * the local transaction as well, are dropped once it is over.
+ * The workers of a parallel load prepare under gids of the same shape with
+ * _<load>_<n> added (CtasGidMakeWorker), decided the same way; since their
+ * leader commits them before its own PREPARE (parallel.c), one that is left
+ * belongs to a transaction that did not commit.  Then, once the prepared
+ * transactions that lock them are gone, the scratch tables of parallel
+ * loads (parallel.c), whose names carry the local transaction as well, are
+ * dropped once it is over.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *

@@ -30,21 +30,34 @@
  * of its own in autocommit mode: the table is committed first, then every
  * commit_every rows are one COPY, committed on its own.
  *
- * A parallel load (parallel.c) cannot have its workers write into the
- * remote transaction, whose table they cannot see:
+ * A parallel load (src/parallel.c; the remote steps in parallel.c of this
+ * folder) cannot have its workers write into the remote transaction, whose
+ * table they cannot see.  Every worker has a remote transaction of its own,
+ * prepared under a gid that the leader's transaction owns
+ * (ctas_fed_<sysid>_<xid>_<participant>_<load>_<n>, gid.c):
  *	parallel_export	the leader ends its (empty) COPY and creates a scratch
- *					table _ctas_fed_par_<sysid>_<xid>_<n> with the table's
- *					columns, on a connection of its own, committed at once
- *	parallel_attach	each worker COPYs into it over a connection of its own,
- *					committed in one phase when the worker is done
- *	end_load		the remote transaction takes the rows: the scratch table
- *					replaces the new, empty table (DROP, RENAME), or for
- *					'append' its rows are inserted and it is dropped
- *	post_commit, abort
- *					DROP TABLE IF EXISTS of every scratch table of the
- *					transaction (a no-op once it was renamed and committed)
- * A crash leaves the scratch table to the resolver (resolve.c), which drops
- * it once the local transaction its name carries is over.
+ *					table _ctas_fed_par_<sysid>_<xid>_<load> with the
+ *					table's columns, committed at once on its side
+ *					connection (one per transaction, autocommit)
+ *	parallel_attach	each worker: BEGIN and COPY into it over a connection
+ *					of its own
+ *	end_load		each worker: end the COPY, PREPARE TRANSACTION under
+ *					its gid; then the leader, once every worker is done:
+ *					COMMIT PREPARED of the load's worker gids on the side
+ *					connection (their locks on the scratch table go, their
+ *					rows become visible), then the remote transaction takes
+ *					the rows: the scratch table replaces the new, empty
+ *					table (DROP, RENAME), or for 'append' its rows are
+ *					inserted and it is dropped
+ *	pre_commit, post_commit
+ *					as for a serial load: PREPARE, COMMIT PREPARED
+ *	abort, subxact abort
+ *					ROLLBACK PREPARED of the worker gids of the loads of
+ *					the (sub)transaction not yet committed by their
+ *					end_load, then (at the end of the transaction) DROP
+ *					TABLE IF EXISTS of every scratch table of it (a no-op
+ *					once it was renamed and committed)
+ * Why this order, and what a crash at each step leaves: parallel.c.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -55,6 +68,7 @@
  */
 #include "postgres.h"
 
+#include "access/parallel.h"
 #include "access/xact.h"
 #include "catalog/pg_foreign_server.h"
 #include "libpq/pqformat.h"
@@ -105,6 +119,10 @@ typedef struct PgXactState
 	char	   *gid;			/* set at PREPARING */
 	List	   *scratch;		/* qualified scratch tables of parallel
 								 * loads, in part->cxt */
+	PGconn	   *side;			/* parallel loads: the leader's autocommit
+								 * connection for scratch tables and
+								 * worker gids, closed at the end */
+	List	   *workers;		/* CtasPgWorkerGids not settled yet */
 } PgXactState;
 
 /* Per-statement state (load->private) */
@@ -119,7 +137,9 @@ typedef struct PgLoadState
 	uint64		chunk_rows;		/* streaming: rows in the open COPY */
 	bool		created;		/* create_table made the table */
 	char	   *scratch;		/* parallel leader: the workers' table */
+	CtasPgWorkerGids *workers;	/* parallel leader: their gids, or NULL */
 	bool		worker;			/* a parallel worker's COPY */
+	char	   *gid;			/* a worker's gid, NULL: one phase */
 } PgLoadState;
 
 static void pg_map_column(CtasLoad *load, CtasColumn *col);
@@ -129,10 +149,8 @@ static bool pg_create_table(CtasLoad *load, bool exists);
 static void pg_put_row(CtasLoad *load, TupleTableSlot *slot);
 static void pg_end_load(CtasLoad *load);
 static void pg_drop_table(CtasLoad *load, bool missing_ok);
-static void take_scratch(CtasLoad *load, PgLoadState *ls);
 static char *pg_parallel_export(CtasLoad *load);
 static void pg_parallel_attach(CtasLoad *load, const char *state);
-static void drop_scratch(CtasParticipant *part, PgXactState *st);
 static void pg_pre_commit(CtasParticipant *part);
 static void pg_post_commit(CtasParticipant *part);
 static void pg_abort(CtasParticipant *part);
@@ -927,14 +945,30 @@ pg_end_load(CtasLoad *load)
 		return;
 	if (ls->worker)
 	{
-		/* a parallel worker: its COPY commits on its own connection */
+		/* a parallel worker: prepared (or committed) on its own connection */
 		finish_copy(load, ls);
+		if (ls->gid)
+			CtasPgExec(ls->conn, load->catalog,
+					   psprintf("PREPARE TRANSACTION %s",
+								quote_literal_cstr(ls->gid)));
 		CtasPgCloseFresh(ls->conn);
 		ls->conn = NULL;
 		return;
 	}
 	if (ls->scratch)
-		take_scratch(load, ls);
+	{
+		PgXactState *st = (PgXactState *) load->part->private;
+
+		/* the workers' rows first, their locks on the scratch table go */
+		if (ls->workers)
+		{
+			CtasPgCommitWorkers(load->catalog, st->side, ls->workers->prefix);
+			st->workers = list_delete_ptr(st->workers, ls->workers);
+			ls->workers = NULL;
+		}
+		CtasPgTakeScratch(load, ls->conn, ls->scratch, ls->qualified,
+						  ls->created);
+	}
 	else if (!load->skip_data)
 	{
 		finish_copy(load, ls);
@@ -961,40 +995,53 @@ pg_end_load(CtasLoad *load)
  * pg_parallel_export
  *		parallel_export of the writer: end the leader's empty COPY, create
  *		the scratch table the workers load (recorded first, so that abort
- *		drops it) on a connection of its own, committed at once.  Returns
- *		its name and the COPY format as the text of a List.
+ *		drops it) on the transaction's side connection, committed at once,
+ *		and record the prefix of the workers' gids (two-phase), so that
+ *		abort rolls back whatever they prepared.  Returns the table's name,
+ *		the COPY format, the participant's serial (0: the workers commit in
+ *		one phase) and the load's number as the text of a List.
  */
 static char *
 pg_parallel_export(CtasLoad *load)
 {
 	PgLoadState *ls = (PgLoadState *) load->private;
 	PgXactState *st = xact_state(load->part);
-	char	   *name = CtasScratchName("par", CtasScratchSerial(), NULL);
-	PGconn	   *volatile conn;
+	int			serial = CtasScratchSerial();
+	char	   *name = CtasScratchName("par", serial, NULL);
+	MemoryContext oldcxt;
 
 	finish_copy(load, ls);
 	ls->scratch = psprintf("%s.%s", quote_identifier(load->schema),
 						   quote_identifier(name));
 	st->scratch = lappend(st->scratch,
 						  MemoryContextStrdup(load->part->cxt, ls->scratch));
-	conn = CtasPgConnectFresh(load->catalog);
-	PG_TRY();
+	if (st->side == NULL)
+		st->side = CtasPgConnectFresh(load->catalog);
+	CtasPgExec(st->side, load->catalog, create_table_sql(load, ls->scratch));
+	if (st->two_phase)
 	{
-		CtasPgExec(conn, load->catalog, create_table_sql(load, ls->scratch));
+		oldcxt = MemoryContextSwitchTo(load->part->cxt);
+		ls->workers = palloc(sizeof(CtasPgWorkerGids));
+		ls->workers->prefix = CtasGidMakeWorker(load->part->serial, serial,
+												-1);
+		ls->workers->level = GetCurrentTransactionNestLevel();
+		st->workers = lappend(st->workers, ls->workers);
+		MemoryContextSwitchTo(oldcxt);
 	}
-	PG_FINALLY();
-	{
-		CtasPgCloseFresh(conn);
-	}
-	PG_END_TRY();
-	return nodeToString(list_make2(makeString(ls->scratch),
-								   makeBoolean(ls->binary)));
+	return nodeToString(list_make4(makeString(ls->scratch),
+								   makeBoolean(ls->binary),
+								   makeInteger(st->two_phase ?
+											   load->part->serial : 0),
+								   makeInteger(serial)));
 }
 
 /*
  * pg_parallel_attach
- *		parallel_attach of the writer, in a parallel worker: a connection of
- *		its own (closed with load->cxt) and a COPY into the scratch table.
+ *		parallel_attach of the writer, in a parallel worker (or the leader
+ *		when none started): a connection of its own (closed with load->cxt,
+ *		which rolls back what is not prepared), BEGIN when two-phase, and a
+ *		COPY into the scratch table.  end_load prepares it under the gid of
+ *		this stream (CtasGidMakeWorker, with ParallelWorkerNumber + 1).
  */
 static void
 pg_parallel_attach(CtasLoad *load, const char *state)
@@ -1007,6 +1054,9 @@ pg_parallel_attach(CtasLoad *load, const char *state)
 	ls->worker = true;
 	ls->qualified = strVal(linitial(l));
 	ls->binary = boolVal(lsecond(l));
+	if (intVal(lthird(l)) > 0)
+		ls->gid = CtasGidMakeWorker(intVal(lthird(l)), intVal(lfourth(l)),
+									ParallelWorkerNumber + 1);
 	load->format = ls->binary ? "binary" : "text";
 	initStringInfo(&ls->buf);
 	ls->conn = CtasPgConnectFresh(load->catalog);
@@ -1015,84 +1065,9 @@ pg_parallel_attach(CtasLoad *load, const char *state)
 	cb->arg = ls;
 	MemoryContextRegisterResetCallback(load->cxt, cb);
 	ls->copy_sql = copy_sql(load, ls->qualified, ls->binary);
+	if (ls->gid)
+		CtasPgExec(ls->conn, load->catalog, "BEGIN");
 	start_copy(load, ls);
-}
-
-/*
- * take_scratch
- *		end_load of a parallel load, in the remote transaction: the scratch
- *		table the workers loaded becomes the table (or, appending, its rows
- *		are inserted), after a check of its row count against the rows the
- *		workers sent.
- */
-static void
-take_scratch(CtasLoad *load, PgLoadState *ls)
-{
-	PGresult   *res;
-	uint64		n;
-	StringInfoData cols;
-	int			i;
-
-	res = CtasPgQuery(ls->conn, load->catalog,
-					  psprintf("SELECT count(*) FROM %s", ls->scratch));
-	n = strtou64(PQgetvalue(res, 0, 0), NULL, 10);
-	PQclear(res);
-	if (n != load->rows)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("catalog \"%s\" received " UINT64_FORMAT " rows, but " UINT64_FORMAT " were sent",
-						load->catalog->name, n, load->rows)));
-	if (ls->created)
-	{
-		CtasPgExec(ls->conn, load->catalog,
-				   psprintf("DROP TABLE %s", ls->qualified));
-		CtasPgExec(ls->conn, load->catalog,
-				   psprintf("ALTER TABLE %s RENAME TO %s", ls->scratch,
-							quote_identifier(load->table)));
-		return;
-	}
-	initStringInfo(&cols);
-	for (i = 0; i < load->ncolumns; i++)
-		appendStringInfo(&cols, "%s%s", i > 0 ? ", " : "",
-						 quote_identifier(load->columns[i].name));
-	CtasPgExec(ls->conn, load->catalog,
-			   psprintf("INSERT INTO %s (%s) SELECT %s FROM %s",
-						ls->qualified, cols.data, cols.data, ls->scratch));
-	CtasPgExec(ls->conn, load->catalog,
-			   psprintf("DROP TABLE %s", ls->scratch));
-}
-
-/*
- * drop_scratch
- *		After the remote transaction is over (committed or rolled back) on
- *		a connection that is still good: DROP TABLE IF EXISTS of the scratch
- *		tables of its parallel loads, bounded in time.  What cannot be
- *		dropped is left to the resolver, with a WARNING.  Never an error.
- */
-static void
-drop_scratch(CtasParticipant *part, PgXactState *st)
-{
-	ListCell   *lc;
-	char	   *msg;
-
-	foreach(lc, st->scratch)
-	{
-		char	   *name = lfirst(lc);
-
-		if (st->entry->conn == NULL || st->entry->broken ||
-			!CtasPgExecBounded(st->entry->conn,
-							   psprintf("DROP TABLE IF EXISTS %s", name),
-							   CLEANUP_TIMEOUT_MS, &msg))
-		{
-			ereport(WARNING,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("could not drop scratch table %s on catalog \"%s\"",
-							name, part->catalog->name),
-					 errhint("ctas_fed.resolve_in_doubt() drops it once the catalog is reachable.")));
-			return;
-		}
-	}
-	st->scratch = NIL;
 }
 
 /*
@@ -1200,8 +1175,12 @@ pg_post_commit(CtasParticipant *part)
 			break;
 	}
 	/* a parallel load rolled back to a savepoint left its scratch table */
+	Assert(st->workers == NIL);
 	if (st->scratch != NIL && !part->in_doubt)
-		drop_scratch(part, st);
+		CtasPgDropScratch(part->catalog, st->entry->broken ? NULL :
+						  st->entry->conn, &st->scratch);
+	CtasPgCloseFresh(st->side);
+	st->side = NULL;
 }
 
 /*
@@ -1269,6 +1248,8 @@ pg_abort(CtasParticipant *part)
 		if (prepare_lost || st->progress == PG_XACT_PREPARED)
 			part->in_doubt = true;
 		CtasPgDisconnect(entry);
+		CtasPgCloseFresh(st->side);
+		st->side = NULL;
 		return;
 	}
 
@@ -1321,9 +1302,16 @@ pg_abort(CtasParticipant *part)
 	entry->xact_depth = 0;
 	entry->in_copy = false;
 
-	/* the workers' scratch tables, committed on their own */
-	if (st->scratch != NIL && !part->in_doubt)
-		drop_scratch(part, st);
+	/*
+	 * The workers' prepared transactions, then the scratch tables they
+	 * lock; what is left goes to the resolver.
+	 */
+	if (CtasPgRollbackWorkers(part->catalog, st->side, &st->workers, 1) &&
+		st->scratch != NIL && !part->in_doubt)
+		CtasPgDropScratch(part->catalog, st->entry->broken ? NULL :
+						  st->entry->conn, &st->scratch);
+	CtasPgCloseFresh(st->side);
+	st->side = NULL;
 }
 
 /*
@@ -1337,10 +1325,17 @@ pg_subxact(CtasParticipant *part, SubXactEvent event, int level)
 	CtasConn   *entry;
 	char	   *msg;
 
-	if (st == NULL || st->progress == PG_XACT_LOST)
+	if (st == NULL)
 		return;
+	/* the parallel loads of the level: their workers' gids */
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		(void) CtasPgRollbackWorkers(part->catalog, st->side, &st->workers,
+									 level);
+	else
+		CtasPgSubCommitWorkers(st->workers, level);
 	entry = st->entry;
-	if (entry->conn == NULL || entry->xact_depth < level)
+	if (st->progress == PG_XACT_LOST || entry->conn == NULL ||
+		entry->xact_depth < level)
 		return;
 
 	if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)

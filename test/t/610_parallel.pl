@@ -30,7 +30,7 @@ max_worker_processes = 16
 max_parallel_workers = 8');
 clickhouse_catalog($local, $ch);
 
-$local->safe_psql('postgres', q{
+my $source_sql = q{
 CREATE SCHEMA src;
 CREATE TABLE src.big (id int, label text, n int8, f float8, d date,
   flag bool);
@@ -54,7 +54,8 @@ ANALYZE src.big;
 -- immutable and parallel safe as declared, slow as run: keeps a load busy
 CREATE FUNCTION src.slow(x int) RETURNS int IMMUTABLE PARALLEL SAFE
   LANGUAGE plpgsql AS $$BEGIN PERFORM pg_sleep(0.002); RETURN x; END$$;
-});
+};
+$local->safe_psql('postgres', $source_sql);
 
 my $blocks = $local->safe_psql('postgres',
 	q{SELECT pg_relation_size('src.big') / 8192});
@@ -307,6 +308,46 @@ sub pg_scratch
 		   WHERE starts_with(relname, '_ctas_fed_')});
 }
 
+# the prepared transactions of the local cluster on the remote
+my $sysid = $local->safe_psql('postgres',
+	'SELECT system_identifier FROM pg_control_system()');
+sub pg_prepared
+{
+	return $remote->safe_psql('dw',
+		qq{SELECT string_agg(gid, ',' ORDER BY gid) FROM pg_prepared_xacts
+		    WHERE starts_with(gid, 'ctas_fed_${sysid}_')});
+}
+
+# a psql session of its own running $sql, and the log offset before it
+sub start_session
+{
+	my ($sql) = @_;
+	my ($in, $o, $e) = ($sql, '', '');
+	my $offset = -s $local->logfile;
+	my $h = IPC::Run::start([ 'psql', '-XAtq', '-d', $local->connstr('postgres') ],
+		'<', \$in, '>', \$o, '2>', \$e, IPC::Run::timeout(180));
+	$h->pump while $h->pumpable && $in ne '';
+	return ($h, \$e, $offset);
+}
+
+# pid and top-level xid of the session running the statement that has $tag
+sub leader_of
+{
+	my ($tag) = @_;
+	return split /\|/, $local->safe_psql('postgres', qq{
+SELECT pid, backend_xid FROM pg_stat_activity
+ WHERE backend_type = 'client backend' AND query LIKE '%$tag%'
+   AND pid <> pg_backend_pid()});
+}
+
+# the gids of the workers of the leader's transaction $xid, as prepared
+sub worker_gids
+{
+	my ($xid) = @_;
+	return scalar(grep { /^ctas_fed_${sysid}_${xid}_1_\d+_[12]$/ }
+		  split(/,/, pg_prepared()));
+}
+
 foreach my $n (2, 4)
 {
 	($ret, $out, $err) = $local->psql('postgres', qq{
@@ -375,6 +416,8 @@ like($err, qr/value too long for type character varying\(5\)/,
 	'PostgreSQL: the remote error');
 like($err, qr/parallel load into wh\.public\.p_bad, (blocks \d+ to the end|end of a worker's stream)/,
 	'PostgreSQL: the context of the worker');
+is(pg_prepared(), '',
+	'PostgreSQL error in a worker: no prepared transaction, without the resolver');
 check_invariant(
 	node => $local,
 	name => 'PostgreSQL error in a worker',
@@ -448,5 +491,154 @@ ok(wait_until(30, sub {
 	pg_scratch() eq '' }),
 	'PostgreSQL crash after PREPARE: the resolver drops the scratch table');
 is(parallel_workers(), 0, 'PostgreSQL crash: no parallel worker left');
+
+# the leader stops after every stream ended: each worker's remote
+# transaction is prepared under a gid of the leader's transaction; a cancel
+# there, then ROLLBACK, rolls them back at once and leaves nothing
+{
+	my ($h, $e, $offset) = start_session(
+		"SET ctas_fed.fault_point = 'after_workers:8';\nBEGIN;\n"
+		  . "CREATE TABLE wh.public.p_paused WITH (parallel = 2) AS SELECT * FROM src.big;\n"
+		  . "ROLLBACK;\n");
+	$local->wait_for_log(qr/stopped at fault point "after_workers"/, $offset);
+	my ($pid, $xid) = leader_of('p_paused');
+	my $gids = pg_prepared();
+	is(scalar(split /,/, $gids), 2,
+		'PostgreSQL after the workers: one prepared transaction per worker')
+	  or diag $gids;
+	is(worker_gids($xid), 2,
+		"PostgreSQL after the workers: each under a gid of the leader's transaction")
+	  or diag "xid $xid: $gids";
+	$local->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
+	$h->finish;
+	like($$e, qr/canceling statement due to user request/,
+		'PostgreSQL after the workers: the statement is cancelled');
+	is(pg_prepared(), '',
+		'PostgreSQL cancel and ROLLBACK after the workers: no prepared transaction, without the resolver');
+	is(pg_scratch(), '',
+		'PostgreSQL cancel and ROLLBACK after the workers: no scratch table');
+	check_invariant(
+		node => $local,
+		name => 'PostgreSQL cancel after the workers',
+		targets => [ { pg => $remote, dbname => 'dw', table => 'public.p_paused' } ]);
+}
+
+# the same in a savepoint rolled back, in a transaction that commits: the
+# rollback of the savepoint rolls the workers back, not the resolver
+{
+	my ($h, $e, $offset) = start_session(
+		"SET ctas_fed.fault_point = 'after_workers:8';\nBEGIN;\nSAVEPOINT a;\n"
+		  . "CREATE TABLE wh.public.p_sp_paused WITH (parallel = 2) AS SELECT * FROM src.big;\n"
+		  . "ROLLBACK TO SAVEPOINT a;\nRESET ctas_fed.fault_point;\n"
+		  . "CREATE TABLE wh.public.p_sp_after AS SELECT 1 AS one;\nCOMMIT;\n");
+	$local->wait_for_log(qr/stopped at fault point "after_workers"/, $offset);
+	my ($pid, $xid) = leader_of('p_sp_paused');
+	is(worker_gids($xid), 2,
+		'PostgreSQL savepoint after the workers: their transactions are prepared');
+	$local->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
+	$h->finish;
+	like($$e, qr/canceling statement due to user request/,
+		'PostgreSQL savepoint after the workers: the statement is cancelled');
+	unlike($$e, qr/WARNING/, 'PostgreSQL savepoint after the workers: no WARNING')
+	  or diag $$e;
+	is($remote->safe_psql('dw', 'SELECT one FROM public.p_sp_after'), '1',
+		'PostgreSQL savepoint after the workers: the transaction commits');
+	is(pg_prepared(), '',
+		'PostgreSQL savepoint after the workers: no prepared transaction, without the resolver');
+	is(pg_scratch(), '',
+		'PostgreSQL savepoint after the workers: no scratch table');
+	is(pg_digest($remote, 'dw', 'public.p_sp_paused'), 'absent',
+		'PostgreSQL savepoint after the workers: no table');
+}
+
+# the leader crashes after the workers PREPAREd: the resolver rolls their
+# transactions back, then drops the scratch table
+{
+	my ($h, $e, $offset) = start_session(
+		"SET ctas_fed.fault_point = 'after_workers';\n"
+		  . "CREATE TABLE wh.public.p_wcrash WITH (parallel = 2) AS SELECT * FROM src.big;\n");
+	$local->wait_for_log(qr/stopped at fault point "after_workers"/, $offset);
+	my ($pid, $xid) = leader_of('p_wcrash');
+	is(worker_gids($xid), 2,
+		'PostgreSQL crash after the workers: their transactions are prepared');
+	$local->stop('immediate');
+	$h->finish;
+	$local->start;
+}
+check_invariant(
+	node => $local,
+	name => 'PostgreSQL crash after the workers',
+	resolve => 1,
+	targets => [ { pg => $remote, dbname => 'dw', table => 'public.p_wcrash' } ]);
+ok(wait_until(30, sub {
+	$local->psql('postgres', 'SELECT * FROM ctas_fed.resolve_in_doubt()');
+	pg_scratch() eq '' }),
+	'PostgreSQL crash after the workers: the resolver drops the scratch table');
+
+# the leader crashes after the local commit: the resolver commits the
+# remote transaction, and the table has every row
+{
+	my ($h, $e, $offset) = start_session(
+		"SET ctas_fed.fault_point = 'after_commit_record';\n"
+		  . "CREATE TABLE wh.public.p_ccrash WITH (parallel = 2) AS SELECT * FROM src.big;\n");
+	$local->wait_for_log(qr/stopped at fault point "after_commit_record"/,
+		$offset);
+	is(scalar(split /,/, pg_prepared()), 1,
+		'PostgreSQL crash after the commit: only the leader\'s transaction is prepared');
+	$local->stop('immediate');
+	$h->finish;
+	$local->start;
+}
+check_invariant(
+	node => $local,
+	name => 'PostgreSQL crash after the commit',
+	resolve => 1,
+	committed => 1,
+	targets => [ { pg => $remote, dbname => 'dw', table => 'public.p_ccrash',
+		expect => pg_digest($local, 'postgres', 'src.big') } ]);
+is(sql_digest($remote, 'dw',
+		'SELECT id, md5(label), n, f, d, flag::int FROM public.p_ccrash'),
+	$expect, 'PostgreSQL crash after the commit: every row exactly');
+is(pg_scratch(), '', 'PostgreSQL crash after the commit: no scratch table');
+
+# max_worker_processes exhausted, not max_parallel_workers: a cluster with
+# one slot of five left once its own background workers run (the logical
+# replication launcher, ctas_fed's launcher and notifier, the resolver of
+# the database) loads with one worker, after a NOTICE, every row
+my $small = new_cluster('small', conf => 'ctas_fed.resolver_naptime = 3600
+max_worker_processes = 5
+max_parallel_workers = 8');
+postgres_catalog($small, $remote);
+$small->safe_psql('postgres', $source_sql);
+ok(wait_until(60, sub {
+	$small->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity
+	   WHERE backend_type = 'ctas_fed resolver'}) == 1 }),
+	'small cluster: the resolver runs');
+# the fourth, ctas_fed's notifier, has no database connection and is not
+# in pg_stat_activity
+is($small->safe_psql('postgres', q{
+SELECT string_agg(backend_type, ',' ORDER BY backend_type)
+  FROM pg_stat_activity
+ WHERE backend_type IN ('logical replication launcher', 'ctas_fed launcher',
+                        'ctas_fed resolver', 'parallel worker')}),
+	'ctas_fed launcher,ctas_fed resolver,logical replication launcher',
+	'small cluster: four of its five background worker slots are taken');
+($ret, $out, $err) = $small->psql('postgres', q{
+CREATE TABLE wh.public.p_slots WITH (parallel = 3) AS SELECT * FROM src.big;});
+is($ret, 0, 'max_worker_processes exhausted: no failure') or diag $err;
+like($err,
+	qr/NOTICE:  loading wh\.public\.p_slots with 1 parallel workers instead of 3/,
+	'max_worker_processes exhausted: a NOTICE says how many');
+is(sql_digest($remote, 'dw',
+		'SELECT id, md5(label), n, f, d, flag::int FROM public.p_slots'),
+	$expect, 'max_worker_processes exhausted: every row exactly');
+is(pg_scratch(), '', 'max_worker_processes exhausted: no scratch table left');
+check_invariant(
+	node => $small,
+	name => 'max_worker_processes exhausted',
+	committed => 1,
+	targets => [ { pg => $remote, dbname => 'dw', table => 'public.p_slots',
+		expect => pg_digest($local, 'postgres', 'src.big') } ]);
+$small->stop;
 
 done_testing();

@@ -1,0 +1,304 @@
+/*-------------------------------------------------------------------------
+ *
+ * parallel.c
+ *		  The remote side of parallel loads into a PostgreSQL catalog: the
+ *		  scratch table the workers load and the remote transaction takes,
+ *		  and the workers' prepared transactions (writer.c,
+ *		  pg_parallel_export, pg_parallel_attach, end_load, abort).
+ *
+ * The scratch table's name carries the local transaction, and so do the
+ * gids of the workers' remote transactions (gid.c), so that the resolver
+ * (resolve.c) knows whose they are.  The order (writer.c's header has the
+ * steps):
+ *	1. each worker PREPAREs its COPY into the scratch table;
+ *	2. at end_load, once every worker is done, the leader COMMITs PREPARED
+ *	   them (their locks on the scratch table go, their rows become
+ *	   visible), then its remote transaction takes the scratch table
+ *	   (rename, or insert and drop);
+ *	3. the leader's remote transaction is prepared at pre-commit and
+ *	   committed after the local commit, as for a serial load.
+ * The workers' rows are thus committed before the local commit, but into a
+ * table that is no one's but this transaction's: only the leader's remote
+ * transaction, which the local transaction decides, shows them under the
+ * table's name.  Committing them later (at pre-commit, before the leader's
+ * PREPARE) would keep them uncommitted a little longer and gain nothing,
+ * but would move the load's own errors (row count, primary key) from the
+ * statement to COMMIT.  A worker gid never outlives end_load in a
+ * transaction that commits, so the resolver never has to commit one.
+ *
+ * What a crash of the leader leaves (the local transaction is aborted by
+ * the crash unless its commit record was written) and who settles it:
+ *	before a worker's PREPARE	its open remote transaction: rolled back
+ *								when its connection closes; the scratch
+ *								table: the resolver drops it
+ *	after it, before end_load	the worker's prepared transaction: the
+ *								resolver rolls it back, then drops the
+ *								scratch table
+ *	after the workers' COMMIT PREPARED, before the leader's PREPARE
+ *								the scratch table with the rows: the
+ *								resolver drops it; the leader's open
+ *								remote transaction dies with its connection
+ *	after the leader's PREPARE	its prepared transaction: the resolver rolls
+ *								it back (the scratch table comes back) and
+ *								drops the scratch table
+ *	after the local commit		its prepared transaction: the resolver
+ *								commits it (the table, every row); no
+ *								scratch table is left
+ * Without a crash, abort (or the abort of the subtransaction that ran the
+ * load) rolls back the worker gids of the loads that end_load did not
+ * settle, on the side connection, and then drops the scratch tables (at the
+ * end of the transaction).  A worker whose PREPARE was still on its way
+ * when the leader gave up leaves a prepared transaction that the abort may
+ * not see: the resolver rolls it back.  With two_phase off (or a remote
+ * without prepared transactions), the workers commit in one phase, as the
+ * leader does.
+ *
+ * This file calls only into connection.c; writer.c calls it.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/postgres/parallel.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/builtins.h"
+
+#include "postgres_target.h"
+
+/*
+ * CtasPgTakeScratch
+ *		end_load of a parallel load, in the remote transaction on conn: the
+ *		scratch table the workers loaded becomes the table qualified (when
+ *		the load created it), or its rows are inserted into qualified and it
+ *		is dropped, after a check of its row count against the rows the
+ *		workers sent (load->rows).  ERROR on any failure.
+ */
+void
+CtasPgTakeScratch(CtasLoad *load, PGconn *conn, const char *scratch,
+				  const char *qualified, bool created)
+{
+	PGresult   *res;
+	uint64		n;
+	StringInfoData cols;
+	int			i;
+
+	res = CtasPgQuery(conn, load->catalog,
+					  psprintf("SELECT count(*) FROM %s", scratch));
+	n = strtou64(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	if (n != load->rows)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("catalog \"%s\" received " UINT64_FORMAT " rows, but " UINT64_FORMAT " were sent",
+						load->catalog->name, n, load->rows)));
+	if (created)
+	{
+		CtasPgExec(conn, load->catalog,
+				   psprintf("DROP TABLE %s", qualified));
+		CtasPgExec(conn, load->catalog,
+				   psprintf("ALTER TABLE %s RENAME TO %s", scratch,
+							quote_identifier(load->table)));
+		return;
+	}
+	initStringInfo(&cols);
+	for (i = 0; i < load->ncolumns; i++)
+		appendStringInfo(&cols, "%s%s", i > 0 ? ", " : "",
+						 quote_identifier(load->columns[i].name));
+	CtasPgExec(conn, load->catalog,
+			   psprintf("INSERT INTO %s (%s) SELECT %s FROM %s",
+						qualified, cols.data, cols.data, scratch));
+	CtasPgExec(conn, load->catalog,
+			   psprintf("DROP TABLE %s", scratch));
+}
+
+/*
+ * CtasPgDropScratch
+ *		After the remote transaction is over (committed or rolled back), on
+ *		conn, a connection outside a transaction block (NULL when it is not
+ *		usable): DROP TABLE IF EXISTS of the scratch tables in *scratch,
+ *		bounded in time.  *scratch becomes NIL when all are gone; what
+ *		cannot be dropped is left to the resolver, with a WARNING.  Never an
+ *		error.
+ */
+void
+CtasPgDropScratch(CtasCatalog *catalog, PGconn *conn, List **scratch)
+{
+	ListCell   *lc;
+	char	   *msg;
+
+	foreach(lc, *scratch)
+	{
+		char	   *name = lfirst(lc);
+
+		if (conn == NULL ||
+			!CtasPgExecBounded(conn,
+							   psprintf("DROP TABLE IF EXISTS %s", name),
+							   CLEANUP_TIMEOUT_MS, &msg))
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not drop scratch table %s on catalog \"%s\"",
+							name, catalog->name),
+					 errhint("ctas_fed.resolve_in_doubt() drops it once the catalog is reachable.")));
+			return;
+		}
+	}
+	*scratch = NIL;
+}
+
+/*
+ * CtasPgCommitWorkers
+ *		end_load of a parallel load, on conn (the leader's connection for
+ *		parallel loads, outside any transaction block), before the remote
+ *		transaction takes the scratch table: COMMIT PREPARED of every worker
+ *		gid that starts with prefix.  Their prepared transactions hold locks
+ *		on the scratch table, and their rows must be visible to the remote
+ *		transaction.  Returns how many there were.  ERROR on any failure
+ *		(the abort then rolls back those that are left).
+ */
+int
+CtasPgCommitWorkers(CtasCatalog *catalog, PGconn *conn, const char *prefix)
+{
+	PGresult   *res;
+	List	   *gids = NIL;
+	ListCell   *lc;
+	int			i;
+
+	res = CtasPgQuery(conn, catalog,
+					  psprintf("SELECT gid FROM pg_catalog.pg_prepared_xacts "
+							   "WHERE database = pg_catalog.current_database() "
+							   "AND pg_catalog.starts_with(gid, %s) ORDER BY gid",
+							   quote_literal_cstr(prefix)));
+	for (i = 0; i < PQntuples(res); i++)
+		gids = lappend(gids, pstrdup(PQgetvalue(res, i, 0)));
+	PQclear(res);
+	foreach(lc, gids)
+		CtasPgExec(conn, catalog,
+				   psprintf("COMMIT PREPARED %s",
+							quote_literal_cstr((char *) lfirst(lc))));
+	return list_length(gids);
+}
+
+/*
+ * rollback_workers
+ *		ROLLBACK PREPARED of every worker gid that starts with prefix, on
+ *		conn, each step bounded by CLEANUP_TIMEOUT_MS with interrupts held.
+ *		false, with a palloc'd message in *msg, when it could not be done.
+ *		Never an error.
+ */
+static bool
+rollback_workers(PGconn *conn, const char *prefix, char **msg)
+{
+	TimestampTz deadline;
+	PGresult   *res;
+	List	   *gids = NIL;
+	ListCell   *lc;
+	bool		timed_out = false;
+	bool		ok = false;
+
+	*msg = NULL;
+
+	/* a COMMIT PREPARED of end_load that a cancel interrupted */
+	if (conn != NULL && PQtransactionStatus(conn) == PQTRANS_ACTIVE &&
+		!CtasPgCancel(conn, false, CLEANUP_TIMEOUT_MS))
+		conn = NULL;
+	if (conn == NULL || PQstatus(conn) != CONNECTION_OK ||
+		!PQsendQueryParams(conn,
+						   "SELECT gid FROM pg_catalog.pg_prepared_xacts "
+						   "WHERE database = pg_catalog.current_database() "
+						   "AND pg_catalog.starts_with(gid, $1)",
+						   1, NULL, &prefix, NULL, NULL, 0))
+	{
+		*msg = pstrdup("connection lost");
+		return false;
+	}
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   CLEANUP_TIMEOUT_MS);
+	while ((res = CtasPgGetResult(conn, deadline, &timed_out)) != NULL)
+	{
+		int			i;
+
+		if (PQresultStatus(res) == PGRES_TUPLES_OK)
+		{
+			ok = true;
+			for (i = 0; i < PQntuples(res); i++)
+				gids = lappend(gids, pstrdup(PQgetvalue(res, i, 0)));
+		}
+		PQclear(res);
+	}
+	if (!ok || timed_out)
+	{
+		*msg = timed_out ? psprintf("no answer within %d ms", CLEANUP_TIMEOUT_MS) :
+			pchomp(PQerrorMessage(conn));
+		return false;
+	}
+	foreach(lc, gids)
+	{
+		if (!CtasPgExecBounded(conn,
+							   psprintf("ROLLBACK PREPARED %s",
+										quote_literal_cstr((char *) lfirst(lc))),
+							   CLEANUP_TIMEOUT_MS, msg))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * CtasPgRollbackWorkers
+ *		Abort of the (sub)transaction at nesting level: ROLLBACK PREPARED of
+ *		the worker gids of every parallel load in *pending (a List of
+ *		CtasPgWorkerGids) done at that level or deeper, on conn (NULL when
+ *		there is none), and forget those loads.  What cannot be rolled back
+ *		is left to the resolver, with a WARNING; returns false then.  Never
+ *		an error.
+ */
+bool
+CtasPgRollbackWorkers(CtasCatalog *catalog, PGconn *conn, List **pending,
+					  int level)
+{
+	ListCell   *lc;
+	bool		all = true;
+
+	foreach(lc, *pending)
+	{
+		CtasPgWorkerGids *w = lfirst(lc);
+		char	   *msg;
+
+		if (w->level < level)
+			continue;
+		if (!rollback_workers(conn, w->prefix, &msg))
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not roll back the prepared transactions \"%s*\" of parallel workers on catalog \"%s\"",
+							w->prefix, catalog->name),
+					 errdetail_internal("%s", msg),
+					 errhint("ctas_fed.resolve_in_doubt() rolls them back once the catalog is reachable.")));
+			all = false;
+		}
+		*pending = foreach_delete_current(*pending, lc);
+	}
+	return all;
+}
+
+/*
+ * CtasPgSubCommitWorkers
+ *		Commit of the subtransaction at nesting level: its parallel loads in
+ *		pending become the parent's.
+ */
+void
+CtasPgSubCommitWorkers(List *pending, int level)
+{
+	ListCell   *lc;
+
+	foreach(lc, pending)
+	{
+		CtasPgWorkerGids *w = lfirst(lc);
+
+		if (w->level >= level)
+			w->level = level - 1;
+	}
+}

@@ -65,6 +65,7 @@
 /* rows of the peek fetched from its cursor at once */
 #define SYNC_FETCH_ROWS		1000
 
+/* set by SYNC_FAIL: the error in flight fails the job for good */
 bool		CtasSyncFailed = false;
 
 /* What the reading of one peek carries from chunk to chunk */

@@ -33,9 +33,10 @@
  * at the end, the first of each key written.  A tuplesort rather than
  * writing what a bounded buffer holds whenever it fills: the rows of a key
  * would then share a version across INSERTs, correct only if
- * ReplacingMergeTree kept the last inserted of equal versions, which
- * FINAL and merges do in 18.16 but which is not a documented promise; and
- * a DDL the sync cannot follow, found in the middle of a source
+ * ReplacingMergeTree kept the last inserted of equal versions, which its
+ * merge code does ("last row with maximum version",
+ * ReplacingSortedBlockInputStream) but its documentation does not promise;
+ * and a DDL the sync cannot follow, found in the middle of a source
  * transaction, must leave nothing of it in the table (sync_apply.c), which
  * holds only if nothing of a transaction is written before its end.
  * Commit records are more than 2 bytes long, so

@@ -174,7 +174,14 @@ is($ch->query(q{SELECT count() FROM system.tables WHERE position(name, '_ctas_fe
 
 # A DDL in the middle of a source transaction whose first changes the
 # target already holds: the jobs fail, and each remote keeps exactly the
-# transactions committed before that one, nothing of it.
+# transactions committed before that one, nothing of it.  The workers wait
+# on a lock of ctas_fed.syncs meanwhile, so that one peek returns both the
+# transaction before and the one with the DDL: its first changes share the
+# remote transaction with the one before.
+my $locker = session_start($local);
+my ($out, $err) = session_run($locker,
+	'BEGIN; LOCK TABLE ctas_fed.syncs IN ACCESS EXCLUSIVE MODE');
+is($err, '', 'workers held off');
 $local->safe_psql('postgres', q{
 	UPDATE big SET v = 4 WHERE id = 1;
 	BEGIN;
@@ -182,6 +189,8 @@ $local->safe_psql('postgres', q{
 	ALTER TABLE big ALTER COLUMN v TYPE bigint;
 	UPDATE big SET v = 6 WHERE id = 2;
 	COMMIT});
+session_run($locker, 'ROLLBACK');
+$locker->quit;
 ok(wait_until(120, sub {
 	$local->safe_psql('postgres',
 		q{SELECT string_agg(state, ',') FROM ctas_fed.syncs}) eq 'failed,failed' }),

@@ -20,8 +20,7 @@
  *				A copy interrupted by anything starts again with a new slot.
  *	streaming	peek at the slot's changes through SQL
  *				(pg_logical_slot_peek_binary_changes, proto_version 1, the
- *				job's publication) and apply them (sync_apply.c): parse
- *				the pgoutput messages with
+ *				job's publication), parse the pgoutput messages with
  *				logicalrep_read_*, evaluate the query's WHERE and select
  *				list on each new row, and apply by key: a row in the WHERE
  *				is upserted, a row that is not (or no longer) is deleted, a
@@ -59,9 +58,10 @@
  * without a database connection.  State changes go to the webhook through
  * the registry's event queue (CtasJobsQueueEvent).
  *
- * A peek returns whole source transactions, however large: its rows are
- * read through a cursor and applied a chunk at a time (sync_apply.c), so
- * that the worker's memory stays bounded.
+ * The apply side of the streaming phase is sync_apply.c.  A peek returns
+ * whole source transactions, however large: its rows are read through a
+ * cursor and applied a chunk at a time there, so that the worker's memory
+ * stays bounded.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *

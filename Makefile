@@ -43,6 +43,7 @@ OBJS = \
 	src/postgres/writer.o \
 	src/sqlfuncs.o \
 	src/sync.o \
+	src/sync_apply.o \
 	src/sync_copy.o \
 	src/sync_status.o \
 	src/sync_worker.o \

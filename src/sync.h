@@ -7,7 +7,9 @@
  *	sync.c			statement time: eligibility of the query, the job's
  *					records (publication, ctas_fed.syncs row), stop_sync
  *	sync_worker.c	after commit: the sync worker (slot, initial copy,
- *					decoding and apply loop), started by the resolver
+ *					decoding loop), started by the resolver
+ *	sync_apply.c	the apply side of the sync worker: the messages of
+ *					one peek applied to the target (sync_apply.h)
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *

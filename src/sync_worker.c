@@ -58,9 +58,10 @@
  * without a database connection.  State changes go to the webhook through
  * the registry's event queue (CtasJobsQueueEvent).
  *
- * XXX: a peek returns whole source transactions, so one very large
- * transaction is held in memory at once while it is applied; streaming of
- * large transactions (proto_version 2) is not used.
+ * The apply side of the streaming phase is sync_apply.c.  A peek returns
+ * whole source transactions, however large: its rows are read through a
+ * cursor and applied a chunk at a time there, so that the worker's memory
+ * stays bounded.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -112,7 +113,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "sync.h"
+#include "sync_apply.h"
 
 /* changes asked of one peek; a transaction is never split */
 #define SYNC_PEEK_CHANGES	10000
@@ -126,58 +127,9 @@
 /* field4 of the advisory lock tag that makes a worker the only one */
 #define CTAS_LOCKTAG_SYNC	0xCF02
 
-/* One job, as the worker runs it (job_cxt) */
-typedef struct SyncJob
-{
-	int64		id;
-	int64		job_id;			/* in ctas_fed.jobs */
-	TimestampTz created_at;
-	Oid			owner;
-	Oid			relid;
-	Query	   *query;
-	char	   *publication;
-	char	   *slot_name;
-	char	   *state;
-	int			ncols;			/* source columns the query reads */
-	AttrNumber *attnums;
-	char	  **attnames;		/* their names and types at creation */
-	Oid		   *atttypes;
-	FmgrInfo   *infuncs;
-	Oid		   *ioparams;
-	int		   *msgcol;			/* their place in the last Relation
-								 * message, -1 before one */
-	int		   *keycol;			/* index into attnums of each key column */
-	TupleDesc	tupdesc;		/* of the source */
-	const CtasSyncApply *apply;
-	CtasSyncTarget target;
-	bool		open;			/* target->open done */
-	XLogRecPtr	applied;		/* from the remote */
-} SyncJob;
-
-/* The query's expressions, ready to run (per transaction) */
-typedef struct SyncEval
-{
-	EState	   *estate;
-	ExprContext *econtext;
-	ExprState  *qual;			/* NULL: no WHERE */
-	int			nexprs;
-	ExprState **exprs;
-	TupleTableSlot *slot;		/* virtual, source row type */
-	Datum	   *values;			/* one row's remote values */
-	bool	   *nulls;
-	char	  **keys;			/* a key as text, as pgoutput sent it */
-	char	  **oldkeys;
-	Datum	   *keyvals;		/* a key as Datums, for delete */
-} SyncEval;
-
 PGDLLEXPORT void ctas_fed_sync_main(Datum main_arg);
 
 static MemoryContext job_cxt = NULL;
-static bool sync_failed = false;	/* the error in flight is permanent */
-
-/* ereport(ERROR) that fails the job for good */
-#define SYNC_FAIL(...) \
-	do { sync_failed = true; ereport(ERROR, __VA_ARGS__); } while (0)
 
 /* in the resolver: the sync workers it started */
 typedef struct SyncWorkerEntry
@@ -451,74 +403,6 @@ check_source(SyncJob *job, bool columns)
 }
 
 /*
- * build_eval
- *		The WHERE and the select list of the query as ExprStates over a row
- *		of the source, in a new EState under the current memory context.
- */
-static SyncEval *
-build_eval(SyncJob *job)
-{
-	SyncEval   *ev = palloc0(sizeof(SyncEval));
-	Node	   *quals = job->query->jointree->quals;
-	ListCell   *lc;
-	int			n = 0;
-
-	ev->estate = CreateExecutorState();
-	ev->econtext = GetPerTupleExprContext(ev->estate);
-	if (quals != NULL)
-		ev->qual = ExecPrepareQual(make_ands_implicit((Expr *) copyObject(quals)),
-								   ev->estate);
-	ev->exprs = palloc(sizeof(ExprState *) * list_length(job->query->targetList));
-	foreach(lc, job->query->targetList)
-	{
-		TargetEntry *tle = lfirst_node(TargetEntry, lc);
-
-		if (tle->resjunk)
-			continue;
-		ev->exprs[n] = ExecPrepareExpr((Expr *) copyObject(tle->expr),
-									   ev->estate);
-		n++;
-	}
-	ev->nexprs = n;
-	if (n != job->target.ncolumns)
-		elog(ERROR, "sync " INT64_FORMAT ": query has %d columns, the remote table %d",
-			 job->id, n, job->target.ncolumns);
-	ev->slot = MakeSingleTupleTableSlot(job->tupdesc, &TTSOpsVirtual);
-	ev->values = palloc0(sizeof(Datum) * n);
-	ev->nulls = palloc0(sizeof(bool) * n);
-	ev->keys = palloc0(sizeof(char *) * job->target.nkeys);
-	ev->oldkeys = palloc0(sizeof(char *) * job->target.nkeys);
-	ev->keyvals = palloc0(sizeof(Datum) * job->target.nkeys);
-	return ev;
-}
-
-static void
-free_eval(SyncEval *ev)
-{
-	ExecDropSingleTupleTableSlot(ev->slot);
-	FreeExecutorState(ev->estate);
-}
-
-/*
- * evaluate
- *		The query on the row in slot: false when the WHERE rejects it,
- *		else true with the remote values in ev->values (per-tuple memory).
- */
-static bool
-evaluate(SyncEval *ev, TupleTableSlot *slot)
-{
-	int			i;
-
-	ev->econtext->ecxt_scantuple = slot;
-	if (ev->qual != NULL && !ExecQual(ev->qual, ev->econtext))
-		return false;
-	for (i = 0; i < ev->nexprs; i++)
-		ev->values[i] = ExecEvalExpr(ev->exprs[i], ev->econtext,
-									 &ev->nulls[i]);
-	return true;
-}
-
-/*
  * set_state
  *		Record the job's state (and error, and applied lsn when valid) in a
  *		transaction of its own.
@@ -629,7 +513,7 @@ do_copy(SyncJob *job)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	check_source(job, true);
 	open_target(job);
-	ev = build_eval(job);
+	ev = CtasSyncBuildEval(job);
 	/* plain columns and no WHERE: nothing to evaluate (sync_copy.c) */
 	plain = CtasSyncPlainColumns(job->query, ev->nexprs);
 
@@ -652,7 +536,7 @@ do_copy(SyncJob *job)
 		oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
 		if (plain != NULL)
 			CtasSyncPlainRow(hslot, ev->nexprs, plain, ev->values, ev->nulls);
-		if (plain != NULL || evaluate(ev, hslot))
+		if (plain != NULL || CtasSyncEvaluate(ev, hslot))
 		{
 			job->apply->copy_row(&job->target, ev->values, ev->nulls);
 			rows++;
@@ -668,7 +552,7 @@ do_copy(SyncJob *job)
 	job->apply->commit(&job->target, consistent);
 	job->applied = consistent;
 	CtasSyncStatusReport(rows, 0, 0);
-	free_eval(ev);
+	CtasSyncFreeEval(ev);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
@@ -676,374 +560,6 @@ do_copy(SyncJob *job)
 			(errmsg("ctas_fed sync " INT64_FORMAT ": copied " UINT64_FORMAT " rows, streaming from %X/%X",
 					job->id, rows, LSN_FORMAT_ARGS(consistent))));
 	return consistent;
-}
-
-/*
- * relation_ok
- *		A Relation message of the source: find each column the query reads
- *		by name, with its type, into job->msgcol.  False when one is gone or
- *		has another type: a DDL the sync cannot follow.
- */
-static bool
-relation_ok(SyncJob *job, LogicalRepRelation *rel, int *bad)
-{
-	int			i;
-
-	for (i = 0; i < job->ncols; i++)
-	{
-		int			j;
-
-		job->msgcol[i] = -1;
-		for (j = 0; j < rel->natts; j++)
-		{
-			if (strcmp(rel->attnames[j], job->attnames[i]) == 0)
-				job->msgcol[i] = j;
-		}
-		if (job->msgcol[i] < 0 ||
-			rel->atttyps[job->msgcol[i]] != job->atttypes[i])
-		{
-			*bad = i;
-			return false;
-		}
-	}
-	return true;
-}
-
-/*
- * check_relation_message
- *		relation_ok, or the job fails.
- */
-static void
-check_relation_message(SyncJob *job, LogicalRepRelation *rel)
-{
-	int			bad;
-
-	if (!relation_ok(job, rel, &bad))
-		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				  errmsg("column \"%s\" of table \"%s.%s\" read by sync " INT64_FORMAT " was dropped, renamed or changed its type",
-						 job->attnames[bad], rel->nspname, rel->relname,
-						 job->id),
-				  errdetail("The remote table keeps the changes of the source transactions that committed before the change."),
-				  errhint("Stop the sync with ctas_fed.stop_sync() and create it again."));
-}
-
-/* the pgoutput message of row i of SPI_tuptable; returns its type */
-static char
-peeked_message(uint64 i, StringInfo msg)
-{
-	bool		isnull;
-	bytea	   *data = DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[i],
-													 SPI_tuptable->tupdesc,
-													 2, &isnull));
-
-	msg->data = VARDATA_ANY(data);
-	msg->len = VARSIZE_ANY_EXHDR(data);
-	msg->maxlen = msg->len;
-	msg->cursor = 0;
-	return pq_getmsgbyte(msg);
-}
-
-/*
- * usable_rows
- *		How many rows of the peek can be applied: all of them, unless a
- *		Relation message of the source shows a DDL the sync cannot follow;
- *		then the rows up to the last COMMIT before it, and *bad_row is the
- *		row of that message (else -1).
- */
-static uint64
-usable_rows(SyncJob *job, MemoryContext tmpcxt, int64 *bad_row)
-{
-	uint64		last_commit = 0;
-	uint64		i;
-	MemoryContext oldcxt = MemoryContextSwitchTo(tmpcxt);
-
-	*bad_row = -1;
-	for (i = 0; i < SPI_processed; i++)
-	{
-		StringInfoData msg;
-		char		action = peeked_message(i, &msg);
-
-		if (action == LOGICAL_REP_MSG_COMMIT)
-			last_commit = i + 1;
-		else if (action == LOGICAL_REP_MSG_RELATION)
-		{
-			LogicalRepRelation *rel = logicalrep_read_rel(&msg);
-			int			bad;
-
-			if (rel->remoteid == job->relid && !relation_ok(job, rel, &bad))
-			{
-				*bad_row = (int64) i;
-				break;
-			}
-		}
-	}
-	MemoryContextSwitchTo(oldcxt);
-	MemoryContextReset(tmpcxt);
-	return *bad_row >= 0 ? last_commit : SPI_processed;
-}
-
-/*
- * fill_slot
- *		The source row of a tuple message (and, for an unchanged TOAST
- *		value, of the old tuple with REPLICA IDENTITY FULL) into ev->slot,
- *		in per-tuple memory.
- */
-static void
-fill_slot(SyncJob *job, SyncEval *ev, LogicalRepTupleData *tup,
-		  LogicalRepTupleData *old)
-{
-	TupleTableSlot *slot = ev->slot;
-	int			i;
-
-	ExecClearTuple(slot);
-	memset(slot->tts_isnull, true, sizeof(bool) * slot->tts_tupleDescriptor->natts);
-	for (i = 0; i < job->ncols; i++)
-	{
-		int			c = job->msgcol[i];
-		int			a = job->attnums[i] - 1;
-		StringInfo	value;
-
-		if (c < 0 || c >= tup->ncols)
-			elog(ERROR, "sync " INT64_FORMAT ": a change came before its relation",
-				 job->id);
-		value = &tup->colvalues[c];
-		if (tup->colstatus[c] == LOGICALREP_COLUMN_UNCHANGED)
-		{
-			if (old != NULL && c < old->ncols &&
-				old->colstatus[c] == LOGICALREP_COLUMN_TEXT)
-				value = &old->colvalues[c];
-			else
-				SYNC_FAIL(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						  errmsg("sync " INT64_FORMAT " received an unchanged TOAST value of column \"%s\"",
-								 job->id, job->attnames[i]),
-						  errdetail("Logical decoding does not send a large value that an UPDATE did not change."),
-						  errhint("Set REPLICA IDENTITY FULL on the source table, then create the sync again."));
-		}
-		else if (tup->colstatus[c] == LOGICALREP_COLUMN_NULL)
-			continue;
-		else if (tup->colstatus[c] != LOGICALREP_COLUMN_TEXT)
-			elog(ERROR, "sync " INT64_FORMAT ": unexpected column status \"%c\"",
-				 job->id, tup->colstatus[c]);
-		slot->tts_values[a] = InputFunctionCall(&job->infuncs[i], value->data,
-												job->ioparams[i], -1);
-		slot->tts_isnull[a] = false;
-	}
-	ExecStoreVirtualTuple(slot);
-}
-
-/* the key of a tuple message, as text, into keys */
-static void
-tuple_keys(SyncJob *job, LogicalRepTupleData *tup, char **keys)
-{
-	int			k;
-
-	for (k = 0; k < job->target.nkeys; k++)
-	{
-		int			c = job->msgcol[job->keycol[k]];
-
-		if (c < 0 || c >= tup->ncols ||
-			tup->colstatus[c] != LOGICALREP_COLUMN_TEXT)
-			elog(ERROR, "sync " INT64_FORMAT ": a change without its key",
-				 job->id);
-		keys[k] = tup->colvalues[c].data;
-	}
-}
-
-/* delete the row of a key given as text (per-tuple memory) */
-static void
-delete_key(SyncJob *job, SyncEval *ev, char **keys)
-{
-	int			k;
-
-	for (k = 0; k < job->target.nkeys; k++)
-	{
-		int			j = job->keycol[k];
-
-		ev->keyvals[k] = InputFunctionCall(&job->infuncs[j], keys[k],
-										   job->ioparams[j], -1);
-	}
-	job->apply->delete(&job->target, ev->keyvals);
-}
-
-static bool
-same_keys(SyncJob *job, char **a, char **b)
-{
-	int			k;
-
-	for (k = 0; k < job->target.nkeys; k++)
-	{
-		if (strcmp(a[k], b[k]) != 0)
-			return false;
-	}
-	return true;
-}
-
-/*
- * apply_new_row
- *		A row as it is now: upsert it when the WHERE takes it, else delete
- *		its key; oldkeys, when not NULL and different, is deleted first.
- */
-static void
-apply_new_row(SyncJob *job, SyncEval *ev, LogicalRepTupleData *tup,
-			  LogicalRepTupleData *old, char **oldkeys)
-{
-	tuple_keys(job, tup, ev->keys);
-	if (oldkeys != NULL && !same_keys(job, oldkeys, ev->keys))
-		delete_key(job, ev, oldkeys);
-	fill_slot(job, ev, tup, old);
-	if (evaluate(ev, ev->slot))
-		job->apply->upsert(&job->target, ev->values, ev->nulls);
-	else if (oldkeys != NULL)
-		delete_key(job, ev, ev->keys);
-}
-
-/*
- * apply_changes
- *		The rows of one peek (SPI_tuptable: lsn, data): apply every source
- *		transaction whose commit lies at or after job->applied, in one
- *		remote transaction.  Returns the end lsn of the last transaction
- *		seen, or InvalidXLogRecPtr when there was none.  A DDL that the sync
- *		cannot follow fails the job after the transactions committed before
- *		it are applied.
- */
-static XLogRecPtr
-apply_changes(SyncJob *job, SyncEval *ev)
-{
-	XLogRecPtr	last_end = InvalidXLogRecPtr;
-	bool		skipping = false;
-	bool		began = false;
-	uint64		changes = 0;
-	uint64		i;
-	int64		bad_row;
-	uint64		nrows = usable_rows(job, ev->econtext->ecxt_per_tuple_memory,
-									&bad_row);
-
-	for (i = 0; i < nrows; i++)
-	{
-		StringInfoData msg;
-		char		action;
-		MemoryContext oldcxt;
-
-		CHECK_FOR_INTERRUPTS();
-		oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
-		action = peeked_message(i, &msg);
-		switch (action)
-		{
-			case LOGICAL_REP_MSG_BEGIN:
-				{
-					LogicalRepBeginData begin;
-
-					logicalrep_read_begin(&msg, &begin);
-					skipping = begin.final_lsn < job->applied;
-					job->target.change_lsn = begin.final_lsn;
-					if (!skipping && !began)
-					{
-						job->apply->begin(&job->target);
-						began = true;
-					}
-					break;
-				}
-			case LOGICAL_REP_MSG_COMMIT:
-				{
-					LogicalRepCommitData commit;
-
-					logicalrep_read_commit(&msg, &commit);
-					last_end = commit.end_lsn;
-					skipping = false;
-					break;
-				}
-			case LOGICAL_REP_MSG_RELATION:
-				{
-					LogicalRepRelation *rel = logicalrep_read_rel(&msg);
-
-					if (rel->remoteid == job->relid)
-						check_relation_message(job, rel);
-					break;
-				}
-			case LOGICAL_REP_MSG_INSERT:
-				{
-					LogicalRepTupleData newtup;
-
-					if (skipping ||
-						logicalrep_read_insert(&msg, &newtup) != job->relid)
-						break;
-					changes++;
-					tuple_keys(job, &newtup, ev->keys);
-					fill_slot(job, ev, &newtup, NULL);
-					if (evaluate(ev, ev->slot))
-						job->apply->upsert(&job->target, ev->values, ev->nulls);
-					break;
-				}
-			case LOGICAL_REP_MSG_UPDATE:
-				{
-					LogicalRepTupleData oldtup;
-					LogicalRepTupleData newtup;
-					bool		has_old;
-					int			k;
-
-					if (skipping ||
-						logicalrep_read_update(&msg, &has_old, &oldtup,
-											   &newtup) != job->relid)
-						break;
-					changes++;
-					tuple_keys(job, has_old ? &oldtup : &newtup, ev->keys);
-					for (k = 0; k < job->target.nkeys; k++)
-						ev->oldkeys[k] = ev->keys[k];
-					apply_new_row(job, ev, &newtup, has_old ? &oldtup : NULL,
-								  ev->oldkeys);
-					break;
-				}
-			case LOGICAL_REP_MSG_DELETE:
-				{
-					LogicalRepTupleData oldtup;
-
-					if (skipping ||
-						logicalrep_read_delete(&msg, &oldtup) != job->relid)
-						break;
-					changes++;
-					tuple_keys(job, &oldtup, ev->keys);
-					delete_key(job, ev, ev->keys);
-					break;
-				}
-			case LOGICAL_REP_MSG_TRUNCATE:
-				{
-					bool		cascade;
-					bool		restart_seqs;
-					List	   *relids;
-
-					if (skipping)
-						break;
-					relids = logicalrep_read_truncate(&msg, &cascade,
-													  &restart_seqs);
-					if (list_member_oid(relids, job->relid))
-					{
-						changes++;
-						job->apply->truncate(&job->target);
-					}
-					break;
-				}
-			default:
-				/* types, origins: nothing to apply */
-				break;
-		}
-		MemoryContextSwitchTo(oldcxt);
-		ResetExprContext(ev->econtext);
-	}
-
-	if (began)
-	{
-		job->apply->commit(&job->target, last_end);
-		job->applied = last_end;
-	}
-	CtasSyncStatusReport(changes, changes, 0);
-	if (bad_row >= 0)
-	{
-		StringInfoData msg;
-
-		(void) peeked_message((uint64) bad_row, &msg);
-		check_relation_message(job, logicalrep_read_rel(&msg));
-	}
-	return last_end;
 }
 
 /* the slot's confirmed_flush_lsn */
@@ -1099,9 +615,8 @@ do_stream(SyncJob *job)
 		XLogRecPtr	insert;
 		XLogRecPtr	advance_to = InvalidXLogRecPtr;
 		bool		idle;
-		SyncEval   *ev;
-		Oid			save_userid;
-		int			save_sec;
+		Portal		portal;
+		SyncPeekResult peek = {0};
 		char	   *state;
 		TimestampTz peek_at;
 		uint64		nrows = 0;
@@ -1148,10 +663,20 @@ do_stream(SyncJob *job)
 			(void) set_config_option("log_min_messages", "warning",
 									 PGC_SUSET, PGC_S_SESSION,
 									 GUC_ACTION_LOCAL, true, 0, false);
-			spi_exec(peek_sql, 1, types, args, true);
-			nrows = SPI_processed;
+			portal = SPI_cursor_open_with_args(NULL, peek_sql, 1, types, args,
+											   NULL, true, 0);
+			CtasSyncApplyPeek(job, portal, &peek);
+			SPI_cursor_close(portal);
+			nrows = peek.nrows;
 			idle = nrows == 0;
-			if (idle)
+			if (peek.redo)
+			{
+				/* roll the remote transaction back, then read again */
+				job->apply->close(&job->target);
+				job->open = false;
+				open_target(job);
+			}
+			else if (idle)
 			{
 				idle_flush = flush;
 
@@ -1173,19 +698,10 @@ do_stream(SyncJob *job)
 				idle_safe = insert;
 			}
 			else
+			{
 				idle_safe = InvalidXLogRecPtr;
-		}
-
-		if (!idle)
-		{
-			ev = build_eval(job);
-			GetUserIdAndSecContext(&save_userid, &save_sec);
-			SetUserIdAndSecContext(job->owner,
-								   save_sec | SECURITY_LOCAL_USERID_CHANGE |
-								   SECURITY_RESTRICTED_OPERATION);
-			advance_to = apply_changes(job, ev);
-			SetUserIdAndSecContext(save_userid, save_sec);
-			free_eval(ev);
+				advance_to = peek.last_end;
+			}
 		}
 
 		/* only after the remote COMMIT: what it holds may be confirmed */
@@ -1197,7 +713,7 @@ do_stream(SyncJob *job)
 		}
 
 		/* a peek that read to the end: all before it is applied */
-		if (idle || nrows < SYNC_PEEK_CHANGES)
+		if (idle || (nrows < SYNC_PEEK_CHANGES && !peek.redo))
 			CtasSyncStatusReport(0, 0, peek_at);
 
 		SPI_finish();
@@ -1291,11 +807,11 @@ ctas_fed_sync_main(Datum main_arg)
 			job->open = false;
 		}
 		RESUME_INTERRUPTS();
-		set_state(id, sync_failed ? "failed" : "", edata->message,
+		set_state(id, CtasSyncFailed ? "failed" : "", edata->message,
 				  InvalidXLogRecPtr);
-		if (sync_failed && job != NULL)
+		if (CtasSyncFailed && job != NULL)
 			job_event(job, "failed", edata->message);
-		proc_exit(sync_failed ? 0 : 1);
+		proc_exit(CtasSyncFailed ? 0 : 1);
 	}
 	PG_END_TRY();
 

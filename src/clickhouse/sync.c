@@ -23,12 +23,23 @@
  * Versions.  ReplacingMergeTree keeps the row of the highest version of a
  * key, and of equal versions one it does not define, so no two rows of a
  * key may share a version.  The changes of one source transaction are
- * therefore kept in memory, the last change per key (encoded RowBinary,
- * in a hash table by the encoded key), and written when the transaction
- * ends, all with its commit lsn as version: a key has at most one row per
- * transaction, and commit lsns grow in commit order.  The memory is that
- * of the transaction's distinct keys; the peek that read the transaction
- * holds all of it anyway.  Commit records are more than 2 bytes long, so
+ * therefore kept, encoded RowBinary, and written when the transaction
+ * ends, only the last change of each key, all with its commit lsn as
+ * version: a key has at most one row per transaction, and commit lsns grow
+ * in commit order.  They are kept in a tuplesort by (encoded key, sequence
+ * number in the transaction, descending), which holds at most work_mem in
+ * memory and spills the rest to a temporary file, so that a transaction of
+ * any size is applied in bounded memory; the sorted changes are read once
+ * at the end, the first of each key written.  A tuplesort rather than
+ * writing what a bounded buffer holds whenever it fills: the rows of a key
+ * would then share a version across INSERTs, correct only if
+ * ReplacingMergeTree kept the last inserted of equal versions, which its
+ * merge code does ("last row with maximum version",
+ * ReplacingSortedBlockInputStream) but its documentation does not promise;
+ * and a DDL the sync cannot follow, found in the middle of a source
+ * transaction, must leave nothing of it in the table (sync_apply.c), which
+ * holds only if nothing of a transaction is written before its end.
+ * Commit records are more than 2 bytes long, so
  * the versions just below a commit lsn belong to no other transaction:
  *
  *	L		the rows of a transaction committed at lsn L
@@ -46,17 +57,17 @@
  * Protocol of one batch (the initial copy is one batch after truncate):
  *
  *	begin		nothing
- *	upsert		encode the row and its key, keep it as the key's last
- *				change in the transaction
- *	delete		encode the key, keep it as the key's last change
+ *	upsert		encode the row and its key, put them in the tuplesort
+ *	delete		encode the key, put it in the tuplesort
  *	truncate	send what earlier transactions left pending, forget this
  *				transaction's changes, remember that a TRUNCATE is due
  *	copy_row	send the due TRUNCATE (C - 3), encode the row into a
  *				streamed INSERT of all columns (C - 2)
  *	commit		write the last transaction's changes: the due TRUNCATE
- *				(L - 1), the rows into the streamed INSERT, the keys into a
- *				buffer of delete rows; finish the INSERT, send the delete
- *				rows, then the progress row
+ *				(L - 1), then the last change of each key from the sorted
+ *				changes, rows into the streamed INSERT, keys into a buffer
+ *				of delete rows (sent early when it is large); finish the
+ *				INSERT, send the delete rows, then the progress row
  *
  * A change of another commit lsn than the kept ones writes them first, as
  * commit does.
@@ -70,13 +81,17 @@
  */
 #include "postgres.h"
 
+#include "access/tupdesc.h"
+#include "access/xact.h"
+#include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "utils/builtins.h"
-#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/tuplesort.h"
 
 #include "clickhouse.h"
 
@@ -84,21 +99,20 @@
 #define VERSION_COLUMN	"_version"
 #define DELETED_COLUMN	"_deleted"
 
-/* the encoded key of a row: the columns of the key, RowBinary */
-typedef struct ChKey
-{
-	char	   *data;
-	int			len;
-} ChKey;
+/* delete rows buffered before they are sent even inside a transaction */
+#define DELETES_MAX		(8 * 1024 * 1024)
 
-/* the last change of a key in the source transaction being applied */
-typedef struct ChChange
-{
-	ChKey		key;			/* hash key; data in txn_cxt */
-	bool		deleted;
-	char	   *row;			/* all columns, RowBinary, unless deleted */
-	int			rowlen;
-} ChChange;
+/*
+ * The columns of a kept change in the tuplesort: the key (RowBinary), minus
+ * its sequence number in the transaction (so that the ascending sort puts
+ * the last change of a key first), whether it deletes the key, the row
+ * (all columns, RowBinary; NULL for a delete)
+ */
+#define CHANGE_KEY		1
+#define CHANGE_SEQ		2
+#define CHANGE_DELETED	3
+#define CHANGE_ROW		4
+#define CHANGE_NATTS	4
 
 typedef struct ChSyncState
 {
@@ -116,9 +130,15 @@ typedef struct ChSyncState
 	StringInfoData deletes;		/* RowBinary delete rows, not sent yet */
 	int		   *keypos;			/* place of each key among the columns */
 	uint64		lsn;			/* change_lsn of the kept changes */
-	HTAB	   *changes;		/* ChChange by key, or NULL for none */
+	Tuplesortstate *changes;	/* the kept changes, or NULL for none */
+	int64		nchanges;		/* put into it */
+	TupleDesc	change_desc;	/* of a kept change */
+	TupleTableSlot *change_slot;	/* virtual, to put a change */
+	TupleTableSlot *sorted_slot;	/* minimal, to read one back */
 	bool		truncated;		/* a TRUNCATE at lsn is due */
-	MemoryContext txn_cxt;		/* changes and their rows */
+	MemoryContext txn_cxt;		/* the tuplesort */
+	MemoryContext change_cxt;	/* one change, reset after each */
+	StringInfoData lastkey;		/* the key last written */
 	StringInfoData rowbuf;		/* one encoded row */
 	StringInfoData keybuf;		/* one encoded key */
 	MemoryContext cxt;
@@ -333,6 +353,19 @@ ch_sync_open(CtasSyncTarget *t)
 	initStringInfo(&st->keybuf);
 	st->txn_cxt = AllocSetContextCreate(st->cxt, "ctas_fed sync transaction",
 										ALLOCSET_DEFAULT_SIZES);
+	st->change_cxt = AllocSetContextCreate(st->cxt, "ctas_fed sync change",
+										   ALLOCSET_SMALL_SIZES);
+	initStringInfo(&st->lastkey);
+	st->change_desc = CreateTemplateTupleDesc(CHANGE_NATTS);
+	TupleDescInitEntry(st->change_desc, CHANGE_KEY, "key", BYTEAOID, -1, 0);
+	TupleDescInitEntry(st->change_desc, CHANGE_SEQ, "seq", INT8OID, -1, 0);
+	TupleDescInitEntry(st->change_desc, CHANGE_DELETED, "deleted", BOOLOID,
+					   -1, 0);
+	TupleDescInitEntry(st->change_desc, CHANGE_ROW, "row", BYTEAOID, -1, 0);
+	st->change_slot = MakeSingleTupleTableSlot(st->change_desc,
+											   &TTSOpsVirtual);
+	st->sorted_slot = MakeSingleTupleTableSlot(st->change_desc,
+											   &TTSOpsMinimalTuple);
 	st->keypos = palloc(sizeof(int) * Max(t->nkeys, 1));
 	for (i = 0; i < t->nkeys; i++)
 	{
@@ -458,8 +491,18 @@ send_truncate(CtasSyncTarget *t, ChSyncState *st, uint64 version)
 static void
 forget_changes(ChSyncState *st)
 {
+	if (st->changes != NULL)
+		tuplesort_end(st->changes);
 	st->changes = NULL;
+	st->nchanges = 0;
 	MemoryContextReset(st->txn_cxt);
+}
+
+/* the bytes of a bytea column of the change in st->sorted_slot */
+static bytea *
+change_bytes(ChSyncState *st, int attnum)
+{
+	return DatumGetByteaPP(st->sorted_slot->tts_values[attnum - 1]);
 }
 
 /*
@@ -472,24 +515,46 @@ forget_changes(ChSyncState *st)
 static void
 write_changes(CtasSyncTarget *t, ChSyncState *st)
 {
-	HASH_SEQ_STATUS scan;
-	ChChange   *c;
+	bool		first = true;
 
 	if (st->truncated)
 		send_truncate(t, st, st->lsn - 1);
 	if (st->changes == NULL)
 		return;
-	hash_seq_init(&scan, st->changes);
-	while ((c = (ChChange *) hash_seq_search(&scan)) != NULL)
+	tuplesort_performsort(st->changes);
+	while (tuplesort_gettupleslot(st->changes, true, false, st->sorted_slot,
+								  NULL))
 	{
-		if (c->deleted)
+		bytea	   *key;
+
+		CHECK_FOR_INTERRUPTS();
+		slot_getallattrs(st->sorted_slot);
+		key = change_bytes(st, CHANGE_KEY);
+		/* a key's first change in the sort order is its last one */
+		if (!first && st->lastkey.len == VARSIZE_ANY_EXHDR(key) &&
+			memcmp(st->lastkey.data, VARDATA_ANY(key), st->lastkey.len) == 0)
+			continue;
+		first = false;
+		resetStringInfo(&st->lastkey);
+		appendBinaryStringInfo(&st->lastkey, VARDATA_ANY(key),
+							   VARSIZE_ANY_EXHDR(key));
+		if (DatumGetBool(st->sorted_slot->tts_values[CHANGE_DELETED - 1]))
 		{
-			appendBinaryStringInfo(&st->deletes, c->key.data, c->key.len);
+			appendBinaryStringInfo(&st->deletes, st->lastkey.data,
+								   st->lastkey.len);
 			put_version(&st->deletes, st->lsn, true);
+			/* rows and delete rows of one version have distinct keys */
+			if (st->deletes.len >= DELETES_MAX)
+				send_pending(t);
 		}
 		else
-			stream_row(st, c->row, c->rowlen, st->lsn);
+		{
+			bytea	   *row = change_bytes(st, CHANGE_ROW);
+
+			stream_row(st, VARDATA_ANY(row), VARSIZE_ANY_EXHDR(row), st->lsn);
+		}
 	}
+	ExecClearTuple(st->sorted_slot);
 	forget_changes(st);
 }
 
@@ -503,71 +568,62 @@ switch_transaction(CtasSyncTarget *t, ChSyncState *st)
 	st->lsn = t->change_lsn;
 }
 
-static uint32
-key_hash(const void *key, Size keysize)
+/* a bytea of the bytes of buf, in the current memory context */
+static bytea *
+buf_bytea(StringInfo buf)
 {
-	const ChKey *k = (const ChKey *) key;
+	bytea	   *b = palloc(VARHDRSZ + buf->len);
 
-	return hash_bytes((const unsigned char *) k->data, k->len);
-}
-
-static int
-key_match(const void *key1, const void *key2, Size keysize)
-{
-	const ChKey *a = (const ChKey *) key1;
-	const ChKey *b = (const ChKey *) key2;
-
-	return a->len == b->len && memcmp(a->data, b->data, a->len) == 0 ? 0 : 1;
+	SET_VARSIZE(b, VARHDRSZ + buf->len);
+	memcpy(VARDATA(b), buf->data, buf->len);
+	return b;
 }
 
 /*
  * keep_change
- *		Keep the change of the key encoded in st->keybuf as its last one in
- *		the transaction: deleted, or the row encoded in st->rowbuf.
+ *		Keep the change of the key encoded in st->keybuf, after the earlier
+ *		ones of the transaction: deleted, or the row encoded in st->rowbuf.
+ *		Into the tuplesort, begun at the first change, in txn_cxt, of at
+ *		most work_mem; it spills to a temporary file of the current
+ *		transaction's resource owner.
  */
 static void
 keep_change(ChSyncState *st, bool deleted)
 {
-	ChKey		key;
-	ChChange   *c;
-	bool		found;
+	TupleTableSlot *slot = st->change_slot;
+	MemoryContext oldcxt;
 
 	if (st->changes == NULL)
 	{
-		HASHCTL		ctl;
+		AttrNumber	attnums[2] = {CHANGE_KEY, CHANGE_SEQ};
+		Oid			operators[2] = {ByteaLessOperator, Int8LessOperator};
+		Oid			collations[2] = {InvalidOid, InvalidOid};
+		bool		nulls_first[2] = {false, false};
 
-		ctl.keysize = sizeof(ChKey);
-		ctl.entrysize = sizeof(ChChange);
-		ctl.hash = key_hash;
-		ctl.match = key_match;
-		ctl.hcxt = st->txn_cxt;
-		st->changes = hash_create("ctas_fed sync changes", 1024, &ctl,
-								  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
-								  HASH_CONTEXT);
+		oldcxt = MemoryContextSwitchTo(st->txn_cxt);
+		st->changes = tuplesort_begin_heap(st->change_desc, 2, attnums,
+										   operators, collations,
+										   nulls_first, work_mem, NULL,
+										   TUPLESORT_NONE);
+		MemoryContextSwitchTo(oldcxt);
+		st->nchanges = 0;
 	}
-	key.data = st->keybuf.data;
-	key.len = st->keybuf.len;
-	c = (ChChange *) hash_search(st->changes, &key, HASH_ENTER, &found);
-	if (!found)
-	{
-		c->key.data = MemoryContextAlloc(st->txn_cxt, key.len);
-		memcpy(c->key.data, key.data, key.len);
-		c->row = NULL;
-		c->rowlen = 0;
-	}
-	else if (c->row != NULL)
-	{
-		pfree(c->row);
-		c->row = NULL;
-		c->rowlen = 0;
-	}
-	c->deleted = deleted;
-	if (!deleted)
-	{
-		c->row = MemoryContextAlloc(st->txn_cxt, st->rowbuf.len);
-		memcpy(c->row, st->rowbuf.data, st->rowbuf.len);
-		c->rowlen = st->rowbuf.len;
-	}
+	oldcxt = MemoryContextSwitchTo(st->change_cxt);
+	ExecClearTuple(slot);
+	slot->tts_values[CHANGE_KEY - 1] = PointerGetDatum(buf_bytea(&st->keybuf));
+	slot->tts_isnull[CHANGE_KEY - 1] = false;
+	slot->tts_values[CHANGE_SEQ - 1] = Int64GetDatum(-(++st->nchanges));
+	slot->tts_isnull[CHANGE_SEQ - 1] = false;
+	slot->tts_values[CHANGE_DELETED - 1] = BoolGetDatum(deleted);
+	slot->tts_isnull[CHANGE_DELETED - 1] = false;
+	slot->tts_values[CHANGE_ROW - 1] =
+		deleted ? (Datum) 0 : PointerGetDatum(buf_bytea(&st->rowbuf));
+	slot->tts_isnull[CHANGE_ROW - 1] = deleted;
+	ExecStoreVirtualTuple(slot);
+	tuplesort_puttupleslot(st->changes, slot);
+	ExecClearTuple(slot);
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextReset(st->change_cxt);
 }
 
 /* encode the row into st->rowbuf */
@@ -659,5 +715,15 @@ ch_sync_close(CtasSyncTarget *t)
 	if (st->stream != NULL)
 		CtasHttpStreamClose(st->stream);
 	st->stream = NULL;
+
+	/*
+	 * The kept changes of a source transaction that will not be applied.
+	 * After an abort, the transaction's resource owner closed the
+	 * tuplesort's temporary file and tuplesort_end must not touch it; its
+	 * memory goes with the worker.
+	 */
+	if (st->changes != NULL && IsTransactionState())
+		tuplesort_end(st->changes);
+	st->changes = NULL;
 	t->private = NULL;
 }

@@ -1,0 +1,585 @@
+/*-------------------------------------------------------------------------
+ *
+ * sync_apply.c
+ *		  The apply side of a sync worker: the pgoutput messages of one peek
+ *		  at the job's slot, read through an SPI cursor in chunks, turned
+ *		  into upserts and deletes by key in one remote transaction
+ *		  (sync_worker.c describes the job and its phases).
+ *
+ * Memory is bounded however large a source transaction is.  The peek
+ * function (pg_logical_slot_peek_binary_changes) decodes the WAL as any
+ * logical decoding does, holding at most logical_decoding_work_mem of
+ * changes and spilling a larger transaction to disk, and returns its rows
+ * in a tuplestore, which spills past work_mem; the worker fetches them
+ * SYNC_FETCH_ROWS at a time and applies each chunk before the next one, so
+ * that only one chunk of messages is in the worker's memory at once.  A
+ * target keeps no more than a bounded batch either (each target's sync.c
+ * says how: a queue of statements sent whenever it is long, or a
+ * tuplesort of the changes of a source transaction that spills past
+ * work_mem).
+ *
+ * State that spans chunks lives in a SyncApplyState: the source
+ * transaction being read, whether it is already applied, whether the
+ * remote transaction is open, the end lsn of the last source transaction
+ * read in full.  The remote transaction commits once, at the end of the
+ * peek, with that end lsn.
+ *
+ * A DDL that changes a column the query reads shows in a Relation message
+ * of the source, which may come in the middle of a source transaction,
+ * after some of its changes were given to the target.  The job then fails,
+ * but the remote must keep exactly the source transactions that committed
+ * before that one, and nothing of it.  When none of the transaction's
+ * changes reached the target yet (the usual case: a DDL in a transaction
+ * of its own shows at the next transaction's first change), the remote
+ * transaction commits what came before and the job fails at once.
+ * Otherwise the target is closed, which rolls back its remote transaction
+ * (a target without transactions writes nothing of a source transaction
+ * before its end), job->stop_at is set to that transaction's commit lsn and the peek
+ * is read again (the slot was not advanced, so it returns the same
+ * messages): this time no transaction from stop_at on is applied, the
+ * remote transaction commits the ones before, and the job fails when the
+ * Relation message comes again.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/sync_apply.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "libpq/pqformat.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "replication/logicalproto.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "sync_apply.h"
+
+/* rows of the peek fetched from its cursor at once */
+#define SYNC_FETCH_ROWS		1000
+
+/* set by SYNC_FAIL: the error in flight fails the job for good */
+bool		CtasSyncFailed = false;
+
+/* What the reading of one peek carries from chunk to chunk */
+typedef struct SyncApplyState
+{
+	SyncJob    *job;
+	SyncEval   *ev;
+	bool		began;			/* the remote transaction is open */
+	bool		skipping;		/* the source transaction being read was
+								 * applied before */
+	bool		held;			/* job->stop_at reached: apply no more */
+	XLogRecPtr	xact_lsn;		/* commit lsn of that transaction */
+	uint64		xact_changes;	/* its changes given to the target */
+	uint64		changes;		/* changes given to the target in all */
+	XLogRecPtr	last_end;		/* end lsn of the last source transaction
+								 * read in full (applied or skipped) */
+	bool		redo;			/* read the peek again (see above) */
+} SyncApplyState;
+
+/*
+ * CtasSyncBuildEval
+ *		The WHERE and the select list of the query as ExprStates over a row
+ *		of the source, in a new EState under the current memory context.
+ *		Can ERROR.
+ */
+SyncEval *
+CtasSyncBuildEval(SyncJob *job)
+{
+	SyncEval   *ev = palloc0(sizeof(SyncEval));
+	Node	   *quals = job->query->jointree->quals;
+	ListCell   *lc;
+	int			n = 0;
+
+	ev->estate = CreateExecutorState();
+	ev->econtext = GetPerTupleExprContext(ev->estate);
+	if (quals != NULL)
+		ev->qual = ExecPrepareQual(make_ands_implicit((Expr *) copyObject(quals)),
+								   ev->estate);
+	ev->exprs = palloc(sizeof(ExprState *) * list_length(job->query->targetList));
+	foreach(lc, job->query->targetList)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+
+		if (tle->resjunk)
+			continue;
+		ev->exprs[n] = ExecPrepareExpr((Expr *) copyObject(tle->expr),
+									   ev->estate);
+		n++;
+	}
+	ev->nexprs = n;
+	if (n != job->target.ncolumns)
+		elog(ERROR, "sync " INT64_FORMAT ": query has %d columns, the remote table %d",
+			 job->id, n, job->target.ncolumns);
+	ev->slot = MakeSingleTupleTableSlot(job->tupdesc, &TTSOpsVirtual);
+	ev->values = palloc0(sizeof(Datum) * n);
+	ev->nulls = palloc0(sizeof(bool) * n);
+	ev->keys = palloc0(sizeof(char *) * job->target.nkeys);
+	ev->oldkeys = palloc0(sizeof(char *) * job->target.nkeys);
+	ev->keyvals = palloc0(sizeof(Datum) * job->target.nkeys);
+	return ev;
+}
+
+/* free what CtasSyncBuildEval made */
+void
+CtasSyncFreeEval(SyncEval *ev)
+{
+	ExecDropSingleTupleTableSlot(ev->slot);
+	FreeExecutorState(ev->estate);
+}
+
+/*
+ * CtasSyncEvaluate
+ *		The query on the row in slot: false when the WHERE rejects it,
+ *		else true with the remote values in ev->values (per-tuple memory).
+ *		Can ERROR (the query's own expressions).
+ */
+bool
+CtasSyncEvaluate(SyncEval *ev, TupleTableSlot *slot)
+{
+	int			i;
+
+	ev->econtext->ecxt_scantuple = slot;
+	if (ev->qual != NULL && !ExecQual(ev->qual, ev->econtext))
+		return false;
+	for (i = 0; i < ev->nexprs; i++)
+		ev->values[i] = ExecEvalExpr(ev->exprs[i], ev->econtext,
+									 &ev->nulls[i]);
+	return true;
+}
+
+/*
+ * relation_ok
+ *		A Relation message of the source: find each column the query reads
+ *		by name, with its type, into job->msgcol.  False when one is gone or
+ *		has another type: a DDL the sync cannot follow.
+ */
+static bool
+relation_ok(SyncJob *job, LogicalRepRelation *rel, int *bad)
+{
+	int			i;
+
+	for (i = 0; i < job->ncols; i++)
+	{
+		int			j;
+
+		job->msgcol[i] = -1;
+		for (j = 0; j < rel->natts; j++)
+		{
+			if (strcmp(rel->attnames[j], job->attnames[i]) == 0)
+				job->msgcol[i] = j;
+		}
+		if (job->msgcol[i] < 0 ||
+			rel->atttyps[job->msgcol[i]] != job->atttypes[i])
+		{
+			*bad = i;
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * check_relation_message
+ *		relation_ok, or the job fails.
+ */
+static void
+check_relation_message(SyncJob *job, LogicalRepRelation *rel)
+{
+	int			bad;
+
+	if (!relation_ok(job, rel, &bad))
+		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				  errmsg("column \"%s\" of table \"%s.%s\" read by sync " INT64_FORMAT " was dropped, renamed or changed its type",
+						 job->attnames[bad], rel->nspname, rel->relname,
+						 job->id),
+				  errdetail("The remote table keeps the changes of the source transactions that committed before the change."),
+				  errhint("Stop the sync with ctas_fed.stop_sync() and create it again."));
+}
+
+/*
+ * peeked_message
+ *		The pgoutput message of row i of SPI_tuptable (lsn, data) into msg,
+ *		pointing into the row; returns its type.
+ */
+static char
+peeked_message(uint64 i, StringInfo msg)
+{
+	bool		isnull;
+	bytea	   *data = DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[i],
+													 SPI_tuptable->tupdesc,
+													 2, &isnull));
+
+	msg->data = VARDATA_ANY(data);
+	msg->len = VARSIZE_ANY_EXHDR(data);
+	msg->maxlen = msg->len;
+	msg->cursor = 0;
+	return pq_getmsgbyte(msg);
+}
+
+/*
+ * fill_slot
+ *		The source row of a tuple message (and, for an unchanged TOAST
+ *		value, of the old tuple with REPLICA IDENTITY FULL) into ev->slot,
+ *		in per-tuple memory.
+ */
+static void
+fill_slot(SyncJob *job, SyncEval *ev, LogicalRepTupleData *tup,
+		  LogicalRepTupleData *old)
+{
+	TupleTableSlot *slot = ev->slot;
+	int			i;
+
+	ExecClearTuple(slot);
+	memset(slot->tts_isnull, true, sizeof(bool) * slot->tts_tupleDescriptor->natts);
+	for (i = 0; i < job->ncols; i++)
+	{
+		int			c = job->msgcol[i];
+		int			a = job->attnums[i] - 1;
+		StringInfo	value;
+
+		if (c < 0 || c >= tup->ncols)
+			elog(ERROR, "sync " INT64_FORMAT ": a change came before its relation",
+				 job->id);
+		value = &tup->colvalues[c];
+		if (tup->colstatus[c] == LOGICALREP_COLUMN_UNCHANGED)
+		{
+			if (old != NULL && c < old->ncols &&
+				old->colstatus[c] == LOGICALREP_COLUMN_TEXT)
+				value = &old->colvalues[c];
+			else
+				SYNC_FAIL(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						  errmsg("sync " INT64_FORMAT " received an unchanged TOAST value of column \"%s\"",
+								 job->id, job->attnames[i]),
+						  errdetail("Logical decoding does not send a large value that an UPDATE did not change."),
+						  errhint("Set REPLICA IDENTITY FULL on the source table, then create the sync again."));
+		}
+		else if (tup->colstatus[c] == LOGICALREP_COLUMN_NULL)
+			continue;
+		else if (tup->colstatus[c] != LOGICALREP_COLUMN_TEXT)
+			elog(ERROR, "sync " INT64_FORMAT ": unexpected column status \"%c\"",
+				 job->id, tup->colstatus[c]);
+		slot->tts_values[a] = InputFunctionCall(&job->infuncs[i], value->data,
+												job->ioparams[i], -1);
+		slot->tts_isnull[a] = false;
+	}
+	ExecStoreVirtualTuple(slot);
+}
+
+/* the key of a tuple message, as text, into keys */
+static void
+tuple_keys(SyncJob *job, LogicalRepTupleData *tup, char **keys)
+{
+	int			k;
+
+	for (k = 0; k < job->target.nkeys; k++)
+	{
+		int			c = job->msgcol[job->keycol[k]];
+
+		if (c < 0 || c >= tup->ncols ||
+			tup->colstatus[c] != LOGICALREP_COLUMN_TEXT)
+			elog(ERROR, "sync " INT64_FORMAT ": a change without its key",
+				 job->id);
+		keys[k] = tup->colvalues[c].data;
+	}
+}
+
+/* delete the row of a key given as text (per-tuple memory) */
+static void
+delete_key(SyncJob *job, SyncEval *ev, char **keys)
+{
+	int			k;
+
+	for (k = 0; k < job->target.nkeys; k++)
+	{
+		int			j = job->keycol[k];
+
+		ev->keyvals[k] = InputFunctionCall(&job->infuncs[j], keys[k],
+										   job->ioparams[j], -1);
+	}
+	job->apply->delete(&job->target, ev->keyvals);
+}
+
+static bool
+same_keys(SyncJob *job, char **a, char **b)
+{
+	int			k;
+
+	for (k = 0; k < job->target.nkeys; k++)
+	{
+		if (strcmp(a[k], b[k]) != 0)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * apply_new_row
+ *		A row as it is now: upsert it when the WHERE takes it, else delete
+ *		its key; oldkeys, when not NULL and different, is deleted first.
+ */
+static void
+apply_new_row(SyncJob *job, SyncEval *ev, LogicalRepTupleData *tup,
+			  LogicalRepTupleData *old, char **oldkeys)
+{
+	tuple_keys(job, tup, ev->keys);
+	if (oldkeys != NULL && !same_keys(job, oldkeys, ev->keys))
+		delete_key(job, ev, oldkeys);
+	fill_slot(job, ev, tup, old);
+	if (CtasSyncEvaluate(ev, ev->slot))
+		job->apply->upsert(&job->target, ev->values, ev->nulls);
+	else if (oldkeys != NULL)
+		delete_key(job, ev, ev->keys);
+}
+
+
+/*
+ * finish_remote
+ *		Commit the remote transaction, if one is open, with the end lsn of
+ *		the last source transaction read in full.  Can ERROR.
+ */
+static void
+finish_remote(SyncApplyState *st)
+{
+	SyncJob    *job = st->job;
+
+	if (st->began && st->last_end != InvalidXLogRecPtr)
+	{
+		job->apply->commit(&job->target, st->last_end);
+		job->applied = st->last_end;
+		CtasSyncStatusReport(st->changes, st->changes, 0);
+	}
+	st->began = false;
+}
+
+/*
+ * relation_message
+ *		A Relation message of the source table.  When it shows a DDL the
+ *		sync cannot follow: ask for the peek to be read again if the target
+ *		holds part of the current source transaction, else commit what came
+ *		before it and fail the job (ERROR).
+ */
+static void
+relation_message(SyncApplyState *st, LogicalRepRelation *rel)
+{
+	int			bad;
+
+	if (relation_ok(st->job, rel, &bad))
+		return;
+	if (st->xact_changes > 0)
+	{
+		st->job->stop_at = st->xact_lsn;
+		st->redo = true;
+		return;
+	}
+	finish_remote(st);
+	check_relation_message(st->job, rel);
+}
+
+/*
+ * apply_message
+ *		Apply the pgoutput message of row i of SPI_tuptable, in per-tuple
+ *		memory.  Can ERROR.
+ */
+static void
+apply_message(SyncApplyState *st, uint64 i)
+{
+	SyncJob    *job = st->job;
+	SyncEval   *ev = st->ev;
+	StringInfoData msg;
+	char		action = peeked_message(i, &msg);
+	bool		apply = !st->skipping && !st->held;
+
+	switch (action)
+	{
+		case LOGICAL_REP_MSG_BEGIN:
+			{
+				LogicalRepBeginData begin;
+
+				logicalrep_read_begin(&msg, &begin);
+				st->xact_lsn = begin.final_lsn;
+				st->xact_changes = 0;
+				if (job->stop_at != InvalidXLogRecPtr &&
+					begin.final_lsn >= job->stop_at)
+					st->held = true;
+				st->skipping = begin.final_lsn < job->applied;
+				job->target.change_lsn = begin.final_lsn;
+				if (!st->skipping && !st->held && !st->began)
+				{
+					job->apply->begin(&job->target);
+					st->began = true;
+				}
+				break;
+			}
+		case LOGICAL_REP_MSG_COMMIT:
+			{
+				LogicalRepCommitData commit;
+
+				if (st->held)
+					break;
+				logicalrep_read_commit(&msg, &commit);
+				st->last_end = commit.end_lsn;
+				st->skipping = false;
+				break;
+			}
+		case LOGICAL_REP_MSG_RELATION:
+			{
+				LogicalRepRelation *rel = logicalrep_read_rel(&msg);
+
+				if (rel->remoteid == job->relid)
+					relation_message(st, rel);
+				break;
+			}
+		case LOGICAL_REP_MSG_INSERT:
+			{
+				LogicalRepTupleData newtup;
+
+				if (!apply ||
+					logicalrep_read_insert(&msg, &newtup) != job->relid)
+					break;
+				st->changes++;
+				st->xact_changes++;
+				tuple_keys(job, &newtup, ev->keys);
+				fill_slot(job, ev, &newtup, NULL);
+				if (CtasSyncEvaluate(ev, ev->slot))
+					job->apply->upsert(&job->target, ev->values, ev->nulls);
+				break;
+			}
+		case LOGICAL_REP_MSG_UPDATE:
+			{
+				LogicalRepTupleData oldtup;
+				LogicalRepTupleData newtup;
+				bool		has_old;
+				int			k;
+
+				if (!apply ||
+					logicalrep_read_update(&msg, &has_old, &oldtup,
+										   &newtup) != job->relid)
+					break;
+				st->changes++;
+				st->xact_changes++;
+				tuple_keys(job, has_old ? &oldtup : &newtup, ev->keys);
+				for (k = 0; k < job->target.nkeys; k++)
+					ev->oldkeys[k] = ev->keys[k];
+				apply_new_row(job, ev, &newtup, has_old ? &oldtup : NULL,
+							  ev->oldkeys);
+				break;
+			}
+		case LOGICAL_REP_MSG_DELETE:
+			{
+				LogicalRepTupleData oldtup;
+
+				if (!apply ||
+					logicalrep_read_delete(&msg, &oldtup) != job->relid)
+					break;
+				st->changes++;
+				st->xact_changes++;
+				tuple_keys(job, &oldtup, ev->keys);
+				delete_key(job, ev, ev->keys);
+				break;
+			}
+		case LOGICAL_REP_MSG_TRUNCATE:
+			{
+				bool		cascade;
+				bool		restart_seqs;
+				List	   *relids;
+
+				if (!apply)
+					break;
+				relids = logicalrep_read_truncate(&msg, &cascade,
+												  &restart_seqs);
+				if (list_member_oid(relids, job->relid))
+				{
+					st->changes++;
+					st->xact_changes++;
+					job->apply->truncate(&job->target);
+				}
+				break;
+			}
+		default:
+			/* types, origins: nothing to apply */
+			break;
+	}
+}
+
+/*
+ * CtasSyncApplyPeek
+ *		Read the peek whose cursor is portal (lsn, data), SYNC_FETCH_ROWS
+ *		rows at a time, and apply every source transaction whose commit
+ *		lies at or after job->applied (and before job->stop_at, when set)
+ *		in one remote transaction.  The rows are fetched as the caller's
+ *		user, the query's expressions run as the job's owner in a
+ *		security-restricted operation.  What was read goes into *result.
+ *		A DDL that the sync cannot follow fails the job (ERROR) after the
+ *		transactions committed before it are applied, or asks for a
+ *		second reading (result->redo), see the head of this file.  Called
+ *		in a transaction, connected to SPI; the query's expressions are
+ *		ready in an EState of the current memory context while it runs.
+ *		Can ERROR.
+ */
+void
+CtasSyncApplyPeek(SyncJob *job, Portal portal, SyncPeekResult *result)
+{
+	SyncApplyState st;
+	Oid			save_userid;
+	int			save_sec;
+
+	memset(&st, 0, sizeof(st));
+	st.job = job;
+	memset(result, 0, sizeof(*result));
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+
+	while (!st.redo)
+	{
+		uint64		n;
+		uint64		i;
+
+		SPI_cursor_fetch(portal, true, SYNC_FETCH_ROWS);
+		n = SPI_processed;
+		if (n == 0)
+			break;
+		result->nrows += n;
+		if (st.ev == NULL)
+			st.ev = CtasSyncBuildEval(job);
+
+		/* as for REFRESH MATERIALIZED VIEW: the owner's code, restricted */
+		SetUserIdAndSecContext(job->owner,
+							   save_sec | SECURITY_LOCAL_USERID_CHANGE |
+							   SECURITY_RESTRICTED_OPERATION);
+		for (i = 0; i < n && !st.redo; i++)
+		{
+			MemoryContext oldcxt;
+
+			CHECK_FOR_INTERRUPTS();
+			oldcxt = MemoryContextSwitchTo(st.ev->econtext->ecxt_per_tuple_memory);
+			apply_message(&st, i);
+			MemoryContextSwitchTo(oldcxt);
+			ResetExprContext(st.ev->econtext);
+		}
+		SetUserIdAndSecContext(save_userid, save_sec);
+		SPI_freetuptable(SPI_tuptable);
+	}
+	if (st.ev != NULL)
+		CtasSyncFreeEval(st.ev);
+
+	if (st.redo)
+	{
+		ereport(LOG,
+				(errmsg("ctas_fed sync " INT64_FORMAT ": a DDL in the source transaction committed at %X/%X, reading again the transactions before it",
+						job->id, LSN_FORMAT_ARGS(job->stop_at))));
+		result->redo = true;
+		return;
+	}
+	finish_remote(&st);
+	/* read again, and the DDL did not show: nothing to hold back */
+	job->stop_at = InvalidXLogRecPtr;
+	result->last_end = st.last_end;
+}

@@ -1,0 +1,100 @@
+/*-------------------------------------------------------------------------
+ *
+ * sync_apply.h
+ *		  What the sync worker (sync_worker.c) and its apply side
+ *		  (sync_apply.c) share: the job as the worker runs it, the query's
+ *		  expressions, and the reading of one peek at the slot.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/sync_apply.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CTAS_SYNC_APPLY_H
+#define CTAS_SYNC_APPLY_H
+
+#include "access/xlogdefs.h"
+#include "executor/execdesc.h"
+#include "nodes/execnodes.h"
+#include "utils/portal.h"
+
+#include "sync.h"
+
+/* One job, as the worker runs it (job_cxt) */
+typedef struct SyncJob
+{
+	int64		id;
+	int64		job_id;			/* in ctas_fed.jobs */
+	TimestampTz created_at;
+	Oid			owner;
+	Oid			relid;
+	Query	   *query;
+	char	   *publication;
+	char	   *slot_name;
+	char	   *state;
+	int			ncols;			/* source columns the query reads */
+	AttrNumber *attnums;
+	char	  **attnames;		/* their names and types at creation */
+	Oid		   *atttypes;
+	FmgrInfo   *infuncs;
+	Oid		   *ioparams;
+	int		   *msgcol;			/* their place in the last Relation
+								 * message, -1 before one */
+	int		   *keycol;			/* index into attnums of each key column */
+	TupleDesc	tupdesc;		/* of the source */
+	const CtasSyncApply *apply;
+	CtasSyncTarget target;
+	bool		open;			/* target->open done */
+	XLogRecPtr	applied;		/* from the remote */
+	XLogRecPtr	stop_at;		/* valid: apply no source transaction that
+								 * commits at or after it (sync_apply.c) */
+} SyncJob;
+
+/* The query's expressions, ready to run (per transaction) */
+typedef struct SyncEval
+{
+	EState	   *estate;
+	ExprContext *econtext;
+	ExprState  *qual;			/* NULL: no WHERE */
+	int			nexprs;
+	ExprState **exprs;
+	TupleTableSlot *slot;		/* virtual, source row type */
+	Datum	   *values;			/* one row's remote values */
+	bool	   *nulls;
+	char	  **keys;			/* a key as text, as pgoutput sent it */
+	char	  **oldkeys;
+	Datum	   *keyvals;		/* a key as Datums, for delete */
+} SyncEval;
+
+
+/*
+ * What one peek at the slot gave (CtasSyncApplyPeek).  The slot may be
+ * advanced to last_end once the remote transaction committed.
+ */
+typedef struct SyncPeekResult
+{
+	uint64		nrows;			/* rows (pgoutput messages) read */
+	XLogRecPtr	last_end;		/* end lsn of the last source transaction
+								 * applied or skipped, or invalid */
+	bool		redo;			/* the remote transaction was given part
+								 * of a source transaction that cannot be
+								 * applied: close the target, peek again */
+} SyncPeekResult;
+
+/* the error in flight is permanent: the job fails (sync_apply.c) */
+extern bool CtasSyncFailed;
+
+/* ereport(ERROR) that fails the job for good */
+#define SYNC_FAIL(...) \
+	do { CtasSyncFailed = true; ereport(ERROR, __VA_ARGS__); } while (0)
+
+/* in sync_apply.c */
+extern SyncEval *CtasSyncBuildEval(SyncJob *job);
+extern void CtasSyncFreeEval(SyncEval *ev);
+extern bool CtasSyncEvaluate(SyncEval *ev, TupleTableSlot *slot);
+extern void CtasSyncApplyPeek(SyncJob *job, Portal portal,
+							  SyncPeekResult *result);
+
+#endif							/* CTAS_SYNC_APPLY_H */

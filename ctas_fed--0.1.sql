@@ -140,8 +140,11 @@ CREATE TABLE @extschema@.syncs (
     source_columns text[] NOT NULL,        -- their names and types when
     source_types   oid[] NOT NULL,         -- the job was made
     remote_columns text[] NOT NULL,        -- remote column names, in order
-    publication    name NOT NULL,
-    slot_name      name NOT NULL,
+    stream_id      bigint NOT NULL,        -- the decoding stream: the
+                                           -- sync_id of its first job
+    job_group      bigint,                 -- create_tables_as call, or NULL
+    publication    name NOT NULL,          -- of the stream
+    slot_name      name NOT NULL,          -- of the stream
     state          text NOT NULL DEFAULT 'copying'
                    CHECK (state IN ('copying', 'streaming', 'stopped',
                                     'failed')),
@@ -153,6 +156,8 @@ CREATE TABLE @extschema@.syncs (
 
 COMMENT ON TABLE @extschema@.syncs
   IS 'continuous sync jobs: source, target, key, publication, slot, state';
+
+CREATE INDEX syncs_stream_id ON @extschema@.syncs (stream_id);
 
 REVOKE ALL ON @extschema@.syncs FROM PUBLIC;
 

@@ -21,15 +21,23 @@
  *					transactional, so that ROLLBACK (or ROLLBACK TO SAVEPOINT)
  *					leaves none of them
  *
+ * The jobs of one create_tables_as call (one job group) share one decoding
+ * stream: the first one creates the publication, the others add their
+ * tables to it, and every row names the stream (stream_id, the sync_id of
+ * its first job) and its publication and slot, which one worker decodes
+ * for all of them (sync_worker.c).  A CTAS is a stream of its own.
+ *
  * The replication slot cannot be created here: creating a logical slot
  * waits for every transaction that has an xid, the statement's own
  * included (notes/logical-decoding-pg15.md).  The sync worker creates it
  * after commit, with the snapshot its initial copy uses (sync_worker.c).
  *
  * CtasSyncStop (ctas_fed.stop_sync(), and DROP TABLE of a synced table
- * through ctas.c) drops the publication and marks the job "stopped", in the
- * caller's transaction; after commit the worker ends and the resolver
- * drops the slot (sync_worker.c).
+ * through ctas.c) takes the job's table out of the stream's publication,
+ * or drops the publication when no other job of the stream runs, and marks
+ * the job "stopped", in the caller's transaction; after commit the worker
+ * leaves the job, or ends with the stream's last one, and the resolver
+ * then drops the slot (sync_worker.c).
  *
  * The row of ctas_fed.syncs is the durable record of the job: everything a
  * worker needs to rebuild it (the owner, the catalog, the remote table, the
@@ -495,10 +503,12 @@ CtasSyncCreate(CtasLoad *load)
 	Oid			syncs_relid;
 	Oid			owner = syncs_owner(&syncs_relid);
 	Datum		id;
+	Datum		stream_id;
 	char	   *name;
+	char	   *relname;
 	Relation	rel;
-	Oid			argtypes[15];
-	Datum		values[15];
+	Oid			argtypes[16];
+	Datum		values[16];
 	List	   *colnames = NIL;
 	List	   *coltypes = NIL;
 	List	   *remote_columns = NIL;
@@ -507,16 +517,36 @@ CtasSyncCreate(CtasLoad *load)
 
 	run_as(owner, "SELECT pg_catalog.nextval('ctas_fed.syncs_sync_id_seq')",
 		   0, NULL, NULL, &id);
+
+	/* a table of a create_tables_as call joins the call's stream */
+	stream_id = id;
+	if (load->group_id != 0)
+	{
+		Oid			grouptype[1] = {INT8OID};
+		Datum		group[1];
+
+		group[0] = Int64GetDatum(load->group_id);
+		if (run_as(owner,
+				   "SELECT stream_id FROM ctas_fed.syncs WHERE job_group = $1 "
+				   "LIMIT 1", 1, grouptype, group, &stream_id) == 0)
+			stream_id = id;
+	}
 	name = psprintf("%s%u_" INT64_FORMAT, CTAS_SYNC_PREFIX, MyDatabaseId,
-					DatumGetInt64(id));
+					DatumGetInt64(stream_id));
 
 	rel = relation_open(sync->relid, AccessShareLock);
-	run_as(GetUserId(),
-		   psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s",
-					quote_identifier(name),
-					quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-											   RelationGetRelationName(rel))),
-		   0, NULL, NULL, NULL);
+	relname = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+										 RelationGetRelationName(rel));
+	if (DatumGetInt64(stream_id) == DatumGetInt64(id))
+		run_as(GetUserId(),
+			   psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s",
+						quote_identifier(name), relname),
+			   0, NULL, NULL, NULL);
+	else
+		run_as(GetUserId(),
+			   psprintf("ALTER PUBLICATION %s ADD TABLE ONLY %s",
+						quote_identifier(name), relname),
+			   0, NULL, NULL, NULL);
 
 	/* the names and types the query reads, to detect DDL on them */
 	foreach(lc, sync->attnums)
@@ -563,18 +593,22 @@ CtasSyncCreate(CtasLoad *load)
 	values[13] = list_to_text_array(remote_columns, false);
 	argtypes[14] = INT8OID;
 	values[14] = Int64GetDatum(load->job.id);
+	argtypes[15] = INT8OID;
+	values[15] = stream_id;
 
 	run_as(owner,
 		   psprintf("INSERT INTO ctas_fed.syncs (sync_id, owner, server, "
 					"remote_schema, remote_table, source, query, query_tree, "
 					"key_columns, source_key, source_attnums, source_columns, "
-					"source_types, remote_columns, job_id, publication, "
-					"slot_name) "
+					"source_types, remote_columns, job_id, stream_id, "
+					"job_group, publication, slot_name) "
 					"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
 					"$10::pg_catalog.int2[], $11::pg_catalog.int2[], $12, "
-					"$13::pg_catalog.oid[], $14, $15, %s, %s)",
+					"$13::pg_catalog.oid[], $14, $15, $16, "
+					"NULLIF(" INT64_FORMAT ", 0), %s, %s)",
+					load->group_id,
 					quote_literal_cstr(name), quote_literal_cstr(name)),
-		   15, argtypes, values, NULL);
+		   16, argtypes, values, NULL);
 
 	/* the resolver starts the job's worker as soon as this commits */
 	CtasResolverNudgeAtCommit();
@@ -583,11 +617,13 @@ CtasSyncCreate(CtasLoad *load)
 /*
  * CtasSyncStop
  *		Stop the running syncs into catalog serverid's schema.table, in the
- *		current transaction: drop their publications (as their owners) and
- *		mark them "stopped".  After commit their workers end at their next
- *		round and the resolver drops their slots (sync_worker.c).  Returns
- *		whether there was any.  ereport(ERROR) when the current user is not
- *		the owner of one.
+ *		current transaction: take their tables out of their streams'
+ *		publications, or drop a publication when no other job of its stream
+ *		runs (as the jobs' owners), and mark them "stopped".  After commit
+ *		their workers leave them at their next round, and the resolver
+ *		drops the slot of a stream that has no running job left
+ *		(sync_worker.c).  Returns whether there was any.  ereport(ERROR)
+ *		when the current user is not the owner of one.
  */
 bool
 CtasSyncStop(Oid serverid, const char *schema, const char *table)
@@ -602,6 +638,8 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 	int64	   *ids;
 	Oid		   *owners;
 	char	  **publications;
+	Oid		   *sources;
+	bool	   *shared;
 	int			i;
 	MemoryContext outercxt = CurrentMemoryContext;
 	MemoryContext oldcxt;
@@ -615,11 +653,15 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args("SELECT sync_id, owner, publication "
-							  "FROM ctas_fed.syncs WHERE server = $1 "
+	if (SPI_execute_with_args("SELECT sync_id, owner, publication, source, "
+							  "EXISTS (SELECT FROM ctas_fed.syncs o "
+							  "WHERE o.stream_id = s.stream_id "
+							  "AND o.sync_id <> s.sync_id "
+							  "AND o.state IN ('copying', 'streaming')) "
+							  "FROM ctas_fed.syncs s WHERE server = $1 "
 							  "AND remote_schema = $2 AND remote_table = $3 "
 							  "AND state IN ('copying', 'streaming') "
-							  "FOR UPDATE",
+							  "FOR UPDATE OF s",
 							  3, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read ctas_fed.syncs");
 	/* what SPI_finish must not free */
@@ -628,6 +670,8 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 	ids = palloc(sizeof(int64) * Max(n, 1));
 	owners = palloc(sizeof(Oid) * Max(n, 1));
 	publications = palloc(sizeof(char *) * Max(n, 1));
+	sources = palloc(sizeof(Oid) * Max(n, 1));
+	shared = palloc(sizeof(bool) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
@@ -637,6 +681,8 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 		ids[i] = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 		owners[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
 		publications[i] = SPI_getvalue(tup, desc, 3);
+		sources[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
+		shared[i] = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
 	}
 	MemoryContextSwitchTo(oldcxt);
 	SPI_finish();
@@ -652,11 +698,14 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("must be a member of role \"%s\" to stop its sync into \"%s.%s\"",
 							GetUserNameFromId(owners[i], false), schema, table)));
-		/* the publication is the job owner's */
-		run_as(owners[i],
-			   psprintf("DROP PUBLICATION IF EXISTS %s",
-						quote_identifier(publications[i])),
-			   0, NULL, NULL, NULL);
+		/* the publication is the job owner's; others may still use it */
+		if (shared[i])
+			CtasSyncUnpublish(publications[i], sources[i], owners[i]);
+		else
+			run_as(owners[i],
+				   psprintf("DROP PUBLICATION IF EXISTS %s",
+							quote_identifier(publications[i])),
+				   0, NULL, NULL, NULL);
 		id[0] = Int64GetDatum(ids[i]);
 		run_as(owner,
 			   "UPDATE ctas_fed.syncs SET state = 'stopped', error = NULL, "

@@ -67,6 +67,8 @@ extern void CtasSyncCheckIdle(Oid serverid);
 
 /* in sync_worker.c */
 extern void CtasSyncTick(void);
+extern void CtasSyncUnpublish(const char *publication, Oid relid,
+							  Oid userid);
 
 /* in sync_copy.c */
 extern AttrNumber *CtasSyncPlainColumns(Query *query, int ncolumns);
@@ -78,6 +80,7 @@ extern void CtasSyncPlainRow(TupleTableSlot *slot, int ncolumns,
 extern void CtasSyncShmemRequest(void);
 extern void CtasSyncShmemStartup(void);
 extern void CtasSyncStatusAttach(int64 id);
+extern void CtasSyncStatusUse(int64 id);
 extern void CtasSyncStatusForget(int64 id);
 extern void CtasSyncStatusReport(uint64 rows, uint64 changes,
 								 TimestampTz caught_up_at);

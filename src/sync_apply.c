@@ -2,9 +2,10 @@
  *
  * sync_apply.c
  *		  The apply side of a sync worker: the pgoutput messages of one peek
- *		  at the job's slot, read through an SPI cursor in chunks, turned
- *		  into upserts and deletes by key in one remote transaction
- *		  (sync_worker.c describes the job and its phases).
+ *		  at the slot of its stream, read through an SPI cursor in chunks,
+ *		  routed by relation to the jobs of the stream and turned into
+ *		  upserts and deletes by key, one remote transaction per job
+ *		  (sync_worker.c describes the jobs, streams and phases).
  *
  * Memory is bounded however large a source transaction is.  The peek
  * function (pg_logical_slot_peek_binary_changes) decodes the WAL as any
@@ -18,17 +19,21 @@
  * tuplesort of the changes of a source transaction that spills past
  * work_mem).
  *
- * State that spans chunks lives in a SyncApplyState: the source
- * transaction being read, whether it is already applied, whether the
- * remote transaction is open, the end lsn of the last source transaction
- * read in full.  The remote transaction commits once, at the end of the
- * peek, with that end lsn.
+ * State that spans chunks lives in a SyncApplyState per job: the source
+ * transaction being read, whether the job applied it before, whether the
+ * job's remote transaction is open, the end lsn of the last source
+ * transaction read in full.  A job's remote transaction begins at the
+ * first change routed to it and commits once, at the end of the peek,
+ * with that end lsn; a job that got no change in the peek has no remote
+ * transaction.  Begin and commit messages go to every job, each deciding
+ * by its own applied lsn whether the source transaction is new to it.
  *
  * A DDL that changes a column the query reads shows in a Relation message
  * of the source, which may come in the middle of a source transaction,
  * after some of its changes were given to the target.  The job then fails,
  * but the remote must keep exactly the source transactions that committed
- * before that one, and nothing of it.  When none of the transaction's
+ * before that one, and nothing of it.  The other jobs of the stream are
+ * not held back by it: they apply the transaction.  When none of the transaction's
  * changes reached the target yet (the usual case: a DDL in a transaction
  * of its own shows at the next transaction's first change), the remote
  * transaction commits what came before and the job fails at once.
@@ -68,11 +73,15 @@
 /* set by SYNC_FAIL: the error in flight fails the job for good */
 bool		CtasSyncFailed = false;
 
-/* What the reading of one peek carries from chunk to chunk */
+/* the job the worker works for when an error comes */
+SyncJob    *CtasSyncCurrentJob = NULL;
+
+/* What the reading of one peek carries from chunk to chunk, for one job */
 typedef struct SyncApplyState
 {
 	SyncJob    *job;
 	SyncEval   *ev;
+	Oid			relid;			/* job->relid */
 	bool		began;			/* the remote transaction is open */
 	bool		skipping;		/* the source transaction being read was
 								 * applied before */
@@ -82,8 +91,17 @@ typedef struct SyncApplyState
 	uint64		changes;		/* changes given to the target in all */
 	XLogRecPtr	last_end;		/* end lsn of the last source transaction
 								 * read in full (applied or skipped) */
-	bool		redo;			/* read the peek again (see above) */
 } SyncApplyState;
+
+/* The reading of one peek: every job of the stream */
+typedef struct SyncPeekState
+{
+	int			njobs;
+	SyncApplyState *jobs;
+	Oid			save_userid;	/* the worker's own identity */
+	int			save_sec;
+	bool		redo;			/* read the peek again (see above) */
+} SyncPeekState;
 
 /*
  * CtasSyncBuildEval
@@ -351,10 +369,12 @@ finish_remote(SyncApplyState *st)
 {
 	SyncJob    *job = st->job;
 
+	CtasSyncCurrentJob = job;
 	if (st->began && st->last_end != InvalidXLogRecPtr)
 	{
 		job->apply->commit(&job->target, st->last_end);
 		job->applied = st->last_end;
+		CtasSyncStatusUse(job->id);
 		CtasSyncStatusReport(st->changes, st->changes, 0);
 	}
 	st->began = false;
@@ -368,7 +388,8 @@ finish_remote(SyncApplyState *st)
  *		before it and fail the job (ERROR).
  */
 static void
-relation_message(SyncApplyState *st, LogicalRepRelation *rel)
+relation_message(SyncPeekState *peek, SyncApplyState *st,
+				 LogicalRepRelation *rel)
 {
 	int			bad;
 
@@ -377,7 +398,7 @@ relation_message(SyncApplyState *st, LogicalRepRelation *rel)
 	if (st->xact_changes > 0)
 	{
 		st->job->stop_at = st->xact_lsn;
-		st->redo = true;
+		peek->redo = true;
 		return;
 	}
 	finish_remote(st);
@@ -385,18 +406,46 @@ relation_message(SyncApplyState *st, LogicalRepRelation *rel)
 }
 
 /*
- * apply_message
- *		Apply the pgoutput message of row i of SPI_tuptable, in per-tuple
- *		memory.  Can ERROR.
+ * job_change
+ *		Whether a change of table relid goes to the job of st: its table,
+ *		and a source transaction it has not applied, nor is held back from.
+ *		If so, the job becomes the current one, acting as its owner, and
+ *		its remote transaction is begun if it is not yet.
  */
-static void
-apply_message(SyncApplyState *st, uint64 i)
+static bool
+job_change(SyncPeekState *peek, SyncApplyState *st, Oid relid)
 {
 	SyncJob    *job = st->job;
-	SyncEval   *ev = st->ev;
+
+	if (st->relid != relid || st->skipping || st->held)
+		return false;
+	CtasSyncCurrentJob = job;
+	/* as for REFRESH MATERIALIZED VIEW: the owner's code, restricted */
+	SetUserIdAndSecContext(job->owner,
+						   peek->save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	if (!st->began)
+	{
+		job->apply->begin(&job->target);
+		st->began = true;
+	}
+	st->changes++;
+	st->xact_changes++;
+	return true;
+}
+
+/*
+ * apply_message
+ *		Apply the pgoutput message of row i of SPI_tuptable, in per-tuple
+ *		memory, to the jobs it concerns: begin and commit to all, a
+ *		relation and its changes to the jobs of that table.  Can ERROR.
+ */
+static void
+apply_message(SyncPeekState *peek, uint64 i)
+{
 	StringInfoData msg;
 	char		action = peeked_message(i, &msg);
-	bool		apply = !st->skipping && !st->held;
+	int			j;
 
 	switch (action)
 	{
@@ -405,17 +454,18 @@ apply_message(SyncApplyState *st, uint64 i)
 				LogicalRepBeginData begin;
 
 				logicalrep_read_begin(&msg, &begin);
-				st->xact_lsn = begin.final_lsn;
-				st->xact_changes = 0;
-				if (job->stop_at != InvalidXLogRecPtr &&
-					begin.final_lsn >= job->stop_at)
-					st->held = true;
-				st->skipping = begin.final_lsn < job->applied;
-				job->target.change_lsn = begin.final_lsn;
-				if (!st->skipping && !st->held && !st->began)
+				for (j = 0; j < peek->njobs; j++)
 				{
-					job->apply->begin(&job->target);
-					st->began = true;
+					SyncApplyState *st = &peek->jobs[j];
+					SyncJob    *job = st->job;
+
+					st->xact_lsn = begin.final_lsn;
+					st->xact_changes = 0;
+					if (job->stop_at != InvalidXLogRecPtr &&
+						begin.final_lsn >= job->stop_at)
+						st->held = true;
+					st->skipping = begin.final_lsn < job->applied;
+					job->target.change_lsn = begin.final_lsn;
 				}
 				break;
 			}
@@ -423,34 +473,49 @@ apply_message(SyncApplyState *st, uint64 i)
 			{
 				LogicalRepCommitData commit;
 
-				if (st->held)
-					break;
 				logicalrep_read_commit(&msg, &commit);
-				st->last_end = commit.end_lsn;
-				st->skipping = false;
+				for (j = 0; j < peek->njobs; j++)
+				{
+					SyncApplyState *st = &peek->jobs[j];
+
+					if (st->held)
+						continue;
+					st->last_end = commit.end_lsn;
+					st->skipping = false;
+				}
 				break;
 			}
 		case LOGICAL_REP_MSG_RELATION:
 			{
 				LogicalRepRelation *rel = logicalrep_read_rel(&msg);
 
-				if (rel->remoteid == job->relid)
-					relation_message(st, rel);
+				for (j = 0; j < peek->njobs && !peek->redo; j++)
+				{
+					if (rel->remoteid != peek->jobs[j].relid)
+						continue;
+					CtasSyncCurrentJob = peek->jobs[j].job;
+					relation_message(peek, &peek->jobs[j], rel);
+				}
 				break;
 			}
 		case LOGICAL_REP_MSG_INSERT:
 			{
 				LogicalRepTupleData newtup;
+				Oid			relid = logicalrep_read_insert(&msg, &newtup);
 
-				if (!apply ||
-					logicalrep_read_insert(&msg, &newtup) != job->relid)
-					break;
-				st->changes++;
-				st->xact_changes++;
-				tuple_keys(job, &newtup, ev->keys);
-				fill_slot(job, ev, &newtup, NULL);
-				if (CtasSyncEvaluate(ev, ev->slot))
-					job->apply->upsert(&job->target, ev->values, ev->nulls);
+				for (j = 0; j < peek->njobs; j++)
+				{
+					SyncApplyState *st = &peek->jobs[j];
+					SyncJob    *job = st->job;
+					SyncEval   *ev = st->ev;
+
+					if (!job_change(peek, st, relid))
+						continue;
+					tuple_keys(job, &newtup, ev->keys);
+					fill_slot(job, ev, &newtup, NULL);
+					if (CtasSyncEvaluate(ev, ev->slot))
+						job->apply->upsert(&job->target, ev->values, ev->nulls);
+				}
 				break;
 			}
 		case LOGICAL_REP_MSG_UPDATE:
@@ -458,32 +523,41 @@ apply_message(SyncApplyState *st, uint64 i)
 				LogicalRepTupleData oldtup;
 				LogicalRepTupleData newtup;
 				bool		has_old;
-				int			k;
+				Oid			relid = logicalrep_read_update(&msg, &has_old,
+														   &oldtup, &newtup);
 
-				if (!apply ||
-					logicalrep_read_update(&msg, &has_old, &oldtup,
-										   &newtup) != job->relid)
-					break;
-				st->changes++;
-				st->xact_changes++;
-				tuple_keys(job, has_old ? &oldtup : &newtup, ev->keys);
-				for (k = 0; k < job->target.nkeys; k++)
-					ev->oldkeys[k] = ev->keys[k];
-				apply_new_row(job, ev, &newtup, has_old ? &oldtup : NULL,
-							  ev->oldkeys);
+				for (j = 0; j < peek->njobs; j++)
+				{
+					SyncApplyState *st = &peek->jobs[j];
+					SyncJob    *job = st->job;
+					SyncEval   *ev = st->ev;
+					int			k;
+
+					if (!job_change(peek, st, relid))
+						continue;
+					tuple_keys(job, has_old ? &oldtup : &newtup, ev->keys);
+					for (k = 0; k < job->target.nkeys; k++)
+						ev->oldkeys[k] = ev->keys[k];
+					apply_new_row(job, ev, &newtup, has_old ? &oldtup : NULL,
+								  ev->oldkeys);
+				}
 				break;
 			}
 		case LOGICAL_REP_MSG_DELETE:
 			{
 				LogicalRepTupleData oldtup;
+				Oid			relid = logicalrep_read_delete(&msg, &oldtup);
 
-				if (!apply ||
-					logicalrep_read_delete(&msg, &oldtup) != job->relid)
-					break;
-				st->changes++;
-				st->xact_changes++;
-				tuple_keys(job, &oldtup, ev->keys);
-				delete_key(job, ev, ev->keys);
+				for (j = 0; j < peek->njobs; j++)
+				{
+					SyncApplyState *st = &peek->jobs[j];
+					SyncJob    *job = st->job;
+
+					if (!job_change(peek, st, relid))
+						continue;
+					tuple_keys(job, &oldtup, st->ev->keys);
+					delete_key(job, st->ev, st->ev->keys);
+				}
 				break;
 			}
 		case LOGICAL_REP_MSG_TRUNCATE:
@@ -492,15 +566,15 @@ apply_message(SyncApplyState *st, uint64 i)
 				bool		restart_seqs;
 				List	   *relids;
 
-				if (!apply)
-					break;
 				relids = logicalrep_read_truncate(&msg, &cascade,
 												  &restart_seqs);
-				if (list_member_oid(relids, job->relid))
+				for (j = 0; j < peek->njobs; j++)
 				{
-					st->changes++;
-					st->xact_changes++;
-					job->apply->truncate(&job->target);
+					SyncApplyState *st = &peek->jobs[j];
+
+					if (list_member_oid(relids, st->relid) &&
+						job_change(peek, st, st->relid))
+						st->job->apply->truncate(&st->job->target);
 				}
 				break;
 			}
@@ -508,78 +582,111 @@ apply_message(SyncApplyState *st, uint64 i)
 			/* types, origins: nothing to apply */
 			break;
 	}
+	SetUserIdAndSecContext(peek->save_userid, peek->save_sec);
 }
 
 /*
  * CtasSyncApplyPeek
  *		Read the peek whose cursor is portal (lsn, data), SYNC_FETCH_ROWS
- *		rows at a time, and apply every source transaction whose commit
- *		lies at or after job->applied (and before job->stop_at, when set)
- *		in one remote transaction.  The rows are fetched as the caller's
- *		user, the query's expressions run as the job's owner in a
- *		security-restricted operation.  What was read goes into *result.
- *		A DDL that the sync cannot follow fails the job (ERROR) after the
- *		transactions committed before it are applied, or asks for a
- *		second reading (result->redo), see the head of this file.  Called
- *		in a transaction, connected to SPI; the query's expressions are
- *		ready in an EState of the current memory context while it runs.
- *		Can ERROR.
+ *		rows at a time, and apply to each job of jobs (SyncJob pointers, the
+ *		jobs of one stream) every source transaction of its table whose
+ *		commit lies at or after job->applied (and before job->stop_at, when
+ *		set), in one remote transaction per job, committed at the end.  The
+ *		rows are fetched as the caller's user, the query's expressions run
+ *		as the job's owner in a security-restricted operation.  What was
+ *		read goes into *result.  A DDL that the sync cannot follow fails
+ *		its job (ERROR) after the transactions committed before it are
+ *		applied, or asks for a second reading (result->redo), see the head
+ *		of this file.  Called in a transaction, connected to SPI; the
+ *		query's expressions are ready in an EState of the current memory
+ *		context while it runs.  Can ERROR; the caller then closes the
+ *		targets, which rolls back the remote transactions not committed.
  */
 void
-CtasSyncApplyPeek(SyncJob *job, Portal portal, SyncPeekResult *result)
+CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 {
-	SyncApplyState st;
-	Oid			save_userid;
-	int			save_sec;
+	SyncPeekState peek;
+	ListCell   *lc;
+	int			j;
 
-	memset(&st, 0, sizeof(st));
-	st.job = job;
+	memset(&peek, 0, sizeof(peek));
+	peek.njobs = list_length(jobs);
+	peek.jobs = palloc0(sizeof(SyncApplyState) * Max(peek.njobs, 1));
+	j = 0;
+	foreach(lc, jobs)
+	{
+		peek.jobs[j].job = (SyncJob *) lfirst(lc);
+		peek.jobs[j].relid = peek.jobs[j].job->relid;
+		j++;
+	}
 	memset(result, 0, sizeof(*result));
-	GetUserIdAndSecContext(&save_userid, &save_sec);
+	GetUserIdAndSecContext(&peek.save_userid, &peek.save_sec);
 
-	while (!st.redo)
+	while (!peek.redo)
 	{
 		uint64		n;
 		uint64		i;
+		MemoryContext tuplecxt;
 
 		SPI_cursor_fetch(portal, true, SYNC_FETCH_ROWS);
 		n = SPI_processed;
 		if (n == 0)
 			break;
 		result->nrows += n;
-		if (st.ev == NULL)
-			st.ev = CtasSyncBuildEval(job);
+		for (j = 0; j < peek.njobs; j++)
+		{
+			if (peek.jobs[j].ev == NULL)
+				peek.jobs[j].ev = CtasSyncBuildEval(peek.jobs[j].job);
+		}
+		/* the messages are read in the first job's per-tuple memory */
+		tuplecxt = peek.jobs[0].ev->econtext->ecxt_per_tuple_memory;
 
-		/* as for REFRESH MATERIALIZED VIEW: the owner's code, restricted */
-		SetUserIdAndSecContext(job->owner,
-							   save_sec | SECURITY_LOCAL_USERID_CHANGE |
-							   SECURITY_RESTRICTED_OPERATION);
-		for (i = 0; i < n && !st.redo; i++)
+		for (i = 0; i < n && !peek.redo; i++)
 		{
 			MemoryContext oldcxt;
 
 			CHECK_FOR_INTERRUPTS();
-			oldcxt = MemoryContextSwitchTo(st.ev->econtext->ecxt_per_tuple_memory);
-			apply_message(&st, i);
+			oldcxt = MemoryContextSwitchTo(tuplecxt);
+			apply_message(&peek, i);
 			MemoryContextSwitchTo(oldcxt);
-			ResetExprContext(st.ev->econtext);
+			for (j = 0; j < peek.njobs; j++)
+				ResetExprContext(peek.jobs[j].ev->econtext);
 		}
-		SetUserIdAndSecContext(save_userid, save_sec);
 		SPI_freetuptable(SPI_tuptable);
 	}
-	if (st.ev != NULL)
-		CtasSyncFreeEval(st.ev);
-
-	if (st.redo)
+	for (j = 0; j < peek.njobs; j++)
 	{
-		ereport(LOG,
-				(errmsg("ctas_fed sync " INT64_FORMAT ": a DDL in the source transaction committed at %X/%X, reading again the transactions before it",
-						job->id, LSN_FORMAT_ARGS(job->stop_at))));
+		if (peek.jobs[j].ev != NULL)
+			CtasSyncFreeEval(peek.jobs[j].ev);
+	}
+
+	if (peek.redo)
+	{
+		for (j = 0; j < peek.njobs; j++)
+		{
+			SyncJob    *job = peek.jobs[j].job;
+
+			if (job->stop_at != InvalidXLogRecPtr)
+				ereport(LOG,
+						(errmsg("ctas_fed sync " INT64_FORMAT ": a DDL in the source transaction committed at %X/%X, reading again the transactions before it",
+								job->id, LSN_FORMAT_ARGS(job->stop_at))));
+		}
 		result->redo = true;
 		return;
 	}
-	finish_remote(&st);
-	/* read again, and the DDL did not show: nothing to hold back */
-	job->stop_at = InvalidXLogRecPtr;
-	result->last_end = st.last_end;
+	/*
+	 * The slot may go as far as every job has read: a job held back at its
+	 * stop_at has read less than the others.
+	 */
+	for (j = 0; j < peek.njobs; j++)
+	{
+		SyncApplyState *st = &peek.jobs[j];
+
+		finish_remote(st);
+		/* read again, and the DDL did not show: nothing to hold back */
+		st->job->stop_at = InvalidXLogRecPtr;
+		if (j == 0 || st->last_end < result->last_end)
+			result->last_end = st->last_end;
+	}
+	pfree(peek.jobs);
 }

@@ -26,13 +26,14 @@
 typedef struct SyncJob
 {
 	int64		id;
+	int64		stream_id;		/* the stream it is decoded in */
 	int64		job_id;			/* in ctas_fed.jobs */
 	TimestampTz created_at;
 	Oid			owner;
 	Oid			relid;
 	Query	   *query;
-	char	   *publication;
-	char	   *slot_name;
+	char	   *publication;	/* of the stream */
+	char	   *slot_name;		/* of the stream */
 	char	   *state;
 	int			ncols;			/* source columns the query reads */
 	AttrNumber *attnums;
@@ -71,20 +72,23 @@ typedef struct SyncEval
 
 /*
  * What one peek at the slot gave (CtasSyncApplyPeek).  The slot may be
- * advanced to last_end once the remote transaction committed.
+ * advanced to last_end once the remote transactions committed.
  */
 typedef struct SyncPeekResult
 {
 	uint64		nrows;			/* rows (pgoutput messages) read */
 	XLogRecPtr	last_end;		/* end lsn of the last source transaction
 								 * applied or skipped, or invalid */
-	bool		redo;			/* the remote transaction was given part
-								 * of a source transaction that cannot be
-								 * applied: close the target, peek again */
+	bool		redo;			/* a remote transaction was given part of
+								 * a source transaction that its job cannot
+								 * apply: close the targets, peek again */
 } SyncPeekResult;
 
 /* the error in flight is permanent: the job fails (sync_apply.c) */
 extern bool CtasSyncFailed;
+
+/* the job of the stream that the worker works for when an error comes */
+extern SyncJob *CtasSyncCurrentJob;
 
 /* ereport(ERROR) that fails the job for good */
 #define SYNC_FAIL(...) \
@@ -94,7 +98,7 @@ extern bool CtasSyncFailed;
 extern SyncEval *CtasSyncBuildEval(SyncJob *job);
 extern void CtasSyncFreeEval(SyncEval *ev);
 extern bool CtasSyncEvaluate(SyncEval *ev, TupleTableSlot *slot);
-extern void CtasSyncApplyPeek(SyncJob *job, Portal portal,
+extern void CtasSyncApplyPeek(List *jobs, Portal portal,
 							  SyncPeekResult *result);
 
 #endif							/* CTAS_SYNC_APPLY_H */

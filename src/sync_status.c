@@ -4,10 +4,11 @@
  *		  What the running sync workers report, in shared memory, and the
  *		  readers of it: ctas_fed.sync_status() and the sync metrics.
  *
- * One entry per possible background worker, found by (database, job).  A
- * sync worker (sync_worker.c) attaches to the entry of its job, writes its
- * counters under the lock once per batch and gives the entry up when it
- * ends; an entry whose worker ended on an error keeps the time the job was
+ * One entry per job, found by (database, job), room for
+ * SYNC_STATUS_PER_WORKER jobs per possible background worker.  A sync
+ * worker (sync_worker.c) attaches to the entry of each job of its stream,
+ * writes their counters under the lock once per batch and gives the
+ * entries up when it ends; an entry whose worker ended on an error keeps the time the job was
  * last caught up, so lag_seconds goes on growing while no worker runs, until
  * the resolver forgets a stopped or failed job.  The entries also find the
  * workers of a database that DROP DATABASE must stop first
@@ -40,10 +41,13 @@
 
 #include "sync.h"
 
+/* status entries per possible background worker (a worker runs a stream) */
+#define SYNC_STATUS_PER_WORKER	4
+
 /*
  * What the running sync workers report, in shared memory: one entry per
- * possible background worker, found by (database, job).  The owner writes
- * its entry under the lock once per batch; ctas_fed.sync_status() reads.
+ * job, found by (database, job).  The worker of the job writes its entry
+ * under the lock once per batch; ctas_fed.sync_status() reads.
  */
 typedef struct SyncStatus
 {
@@ -67,13 +71,16 @@ typedef struct SyncShared
 } SyncShared;
 
 static SyncShared *sync_shared = NULL;
-static SyncStatus *my_status = NULL;
+static SyncStatus *my_status = NULL;	/* of the job being worked for */
+static List *my_entries = NIL;	/* of every job of the worker's stream */
 
 static Size
 sync_shmem_size(void)
 {
 	return add_size(offsetof(SyncShared, entries),
-					mul_size(max_worker_processes, sizeof(SyncStatus)));
+					mul_size(mul_size(max_worker_processes,
+									  SYNC_STATUS_PER_WORKER),
+							 sizeof(SyncStatus)));
 }
 
 /*
@@ -99,29 +106,36 @@ CtasSyncShmemStartup(void)
 	{
 		memset(sync_shared, 0, sync_shmem_size());
 		sync_shared->lock = &(GetNamedLWLockTranche("ctas_fed syncs"))->lock;
-		sync_shared->nentries = max_worker_processes;
+		sync_shared->nentries = max_worker_processes * SYNC_STATUS_PER_WORKER;
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
 
 /*
  * sync_status_release
- *		On exit of a sync worker: free its status entry, unless the worker
- *		ends on an error it will be started again after; then the entry
- *		keeps the time the job was last caught up, so that lag_seconds goes
- *		on growing while no worker runs (the remote down, say).
+ *		On exit of a sync worker: free the status entries of its jobs,
+ *		unless the worker ends on an error it will be started again after;
+ *		then each entry keeps the time its job was last caught up, so that
+ *		lag_seconds goes on growing while no worker runs (the remote down,
+ *		say).
  */
 static void
 sync_status_release(int code, Datum arg)
 {
-	if (my_status == NULL)
-		return;
+	ListCell   *lc;
+
 	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
-	if (code == 0)
-		my_status->dboid = InvalidOid;
-	else
-		my_status->pid = 0;
+	foreach(lc, my_entries)
+	{
+		SyncStatus *e = (SyncStatus *) lfirst(lc);
+
+		if (code == 0)
+			e->dboid = InvalidOid;
+		else
+			e->pid = 0;
+	}
 	LWLockRelease(sync_shared->lock);
+	my_entries = NIL;
 	my_status = NULL;
 }
 
@@ -129,14 +143,20 @@ sync_status_release(int code, Datum arg)
  * CtasSyncStatusAttach
  *		In a sync worker: take the status entry of job id, the one an
  *		earlier worker of the job left, else a free one; none when they are
- *		all taken (the job then runs without counters).
+ *		all taken (the job then runs without counters).  The entry becomes
+ *		the one the other functions of a worker use (CtasSyncStatusUse).
  */
 void
 CtasSyncStatusAttach(int64 id)
 {
+	static bool registered = false;
 	SyncStatus *free_entry = NULL;
 	int			i;
 
+	if (!registered)
+		before_shmem_exit(sync_status_release, (Datum) 0);
+	registered = true;
+	my_status = NULL;
 	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < sync_shared->nentries; i++)
 	{
@@ -165,7 +185,33 @@ CtasSyncStatusAttach(int64 id)
 		my_status->changes = 0;
 	}
 	LWLockRelease(sync_shared->lock);
-	before_shmem_exit(sync_status_release, (Datum) 0);
+	if (my_status != NULL)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+
+		my_entries = lappend(my_entries, my_status);
+		MemoryContextSwitchTo(oldcxt);
+	}
+}
+
+/*
+ * CtasSyncStatusUse
+ *		In a sync worker: the functions below report for job id from now
+ *		on (nothing when it has no entry).
+ */
+void
+CtasSyncStatusUse(int64 id)
+{
+	ListCell   *lc;
+
+	my_status = NULL;
+	foreach(lc, my_entries)
+	{
+		SyncStatus *e = (SyncStatus *) lfirst(lc);
+
+		if (e->id == id)
+			my_status = e;
+	}
 }
 
 /*

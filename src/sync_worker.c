@@ -2,11 +2,37 @@
  *
  * sync_worker.c
  *		  The sync worker of a continuous sync: one dynamic background
- *		  worker per job of ctas_fed.syncs, started by the resolver of its
- *		  database (CtasSyncTick), which also drops the replication slots of
- *		  stopped and failed jobs.
+ *		  worker per decoding stream of ctas_fed.syncs, started by the
+ *		  resolver of its database (CtasSyncTick), which also drops the
+ *		  replication slot of a stream once none of its jobs runs.
  *
- * A job goes through two phases, as PostgreSQL's own tablesync does:
+ * A stream is one publication and one replication slot, and the jobs that
+ * read them: the one job of a CTAS, or the jobs of the tables of one
+ * create_tables_as call, so that the WAL is decoded once for all of them.
+ * Each job keeps its own remote transactions, applied lsn and state; the
+ * worker runs them together:
+ *
+ *	copying		the slot is created once and every job's table is copied
+ *				under its snapshot, each in its own remote transaction that
+ *				stores the consistent point as that job's applied lsn; a
+ *				copy interrupted by anything copies every job of the stream
+ *				again with a new slot.
+ *	streaming	one peek with the stream's publication; each change goes to
+ *				the jobs of its table (sync_apply.c), each job applies in a
+ *				remote transaction of its own, all committed at the end of
+ *				the peek; the slot is advanced only after that.  A job skips
+ *				the source transactions below its own applied lsn, so a
+ *				crash between two of those commits still applies each
+ *				transaction once per table.
+ *
+ * A job that is stopped leaves the stream (its table leaves the
+ * publication in the stopping transaction, sync.c) and the worker goes on
+ * with the others; one that fails is recorded as failed and its table
+ * taken out of the publication, the worker ends, and the resolver starts
+ * it again for the others.  The slot and the publication go with the
+ * stream's last job.
+ *
+ * Each job goes through two phases, as PostgreSQL's own tablesync does:
  *
  *	copying		create the logical replication slot (pgoutput) in a
  *				REPEATABLE READ read-only transaction, exactly as the
@@ -131,15 +157,18 @@ PGDLLEXPORT void ctas_fed_sync_main(Datum main_arg);
 
 static MemoryContext job_cxt = NULL;
 
-/* in the resolver: the sync workers it started */
+/* in the resolver: the sync workers it started, one per stream */
 typedef struct SyncWorkerEntry
 {
-	int64		id;
+	int64		id;				/* stream_id */
 	BackgroundWorkerHandle *handle;
 	TimestampTz started;
 } SyncWorkerEntry;
 
 static List *sync_workers = NIL;
+
+/* in a sync worker: the job being loaded, before it has a SyncJob */
+static int64 loading_id = 0;
 
 /*
  * spi_exec
@@ -230,6 +259,7 @@ queue_event(int64 job_id, const CtasCatalog *catalog, const char *schema,
 static void
 job_event(SyncJob *job, const char *state, const char *error)
 {
+	CtasSyncStatusUse(job->id);
 	queue_event(job->job_id, job->target.catalog, job->target.schema,
 				job->target.table, state,
 				CtasSyncStatusRows(), error, job->created_at);
@@ -254,10 +284,11 @@ load_job(int64 id)
 	ListCell   *lc;
 
 	args[0] = Int64GetDatum(id);
+	loading_id = id;
 	spi_exec("SELECT owner, server, remote_schema, remote_table, source, "
 			 "query_tree, publication, slot_name, state, source_attnums, "
 			 "source_columns, source_types, key_columns, source_key, "
-			 "remote_columns, job_id, created_at "
+			 "remote_columns, job_id, created_at, stream_id "
 			 "FROM ctas_fed.syncs WHERE sync_id = $1",
 			 1, argtypes, args, true);
 	if (SPI_processed != 1)
@@ -340,6 +371,7 @@ load_job(int64 id)
 
 	job->job_id = DatumGetInt64(spi_datum(0, 16));
 	job->created_at = DatumGetTimestampTz(spi_datum(0, 17));
+	job->stream_id = DatumGetInt64(spi_datum(0, 18));
 	job->target.catalog = CtasGetCatalog(serverid, job->owner, true, true);
 	job->apply = CtasCatalogRoutine(job->target.catalog)->sync;
 	if (job->apply == NULL)
@@ -350,6 +382,45 @@ load_job(int64 id)
 								   GetSystemIdentifier(), MyDatabaseId, id);
 	MemoryContextSwitchTo(oldcxt);
 	return job;
+}
+
+/*
+ * load_stream
+ *		The jobs of stream stream_id that run (copying or streaming), as a
+ *		List of SyncJob in job_cxt, in a transaction of the caller's.  NIL
+ *		when there is none.
+ */
+static List *
+load_stream(int64 stream_id)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		args[1];
+	int64	   *ids;
+	int			n;
+	int			i;
+	List	   *jobs = NIL;
+
+	args[0] = Int64GetDatum(stream_id);
+	spi_exec("SELECT sync_id FROM ctas_fed.syncs WHERE stream_id = $1 "
+			 "AND state IN ('copying', 'streaming') ORDER BY sync_id",
+			 1, argtypes, args, true);
+	n = (int) SPI_processed;
+	ids = palloc(sizeof(int64) * Max(n, 1));
+	for (i = 0; i < n; i++)
+		ids[i] = DatumGetInt64(spi_datum(i, 1));
+	for (i = 0; i < n; i++)
+	{
+		SyncJob    *job = load_job(ids[i]);
+		MemoryContext oldcxt;
+
+		if (job == NULL)
+			continue;
+		oldcxt = MemoryContextSwitchTo(job_cxt);
+		jobs = lappend(jobs, job);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	loading_id = 0;
+	return jobs;
 }
 
 /*
@@ -366,6 +437,7 @@ check_source(SyncJob *job, bool columns)
 	Relation	rel;
 	int			i;
 
+	CtasSyncCurrentJob = job;
 	rel = try_relation_open(job->relid, AccessShareLock);
 	if (rel == NULL)
 		SYNC_FAIL(errcode(ERRCODE_UNDEFINED_TABLE),
@@ -441,6 +513,117 @@ set_state(int64 id, const char *state, const char *error, XLogRecPtr lsn)
 }
 
 /*
+ * set_stream_error
+ *		Record error (NULL: none) in every running job of stream stream_id,
+ *		in a transaction of its own: what ended or delays the worker that
+ *		runs them all.
+ */
+static void
+set_stream_error(int64 stream_id, const char *error)
+{
+	Oid			types[2] = {INT8OID, TEXTOID};
+	Datum		values[2];
+	char		nulls[2] = {' ', error ? ' ' : 'n'};
+
+	values[0] = Int64GetDatum(stream_id);
+	values[1] = error ? CStringGetTextDatum(error) : (Datum) 0;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET error = $2 "
+							  "WHERE stream_id = $1 "
+							  "AND state IN ('copying', 'streaming') "
+							  "AND error IS DISTINCT FROM $2",
+							  2, types, values, nulls, false, 0) < 0)
+		elog(ERROR, "could not record the error of stream " INT64_FORMAT,
+			 stream_id);
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/*
+ * CtasSyncUnpublish
+ *		Take table relid out of publication, as user userid, in the current
+ *		transaction (stop_sync of one job of a stream, sync.c, or a failed
+ *		job here); nothing when it is not, or no longer, in it.  The other
+ *		tables of the publication's stream go on.  ereport(ERROR) on
+ *		failure.
+ */
+void
+CtasSyncUnpublish(const char *publication, Oid relid, Oid userid)
+{
+	Oid			argtypes[2] = {NAMEOID, OIDOID};
+	Datum		values[2];
+	char	   *relname = get_rel_name(relid);
+	Oid			save_userid;
+	int			save_sec;
+
+	if (relname == NULL)
+		return;					/* dropped, and with it its membership */
+	values[0] = DirectFunctionCall1(namein, CStringGetDatum(publication));
+	values[1] = ObjectIdGetDatum(relid);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(userid, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	spi_exec("SELECT FROM pg_catalog.pg_publication_rel pr "
+			 "JOIN pg_catalog.pg_publication p ON p.oid = pr.prpubid "
+			 "WHERE p.pubname = $1 AND pr.prrelid = $2",
+			 2, argtypes, values, true);
+	if (SPI_processed > 0)
+		spi_exec(psprintf("ALTER PUBLICATION %s DROP TABLE ONLY %s",
+						  quote_identifier(publication),
+						  quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+													 relname)),
+				 0, NULL, NULL, false);
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec);
+}
+
+/*
+ * fail_job
+ *		Mark job id "failed" with error, and take its table out of its
+ *		stream's publication, in a transaction of its own, so that the
+ *		stream's other jobs go on without it.  Nothing when the job no
+ *		longer runs (stopped meanwhile).
+ */
+static void
+fail_job(int64 id, const char *error)
+{
+	Oid			types[2] = {INT8OID, TEXTOID};
+	Datum		values[2];
+	char	   *publication = NULL;
+	Oid			source = InvalidOid;
+
+	values[0] = Int64GetDatum(id);
+	values[1] = CStringGetTextDatum(error);
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	spi_exec("UPDATE ctas_fed.syncs SET state = 'failed', error = $2, "
+			 "finished_at = pg_catalog.now() WHERE sync_id = $1 "
+			 "AND state IN ('copying', 'streaming') "
+			 "RETURNING publication, source",
+			 2, types, values, false);
+	if (SPI_processed == 1)
+	{
+		publication = spi_text(0, 1);
+		source = DatumGetObjectId(spi_datum(0, 2));
+	}
+	if (publication != NULL)
+		CtasSyncUnpublish(publication, source, GetUserId());
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/*
  * open_target
  *		Connect to the catalog (in a transaction of the caller's) and read
  *		the applied lsn.
@@ -461,31 +644,28 @@ open_target(SyncJob *job)
 
 /*
  * do_copy
- *		The copying phase: a new slot, the copy under its snapshot, the
- *		consistent point stored remotely with the rows.  Returns that point.
+ *		The copying phase of a stream: a new slot, then the copy of every
+ *		job's table under its snapshot, each into its job's remote table in
+ *		a remote transaction that stores the consistent point.  Returns
+ *		that point.
  */
 static XLogRecPtr
-do_copy(SyncJob *job)
+do_copy(List *jobs)
 {
+	SyncJob    *first = linitial(jobs);
 	LogicalDecodingContext *ctx;
 	Snapshot	snap;
 	XLogRecPtr	consistent;
-	Relation	rel;
-	TableScanDesc scan;
-	TupleTableSlot *hslot;
-	SyncEval   *ev;
-	Oid			save_userid;
-	int			save_sec;
-	uint64		rows = 0;
-	AttrNumber *plain;
+	ListCell   *lc;
 
-	job_event(job, "copying", NULL);
+	foreach(lc, jobs)
+		job_event(lfirst(lc), "copying", NULL);
 
 	/* a slot of an interrupted copy: begin again */
-	if (SearchNamedReplicationSlot(job->slot_name, true) != NULL)
+	if (SearchNamedReplicationSlot(first->slot_name, true) != NULL)
 	{
 		StartTransactionCommand();
-		ReplicationSlotDrop(job->slot_name, false);
+		ReplicationSlotDrop(first->slot_name, false);
 		CommitTransactionCommand();
 	}
 
@@ -496,7 +676,7 @@ do_copy(SyncJob *job)
 	XactReadOnly = true;
 
 	CheckLogicalDecodingRequirements();
-	ReplicationSlotCreate(job->slot_name, true, RS_EPHEMERAL, false);
+	ReplicationSlotCreate(first->slot_name, true, RS_EPHEMERAL, false);
 	ctx = CreateInitDecodingContext("pgoutput", NIL, true, InvalidXLogRecPtr,
 									XL_ROUTINE(.page_read = read_local_xlog_page,
 											   .segment_open = wal_segment_open,
@@ -511,66 +691,81 @@ do_copy(SyncJob *job)
 	ReplicationSlotRelease();
 
 	PushActiveSnapshot(GetTransactionSnapshot());
-	check_source(job, true);
-	open_target(job);
-	ev = CtasSyncBuildEval(job);
-	/* plain columns and no WHERE: nothing to evaluate (sync_copy.c) */
-	plain = CtasSyncPlainColumns(job->query, ev->nexprs);
-
-	job->target.change_lsn = consistent;
-	job->apply->begin(&job->target);
-	job->apply->truncate(&job->target);
-
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	/* as for REFRESH MATERIALIZED VIEW: the owner's code, restricted */
-	SetUserIdAndSecContext(job->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	rel = table_open(job->relid, AccessShareLock);
-	hslot = table_slot_create(rel, NULL);
-	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
-	while (table_scan_getnextslot(scan, ForwardScanDirection, hslot))
+	foreach(lc, jobs)
 	{
-		MemoryContext oldcxt;
+		SyncJob    *job = lfirst(lc);
+		Relation	rel;
+		TableScanDesc scan;
+		TupleTableSlot *hslot;
+		SyncEval   *ev;
+		Oid			save_userid;
+		int			save_sec;
+		uint64		rows = 0;
+		AttrNumber *plain;
 
-		CHECK_FOR_INTERRUPTS();
-		oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
-		if (plain != NULL)
-			CtasSyncPlainRow(hslot, ev->nexprs, plain, ev->values, ev->nulls);
-		if (plain != NULL || CtasSyncEvaluate(ev, hslot))
+		check_source(job, true);
+		open_target(job);
+		ev = CtasSyncBuildEval(job);
+		/* plain columns and no WHERE: nothing to evaluate (sync_copy.c) */
+		plain = CtasSyncPlainColumns(job->query, ev->nexprs);
+
+		job->target.change_lsn = consistent;
+		job->apply->begin(&job->target);
+		job->apply->truncate(&job->target);
+
+		GetUserIdAndSecContext(&save_userid, &save_sec);
+		/* as for REFRESH MATERIALIZED VIEW: the owner's code, restricted */
+		SetUserIdAndSecContext(job->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+							   SECURITY_RESTRICTED_OPERATION);
+		rel = table_open(job->relid, AccessShareLock);
+		hslot = table_slot_create(rel, NULL);
+		scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+		while (table_scan_getnextslot(scan, ForwardScanDirection, hslot))
 		{
-			job->apply->copy_row(&job->target, ev->values, ev->nulls);
-			rows++;
-		}
-		MemoryContextSwitchTo(oldcxt);
-		ResetExprContext(ev->econtext);
-	}
-	table_endscan(scan);
-	ExecDropSingleTupleTableSlot(hslot);
-	table_close(rel, AccessShareLock);
-	SetUserIdAndSecContext(save_userid, save_sec);
+			MemoryContext oldcxt;
 
-	job->apply->commit(&job->target, consistent);
-	job->applied = consistent;
-	CtasSyncStatusReport(rows, 0, 0);
-	CtasSyncFreeEval(ev);
+			CHECK_FOR_INTERRUPTS();
+			oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
+			if (plain != NULL)
+				CtasSyncPlainRow(hslot, ev->nexprs, plain, ev->values, ev->nulls);
+			if (plain != NULL || CtasSyncEvaluate(ev, hslot))
+			{
+				job->apply->copy_row(&job->target, ev->values, ev->nulls);
+				rows++;
+			}
+			MemoryContextSwitchTo(oldcxt);
+			ResetExprContext(ev->econtext);
+		}
+		table_endscan(scan);
+		ExecDropSingleTupleTableSlot(hslot);
+		table_close(rel, AccessShareLock);
+		SetUserIdAndSecContext(save_userid, save_sec);
+
+		job->apply->commit(&job->target, consistent);
+		job->applied = consistent;
+		CtasSyncStatusUse(job->id);
+		CtasSyncStatusReport(rows, 0, 0);
+		CtasSyncFreeEval(ev);
+
+		ereport(LOG,
+				(errmsg("ctas_fed sync " INT64_FORMAT ": copied " UINT64_FORMAT " rows, streaming from %X/%X",
+						job->id, rows, LSN_FORMAT_ARGS(consistent))));
+	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
-	ereport(LOG,
-			(errmsg("ctas_fed sync " INT64_FORMAT ": copied " UINT64_FORMAT " rows, streaming from %X/%X",
-					job->id, rows, LSN_FORMAT_ARGS(consistent))));
 	return consistent;
 }
 
 /* the slot's confirmed_flush_lsn */
 static XLogRecPtr
-slot_confirmed(SyncJob *job)
+slot_confirmed(const char *slot_name)
 {
 	ReplicationSlot *s;
 	XLogRecPtr	lsn = InvalidXLogRecPtr;
 
 	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
-	s = SearchNamedReplicationSlot(job->slot_name, false);
+	s = SearchNamedReplicationSlot(slot_name, false);
 	if (s != NULL)
 	{
 		SpinLockAcquire(&s->mutex);
@@ -582,17 +777,80 @@ slot_confirmed(SyncJob *job)
 }
 
 /*
- * do_stream
- *		The streaming phase, until the job is stopped or fails.
+ * leave_stopped
+ *		Take out of *jobs the jobs that no longer stream (stopped by
+ *		stop_sync or DROP TABLE, or gone), in a transaction connected to
+ *		SPI, closing their targets.  The stop of a job whose stream goes on
+ *		is told here; that of the stream's last jobs by the resolver, when
+ *		it drops the slot (CtasSyncTick).
  */
 static void
-do_stream(SyncJob *job)
+leave_stopped(int64 stream_id, List **jobs)
 {
+	Datum		args[1];
+	List	   *left = NIL;
+	List	   *kept = NIL;
+	ListCell   *lc;
+	MemoryContext oldcxt;
+
+	args[0] = Int64GetDatum(stream_id);
+	spi_exec("SELECT sync_id FROM ctas_fed.syncs WHERE stream_id = $1 "
+			 "AND state = 'streaming'",
+			 1, (Oid[]) {INT8OID}, args, true);
+	oldcxt = MemoryContextSwitchTo(job_cxt);
+	foreach(lc, *jobs)
+	{
+		SyncJob    *job = lfirst(lc);
+		bool		streaming = false;
+		uint64		i;
+
+		for (i = 0; i < SPI_processed; i++)
+		{
+			if (DatumGetInt64(spi_datum(i, 1)) == job->id)
+				streaming = true;
+		}
+		if (streaming)
+			kept = lappend(kept, job);
+		else
+			left = lappend(left, job);
+	}
+	MemoryContextSwitchTo(oldcxt);
+
+	foreach(lc, left)
+	{
+		SyncJob    *job = lfirst(lc);
+
+		if (job->open)
+		{
+			job->apply->close(&job->target);
+			job->open = false;
+		}
+		ereport(LOG,
+				(errmsg("ctas_fed sync " INT64_FORMAT ": stopped, leaving stream " INT64_FORMAT,
+						job->id, stream_id)));
+		if (kept != NIL)
+			job_event(job, "stopped", NULL);
+	}
+	*jobs = kept;
+}
+
+/*
+ * do_stream
+ *		The streaming phase of the jobs of a stream (a List of SyncJob in
+ *		job_cxt, updated as jobs leave), until none is left.
+ */
+static void
+do_stream(List **jobs)
+{
+	SyncJob    *first = linitial(*jobs);
+	int64		stream_id = first->stream_id;
+	char	   *slot_name = first->slot_name;
 	TimestampTz last_idle_advance = 0;
 	XLogRecPtr	idle_flush = InvalidXLogRecPtr;
 	XLogRecPtr	idle_safe = InvalidXLogRecPtr;
 	char	   *peek_sql;
-	char	   *pubs = pstrdup(quote_identifier(job->publication));
+	char	   *pubs = pstrdup(quote_identifier(first->publication));
+	ListCell   *lc;
 
 	peek_sql = psprintf("SELECT lsn, data FROM "
 						"pg_catalog.pg_logical_slot_peek_binary_changes($1, NULL, %d, "
@@ -602,8 +860,11 @@ do_stream(SyncJob *job)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	check_source(job, true);
-	open_target(job);
+	foreach(lc, *jobs)
+	{
+		check_source(lfirst(lc), true);
+		open_target(lfirst(lc));
+	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
@@ -617,7 +878,6 @@ do_stream(SyncJob *job)
 		bool		idle;
 		Portal		portal;
 		SyncPeekResult peek = {0};
-		char	   *state;
 		TimestampTz peek_at;
 		uint64		nrows = 0;
 
@@ -633,25 +893,22 @@ do_stream(SyncJob *job)
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
 
-		/* stopped (stop_sync, DROP TABLE) or gone: end quietly */
-		args[0] = Int64GetDatum(job->id);
-		spi_exec("SELECT state FROM ctas_fed.syncs WHERE sync_id = $1",
-				 1, (Oid[]) {INT8OID}, args, true);
-		state = SPI_processed == 1 ? spi_text(0, 1) : NULL;
-		if (state == NULL || strcmp(state, "streaming") != 0)
+		/* stopped (stop_sync, DROP TABLE) or gone: leave; none left: end */
+		leave_stopped(stream_id, jobs);
+		if (*jobs == NIL)
 		{
 			SPI_finish();
 			PopActiveSnapshot();
 			CommitTransactionCommand();
 			return;
 		}
-		check_source(job, false);
+		foreach(lc, *jobs)
+			check_source(lfirst(lc), false);
 
 		insert = GetXLogInsertRecPtr();
 		flush = GetFlushRecPtr(NULL);
 		peek_at = GetCurrentTimestamp();
-		args[0] = DirectFunctionCall1(namein,
-									  CStringGetDatum(job->slot_name));
+		args[0] = DirectFunctionCall1(namein, CStringGetDatum(slot_name));
 		if (flush == idle_flush)
 			idle = true;		/* no WAL since the last empty peek */
 		else
@@ -665,16 +922,23 @@ do_stream(SyncJob *job)
 									 GUC_ACTION_LOCAL, true, 0, false);
 			portal = SPI_cursor_open_with_args(NULL, peek_sql, 1, types, args,
 											   NULL, true, 0);
-			CtasSyncApplyPeek(job, portal, &peek);
+			CtasSyncApplyPeek(*jobs, portal, &peek);
 			SPI_cursor_close(portal);
 			nrows = peek.nrows;
 			idle = nrows == 0;
 			if (peek.redo)
 			{
-				/* roll the remote transaction back, then read again */
-				job->apply->close(&job->target);
-				job->open = false;
-				open_target(job);
+				/* roll the remote transactions back, then read again */
+				foreach(lc, *jobs)
+				{
+					SyncJob    *job = lfirst(lc);
+
+					CtasSyncCurrentJob = job;
+					if (job->open)
+						job->apply->close(&job->target);
+					job->open = false;
+					open_target(job);
+				}
 			}
 			else if (idle)
 			{
@@ -704,8 +968,9 @@ do_stream(SyncJob *job)
 			}
 		}
 
-		/* only after the remote COMMIT: what it holds may be confirmed */
-		if (advance_to != InvalidXLogRecPtr && advance_to > slot_confirmed(job))
+		/* only after the remote COMMITs: what they hold may be confirmed */
+		if (advance_to != InvalidXLogRecPtr &&
+			advance_to > slot_confirmed(slot_name))
 		{
 			args[1] = LSNGetDatum(advance_to);
 			spi_exec("SELECT pg_catalog.pg_replication_slot_advance($1, $2)",
@@ -714,7 +979,13 @@ do_stream(SyncJob *job)
 
 		/* a peek that read to the end: all before it is applied */
 		if (idle || (nrows < SYNC_PEEK_CHANGES && !peek.redo))
-			CtasSyncStatusReport(0, 0, peek_at);
+		{
+			foreach(lc, *jobs)
+			{
+				CtasSyncStatusUse(((SyncJob *) lfirst(lc))->id);
+				CtasSyncStatusReport(0, 0, peek_at);
+			}
+		}
 
 		SPI_finish();
 		PopActiveSnapshot();
@@ -732,66 +1003,110 @@ do_stream(SyncJob *job)
 }
 
 /*
+ * close_targets
+ *		Close the open targets of jobs, which rolls back what they did not
+ *		commit; never ERROR.
+ */
+static void
+close_targets(List *jobs)
+{
+	ListCell   *lc;
+
+	foreach(lc, jobs)
+	{
+		SyncJob    *job = lfirst(lc);
+
+		if (job->open)
+		{
+			job->apply->close(&job->target);
+			job->open = false;
+		}
+	}
+}
+
+/*
  * ctas_fed_sync_main
- *		Entry point of a sync worker: main_arg is the job's id, bgw_extra
+ *		Entry point of a sync worker: main_arg is the stream's id, bgw_extra
  *		its database.
  */
 void
 ctas_fed_sync_main(Datum main_arg)
 {
-	int64		id = DatumGetInt64(main_arg);
+	int64		stream_id = DatumGetInt64(main_arg);
 	Oid			dboid;
 	LOCKTAG		tag;
-	SyncJob    *volatile job = NULL;
+	List	   *volatile jobs = NIL;
 
 	memcpy(&dboid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
-	pgstat_report_appname(psprintf("ctas_fed sync " INT64_FORMAT, id));
+	pgstat_report_appname(psprintf("ctas_fed sync " INT64_FORMAT, stream_id));
 
 	job_cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed sync job",
 									ALLOCSET_DEFAULT_SIZES);
 
-	/* one worker per job: a session lock that goes with the process */
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (id >> 32), (uint32) id,
-						 CTAS_LOCKTAG_SYNC);
+	/* one worker per stream: a session lock that goes with the process */
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (stream_id >> 32),
+						 (uint32) stream_id, CTAS_LOCKTAG_SYNC);
 	if (LockAcquire(&tag, ExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
 		proc_exit(0);
-	CtasSyncStatusAttach(id);
 
 	PG_TRY();
 	{
+		List	   *loaded;
+		bool		copying = false;
+		ListCell   *lc;
+
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		job = load_job(id);
+		loaded = load_stream(stream_id);
+		jobs = loaded;
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
-		if (job != NULL)
+		foreach(lc, loaded)
+		{
+			SyncJob    *job = lfirst(lc);
+
+			CtasSyncStatusAttach(job->id);
 			CtasSyncStatusLabels(job->target.catalog->name, job->target.schema,
 								 job->target.table, job->slot_name);
-
-		if (job != NULL && strcmp(job->state, "copying") == 0)
-		{
-			XLogRecPtr	consistent = do_copy(job);
-
-			set_state(id, "streaming", NULL, consistent);
-			job->state = "streaming";
-			job_event(job, "streaming", NULL);
+			if (strcmp(job->state, "copying") == 0)
+				copying = true;
 		}
-		if (job != NULL && strcmp(job->state, "streaming") == 0)
+
+		/* a job to copy copies them all, under one new slot */
+		if (copying)
 		{
-			set_state(id, "", NULL, InvalidXLogRecPtr);
-			do_stream(job);
+			XLogRecPtr	consistent = do_copy(loaded);
+
+			foreach(lc, loaded)
+			{
+				SyncJob    *job = lfirst(lc);
+
+				set_state(job->id, "streaming", NULL, consistent);
+				job->state = "streaming";
+				job_event(job, "streaming", NULL);
+			}
+		}
+		if (loaded != NIL)
+		{
+			set_stream_error(stream_id, NULL);
+			do_stream(&loaded);
+			jobs = loaded;
 		}
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata;
+		SyncJob    *failed = CtasSyncFailed ? CtasSyncCurrentJob : NULL;
+		int64		failed_id = failed ? failed->id : loading_id;
+		bool		others = false;
+		ListCell   *lc;
 
 		HOLD_INTERRUPTS();
 		MemoryContextSwitchTo(job_cxt);
@@ -801,29 +1116,36 @@ ctas_fed_sync_main(Datum main_arg)
 		AbortOutOfAnyTransaction();
 		if (MyReplicationSlot != NULL)
 			ReplicationSlotRelease();
-		if (job != NULL && job->open)
-		{
-			job->apply->close(&job->target);
-			job->open = false;
-		}
+		close_targets(jobs);
 		RESUME_INTERRUPTS();
-		set_state(id, CtasSyncFailed ? "failed" : "", edata->message,
-				  InvalidXLogRecPtr);
-		if (CtasSyncFailed && job != NULL)
-			job_event(job, "failed", edata->message);
-		proc_exit(CtasSyncFailed ? 0 : 1);
+
+		/*
+		 * An error that cannot heal fails its job alone; the resolver starts
+		 * the worker again for the others.  Any other error is the
+		 * stream's: its jobs are tried again.
+		 */
+		if (CtasSyncFailed && failed_id != 0)
+		{
+			fail_job(failed_id, edata->message);
+			if (failed != NULL)
+				job_event(failed, "failed", edata->message);
+			foreach(lc, jobs)
+				others |= ((SyncJob *) lfirst(lc))->id != failed_id;
+		}
+		else
+			set_stream_error(stream_id, edata->message);
+		proc_exit(CtasSyncFailed && !others ? 0 : 1);
 	}
 	PG_END_TRY();
 
-	if (job != NULL && job->open)
-		job->apply->close(&job->target);
+	close_targets(jobs);
 	proc_exit(0);
 }
 
 /*
  * start_worker
- *		Register the sync worker of job id in this database; false when no
- *		background worker slot is free (tried again later).
+ *		Register the sync worker of stream id in this database; false when
+ *		no background worker slot is free (tried again later).
  */
 static bool
 start_worker(int64 id, BackgroundWorkerHandle **handle)
@@ -869,11 +1191,12 @@ stopped_event(uint64 i)
 /*
  * CtasSyncTick
  *		Called by the resolver of the database about every second, outside
- *		a transaction: start a worker for each job that should run and has
- *		none (not sooner than SYNC_RESTART_SECS after the last start), and
- *		drop the slot of each stopped or failed job once no process uses
- *		it, and its publication.  Only slots and publications that a job's
- *		row names are touched.  Can ERROR.
+ *		a transaction: start a worker for each stream that has a job that
+ *		should run and no worker (not sooner than SYNC_RESTART_SECS after
+ *		the last start), and drop the slot and the publication of each
+ *		stream whose jobs are all stopped or failed, once no process uses
+ *		the slot.  Only slots and publications that a job's row names are
+ *		touched.  Can ERROR.
  */
 void
 CtasSyncTick(void)
@@ -890,8 +1213,15 @@ CtasSyncTick(void)
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	rc = SPI_execute("SELECT sync_id, state, slot_name, publication, server, "
-					 "owner, job_id, remote_schema, remote_table, created_at "
-					 "FROM ctas_fed.syncs", true, 0);
+					 "owner, job_id, remote_schema, remote_table, created_at, "
+					 "stream_id, "
+					 "EXISTS (SELECT FROM ctas_fed.syncs o "
+					 "WHERE o.stream_id = s.stream_id "
+					 "AND o.state IN ('copying', 'streaming')), "
+					 "coalesce(state = 'stopped' AND finished_at = "
+					 "(SELECT max(o.finished_at) FROM ctas_fed.syncs o "
+					 "WHERE o.stream_id = s.stream_id), false) "
+					 "FROM ctas_fed.syncs s", true, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read ctas_fed.syncs");
 
@@ -901,6 +1231,8 @@ CtasSyncTick(void)
 		char	   *state = spi_text(i, 2);
 		char	   *slot_name = spi_text(i, 3);
 		char	   *publication = spi_text(i, 4);
+		int64		stream_id = DatumGetInt64(spi_datum(i, 11));
+		bool		stream_runs = DatumGetBool(spi_datum(i, 12));
 
 		if (strcmp(state, "copying") == 0 || strcmp(state, "streaming") == 0)
 		{
@@ -909,9 +1241,10 @@ CtasSyncTick(void)
 			pid_t		pid;
 			bool		started;
 
+			/* the stream's worker; its other jobs may have started it */
 			foreach(lc, sync_workers)
 			{
-				if (((SyncWorkerEntry *) lfirst(lc))->id == id)
+				if (((SyncWorkerEntry *) lfirst(lc))->id == stream_id)
 					entry = lfirst(lc);
 			}
 			if (entry != NULL && entry->handle != NULL &&
@@ -926,26 +1259,31 @@ CtasSyncTick(void)
 			if (entry == NULL)
 			{
 				entry = palloc0(sizeof(SyncWorkerEntry));
-				entry->id = id;
+				entry->id = stream_id;
 				sync_workers = lappend(sync_workers, entry);
 			}
 			else if (entry->handle != NULL)
 				pfree(entry->handle);
 			entry->handle = NULL;
 			entry->started = GetCurrentTimestamp();
-			started = start_worker(id, &entry->handle);
+			started = start_worker(stream_id, &entry->handle);
 			if (!started)
 				entry->handle = NULL;
 			MemoryContextSwitchTo(oldcxt);
 			if (!started)
-				no_worker = lappend(no_worker, psprintf(INT64_FORMAT, id));
+				no_worker = lappend(no_worker,
+									psprintf(INT64_FORMAT, stream_id));
 		}
 		else
 		{
 			ReplicationSlot *s;
 			bool		idle = false;
+			uint64		j;
 
 			CtasSyncStatusForget(id);
+			/* the slot and the publication go with the stream's last job */
+			if (stream_runs)
+				continue;
 
 			LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
 			s = SearchNamedReplicationSlot(slot_name, false);
@@ -963,9 +1301,17 @@ CtasSyncTick(void)
 				ereport(LOG,
 						(errmsg("ctas_fed: dropped replication slot \"%s\" of %s sync " INT64_FORMAT,
 								slot_name, state, id)));
-				/* the worker reported its failure; a stop is told here */
-				if (strcmp(state, "stopped") == 0)
-					stopped_event(i);
+				/*
+				 * The worker reported the failures, and the stops of jobs
+				 * whose stream went on; the last stop is told here (one or
+				 * more jobs, stopped in one transaction).
+				 */
+				for (j = 0; j < SPI_processed; j++)
+				{
+					if (DatumGetInt64(spi_datum(j, 11)) == stream_id &&
+						DatumGetBool(spi_datum(j, 13)))
+						stopped_event(j);
+				}
 			}
 			/* a failed job's publication (stop_sync drops its own) */
 			if (OidIsValid(get_publication_oid(publication, true)))
@@ -981,7 +1327,9 @@ CtasSyncTick(void)
 		args[0] = DirectFunctionCall1(int8in, CStringGetDatum(lfirst(lc)));
 		if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET error = "
 								  "'no background worker is free for the sync worker: increase max_worker_processes' "
-								  "WHERE sync_id = $1 AND error IS DISTINCT FROM "
+								  "WHERE stream_id = $1 "
+								  "AND state IN ('copying', 'streaming') "
+								  "AND error IS DISTINCT FROM "
 								  "'no background worker is free for the sync worker: increase max_worker_processes'",
 								  1, argtypes, args, NULL, false, 0) < 0)
 			elog(ERROR, "could not record the error of sync %s",

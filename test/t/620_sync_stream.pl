@@ -1,0 +1,246 @@
+
+# Copyright (c) 2026, ctas_fed developers
+
+# create_tables_as with {"sync": "continuous"}: the tables of one call share
+# one decoding stream (one publication, one replication slot, one sync
+# worker).  ROLLBACK of the call leaves nothing; the copy of every table
+# under one snapshot while a writer changes all of them, then the stream;
+# every row of every table compared once the source is quiet; the worker
+# killed while the writer runs; stop_sync of one table and a DDL failing
+# another leave the others streaming on the same slot; the last stop drops
+# the slot and the publication.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use CtasFed::Test;
+
+my $local = new_cluster('local');
+my $remote = new_remote_cluster(
+	'remote',
+	host_auth => 'scram-sha-256',
+	roles     => { loader => 'secret' },
+	databases => { dw => 'loader' });
+my $rport = $remote->port;
+
+$local->append_conf('postgresql.conf', "wal_level = logical\nmax_wal_senders = 4\n");
+$local->restart;
+
+$local->safe_psql('postgres', qq{
+CREATE EXTENSION ctas_fed;
+CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');
+CREATE USER MAPPING FOR PUBLIC SERVER wh OPTIONS (user 'loader', password 'secret');
+CREATE SCHEMA shop;
+CREATE TABLE shop.a (id int PRIMARY KEY, v text, n int);
+CREATE TABLE shop.b (id int PRIMARY KEY, v text, n int);
+CREATE TABLE shop.c (id bigint PRIMARY KEY, v text, n numeric);
+INSERT INTO shop.a SELECT g, 'a' || g, g FROM generate_series(1, 20000) g;
+INSERT INTO shop.b SELECT g, 'b' || g, g FROM generate_series(1, 20000) g;
+INSERT INTO shop.c SELECT g, 'c' || g, g FROM generate_series(1, 20000) g;
+CREATE TABLE churn_ctl (stop boolean);
+INSERT INTO churn_ctl VALUES (false);
+-- a writer that changes the three tables, often in one transaction, until
+-- told to stop: inserts, updates, key changes, deletes, rolled-back work
+CREATE PROCEDURE churn(base int) LANGUAGE plpgsql AS \$\$
+DECLARE
+  i int := base;
+BEGIN
+  WHILE NOT (SELECT stop FROM churn_ctl) LOOP
+    i := i + 1;
+    INSERT INTO shop.a VALUES (100000 + i, 'new', i);
+    UPDATE shop.b SET n = n + 1, v = 'u' || i WHERE id = (i::bigint * 7919) % 20000 + 1;
+    DELETE FROM shop.c WHERE id = (i::bigint * 104729) % 20000 + 1;
+    IF i % 2 = 0 THEN
+      COMMIT;
+    END IF;
+    UPDATE shop.a SET id = id + 1000000 WHERE id = (i::bigint * 31) % 20000 + 1;
+    INSERT INTO shop.c VALUES (200000 + i, 'new', i);
+    BEGIN
+      INSERT INTO shop.b VALUES (900000 + i, 'rolled back', 0);
+      RAISE EXCEPTION 'undo';
+    EXCEPTION WHEN raise_exception THEN NULL;
+    END;
+    COMMIT;
+  END LOOP;
+END \$\$;
+});
+
+sub our_slots
+{
+	return $local->safe_psql('postgres',
+		"SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'ctas_fed_sync_%'");
+}
+
+sub our_publications
+{
+	return $local->safe_psql('postgres',
+		"SELECT count(*) FROM pg_publication WHERE pubname LIKE 'ctas_fed_sync_%'");
+}
+
+sub published
+{
+	return $local->safe_psql('postgres', q{
+	  SELECT coalesce(string_agg(tablename, ',' ORDER BY tablename), '')
+	    FROM pg_publication_tables WHERE pubname LIKE 'ctas_fed_sync_%'});
+}
+
+sub workers
+{
+	return $local->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'ctas_fed sync'");
+}
+
+sub remote_tables
+{
+	return $remote->safe_psql('dw', q{
+	  SELECT count(*) FROM pg_tables
+	   WHERE schemaname = 'public' AND tablename IN ('a', 'b', 'c')});
+}
+
+sub state_of
+{
+	my ($t) = @_;
+	return $local->safe_psql('postgres',
+		"SELECT state FROM ctas_fed.syncs WHERE remote_table = '$t'");
+}
+
+# every row of a table, on both sides
+sub same
+{
+	my ($t) = @_;
+	return sql_digest($local, 'postgres', "SELECT id, v, n FROM shop.$t")
+	  eq sql_digest($remote, 'dw', "SELECT id, v, n FROM public.$t");
+}
+
+my $call = q{SELECT count(*) FROM ctas_fed.create_tables_as('wh', 'public',
+  tables => ARRAY['shop.a', 'shop.b', 'shop.c']::regclass[],
+  options => '{"sync": "continuous"}')};
+
+# ROLLBACK: no remote table, job, publication or slot
+$local->safe_psql('postgres', "BEGIN; $call; ROLLBACK;");
+is(remote_tables(), '0', 'ROLLBACK: no remote table');
+is($local->safe_psql('postgres', 'SELECT count(*) FROM ctas_fed.syncs'), '0',
+	'ROLLBACK: no job');
+is(our_publications(), '0', 'ROLLBACK: no publication');
+is(our_slots(), '0', 'ROLLBACK: no slot');
+is($remote->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0',
+	'ROLLBACK: no prepared transaction on the remote');
+
+# committed while the writer runs: three jobs, one stream
+my ($churn) = start_psql($local, 'CALL churn(0)');
+is($local->safe_psql('postgres', $call), '3', 'create_tables_as: three tables');
+is(remote_tables(), '3', 'three remote tables');
+is($local->safe_psql('postgres', q{
+  SELECT count(*) || ' ' || count(DISTINCT stream_id) || ' ' ||
+         count(DISTINCT publication) || ' ' || count(DISTINCT slot_name) || ' ' ||
+         count(DISTINCT job_group)
+    FROM ctas_fed.syncs}),
+	'3 1 1 1 1', 'three jobs of one stream: one publication, one slot name');
+is(published(), 'a,b,c', 'one publication of the three tables');
+is(our_publications(), '1', 'one publication');
+ok(wait_until(120, sub {
+	$local->safe_psql('postgres',
+		"SELECT count(*) FROM ctas_fed.syncs WHERE state = 'streaming'") eq '3' }),
+	'the three jobs reach streaming');
+is(our_slots(), '1', 'exactly one replication slot for the three tables');
+is(workers(), '1', 'one sync worker for the three tables');
+
+# every job applies changes made after the copy, then the source is quiet
+my $lsn = $local->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
+ok(wait_until(60, sub {
+	$remote->safe_psql('dw',
+		"SELECT count(*) FROM public._ctas_fed_sync_progress WHERE lsn > '$lsn'") eq '3' }),
+	'each job stores its own applied lsn, past the copy');
+$local->safe_psql('postgres', 'UPDATE churn_ctl SET stop = true');
+$churn->finish;
+ok($local->safe_psql('postgres', 'SELECT count(*) FROM shop.c WHERE id > 200000') > 0,
+	'the writer made changes');
+ok(wait_until(60, sub { same('a') && same('b') && same('c') }),
+	'every table equals its source once quiet (every row)');
+ok(same($_), "fingerprint of $_ matches") foreach qw(a b c);
+
+# the jobs view: one row per job, each its own lag, the slot shown
+ok(wait_until(30, sub { $local->safe_psql('postgres', q{
+	  SELECT count(*) || ' ' || count(DISTINCT gid)
+	    FROM ctas_fed.jobs
+	   WHERE mode = 'sync' AND state = 'streaming' AND rows > 0 AND pid > 0
+	     AND lag_bytes BETWEEN 0 AND 1000000 AND lag_seconds BETWEEN 0 AND 5}) eq '3 1' }),
+	'jobs view: three jobs streaming, one slot, lag small once quiet');
+
+# the worker killed while the writer runs: another one goes on from what
+# each job stored, exactly once
+$local->safe_psql('postgres', 'UPDATE churn_ctl SET stop = false');
+($churn) = start_psql($local, 'CALL churn(1000000)');
+$lsn = $local->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
+ok(wait_until(60, sub {
+	$remote->safe_psql('dw',
+		"SELECT count(*) FROM public._ctas_fed_sync_progress WHERE lsn > '$lsn'") eq '3' }),
+	'streaming while the writer runs again');
+my $pid = $local->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'ctas_fed sync'");
+$local->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+ok(wait_until(60, sub {
+	$local->safe_psql('postgres', qq{
+	  SELECT count(*) FROM pg_stat_activity
+	   WHERE backend_type = 'ctas_fed sync' AND pid <> $pid}) eq '1' }),
+	'killed worker: one worker started again');
+$local->safe_psql('postgres', 'UPDATE churn_ctl SET stop = true');
+$churn->finish;
+ok(wait_until(60, sub { same('a') && same('b') && same('c') }),
+	'killed worker: every table equals its source once quiet');
+is(our_slots(), '1', 'killed worker: still one slot');
+
+# stop_sync of one table: it leaves the publication, the others go on with
+# the same slot and worker
+$local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.a')");
+is(state_of('a'), 'stopped', 'stop_sync: the job is stopped');
+is(published(), 'b,c', 'stop_sync: its table left the publication');
+$local->safe_psql('postgres', q{
+  INSERT INTO shop.a VALUES (5000000, 'after stop', 0);
+  INSERT INTO shop.b VALUES (5000000, 'after stop', 0);
+  UPDATE shop.c SET v = 'after stop' WHERE id <= 100;});
+ok(wait_until(60, sub { same('b') && same('c') }),
+	'stop_sync of one: the others go on streaming');
+is($remote->safe_psql('dw', 'SELECT count(*) FROM public.a WHERE id = 5000000'), '0',
+	'the stopped table no longer follows');
+is(our_slots(), '1', 'stop_sync of one: the slot stays');
+is(workers(), '1', 'stop_sync of one: the worker goes on');
+
+# a DDL on a column that b reads: b fails, c goes on
+$local->safe_psql('postgres', q{
+  INSERT INTO shop.b VALUES (6000000, 'before ddl', 0);
+  ALTER TABLE shop.b ALTER COLUMN v TYPE varchar(40);
+  INSERT INTO shop.b VALUES (6000001, 'after ddl', 0);
+  INSERT INTO shop.c VALUES (6000000, 'with ddl', 0);});
+ok(wait_until(60, sub { state_of('b') eq 'failed' }), 'DDL: that job failed');
+like($local->safe_psql('postgres', q{SELECT error FROM ctas_fed.syncs WHERE remote_table = 'b'}),
+	qr/column "v" of table "shop.b" read by sync \d+ was dropped, renamed or changed its type/,
+	'DDL: the error names the column');
+is($remote->safe_psql('dw', q{SELECT string_agg(v, ',' ORDER BY id) FROM public.b WHERE id >= 6000000}),
+	'before ddl', 'DDL: what came before it was applied, nothing after');
+ok(wait_until(30, sub { published() eq 'c' }), 'DDL: the failed table left the publication');
+$local->safe_psql('postgres', q{
+  UPDATE shop.c SET v = 'after the failure' WHERE id <= 200;
+  DELETE FROM shop.c WHERE id BETWEEN 300 AND 400;});
+ok(wait_until(60, sub { same('c') }), 'DDL on another table: the last job goes on');
+is(state_of('c'), 'streaming', 'the last job is streaming');
+is(our_slots(), '1', 'DDL on one: the slot stays for the others');
+
+# the last job stopped: the slot, the publication and the worker go
+$local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.c')");
+ok(wait_until(30, sub { our_slots() eq '0' }), 'last stop: the slot is dropped');
+is(our_publications(), '0', 'last stop: the publication is dropped');
+ok(wait_until(30, sub { workers() eq '0' }), 'last stop: no sync worker');
+is($local->safe_psql('postgres', q{
+  SELECT string_agg(remote_table || ' ' || state, ',' ORDER BY remote_table)
+    FROM ctas_fed.syncs}),
+	'a stopped,b failed,c stopped', 'the jobs record how each ended');
+is($remote->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0',
+	'no prepared transaction left on the remote');
+
+done_testing();

@@ -135,12 +135,6 @@ is($remote->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0'
 my ($churn) = start_psql($local, 'CALL churn(0)');
 is($local->safe_psql('postgres', $call), '3', 'create_tables_as: three tables');
 is(remote_tables(), '3', 'three remote tables');
-is($local->safe_psql('postgres', q{
-  SELECT count(*) || ' ' || count(DISTINCT stream_id) || ' ' ||
-         count(DISTINCT publication) || ' ' || count(DISTINCT slot_name) || ' ' ||
-         count(DISTINCT job_group)
-    FROM ctas_fed.syncs}),
-	'3 1 1 1 1', 'three jobs of one stream: one publication, one slot name');
 is(published(), 'a,b,c', 'one publication of the three tables');
 is(our_publications(), '1', 'one publication');
 ok(wait_until(120, sub {
@@ -149,6 +143,12 @@ ok(wait_until(120, sub {
 	'the three jobs reach streaming');
 is(our_slots(), '1', 'exactly one replication slot for the three tables');
 is(workers(), '1', 'one sync worker for the three tables');
+is($local->safe_psql('postgres', q{
+  SELECT count(*) || ' ' || count(DISTINCT stream_id) || ' ' ||
+         count(DISTINCT publication) || ' ' || count(DISTINCT slot_name) || ' ' ||
+         count(DISTINCT job_group)
+    FROM ctas_fed.syncs}),
+	'3 1 1 1 1', 'three jobs of one stream: one publication, one slot name');
 
 # every job applies changes made after the copy, then the source is quiet
 my $lsn = $local->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
@@ -173,7 +173,20 @@ ok(wait_until(30, sub { $local->safe_psql('postgres', q{
 	'jobs view: three jobs streaming, one slot, lag small once quiet');
 
 # the worker killed while the writer runs: another one goes on from what
-# each job stored, exactly once
+# each job stored, exactly once.  A reader of the remote would see a source
+# transaction applied twice as a second write of a row inserted once:
+# every write of a row of a is logged remotely.
+$remote->safe_psql('dw', q{
+CREATE TABLE a_log (id int);
+CREATE FUNCTION log_a() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+  SET search_path = public AS $$
+BEGIN
+  INSERT INTO a_log VALUES (NEW.id);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER a_log AFTER INSERT OR UPDATE ON public.a
+  FOR EACH ROW EXECUTE FUNCTION log_a();
+});
 $local->safe_psql('postgres', 'UPDATE churn_ctl SET stop = false');
 ($churn) = start_psql($local, 'CALL churn(1000000)');
 $lsn = $local->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
@@ -193,6 +206,13 @@ $local->safe_psql('postgres', 'UPDATE churn_ctl SET stop = true');
 $churn->finish;
 ok(wait_until(60, sub { same('a') && same('b') && same('c') }),
 	'killed worker: every table equals its source once quiet');
+my $inserted = $local->safe_psql('postgres',
+	'SELECT count(*) FROM shop.a WHERE id >= 1100000');
+ok($inserted > 0, 'the writer inserted rows around the kill');
+is($remote->safe_psql('dw', q{
+	  SELECT count(DISTINCT id) || ' ' || count(*) FROM a_log WHERE id >= 1100000}),
+	"$inserted $inserted",
+	'killed worker: every row inserted once was written once (nothing applied twice)');
 is(our_slots(), '1', 'killed worker: still one slot');
 
 # stop_sync of one table: it leaves the publication, the others go on with

@@ -643,11 +643,77 @@ open_target(SyncJob *job)
 }
 
 /*
+ * copy_job
+ *		The copy of one job's table under the transaction's snapshot (that
+ *		of the slot, see do_copy), into its remote table in one remote
+ *		transaction that stores consistent, the slot's consistent point.
+ */
+static void
+copy_job(SyncJob *job, XLogRecPtr consistent)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	TupleTableSlot *hslot;
+	SyncEval   *ev;
+	Oid			save_userid;
+	int			save_sec;
+	uint64		rows = 0;
+	AttrNumber *plain;
+
+	check_source(job, true);
+	open_target(job);
+	ev = CtasSyncBuildEval(job);
+	/* plain columns and no WHERE: nothing to evaluate (sync_copy.c) */
+	plain = CtasSyncPlainColumns(job->query, ev->nexprs);
+
+	job->target.change_lsn = consistent;
+	job->apply->begin(&job->target);
+	job->apply->truncate(&job->target);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	/* as for REFRESH MATERIALIZED VIEW: the owner's code, restricted */
+	SetUserIdAndSecContext(job->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	rel = table_open(job->relid, AccessShareLock);
+	hslot = table_slot_create(rel, NULL);
+	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, hslot))
+	{
+		MemoryContext oldcxt;
+
+		CHECK_FOR_INTERRUPTS();
+		oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
+		if (plain != NULL)
+			CtasSyncPlainRow(hslot, ev->nexprs, plain, ev->values, ev->nulls);
+		if (plain != NULL || CtasSyncEvaluate(ev, hslot))
+		{
+			job->apply->copy_row(&job->target, ev->values, ev->nulls);
+			rows++;
+		}
+		MemoryContextSwitchTo(oldcxt);
+		ResetExprContext(ev->econtext);
+	}
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(hslot);
+	table_close(rel, AccessShareLock);
+	SetUserIdAndSecContext(save_userid, save_sec);
+
+	job->apply->commit(&job->target, consistent);
+	job->applied = consistent;
+	CtasSyncStatusUse(job->id);
+	CtasSyncStatusReport(rows, 0, 0);
+	CtasSyncFreeEval(ev);
+
+	ereport(LOG,
+			(errmsg("ctas_fed sync " INT64_FORMAT ": copied " UINT64_FORMAT " rows, streaming from %X/%X",
+					job->id, rows, LSN_FORMAT_ARGS(consistent))));
+}
+
+/*
  * do_copy
  *		The copying phase of a stream: a new slot, then the copy of every
- *		job's table under its snapshot, each into its job's remote table in
- *		a remote transaction that stores the consistent point.  Returns
- *		that point.
+ *		job's table under its snapshot (copy_job), each in a remote
+ *		transaction of its job.  Returns the slot's consistent point.
  */
 static XLogRecPtr
 do_copy(List *jobs)
@@ -692,65 +758,7 @@ do_copy(List *jobs)
 
 	PushActiveSnapshot(GetTransactionSnapshot());
 	foreach(lc, jobs)
-	{
-		SyncJob    *job = lfirst(lc);
-		Relation	rel;
-		TableScanDesc scan;
-		TupleTableSlot *hslot;
-		SyncEval   *ev;
-		Oid			save_userid;
-		int			save_sec;
-		uint64		rows = 0;
-		AttrNumber *plain;
-
-		check_source(job, true);
-		open_target(job);
-		ev = CtasSyncBuildEval(job);
-		/* plain columns and no WHERE: nothing to evaluate (sync_copy.c) */
-		plain = CtasSyncPlainColumns(job->query, ev->nexprs);
-
-		job->target.change_lsn = consistent;
-		job->apply->begin(&job->target);
-		job->apply->truncate(&job->target);
-
-		GetUserIdAndSecContext(&save_userid, &save_sec);
-		/* as for REFRESH MATERIALIZED VIEW: the owner's code, restricted */
-		SetUserIdAndSecContext(job->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
-							   SECURITY_RESTRICTED_OPERATION);
-		rel = table_open(job->relid, AccessShareLock);
-		hslot = table_slot_create(rel, NULL);
-		scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
-		while (table_scan_getnextslot(scan, ForwardScanDirection, hslot))
-		{
-			MemoryContext oldcxt;
-
-			CHECK_FOR_INTERRUPTS();
-			oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
-			if (plain != NULL)
-				CtasSyncPlainRow(hslot, ev->nexprs, plain, ev->values, ev->nulls);
-			if (plain != NULL || CtasSyncEvaluate(ev, hslot))
-			{
-				job->apply->copy_row(&job->target, ev->values, ev->nulls);
-				rows++;
-			}
-			MemoryContextSwitchTo(oldcxt);
-			ResetExprContext(ev->econtext);
-		}
-		table_endscan(scan);
-		ExecDropSingleTupleTableSlot(hslot);
-		table_close(rel, AccessShareLock);
-		SetUserIdAndSecContext(save_userid, save_sec);
-
-		job->apply->commit(&job->target, consistent);
-		job->applied = consistent;
-		CtasSyncStatusUse(job->id);
-		CtasSyncStatusReport(rows, 0, 0);
-		CtasSyncFreeEval(ev);
-
-		ereport(LOG,
-				(errmsg("ctas_fed sync " INT64_FORMAT ": copied " UINT64_FORMAT " rows, streaming from %X/%X",
-						job->id, rows, LSN_FORMAT_ARGS(consistent))));
-	}
+		copy_job(lfirst(lc), consistent);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 

@@ -81,6 +81,7 @@ extern void CtasSyncShmemRequest(void);
 extern void CtasSyncShmemStartup(void);
 extern void CtasSyncStatusAttach(int64 id);
 extern void CtasSyncStatusUse(int64 id);
+extern void CtasSyncStatusRelease(int64 id);
 extern void CtasSyncStatusForget(int64 id);
 extern void CtasSyncStatusReport(uint64 rows, uint64 changes,
 								 TimestampTz caught_up_at);

@@ -215,6 +215,32 @@ CtasSyncStatusUse(int64 id)
 }
 
 /*
+ * CtasSyncStatusRelease
+ *		In a sync worker: free the entry of job id, which left the worker's
+ *		stream (stopped) while the others go on, so that neither the
+ *		metrics nor ctas_fed.sync_status() show it any longer.
+ */
+void
+CtasSyncStatusRelease(int64 id)
+{
+	ListCell   *lc;
+
+	foreach(lc, my_entries)
+	{
+		SyncStatus *e = (SyncStatus *) lfirst(lc);
+
+		if (e->id != id)
+			continue;
+		LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+		e->dboid = InvalidOid;
+		LWLockRelease(sync_shared->lock);
+		if (my_status == e)
+			my_status = NULL;
+		my_entries = foreach_delete_current(my_entries, lc);
+	}
+}
+
+/*
  * CtasSyncStatusForget
  *		In the resolver: free the entry a worker of job id left, once the
  *		job is stopped or failed.

@@ -837,7 +837,10 @@ leave_stopped(int64 stream_id, List **jobs)
 				(errmsg("ctas_fed sync " INT64_FORMAT ": stopped, leaving stream " INT64_FORMAT,
 						job->id, stream_id)));
 		if (kept != NIL)
+		{
 			job_event(job, "stopped", NULL);
+			CtasSyncStatusRelease(job->id);
+		}
 	}
 	*jobs = kept;
 }

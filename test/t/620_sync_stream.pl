@@ -230,6 +230,16 @@ is($remote->safe_psql('dw', 'SELECT count(*) FROM public.a WHERE id = 5000000'),
 	'the stopped table no longer follows');
 is(our_slots(), '1', 'stop_sync of one: the slot stays');
 is(workers(), '1', 'stop_sync of one: the worker goes on');
+ok(wait_until(30, sub {
+	$local->safe_psql('postgres', 'SELECT ctas_fed.metrics()') !~ /target="public.a"/ }),
+	'the stopped job leaves the metrics');
+like($local->safe_psql('postgres', 'SELECT ctas_fed.metrics()'),
+	qr/^ctas_fed_sync_lag_bytes\{catalog="wh",target="public.c"\} \d+$/m,
+	'the jobs that go on keep their metrics');
+is($local->safe_psql('postgres', q{
+	  SELECT state || ' ' || (pid IS NULL) || ' ' || (lag_bytes IS NULL)
+	    FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'public.a'}),
+	'stopped true true', 'jobs view: the stopped job has no worker and no lag');
 
 # a DDL on a column that b reads: b fails, c goes on
 $local->safe_psql('postgres', q{

@@ -172,8 +172,8 @@ ok(wait_until(30, sub { $local->safe_psql('postgres', q{
 	     AND lag_bytes BETWEEN 0 AND 1000000 AND lag_seconds BETWEEN 0 AND 5}) eq '3 1' }),
 	'jobs view: three jobs streaming, one slot, lag small once quiet');
 
-# the worker killed while the writer runs: another one goes on from what
-# each job stored, exactly once.  A reader of the remote would see a source
+# the worker failing or killed while the writer runs: another one goes on
+# from what each job stored, exactly once.  A reader of the remote would see a source
 # transaction applied twice as a second write of a row inserted once:
 # every write of a row of a is logged remotely.
 $remote->safe_psql('dw', q{
@@ -194,6 +194,36 @@ ok(wait_until(60, sub {
 	$remote->safe_psql('dw',
 		"SELECT count(*) FROM public._ctas_fed_sync_progress WHERE lsn > '$lsn'") eq '3' }),
 	'streaming while the writer runs again');
+
+# a failure between the commits of one peek: the remote refuses the commit
+# of c (the last job to commit) once, after a and b committed theirs, and
+# before the slot is advanced; the worker started again gets the same
+# source transactions, which a and b skip and c applies
+my $c_id = $local->safe_psql('postgres',
+	"SELECT sync_id FROM ctas_fed.syncs WHERE remote_table = 'c'");
+$remote->safe_psql('dw', qq{
+CREATE FUNCTION fail_c() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+  SET search_path = public AS \$\$
+BEGIN
+  IF NEW.job LIKE '%/$c_id' AND to_regclass('public.fail_once') IS NOT NULL
+     AND nextval('public.fail_once') = 1 THEN
+    RAISE EXCEPTION 'injected failure between the commits of a stream';
+  END IF;
+  RETURN NEW;
+END \$\$;
+CREATE TRIGGER fail_c BEFORE INSERT OR UPDATE ON public._ctas_fed_sync_progress
+  FOR EACH ROW EXECUTE FUNCTION fail_c();
+CREATE SEQUENCE fail_once;
+});
+ok(wait_until(60, sub {
+	$remote->safe_psql('dw', 'SELECT last_value FROM fail_once') > 1 }),
+	'the commit of c failed once, the worker started again');
+$lsn = $local->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
+ok(wait_until(60, sub {
+	$remote->safe_psql('dw',
+		"SELECT count(*) FROM public._ctas_fed_sync_progress WHERE lsn > '$lsn'") eq '3' }),
+	'after the failure between the commits, every job streams again');
+
 my $pid = $local->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'ctas_fed sync'");
 $local->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
@@ -212,7 +242,7 @@ ok($inserted > 0, 'the writer inserted rows around the kill');
 is($remote->safe_psql('dw', q{
 	  SELECT count(DISTINCT id) || ' ' || count(*) FROM a_log WHERE id >= 1100000}),
 	"$inserted $inserted",
-	'killed worker: every row inserted once was written once (nothing applied twice)');
+	'failure between commits, killed worker: every row inserted once was written once (nothing applied twice)');
 is(our_slots(), '1', 'killed worker: still one slot');
 
 # stop_sync of one table: it leaves the publication, the others go on with

@@ -6,7 +6,8 @@
 # worker).  ROLLBACK of the call leaves nothing; the copy of every table
 # under one snapshot while a writer changes all of them, then the stream;
 # every row of every table compared once the source is quiet; the worker
-# killed while the writer runs; stop_sync of one table and a DDL failing
+# failing between the commits of its jobs, killed, and the local server
+# crashed while the writer runs; stop_sync of one table and a DDL failing
 # another leave the others streaming on the same slot; the last stop drops
 # the slot and the publication.
 
@@ -244,6 +245,17 @@ is($remote->safe_psql('dw', q{
 	"$inserted $inserted",
 	'failure between commits, killed worker: every row inserted once was written once (nothing applied twice)');
 is(our_slots(), '1', 'killed worker: still one slot');
+
+# the local server crashes: the stream resumes by itself after the restart
+$local->stop('immediate');
+$local->start;
+$local->safe_psql('postgres', q{
+  INSERT INTO shop.a VALUES (4000000, 'after crash', 0);
+  UPDATE shop.b SET v = 'after crash' WHERE id <= 50;
+  DELETE FROM shop.c WHERE id BETWEEN 500 AND 550;});
+ok(wait_until(90, sub { same('a') && same('b') && same('c') }),
+	'local crash: the stream resumes, every table equals its source');
+is(our_slots() . ' ' . workers(), '1 1', 'local crash: one slot, one worker');
 
 # stop_sync of one table: it leaves the publication, the others go on with
 # the same slot and worker

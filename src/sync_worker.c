@@ -1324,7 +1324,11 @@ CtasSyncTick(void)
 						stopped_event(j);
 				}
 			}
-			/* a failed job's publication (stop_sync drops its own) */
+			/*
+			 * the publication of a stream that ended on a failure, or on
+			 * stops of its last jobs in concurrent transactions, each of
+			 * which left it to the other (stop_sync drops it otherwise)
+			 */
 			if (OidIsValid(get_publication_oid(publication, true)))
 				drop_publication = lappend(drop_publication, publication);
 		}

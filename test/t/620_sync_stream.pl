@@ -18,7 +18,49 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+use IO::Socket::INET;
+
 use CtasFed::Test;
+
+# a webhook receiver: records every request body, one per line
+my $hook_log = PostgreSQL::Test::Utils::tempdir() . '/hooks.log';
+my $hook_sock = IO::Socket::INET->new(
+	LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 20, ReuseAddr => 1)
+  or die "could not listen: $!";
+my $hook_port = $hook_sock->sockport;
+my $hook_pid = fork();
+die "fork failed" unless defined $hook_pid;
+END { kill 'TERM', $hook_pid if $hook_pid; }
+if ($hook_pid == 0)
+{
+	$SIG{TERM} = sub { exit 0 };
+	while (my $c = $hook_sock->accept)
+	{
+		my ($head, $body) = ('', '');
+		while (my $line = <$c>)
+		{
+			$head .= $line;
+			last if $line eq "\r\n";
+		}
+		my ($len) = $head =~ /Content-Length:\s*(\d+)/i;
+		read($c, $body, $len // 0);
+		open my $f, '>>', $hook_log or die;
+		print $f "$body\n";
+		close $f;
+		print $c "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+		close $c;
+	}
+	exit 0;
+}
+close $hook_sock;
+
+# how many webhook events match $re
+sub hooks
+{
+	my ($re) = @_;
+	return 0 unless -f $hook_log;
+	return scalar(grep { $_ =~ $re } split /\n/, slurp_file($hook_log));
+}
 
 my $local = new_cluster('local');
 my $remote = new_remote_cluster(
@@ -34,7 +76,8 @@ $local->restart;
 $local->safe_psql('postgres', qq{
 CREATE EXTENSION ctas_fed;
 CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw',
+           notify_url 'http://127.0.0.1:$hook_port/hook');
 CREATE USER MAPPING FOR PUBLIC SERVER wh OPTIONS (user 'loader', password 'secret');
 CREATE SCHEMA shop;
 CREATE TABLE shop.a (id int PRIMARY KEY, v text, n int);
@@ -275,6 +318,9 @@ is($remote->safe_psql('dw', 'SELECT count(*) FROM public.a WHERE id = 5000000'),
 is(our_slots(), '1', 'stop_sync of one: the slot stays');
 is(workers(), '1', 'stop_sync of one: the worker goes on');
 ok(wait_until(30, sub {
+	hooks(qr/"target": "public.a", "mode": "sync", "state": "stopped"/) == 1 }),
+	'webhook: the stop of a job whose stream goes on');
+ok(wait_until(30, sub {
 	$local->safe_psql('postgres', 'SELECT ctas_fed.metrics()') !~ /target="public.a"/ }),
 	'the stopped job leaves the metrics');
 like($local->safe_psql('postgres', 'SELECT ctas_fed.metrics()'),
@@ -298,6 +344,9 @@ like($local->safe_psql('postgres', q{SELECT error FROM ctas_fed.syncs WHERE remo
 is($remote->safe_psql('dw', q{SELECT string_agg(v, ',' ORDER BY id) FROM public.b WHERE id >= 6000000}),
 	'before ddl', 'DDL: what came before it was applied, nothing after');
 ok(wait_until(30, sub { published() eq 'c' }), 'DDL: the failed table left the publication');
+ok(wait_until(30, sub {
+	hooks(qr/"target": "public.b", "mode": "sync", "state": "failed", .*"error": "column \\"v\\"/) == 1 }),
+	'webhook: the failure of one job');
 $local->safe_psql('postgres', q{
   UPDATE shop.c SET v = 'after the failure' WHERE id <= 200;
   DELETE FROM shop.c WHERE id BETWEEN 300 AND 400;});
@@ -310,6 +359,12 @@ $local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.c')");
 ok(wait_until(30, sub { our_slots() eq '0' }), 'last stop: the slot is dropped');
 is(our_publications(), '0', 'last stop: the publication is dropped');
 ok(wait_until(30, sub { workers() eq '0' }), 'last stop: no sync worker');
+ok(wait_until(30, sub {
+	hooks(qr/"target": "public.c", "mode": "sync", "state": "stopped"/) == 1 }),
+	'webhook: the stop of the last job');
+is(hooks(qr/"state": "stopped"/), 2, 'webhook: each stop told once');
+is(hooks(qr/"target": "public.[abc]", "mode": "sync", "state": "copying"/), 3,
+	'webhook: each job told its copy');
 is($local->safe_psql('postgres', q{
   SELECT string_agg(remote_table || ' ' || state, ',' ORDER BY remote_table)
     FROM ctas_fed.syncs}),

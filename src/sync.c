@@ -781,6 +781,7 @@ CtasSyncCheckIdle(Oid serverid)
 							  "AND (s.state IN ('copying', 'streaming') "
 							  "OR EXISTS (SELECT FROM pg_catalog.pg_replication_slots r "
 							  "WHERE r.slot_name = s.slot_name)) "
+							  "ORDER BY s.state IN ('copying', 'streaming') DESC "
 							  "LIMIT 1",
 							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read ctas_fed.syncs");

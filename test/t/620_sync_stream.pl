@@ -320,6 +320,10 @@ is(workers(), '1', 'stop_sync of one: the worker goes on');
 ok(wait_until(30, sub {
 	hooks(qr/"target": "public.a", "mode": "sync", "state": "stopped"/) == 1 }),
 	'webhook: the stop of a job whose stream goes on');
+my ($rc, $out, $err) = $local->psql('postgres', 'DROP SERVER wh CASCADE');
+like($err,
+	qr/continuous sync into "wh.public.[bc]" is streaming.*\n.*HINT:  Stop it with ctas_fed.stop_sync\(\)/s,
+	'DROP SERVER refused, naming a job that runs, not the stopped one');
 ok(wait_until(30, sub {
 	$local->safe_psql('postgres', 'SELECT ctas_fed.metrics()') !~ /target="public.a"/ }),
 	'the stopped job leaves the metrics');

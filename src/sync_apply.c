@@ -32,18 +32,21 @@
  * of the source, which may come in the middle of a source transaction,
  * after some of its changes were given to the target.  The job then fails,
  * but the remote must keep exactly the source transactions that committed
- * before that one, and nothing of it.  The other jobs of the stream are
- * not held back by it: they apply the transaction.  When none of the transaction's
+ * before that one, and nothing of it.  When none of the transaction's
  * changes reached the target yet (the usual case: a DDL in a transaction
  * of its own shows at the next transaction's first change), the remote
  * transaction commits what came before and the job fails at once.
- * Otherwise the target is closed, which rolls back its remote transaction
- * (a target without transactions writes nothing of a source transaction
- * before its end), job->stop_at is set to that transaction's commit lsn and the peek
+ * Otherwise the targets of the stream are closed, which rolls back their
+ * remote transactions (a target without transactions writes nothing of a
+ * source transaction before its end), job->stop_at is set to that transaction's commit lsn and the peek
  * is read again (the slot was not advanced, so it returns the same
  * messages): this time no transaction from stop_at on is applied, the
  * remote transaction commits the ones before, and the job fails when the
- * Relation message comes again.
+ * Relation message comes again.  In a stream of many jobs, only the jobs
+ * of the table with the DDL are held back; the failure of one ends the
+ * worker after that job's commit, the remote transactions of the others
+ * roll back, and the worker started again for them applies those source
+ * transactions to them once more (sync_worker.c).
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *

@@ -8,9 +8,10 @@
  * SYNC_STATUS_PER_WORKER jobs per possible background worker.  A sync
  * worker (sync_worker.c) attaches to the entry of each job of its stream,
  * writes their counters under the lock once per batch and gives the
- * entries up when it ends; an entry whose worker ended on an error keeps the time the job was
- * last caught up, so lag_seconds goes on growing while no worker runs, until
- * the resolver forgets a stopped or failed job.  The entries also find the
+ * entries up when it ends; an entry whose worker ended on an error keeps
+ * the time the job was last caught up, so lag_seconds goes on growing
+ * while no worker runs, until the resolver forgets a stopped or failed
+ * job.  The entries also find the
  * workers of a database that DROP DATABASE must stop first
  * (CtasSyncStopDatabase).
  *

@@ -7,12 +7,14 @@
  * The statement's own transaction does everything that must be atomic with
  * it, and nothing that cannot be:
  *
- *	CtasSyncCheck	before any remote work: the query is eligible (one plain
- *					table with a key, a projection and a WHERE of immutable
- *					expressions of its row), wal_level is logical, a
- *					replication slot is free; the remote key is the source's
- *					identity, projected as plain columns; the load is made
- *					"WITH NO DATA" (the sync worker copies the rows)
+ *	CtasSyncCheck	before any remote work: the user may create a
+ *					replication slot (superuser or REPLICATION), the query
+ *					is eligible (one plain table with a key, a projection
+ *					and a WHERE of immutable expressions of its row),
+ *					wal_level is logical, a replication slot is free; the
+ *					remote key is the source's identity, projected as plain
+ *					columns; the load is made "WITH NO DATA" (the sync
+ *					worker copies the rows)
  *	(ctas.c)		the remote table is created as for any atomic CTAS: in
  *					the remote transaction, prepared at pre-commit and
  *					committed after the local commit (xact.c)
@@ -116,6 +118,20 @@ CtasSyncCheck(CtasLoad *load, Query *query, List *colnames)
 	CtasSync   *sync = palloc0(sizeof(CtasSync));
 	RangeTblEntry *rte;
 	ListCell   *lc;
+
+	/*
+	 * The job holds a logical replication slot, and with it WAL and the
+	 * catalog rows that decoding needs, for as long as it runs: the same
+	 * right PostgreSQL requires of whoever creates a slot
+	 * (CheckSlotPermissions).
+	 */
+	if (!has_rolreplication(GetUserId()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to create a continuous sync"),
+				 errdetail("A continuous sync holds a logical replication slot, which only superusers and roles with the REPLICATION attribute may create."),
+				 errhint("Ask a superuser for ALTER ROLE %s REPLICATION, or remove the option \"sync\" for a one-time load.",
+						 quote_identifier(GetUserNameFromId(GetUserId(), false)))));
 
 	if (!load->opts.atomic)
 		ereport(ERROR,

@@ -1,0 +1,281 @@
+
+# Copyright (c) 2026, ctas_fed developers
+
+# Attacks on continuous sync, create_tables_as and parallel loads, as a
+# hostile non-superuser would make them.  Each case is a finding: the
+# assertions say what must hold; the cases of a bug in a file that this test
+# does not fix are TODO (the reason is given with each).
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+use CtasFed::Test;
+
+my $local = new_cluster('local',
+	conf => "wal_level = logical\nmax_wal_senders = 4\nmax_replication_slots = 10\n");
+my $remote = new_remote_cluster(
+	'remote',
+	host_auth => 'scram-sha-256',
+	roles     => { loader => 'secret' },
+	databases => { dw => 'loader' });
+my $rport = $remote->port;
+
+$local->safe_psql('postgres', qq{
+CREATE EXTENSION ctas_fed;
+CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');
+CREATE USER MAPPING FOR PUBLIC SERVER wh OPTIONS (user 'loader', password 'secret');
+CREATE ROLE alice LOGIN;
+CREATE ROLE mallory LOGIN;
+GRANT CREATE ON DATABASE postgres TO alice, mallory;
+GRANT CREATE ON SCHEMA public TO alice, mallory;
+GRANT USAGE ON FOREIGN SERVER wh TO alice, mallory;
+});
+
+# poll until $cond returns true, at most $secs seconds
+sub wait_until
+{
+	my ($secs, $cond) = @_;
+	my $deadline = time() + $secs;
+	while (time() < $deadline)
+	{
+		return 1 if $cond->();
+		usleep(100_000);
+	}
+	return $cond->();
+}
+
+# the error of $sql run as $role (superuser when undef), '' when it worked
+sub sql_error
+{
+	my ($sql, $role) = @_;
+	$sql = "SET ROLE $role; $sql" if defined $role;
+	my ($rc, $out, $err) = $local->psql('postgres', $sql);
+	return $rc == 0 ? '' : $err;
+}
+
+sub as_role
+{
+	my ($role, $sql) = @_;
+	return $local->safe_psql('postgres', "SET ROLE $role; $sql");
+}
+
+sub remote
+{
+	return $remote->safe_psql('dw', $_[0]);
+}
+
+sub sync_state
+{
+	my ($table) = @_;
+	return $local->safe_psql('postgres',
+		"SELECT state FROM ctas_fed.syncs WHERE remote_table = '$table'");
+}
+
+sub our_slots
+{
+	return $local->safe_psql('postgres',
+		"SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'ctas_fed_sync_%'");
+}
+
+
+# ---------------------------------------------------------------------------
+# 1. A sync creates a logical replication slot, which holds WAL until the
+# worker confirms it: PostgreSQL lets only superusers and roles with
+# REPLICATION create one (pg_create_logical_replication_slot).  A sync by a
+# role without REPLICATION must be refused, before any remote work.
+my $err = sql_error(q{
+  CREATE TABLE m_src (id int PRIMARY KEY, v int);
+  INSERT INTO m_src SELECT g, g FROM generate_series(1, 10) g;
+  CREATE TABLE wh.public.m_sync WITH (sync = 'continuous') AS SELECT * FROM m_src;},
+	'mallory');
+like($err, qr/permission denied to create a continuous sync/,
+	'slot: a role without REPLICATION may not create a sync');
+is(remote(q{SELECT count(*) FROM pg_tables WHERE tablename = 'm_sync'}), '0',
+	'slot: no remote table after the refusal');
+is($local->safe_psql('postgres', q{
+	  SELECT (SELECT count(*) FROM ctas_fed.syncs)
+	       + (SELECT count(*) FROM pg_publication)
+	       + (SELECT count(*) FROM pg_replication_slots)}),
+	'0', 'slot: no job, publication or slot after the refusal');
+
+# ---------------------------------------------------------------------------
+# 2. The sync worker connects as the bootstrap superuser and switches to the
+# job's owner only around the scan and the apply.  Everything that runs the
+# owner's code must run as the owner: an IMMUTABLE function with constant
+# arguments is evaluated by the planner when the worker prepares the
+# query's expressions.
+$local->safe_psql('postgres', 'ALTER ROLE alice REPLICATION; ALTER ROLE mallory REPLICATION');
+as_role('alice', q{
+  CREATE TABLE a_src (id int PRIMARY KEY, v int);
+  INSERT INTO a_src SELECT g, g FROM generate_series(1, 20) g;
+  CREATE FUNCTION whoami() RETURNS text IMMUTABLE LANGUAGE plpgsql
+    AS $$ BEGIN RETURN current_user; END $$;
+  CREATE TABLE wh.public.a_who WITH (sync = 'continuous')
+    AS SELECT id, v, whoami() AS who FROM a_src;});
+ok(wait_until(60, sub { sync_state('a_who') eq 'streaming' }),
+	'owner code: sync streaming');
+as_role('alice', 'INSERT INTO a_src VALUES (21, 21)');
+ok(wait_until(60, sub { remote('SELECT count(*) FROM public.a_who') eq '21' }),
+	'owner code: the new row was applied');
+TODO:
+{
+	local $TODO = 'sync_worker.c: build_eval() runs before the switch to the owner (report)';
+	is(remote(q{SELECT string_agg(DISTINCT who, ',') FROM public.a_who}),
+		'alice', 'owner code: the copy and the stream evaluate as the owner, not as the superuser');
+}
+
+# the same as an escalation: a function that would make its caller a
+# superuser, which only a superuser may do
+$local->safe_psql('postgres', q{
+  CREATE ROLE eve LOGIN REPLICATION;
+  GRANT CREATE ON DATABASE postgres TO eve;
+  GRANT CREATE ON SCHEMA public TO eve;
+  GRANT USAGE ON FOREIGN SERVER wh TO eve;});
+as_role('eve', q{
+  CREATE TABLE e_src (id int PRIMARY KEY, v int);
+  INSERT INTO e_src VALUES (1, 1);
+  CREATE FUNCTION e_promote() RETURNS void VOLATILE LANGUAGE plpgsql AS $$
+  BEGIN
+    EXECUTE 'ALTER ROLE eve SUPERUSER';
+  EXCEPTION WHEN OTHERS THEN NULL;
+  END $$;
+  CREATE FUNCTION e_const() RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$
+  BEGIN
+    PERFORM e_promote();
+    RETURN 1;
+  END $$;
+  CREATE TABLE wh.public.e_sync WITH (sync = 'continuous')
+    AS SELECT id, v + e_const() AS v FROM e_src;});
+ok(wait_until(60, sub { sync_state('e_sync') eq 'streaming' }),
+	'escalation: sync streaming');
+as_role('eve', 'INSERT INTO e_src VALUES (2, 2)');
+ok(wait_until(60, sub { remote('SELECT count(*) FROM public.e_sync') eq '2' }),
+	'escalation: the new row was applied');
+TODO:
+{
+	local $TODO = 'sync_worker.c: build_eval() runs before the switch to the owner (report)';
+	is($local->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'eve'}),
+		'f', 'escalation: the owner\'s function did not run as a superuser');
+}
+$local->safe_psql('postgres', 'ALTER ROLE eve NOSUPERUSER');
+
+# ---------------------------------------------------------------------------
+# 3. create_tables_as: a "rename" is an identifier like the table name of a
+# CREATE TABLE AS, which the parser cuts at 63 bytes; a remote PostgreSQL
+# cuts it there too.  Two names that differ only after 63 bytes are one
+# remote table: the call must see the clash before any remote work, not
+# replace one table by the other.
+my $long = 'x' x 63;
+as_role('alice', q{
+  CREATE TABLE r1 (id int PRIMARY KEY, v text);
+  CREATE TABLE r2 (id int PRIMARY KEY, v text);
+  INSERT INTO r1 SELECT g, 'one' FROM generate_series(1, 5) g;
+  INSERT INTO r2 SELECT g, 'two' FROM generate_series(1, 7) g;});
+$err = sql_error(qq{
+  SELECT * FROM ctas_fed.create_tables_as('wh', 'public', ARRAY['r1', 'r2']::regclass[],
+    options => '{"if_exists": "replace", "rename": {"r1": "${long}1", "r2": "${long}2"}}')},
+	'alice');
+like($err, qr/tables public\.r1 and public\.r2 would both be created as "$long"/,
+	'long names: two renames cut to one name are a clash');
+is(remote(qq{SELECT count(*) FROM pg_tables WHERE tablename = '$long'}), '0',
+	'long names: no remote table after the clash');
+# one long name is cut as the parser cuts a name, and the result says so
+my $res = as_role('alice', qq{
+  SELECT target, rows FROM ctas_fed.create_tables_as('wh', 'public', ARRAY['r1']::regclass[],
+    options => '{"rename": {"r1": "${long}1"}}')});
+is($res, "public.$long|5", 'long names: the name is cut at 63 bytes, as in a statement');
+is(remote(qq{SELECT count(*) FROM public."$long"}), '5', 'long names: remote table under the cut name');
+remote(qq{DROP TABLE public."$long"});
+# one table under two spellings in a per-table object: an error, not the
+# last one silently winning
+like(sql_error(q{
+  SELECT * FROM ctas_fed.create_tables_as('wh', 'public', ARRAY['r1', 'r2']::regclass[],
+    options => '{"rename": {"r1": "first", "public.r1": "second"}}')}, 'alice'),
+	qr/table public\.r1 is named more than once in option "rename"/,
+	'rename: one table under two spellings refused');
+like(sql_error(q{
+  SELECT * FROM ctas_fed.create_tables_as('wh', 'public', ARRAY['r1', 'r2']::regclass[],
+    options => '{"primary_key": {"r1": "id", "public.r1": null}}')}, 'alice'),
+	qr/table public\.r1 is named more than once in option "primary_key"/,
+	'per-table option: one table under two spellings refused');
+is(remote(q{SELECT count(*) FROM pg_tables WHERE tablename IN ('r1', 'r2', 'first', 'second')}), '0',
+	'rename: nothing created by the refused calls');
+
+# ---------------------------------------------------------------------------
+# 4. Row-level security and column privileges hold for create_tables_as and
+# parallel loads: the rows a policy hides from the caller are not copied.
+$local->safe_psql('postgres', q{
+  CREATE ROLE bob;
+  CREATE TABLE b_secret (id int PRIMARY KEY, owner_name text, secret text);
+  ALTER TABLE b_secret OWNER TO bob;
+  INSERT INTO b_secret SELECT g, CASE WHEN g <= 10 THEN 'alice' ELSE 'bob' END, md5(g::text)
+    FROM generate_series(1, 3000) g;
+  ALTER TABLE b_secret ENABLE ROW LEVEL SECURITY;
+  CREATE POLICY mine ON b_secret FOR SELECT USING (owner_name = current_user);
+  GRANT SELECT ON b_secret TO alice;
+  CREATE TABLE b_cols (id int PRIMARY KEY, pub text, priv text);
+  INSERT INTO b_cols VALUES (1, 'p', 's');
+  ALTER TABLE b_cols OWNER TO bob;
+  GRANT SELECT (id, pub) ON b_cols TO alice;});
+is(as_role('alice', 'SELECT count(*) FROM b_secret'), '10', 'rls: alice sees her 10 rows');
+as_role('alice', q{
+  SELECT * FROM ctas_fed.create_tables_as('wh', 'public', ARRAY['b_secret']::regclass[],
+    options => '{"rename": {"b_secret": "rls_multi"}}')});
+is(remote('SELECT count(*) FROM public.rls_multi'), '10',
+	'rls: create_tables_as copies only the rows the policy shows');
+as_role('alice', q{
+  SET max_parallel_workers_per_gather = 0;
+  CREATE TABLE wh.public.rls_par WITH (parallel = 2) AS SELECT * FROM b_secret});
+is(remote('SELECT count(*) FROM public.rls_par'), '10',
+	'rls: a parallel load copies only the rows the policy shows');
+like(sql_error(q{
+  SELECT * FROM ctas_fed.create_tables_as('wh', 'public', ARRAY['b_cols']::regclass[])}, 'alice'),
+	qr/permission denied for table b_cols/, 'column privileges: SELECT * of a table with a hidden column refused');
+like(sql_error(q{CREATE TABLE wh.public.cols_par WITH (parallel = 2) AS SELECT * FROM b_cols}, 'alice'),
+	qr/permission denied for table b_cols/, 'column privileges: a parallel load of a hidden column refused');
+is(remote(q{SELECT count(*) FROM pg_tables WHERE tablename IN ('b_cols', 'cols_par')}), '0',
+	'column privileges: no remote table');
+
+# a sync through create_tables_as (option "sync"), of a table the caller
+# does not own: refused like the statement
+like(sql_error(q{
+  SELECT * FROM ctas_fed.create_tables_as('wh', 'public', ARRAY['b_secret']::regclass[],
+    options => '{"sync": "continuous", "rename": {"b_secret": "rls_sync"}}')}, 'alice'),
+	qr/row-level security|must be owner/, 'rls: no sync of a table with row-level security');
+
+# ---------------------------------------------------------------------------
+# 5. A sync made while its owner could read every row keeps to what the
+# owner may read: row-level security enabled later, or the table given to
+# another owner who grants SELECT under a policy.
+as_role('alice', q{
+  CREATE TABLE a_later (id int PRIMARY KEY, owner_name text);
+  INSERT INTO a_later SELECT g, 'alice' FROM generate_series(1, 5) g;
+  CREATE TABLE wh.public.a_later WITH (sync = 'continuous') AS SELECT * FROM a_later;});
+ok(wait_until(60, sub { sync_state('a_later') eq 'streaming' }), 'rls later: sync streaming');
+$local->safe_psql('postgres', q{
+  ALTER TABLE a_later OWNER TO bob;
+  GRANT SELECT ON a_later TO alice;
+  ALTER TABLE a_later ENABLE ROW LEVEL SECURITY;
+  CREATE POLICY mine ON a_later FOR SELECT USING (owner_name = current_user);
+  INSERT INTO a_later SELECT g, 'bob' FROM generate_series(6, 9) g;});
+is(as_role('alice', 'SELECT count(*) FROM a_later'), '5', 'rls later: alice sees 5 rows');
+# wait for the worker to have read past the insert: the job fails, or
+# its remote table has what it applied
+ok(wait_until(30, sub {
+	sync_state('a_later') eq 'failed'
+	  || remote('SELECT count(*) FROM public.a_later') ne '5' }),
+	'rls later: the worker saw the insert');
+TODO:
+{
+	local $TODO = 'sync_worker.c: check_source() does not look at row-level security (report)';
+	is(remote('SELECT count(*) FROM public.a_later'), '5',
+		'rls later: no row hidden by the policy reaches the remote');
+}
+
+done_testing();

@@ -38,7 +38,11 @@
  * query as a node tree, the key, the names of the publication and slot) and
  * its state.  Only the extension's owner may write that table; the row is
  * inserted with the owner's identity, the publication with the caller's,
- * so that only the owner of the source table can sync it.
+ * so that only the owner of the source table can sync it, and then given
+ * to the extension's owner, so that only the job changes it.
+ *
+ * CtasSyncCheckTarget keeps other loads off a synced table: a CTAS that
+ * would replace it or add rows to it is refused while its sync runs.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -498,9 +502,11 @@ list_to_text_array(List *list, bool ints)
 /*
  * CtasSyncCreate
  *		After the remote CREATE TABLE of a sync CTAS, in the statement's
- *		transaction: the publication of the source table (with the caller's
- *		privileges: only the owner of the table may publish it) and the
- *		job's row in ctas_fed.syncs (with the extension owner's).  Both roll
+ *		transaction: the publication of the source table (created with the
+ *		caller's privileges: only the owner of the table may publish it;
+ *		then given to the extension's owner, so that the caller cannot
+ *		change it) and the job's row in ctas_fed.syncs (with the extension
+ *		owner's).  Both roll
  *		back with the transaction.  The resolver of the database starts the
  *		sync worker once the row is committed.  ereport(ERROR) on failure.
  */
@@ -532,6 +538,18 @@ CtasSyncCreate(CtasLoad *load)
 					quote_identifier(name),
 					quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 											   RelationGetRelationName(rel))),
+		   0, NULL, NULL, NULL);
+
+	/*
+	 * The publication is then the job's: its creator could otherwise
+	 * ALTER it to publish inserts only (the remote table would silently
+	 * keep deleted rows), or drop or rename it (the worker would retry for
+	 * ever while its slot holds WAL).
+	 */
+	run_as(owner,
+		   psprintf("ALTER PUBLICATION %s OWNER TO %s",
+					quote_identifier(name),
+					quote_identifier(GetUserNameFromId(owner, false))),
 		   0, NULL, NULL, NULL);
 
 	/* the names and types the query reads, to detect DDL on them */
@@ -599,7 +617,7 @@ CtasSyncCreate(CtasLoad *load)
 /*
  * CtasSyncStop
  *		Stop the running syncs into catalog serverid's schema.table, in the
- *		current transaction: drop their publications (as their owners) and
+ *		current transaction: drop their publications and
  *		mark them "stopped".  After commit their workers end at their next
  *		round and the resolver drops their slots (sync_worker.c).  Returns
  *		whether there was any.  ereport(ERROR) when the current user is not
@@ -668,8 +686,8 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("must be a member of role \"%s\" to stop its sync into \"%s.%s\"",
 							GetUserNameFromId(owners[i], false), schema, table)));
-		/* the publication is the job owner's */
-		run_as(owners[i],
+		/* the publication is the job's (CtasSyncCreate) */
+		run_as(owner,
 			   psprintf("DROP PUBLICATION IF EXISTS %s",
 						quote_identifier(publications[i])),
 			   0, NULL, NULL, NULL);
@@ -709,6 +727,57 @@ ctas_fed_stop_sync(PG_FUNCTION_ARGS)
 				 errmsg("there is no running sync into \"%s\"",
 						text_to_cstring(target))));
 	PG_RETURN_VOID();
+}
+
+/*
+ * CtasSyncCheckTarget
+ *		Before a CTAS with if_exists 'replace' or 'append' into catalog
+ *		serverid's schema.table: ERROR (55006) while a sync runs into that
+ *		table, which holds the rows of the sync's query and nothing else.
+ */
+void
+CtasSyncCheckTarget(Oid serverid, const char *schema, const char *table)
+{
+	Oid			syncs_relid;
+	Oid			owner = syncs_owner(&syncs_relid);
+	Oid			save_userid;
+	int			save_sec;
+	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+	char	   *state = NULL;
+
+	values[0] = ObjectIdGetDatum(serverid);
+	values[1] = CStringGetTextDatum(schema);
+	values[2] = CStringGetTextDatum(table);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT state FROM ctas_fed.syncs "
+							  "WHERE server = $1 AND remote_schema = $2 "
+							  "AND remote_table = $3 "
+							  "AND state IN ('copying', 'streaming') LIMIT 1",
+							  3, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read ctas_fed.syncs");
+	if (SPI_processed > 0)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+
+		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec);
+
+	if (state != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("continuous sync into \"%s.%s.%s\" is %s",
+						GetForeignServer(serverid)->servername, schema, table,
+						state),
+				 errdetail("A synced table holds the rows of its query: another CREATE TABLE AS may not replace it or add rows to it."),
+				 errhint("Stop the sync with ctas_fed.stop_sync() first.")));
 }
 
 /*

@@ -166,6 +166,40 @@ TODO:
 $local->safe_psql('postgres', 'ALTER ROLE eve NOSUPERUSER');
 
 # ---------------------------------------------------------------------------
+# 2b. The publication of a sync is the job's, not its owner's to change: with
+# "publish = 'insert'" the worker would never see a DELETE and the remote
+# table would silently keep the row; dropped or renamed, the worker would
+# fail and retry for ever while its slot holds WAL.
+my $pub = $local->safe_psql('postgres',
+	q{SELECT publication FROM ctas_fed.syncs WHERE remote_table = 'a_who'});
+like(sql_error(qq{ALTER PUBLICATION $pub SET (publish = 'insert')}, 'alice'),
+	qr/must be owner of publication/, 'publication: its owner may not change what it publishes');
+like(sql_error(qq{DROP PUBLICATION $pub}, 'alice'),
+	qr/must be owner of publication/, 'publication: its owner may not drop it');
+like(sql_error(qq{ALTER PUBLICATION $pub RENAME TO mine}, 'alice'),
+	qr/must be owner of publication/, 'publication: its owner may not rename it');
+as_role('alice', 'DELETE FROM a_src WHERE id = 1');
+ok(wait_until(60, sub { remote('SELECT count(*) FROM public.a_who') eq '20' }),
+	'publication: the delete reached the remote');
+
+# another user's CREATE TABLE AS with if_exists 'replace' or 'append' into
+# the table a sync keeps: refused, the sync's table stays the query's
+like(sql_error(q{CREATE TABLE wh.public.a_who WITH (if_exists = 'replace')
+                   AS SELECT 1 AS id, 1 AS v, 'mallory'::text AS who}, 'mallory'),
+	qr/continuous sync into "wh\.public\.a_who" is streaming/,
+	'synced table: another CTAS may not replace it');
+like(sql_error(q{CREATE TABLE wh.public.a_who WITH (if_exists = 'append')
+                   AS SELECT 1000 AS id, 1 AS v, 'mallory'::text AS who}, 'mallory'),
+	qr/continuous sync into "wh\.public\.a_who" is streaming/,
+	'synced table: another CTAS may not append to it');
+like(sql_error(q{CREATE TABLE wh.public.a_who WITH (if_exists = 'replace')
+                   AS SELECT id, v, 'again'::text AS who FROM a_src}, 'alice'),
+	qr/continuous sync into "wh\.public\.a_who" is streaming/,
+	'synced table: nor may its owner, while it runs');
+is(remote(q{SELECT count(*) || ' ' || count(*) FILTER (WHERE id = 1000 OR who IN ('mallory', 'again')) FROM public.a_who}),
+	'20 0', 'synced table: the remote rows are the sync\'s');
+
+# ---------------------------------------------------------------------------
 # 3. create_tables_as: a "rename" is an identifier like the table name of a
 # CREATE TABLE AS, which the parser cuts at 63 bytes; a remote PostgreSQL
 # cuts it there too.  Two names that differ only after 63 bytes are one

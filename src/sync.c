@@ -61,6 +61,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_publication.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -527,10 +528,25 @@ CtasSyncCreate(CtasLoad *load)
 	ListCell   *lc;
 	int			i;
 
-	run_as(owner, "SELECT pg_catalog.nextval('ctas_fed.syncs_sync_id_seq')",
-		   0, NULL, NULL, &id);
-	name = psprintf("%s%u_" INT64_FORMAT, CTAS_SYNC_PREFIX, MyDatabaseId,
-					DatumGetInt64(id));
+	/*
+	 * The name of the publication and the slot.  Anyone who may create a
+	 * publication (or a slot) can take the next names first: skip the names
+	 * in use rather than fail, or drop someone else's slot later.
+	 */
+	for (;;)
+	{
+		bool		taken;
+
+		run_as(owner, "SELECT pg_catalog.nextval('ctas_fed.syncs_sync_id_seq')",
+			   0, NULL, NULL, &id);
+		name = psprintf("%s%u_" INT64_FORMAT, CTAS_SYNC_PREFIX, MyDatabaseId,
+						DatumGetInt64(id));
+		taken = OidIsValid(get_publication_oid(name, true)) ||
+			SearchNamedReplicationSlot(name, true) != NULL;
+		if (!taken)
+			break;
+		CHECK_FOR_INTERRUPTS();
+	}
 
 	rel = relation_open(sync->relid, AccessShareLock);
 	run_as(GetUserId(),

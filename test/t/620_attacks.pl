@@ -199,6 +199,33 @@ like(sql_error(q{CREATE TABLE wh.public.a_who WITH (if_exists = 'replace')
 is(remote(q{SELECT count(*) || ' ' || count(*) FILTER (WHERE id = 1000 OR who IN ('mallory', 'again')) FROM public.a_who}),
 	'20 0', 'synced table: the remote rows are the sync\'s');
 
+# names of the publication and the slot taken first by another user: the
+# sync takes the next free name, and leaves the squatter's objects alone
+my ($dboid, $next) = split /\|/, $local->safe_psql('postgres', q{
+  SELECT (SELECT oid FROM pg_database WHERE datname = 'postgres'),
+         last_value + 1 FROM ctas_fed.syncs_sync_id_seq});
+my @squat = map { "ctas_fed_sync_${dboid}_" . ($next + $_) } 0 .. 2;
+as_role('mallory', qq{
+  CREATE PUBLICATION $squat[0];
+  CREATE PUBLICATION $squat[1];
+  SELECT pg_create_logical_replication_slot('$squat[2]', 'pgoutput');});
+is(sql_error(q{CREATE TABLE wh.public.a_squat WITH (sync = 'continuous') AS SELECT id, v FROM a_src}, 'alice'),
+	'', 'squatted names: the sync is created');
+ok(wait_until(60, sub { sync_state('a_squat') eq 'streaming' }), 'squatted names: sync streaming');
+is($local->safe_psql('postgres', q{
+  SELECT publication NOT IN ('} . join("', '", @squat) . q{') FROM ctas_fed.syncs WHERE remote_table = 'a_squat'}),
+	't', 'squatted names: the job has a name of its own');
+is($local->safe_psql('postgres', qq{
+  SELECT (SELECT count(*) FROM pg_publication p JOIN pg_roles r ON r.oid = p.pubowner
+           WHERE pubname IN ('$squat[0]', '$squat[1]') AND rolname = 'mallory')
+         || ' ' || (SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$squat[2]')}),
+	'2 1', 'squatted names: the squatter\'s publications and slot are left alone');
+sql_error(q{SELECT ctas_fed.stop_sync('wh.public.a_squat')}, 'alice');
+as_role('mallory', qq{
+  DROP PUBLICATION $squat[0];
+  DROP PUBLICATION $squat[1];
+  SELECT pg_drop_replication_slot('$squat[2]');});
+
 # ---------------------------------------------------------------------------
 # 3. create_tables_as: a "rename" is an identifier like the table name of a
 # CREATE TABLE AS, which the parser cuts at 63 bytes; a remote PostgreSQL
@@ -220,6 +247,7 @@ like($err, qr/tables public\.r1 and public\.r2 would both be created as "$long"/
 is(remote(qq{SELECT count(*) FROM pg_tables WHERE tablename = '$long'}), '0',
 	'long names: no remote table after the clash');
 # one long name is cut as the parser cuts a name, and the result says so
+remote(qq{DROP TABLE IF EXISTS public."$long"});
 my $res = as_role('alice', qq{
   SELECT target, rows FROM ctas_fed.create_tables_as('wh', 'public', ARRAY['r1']::regclass[],
     options => '{"rename": {"r1": "${long}1"}}')});

@@ -340,4 +340,82 @@ TODO:
 		'rls later: no row hidden by the policy reaches the remote');
 }
 
+# the owner of a sync loses REPLICATION: the sync must stop holding its slot
+$local->safe_psql('postgres', 'ALTER ROLE alice NOREPLICATION');
+as_role('alice', 'INSERT INTO a_src VALUES (22, 22)');
+ok(wait_until(30, sub {
+	sync_state('a_who') eq 'failed'
+	  || remote('SELECT count(*) FROM public.a_who WHERE id = 22') eq '1' }),
+	'replication revoked: the worker saw the insert');
+TODO:
+{
+	local $TODO = 'sync_worker.c: the worker does not check that the owner still has REPLICATION (report)';
+	is(sync_state('a_who'), 'failed', 'replication revoked: the job fails');
+}
+$local->safe_psql('postgres', 'ALTER ROLE alice REPLICATION');
+
+# ---------------------------------------------------------------------------
+# 6. Names: quotes, dots and mixed case in the source, the target and
+# stop_sync; the names of the project's own scratch objects refused.
+$local->safe_psql('postgres', q{
+  CREATE SCHEMA "Odd.Sch""ema";
+  CREATE TABLE "Odd.Sch""ema"."Src.Ta""ble" ("Id" int PRIMARY KEY, "V.al" text);
+  INSERT INTO "Odd.Sch""ema"."Src.Ta""ble" SELECT g, 'v' || g FROM generate_series(1, 30) g;
+  CREATE TABLE wh.public."Tgt.Ta""ble" WITH (sync = 'continuous')
+    AS SELECT "Id", "V.al" FROM "Odd.Sch""ema"."Src.Ta""ble" WHERE "Id" % 3 <> 0;});
+ok(wait_until(60, sub { sync_state('Tgt.Ta"ble') eq 'streaming' }), 'odd names: sync streaming');
+$local->safe_psql('postgres', q{
+  UPDATE "Odd.Sch""ema"."Src.Ta""ble" SET "V.al" = 'changed' WHERE "Id" = 1;
+  DELETE FROM "Odd.Sch""ema"."Src.Ta""ble" WHERE "Id" = 2;});
+my $want = sql_digest($local, 'postgres', q{SELECT "Id", "V.al" FROM "Odd.Sch""ema"."Src.Ta""ble" WHERE "Id" % 3 <> 0});
+ok(wait_until(60, sub { sql_digest($remote, 'dw', q{SELECT * FROM public."Tgt.Ta""ble"}) eq $want }),
+	'odd names: the remote follows');
+like(sql_error(q{SELECT ctas_fed.stop_sync('wh.public.tgt.ta"ble')}),
+	qr/invalid sync target|no running sync/, 'odd names: stop_sync of an unquoted spelling finds nothing');
+$local->safe_psql('postgres', q{SELECT ctas_fed.stop_sync('wh.public."Tgt.Ta""ble"')});
+is(sync_state('Tgt.Ta"ble'), 'stopped', 'odd names: stop_sync of the quoted name');
+like(sql_error(q{CREATE TABLE wh.public."_CTAS_FED_sync_progress" WITH (sync = 'continuous') AS SELECT id, v FROM a_src}, 'alice'),
+	qr/table name "_CTAS_FED_sync_progress" is reserved/, 'reserved: a sync into a scratch name refused');
+like(sql_error(q{
+  SELECT * FROM ctas_fed.create_tables_as('wh', 'public', ARRAY['r1']::regclass[],
+    options => '{"rename": {"r1": "_ctas_fed_sync_progress"}}')}, 'alice'),
+	qr/table name "_ctas_fed_sync_progress" is reserved/, 'reserved: a rename to a scratch name refused');
+
+# ---------------------------------------------------------------------------
+# 7. The network: the reply to the commit of the sync's initial copy is lost
+# (the remote committed the rows, the key and the progress; the worker saw
+# a broken connection), then the reply to the commit of a streamed batch.
+# The job copies again or resumes, and the remote equals the query.
+my $fp = start_fault_proxy($rport);
+my $fport = $fp->port;
+$local->safe_psql('postgres', qq{
+  CREATE SERVER whp FOREIGN DATA WRAPPER ctas_fed
+    OPTIONS (type 'postgres', host '127.0.0.1', port '$fport', dbname 'dw');
+  CREATE USER MAPPING FOR PUBLIC SERVER whp OPTIONS (user 'loader', password 'secret');
+  CREATE TABLE lr_src (id int PRIMARY KEY, v text);
+  INSERT INTO lr_src SELECT g, md5(g::text) FROM generate_series(1, 50000) g;});
+my $rule = $fp->set_rule(match => 'ADD PRIMARY KEY', action => 'lose_reply');
+$local->safe_psql('postgres',
+	q{CREATE TABLE whp.public.lr WITH (sync = 'continuous') AS SELECT * FROM lr_src});
+ok($fp->wait_hit($rule, 1, 60), 'lost reply: the commit of the copy was sent');
+ok(wait_until(90, sub { sync_state('lr') eq 'streaming' }), 'lost reply: the job is streaming');
+$local->safe_psql('postgres', 'UPDATE lr_src SET v = v || 1 WHERE id % 100 = 0; DELETE FROM lr_src WHERE id % 97 = 0');
+$want = sql_digest($local, 'postgres', 'SELECT * FROM lr_src');
+ok(wait_until(60, sub { sql_digest($remote, 'dw', 'SELECT * FROM public.lr') eq $want }),
+	'lost reply (copy): the remote equals the source');
+is(remote(q{SELECT count(*) FROM pg_index WHERE indrelid = 'public.lr'::regclass AND indisprimary}),
+	'1', 'lost reply (copy): one primary key');
+$rule = $fp->set_rule(match => '_ctas_fed_sync_progress (job, lsn) VALUES', action => 'lose_reply');
+$local->safe_psql('postgres', 'UPDATE lr_src SET v = v || 2 WHERE id % 50 = 0; INSERT INTO lr_src VALUES (100001, 0)');
+ok($fp->wait_hit($rule, 1, 60), 'lost reply: the commit of a batch was sent');
+$local->safe_psql('postgres', 'DELETE FROM lr_src WHERE id % 41 = 0');
+$want = sql_digest($local, 'postgres', 'SELECT * FROM lr_src');
+ok(wait_until(90, sub { sql_digest($remote, 'dw', 'SELECT * FROM public.lr') eq $want }),
+	'lost reply (stream): the remote equals the source');
+$local->safe_psql('postgres', q{SELECT ctas_fed.stop_sync('whp.public.lr')});
+ok(wait_until(30, sub { $local->safe_psql('postgres', q{
+	  SELECT count(*) FROM pg_replication_slots r JOIN ctas_fed.syncs s USING (slot_name)
+	   WHERE s.remote_table = 'lr'}) eq '0' }), 'lost reply: no slot left after stop_sync');
+is(remote('SELECT count(*) FROM pg_prepared_xacts'), '0', 'no prepared transaction left');
+
 done_testing();

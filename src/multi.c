@@ -139,7 +139,11 @@ ctas_fed_create_tables_as(PG_FUNCTION_ARGS)
 				 errmsg("\"remote_schema\" must not be null")));
 	catalog_name = NameStr(*PG_GETARG_NAME(0));
 	remote_schema = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	/* a name of the statement: cut as the parser cuts an identifier */
+	/* a name of the statement: not empty, cut as the parser cuts one */
+	if (remote_schema[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"remote_schema\" must not be empty")));
 	truncate_identifier(remote_schema, strlen(remote_schema), true);
 
 	serverid = CtasCatalogServerOid(catalog_name);

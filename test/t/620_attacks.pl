@@ -254,6 +254,11 @@ my $res = as_role('alice', qq{
 is($res, "public.$long|5", 'long names: the name is cut at 63 bytes, as in a statement');
 is(remote(qq{SELECT count(*) FROM public."$long"}), '5', 'long names: remote table under the cut name');
 remote(qq{DROP TABLE public."$long"});
+# an empty remote schema (no statement can name one) is refused before any
+# remote work, not left to the remote's parser (or ClickHouse's default
+# database)
+like(sql_error(q{SELECT * FROM ctas_fed.create_tables_as('wh', '', ARRAY['r1']::regclass[])}, 'alice'),
+	qr/"remote_schema" must not be empty/, 'empty remote schema refused');
 # one table under two spellings in a per-table object: an error, not the
 # last one silently winning
 like(sql_error(q{

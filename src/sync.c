@@ -507,9 +507,9 @@ list_to_text_array(List *list, bool ints)
  *		caller's privileges: only the owner of the table may publish it;
  *		then given to the extension's owner, so that the caller cannot
  *		change it) and the job's row in ctas_fed.syncs (with the extension
- *		owner's).  Both roll
- *		back with the transaction.  The resolver of the database starts the
- *		sync worker once the row is committed.  ereport(ERROR) on failure.
+ *		owner's).  Both roll back with the transaction.  The resolver of the
+ *		database starts the sync worker once the row is committed.
+ *		ereport(ERROR) on failure.
  */
 void
 CtasSyncCreate(CtasLoad *load)
@@ -633,9 +633,9 @@ CtasSyncCreate(CtasLoad *load)
 /*
  * CtasSyncStop
  *		Stop the running syncs into catalog serverid's schema.table, in the
- *		current transaction: drop their publications and
- *		mark them "stopped".  After commit their workers end at their next
- *		round and the resolver drops their slots (sync_worker.c).  Returns
+ *		current transaction: drop their publications and mark them
+ *		"stopped".  After commit their workers end at their next round and
+ *		the resolver drops their slots (sync_worker.c).  Returns
  *		whether there was any.  ereport(ERROR) when the current user is not
  *		the owner of one.
  */
@@ -761,6 +761,7 @@ CtasSyncCheckTarget(Oid serverid, const char *schema, const char *table)
 	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
 	Datum		values[3];
 	char	   *state = NULL;
+	MemoryContext outercxt = CurrentMemoryContext;
 
 	values[0] = ObjectIdGetDatum(serverid);
 	values[1] = CStringGetTextDatum(schema);
@@ -778,7 +779,7 @@ CtasSyncCheckTarget(Oid serverid, const char *schema, const char *table)
 		elog(ERROR, "could not read ctas_fed.syncs");
 	if (SPI_processed > 0)
 	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+		MemoryContext oldcxt = MemoryContextSwitchTo(outercxt);
 
 		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 		MemoryContextSwitchTo(oldcxt);

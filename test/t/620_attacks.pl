@@ -2,9 +2,22 @@
 # Copyright (c) 2026, ctas_fed developers
 
 # Attacks on continuous sync, create_tables_as and parallel loads, as a
-# hostile non-superuser would make them.  Each case is a finding: the
-# assertions say what must hold; the cases of a bug in a file that this test
-# does not fix are TODO (the reason is given with each).
+# hostile non-superuser (and a hostile network) would make them.  The
+# assertions say what must hold; a case whose bug lies in a file that the
+# branch of this test did not fix is TODO, with the file and the reason.
+#
+#  1. a sync (a replication slot) needs REPLICATION
+#  2. the sync worker runs the owner's code as the owner (TODO: constant
+#     arguments are folded as the bootstrap superuser), its publication is
+#     not its creator's to change, its table not another CTAS's to replace
+#     or append to, its names not another user's to take first; REPLICATION
+#     revoked, the replica identity moved, the search_path (TODO each)
+#  3. create_tables_as: renames cut at 63 bytes (clashes found before any
+#     remote work), a table named twice, an empty remote schema
+#  4. row-level security and column privileges hold for create_tables_as
+#     and parallel loads; 5. and for a sync after the fact (TODO)
+#  6. quotes, dots and mixed case; reserved scratch names
+#  7. lost replies to the commit of a sync's copy and of a batch
 
 use strict;
 use warnings;

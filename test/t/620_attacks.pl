@@ -314,6 +314,11 @@ as_role('alice', q{
   CREATE TABLE wh.public.rls_par WITH (parallel = 2) AS SELECT * FROM b_secret});
 is(remote('SELECT count(*) FROM public.rls_par'), '10',
 	'rls: a parallel load copies only the rows the policy shows');
+as_role('alice', q{
+  SELECT * FROM ctas_fed.create_tables_as('wh', 'public', ARRAY['b_secret']::regclass[],
+    options => '{"parallel": 2, "rename": {"b_secret": "rls_multi_par"}}')});
+is(remote('SELECT count(*) FROM public.rls_multi_par'), '10',
+	'rls: create_tables_as with parallel workers copies only the rows the policy shows');
 like(sql_error(q{
   SELECT * FROM ctas_fed.create_tables_as('wh', 'public', ARRAY['b_cols']::regclass[])}, 'alice'),
 	qr/permission denied for table b_cols/, 'column privileges: SELECT * of a table with a hidden column refused');

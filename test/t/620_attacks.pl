@@ -378,6 +378,22 @@ TODO:
 }
 $local->safe_psql('postgres', 'ALTER ROLE alice REPLICATION');
 
+# the owner loses USAGE on the catalog: the worker (here made to start
+# again) cannot rebuild the catalog, a state that does not heal by itself
+$local->safe_psql('postgres', q{REVOKE USAGE ON FOREIGN SERVER wh FROM alice;
+  SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+   WHERE backend_type = 'ctas_fed sync'
+     AND application_name = (SELECT 'ctas_fed sync ' || sync_id FROM ctas_fed.syncs WHERE remote_table = 'a_who');});
+ok(wait_until(30, sub { $local->safe_psql('postgres', q{
+	  SELECT coalesce(error, state) FROM ctas_fed.syncs WHERE remote_table = 'a_who'}) =~ /permission denied|failed/ }),
+	'usage revoked: the job reports it');
+TODO:
+{
+	local $TODO = 'sync_worker.c: a permanent error of load_job() is retried for ever (report)';
+	ok(wait_until(12, sub { sync_state('a_who') eq 'failed' }), 'usage revoked: the job fails for good');
+}
+$local->safe_psql('postgres', 'GRANT USAGE ON FOREIGN SERVER wh TO alice');
+
 # the source's replica identity moved to another unique index: a DELETE
 # then carries no value of the sync's key, which the job cannot follow; it
 # must fail for good (and drop its slot), not retry for ever while its slot

@@ -64,6 +64,7 @@
 #include "catalog/pg_publication.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
@@ -87,6 +88,7 @@
 static void ineligible(const char *what) pg_attribute_noreturn();
 static void check_query_shape(Query *query);
 static void check_relation(CtasSync *sync, RangeTblEntry *rte);
+static void check_privileges(Query *query);
 static void check_settings(void);
 static void collect_columns(CtasSync *sync, Query *query);
 static void derive_key(CtasLoad *load, CtasSync *sync, Query *query,
@@ -150,6 +152,7 @@ CtasSyncCheck(CtasLoad *load, Query *query, List *colnames)
 				 errdetail("A synced table must be a new table: the rows of another one could not be kept equal to the query.")));
 
 	check_query_shape(query);
+	check_privileges(query);
 	rte = linitial_node(RangeTblEntry, query->rtable);
 	check_relation(sync, rte);
 	collect_columns(sync, query);
@@ -222,6 +225,46 @@ check_query_shape(Query *query)
 				 errmsg("continuous sync does not support volatile or stable functions"),
 				 errdetail("Every change of the source is evaluated when it is applied, so the query may use only immutable functions and operators."),
 				 errhint("Remove the option \"sync\" for a one-time load.")));
+}
+
+/* check_privileges_walker's callback: EXECUTE on one function */
+static bool
+check_execute(Oid funcid, void *context)
+{
+	AclResult	aclresult = pg_proc_aclcheck(funcid, GetUserId(),
+											 ACL_EXECUTE);
+
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_FUNCTION, get_func_name(funcid));
+	return false;
+}
+
+/* every function an expression calls, as ExecInitExpr would check it */
+static bool
+check_privileges_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	/* the executor does not check the I/O functions of a coercion */
+	if (!IsA(node, CoerceViaIO))
+		(void) check_functions_in_node(node, check_execute, context);
+	return expression_tree_walker(node, check_privileges_walker, context);
+}
+
+/*
+ * check_privileges
+ *		The query of a sync is not executed by its statement, which would
+ *		check the caller's SELECT on the table (and its columns) and
+ *		EXECUTE on each function and operator: check them here, as the
+ *		executor would.  The worker later runs the query as the caller.
+ *		ereport(ERROR) on the first privilege missing.
+ */
+static void
+check_privileges(Query *query)
+{
+	(void) ExecCheckRTPerms(query->rtable, true);
+	(void) check_privileges_walker((Node *) query->targetList, NULL);
+	(void) check_privileges_walker(query->jointree->quals, NULL);
 }
 
 /*

@@ -144,6 +144,21 @@ TODO:
 		'alice', 'owner code: the copy and the stream evaluate as the owner, not as the superuser');
 }
 
+# a function its owner may not EXECUTE: a sync's query is not run at
+# statement time, so the check the executor would make must be made there
+# (the worker would run it as the owner without asking)
+$local->safe_psql('postgres', q{
+  CREATE FUNCTION priv_fn(int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$ BEGIN RETURN $1 * 1000; END $$;
+  REVOKE EXECUTE ON FUNCTION priv_fn(int) FROM PUBLIC;});
+like(sql_error('SELECT priv_fn(1)', 'alice'), qr/permission denied for function priv_fn/,
+	'execute: alice may not call priv_fn');
+like(sql_error(q{CREATE TABLE wh.public.a_priv WITH (sync = 'continuous') AS SELECT id, priv_fn(v) AS p FROM a_src}, 'alice'),
+	qr/permission denied for function priv_fn/, 'execute: nor through a sync');
+like(sql_error(q{CREATE TABLE wh.public.a_priv WITH (sync = 'continuous') AS SELECT id, v FROM a_src WHERE priv_fn(v) > 0}, 'alice'),
+	qr/permission denied for function priv_fn/, 'execute: nor in the WHERE of a sync');
+is(remote(q{SELECT count(*) FROM pg_tables WHERE tablename = 'a_priv'}), '0',
+	'execute: no remote table');
+
 # the same as an escalation: a function that would make its caller a
 # superuser, which only a superuser may do
 $local->safe_psql('postgres', q{

@@ -8,7 +8,8 @@
 #
 #  1. a sync (a replication slot) needs REPLICATION
 #  2. the sync worker runs the owner's code as the owner (TODO: constant
-#     arguments are folded as the bootstrap superuser), its publication is
+#     arguments are folded as the bootstrap superuser), and only code the
+#     owner may EXECUTE; its publication is
 #     not its creator's to change, its table not another CTAS's to replace
 #     or append to, its names not another user's to take first; REPLICATION
 #     revoked, the replica identity moved, the search_path (TODO each)

@@ -512,6 +512,9 @@ CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt)
 		load->opts.if_exists = CTAS_IF_EXISTS_SKIP;
 	}
 	load->skip_data = into->skipData;
+	if (load->opts.if_exists == CTAS_IF_EXISTS_REPLACE ||
+		load->opts.if_exists == CTAS_IF_EXISTS_APPEND)
+		CtasSyncCheckTarget(serverid, load->schema, load->table);
 	if (load->opts.sync)
 	{
 		if (load->routine->sync == NULL)

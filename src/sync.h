@@ -63,6 +63,8 @@ typedef struct CtasSyncMetric
 extern void CtasSyncCheck(CtasLoad *load, Query *query, List *colnames);
 extern void CtasSyncCreate(CtasLoad *load);
 extern bool CtasSyncStop(Oid serverid, const char *schema, const char *table);
+extern void CtasSyncCheckTarget(Oid serverid, const char *schema,
+								const char *table);
 extern void CtasSyncCheckIdle(Oid serverid);
 
 /* in sync_worker.c */

@@ -109,6 +109,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -340,7 +341,13 @@ load_job(int64 id)
 
 	job->job_id = DatumGetInt64(spi_datum(0, 16));
 	job->created_at = DatumGetTimestampTz(spi_datum(0, 17));
+	/*
+	 * The owner's catalog, USAGE and user mapping: their loss does not
+	 * heal by itself, and a job retried for ever would hold its slot's WAL.
+	 */
+	CtasSyncFailed = true;
 	job->target.catalog = CtasGetCatalog(serverid, job->owner, true, true);
+	CtasSyncFailed = false;
 	job->apply = CtasCatalogRoutine(job->target.catalog)->sync;
 	if (job->apply == NULL)
 		SYNC_FAIL(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -375,6 +382,23 @@ check_source(SyncJob *job, bool columns)
 		SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				  errmsg("the owner of sync " INT64_FORMAT " may no longer read table \"%s\"",
 						 job->id, RelationGetRelationName(rel)));
+
+	/*
+	 * The changes come from the WAL, past any row-level security policy:
+	 * a table whose policies now apply to the owner cannot be synced (the
+	 * statement refuses it too), nor may an owner who lost the right to
+	 * hold a replication slot keep one.
+	 */
+	if (check_enable_rls(job->relid, job->owner, true) == RLS_ENABLED)
+		SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				  errmsg("row-level security applies to the owner of sync " INT64_FORMAT " on table \"%s\"",
+						 job->id, RelationGetRelationName(rel)),
+				  errdetail("Logical decoding would send rows the policies hide."));
+	if (!has_rolreplication(job->owner))
+		SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				  errmsg("the owner of sync " INT64_FORMAT " no longer has the REPLICATION attribute",
+						 job->id),
+				  errdetail("A continuous sync holds a replication slot, which only superusers and roles with REPLICATION may do."));
 	for (i = 0; columns && i < job->ncols; i++)
 	{
 		Form_pg_attribute att;
@@ -750,6 +774,13 @@ ctas_fed_sync_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname(psprintf("ctas_fed sync " INT64_FORMAT, id));
+
+	/*
+	 * The owner's functions run with an empty search_path, as in
+	 * PostgreSQL's apply worker: an unqualified name in them cannot reach
+	 * another user's object in a schema of the default path.
+	 */
+	SetConfigOption("search_path", "", PGC_SUSET, PGC_S_OVERRIDE);
 
 	job_cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed sync job",
 									ALLOCSET_DEFAULT_SIZES);

@@ -7,19 +7,21 @@
 # branch of this test did not fix is TODO, with the file and the reason.
 #
 #  1. a sync (a replication slot) needs REPLICATION
-#  2. the sync worker runs the owner's code as the owner (TODO: constant
-#     arguments are folded as the bootstrap superuser), and only code the
-#     owner may EXECUTE; its publication is
+#  2. the sync worker runs the owner's code as the owner (constant
+#     arguments folded too), and only code the owner may EXECUTE, with an
+#     empty search_path; its publication is
 #     not its creator's to change, its table not another CTAS's to replace
 #     or append to, its names not another user's to take first; REPLICATION
-#     revoked, the replica identity moved, the search_path (TODO each)
+#     revoked, USAGE revoked, the replica identity moved: the job fails for
+#     good
 #  3. create_tables_as: renames cut at 63 bytes (clashes found before any
 #     remote work), a table named twice, an empty remote schema
 #  4. row-level security and column privileges hold for create_tables_as
-#     and parallel loads; 5. and for a sync after the fact (TODO)
+#     and parallel loads; 5. and for a sync after the fact
 #  6. quotes, dots and mixed case; reserved scratch names
 #  7. lost replies to the commit of a sync's copy and of a batch
-#  8. two remote roles syncing into one remote schema (TODO)
+#  8. two remote roles syncing into one remote schema: a progress table
+#     another remote role owns is never used
 
 use strict;
 use warnings;
@@ -138,12 +140,8 @@ ok(wait_until(60, sub { sync_state('a_who') eq 'streaming' }),
 as_role('alice', 'INSERT INTO a_src VALUES (21, 21)');
 ok(wait_until(60, sub { remote('SELECT count(*) FROM public.a_who') eq '21' }),
 	'owner code: the new row was applied');
-TODO:
-{
-	local $TODO = 'sync_worker.c: build_eval() runs before the switch to the owner (report)';
-	is(remote(q{SELECT string_agg(DISTINCT who, ',') FROM public.a_who}),
-		'alice', 'owner code: the copy and the stream evaluate as the owner, not as the superuser');
-}
+is(remote(q{SELECT string_agg(DISTINCT who, ',') FROM public.a_who}),
+	'alice', 'owner code: the copy and the stream evaluate as the owner, not as the superuser');
 
 # a function its owner may not EXECUTE: a sync's query is not run at
 # statement time, so the check the executor would make must be made there
@@ -177,7 +175,7 @@ as_role('eve', q{
   END $$;
   CREATE FUNCTION e_const() RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$
   BEGIN
-    PERFORM e_promote();
+    PERFORM public.e_promote();
     RETURN 1;
   END $$;
   CREATE TABLE wh.public.e_sync WITH (sync = 'continuous')
@@ -187,12 +185,8 @@ ok(wait_until(60, sub { sync_state('e_sync') eq 'streaming' }),
 as_role('eve', 'INSERT INTO e_src VALUES (2, 2)');
 ok(wait_until(60, sub { remote('SELECT count(*) FROM public.e_sync') eq '2' }),
 	'escalation: the new row was applied');
-TODO:
-{
-	local $TODO = 'sync_worker.c: build_eval() runs before the switch to the owner (report)';
-	is($local->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'eve'}),
-		'f', 'escalation: the owner\'s function did not run as a superuser');
-}
+is($local->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'eve'}),
+	'f', 'escalation: the owner\'s function did not run as a superuser');
 $local->safe_psql('postgres', 'ALTER ROLE eve NOSUPERUSER');
 
 # ---------------------------------------------------------------------------
@@ -373,12 +367,8 @@ ok(wait_until(30, sub {
 	sync_state('a_later') eq 'failed'
 	  || remote('SELECT count(*) FROM public.a_later') ne '5' }),
 	'rls later: the worker saw the insert');
-TODO:
-{
-	local $TODO = 'sync_worker.c: check_source() does not look at row-level security (report)';
-	is(remote('SELECT count(*) FROM public.a_later'), '5',
-		'rls later: no row hidden by the policy reaches the remote');
-}
+is(remote('SELECT count(*) FROM public.a_later'), '5',
+	'rls later: no row hidden by the policy reaches the remote');
 
 # the owner of a sync loses REPLICATION: the sync must stop holding its slot
 $local->safe_psql('postgres', 'ALTER ROLE alice NOREPLICATION');
@@ -387,27 +377,23 @@ ok(wait_until(30, sub {
 	sync_state('a_who') eq 'failed'
 	  || remote('SELECT count(*) FROM public.a_who WHERE id = 22') eq '1' }),
 	'replication revoked: the worker saw the insert');
-TODO:
-{
-	local $TODO = 'sync_worker.c: the worker does not check that the owner still has REPLICATION (report)';
-	is(sync_state('a_who'), 'failed', 'replication revoked: the job fails');
-}
+is(sync_state('a_who'), 'failed', 'replication revoked: the job fails');
+like($local->safe_psql('postgres', q{SELECT error FROM ctas_fed.syncs WHERE remote_table = 'a_who'}),
+	qr/the owner of sync \d+ no longer has the REPLICATION attribute/,
+	'replication revoked: the error says why');
 $local->safe_psql('postgres', 'ALTER ROLE alice REPLICATION');
 
 # the owner loses USAGE on the catalog: the worker (here made to start
 # again) cannot rebuild the catalog, a state that does not heal by itself
+as_role('alice', q{CREATE TABLE wh.public.a_use WITH (sync = 'continuous') AS SELECT id, v FROM a_src});
+ok(wait_until(60, sub { sync_state('a_use') eq 'streaming' }), 'usage revoked: sync streaming');
 $local->safe_psql('postgres', q{REVOKE USAGE ON FOREIGN SERVER wh FROM alice;
   SELECT pg_terminate_backend(pid) FROM pg_stat_activity
    WHERE backend_type = 'ctas_fed sync'
-     AND application_name = (SELECT 'ctas_fed sync ' || sync_id FROM ctas_fed.syncs WHERE remote_table = 'a_who');});
-ok(wait_until(30, sub { $local->safe_psql('postgres', q{
-	  SELECT coalesce(error, state) FROM ctas_fed.syncs WHERE remote_table = 'a_who'}) =~ /permission denied|failed/ }),
-	'usage revoked: the job reports it');
-TODO:
-{
-	local $TODO = 'sync_worker.c: a permanent error of load_job() is retried for ever (report)';
-	ok(wait_until(12, sub { sync_state('a_who') eq 'failed' }), 'usage revoked: the job fails for good');
-}
+     AND application_name = (SELECT 'ctas_fed sync ' || sync_id FROM ctas_fed.syncs WHERE remote_table = 'a_use');});
+ok(wait_until(30, sub { sync_state('a_use') eq 'failed' }), 'usage revoked: the job fails for good');
+like($local->safe_psql('postgres', q{SELECT error FROM ctas_fed.syncs WHERE remote_table = 'a_use'}),
+	qr/permission denied for foreign server wh/, 'usage revoked: the error says why');
 $local->safe_psql('postgres', 'GRANT USAGE ON FOREIGN SERVER wh TO alice');
 
 # the source's replica identity moved to another unique index: a DELETE
@@ -425,18 +411,14 @@ $local->safe_psql('postgres', q{
 ok(wait_until(30, sub { $local->safe_psql('postgres', q{
 	  SELECT error IS NOT NULL OR state = 'failed' FROM ctas_fed.syncs WHERE remote_table = 'ri'}) eq 't' }),
 	'replica identity: the job reports the change it cannot apply');
-TODO:
-{
-	local $TODO = 'sync_worker.c: a change without the key is elog(ERROR), retried for ever (report)';
-	ok(wait_until(15, sub { sync_state('ri') eq 'failed' }), 'replica identity: the job fails for good');
-}
+ok(wait_until(15, sub { sync_state('ri') eq 'failed' }), 'replica identity: the job fails for good');
 $local->safe_psql('postgres', q{SELECT ctas_fed.stop_sync('wh.public.ri')})
   if sync_state('ri') ne 'failed';
 
-# search_path: the worker evaluates the owner's functions with the default
-# search_path ("$user", public), not the owner's, so an unqualified name in
-# the owner's function can resolve to another user's object in public.
-# PostgreSQL's apply worker runs with an empty search_path for this reason.
+# search_path: with the default search_path ("$user", public) an
+# unqualified name in the owner's function could resolve to another user's
+# object in public.  The worker runs with an empty search_path, as
+# PostgreSQL's apply worker does: the name is not found, and the job says so.
 as_role('mallory', q{
   CREATE FUNCTION public.fmt(int) RETURNS text IMMUTABLE LANGUAGE sql AS $$ SELECT 'hijacked' $$;});
 $local->safe_psql('postgres', q{
@@ -452,12 +434,10 @@ as_role('alice', 'INSERT INTO app.sp_src VALUES (6, 6)');
 ok(wait_until(60, sub { $local->safe_psql('postgres', q{
 	  SELECT state <> 'copying' OR error IS NOT NULL FROM ctas_fed.syncs WHERE remote_table = 'sp'}) eq 't' }),
 	'search_path: the worker evaluated the owner\'s function');
-TODO:
-{
-	local $TODO = 'sync_worker.c: the worker does not fix its search_path (report)';
-	is(remote(q{SELECT count(*) FROM public.sp WHERE s = 'hijacked'}), '0',
-		'search_path: another user\'s function in public is not called');
-}
+is(remote(q{SELECT count(*) FROM public.sp WHERE s = 'hijacked'}), '0',
+	'search_path: another user\'s function in public is not called');
+like($local->safe_psql('postgres', q{SELECT error FROM ctas_fed.syncs WHERE remote_table = 'sp'}),
+	qr/function fmt\(integer\) does not exist/, 'search_path: the job says which name it did not find');
 $local->safe_psql('postgres', q{SELECT ctas_fed.stop_sync('wh.public.sp')})
   if sync_state('sp') =~ /copying|streaming/;
 
@@ -542,15 +522,22 @@ $local->safe_psql('postgres', qq{
   CREATE TABLE o_src (id int PRIMARY KEY, v int);
   INSERT INTO o_src SELECT g, g FROM generate_series(1, 5) g;
   CREATE TABLE wh2.public.o_sync WITH (sync = 'continuous') AS SELECT * FROM o_src;});
+my $owned = qr/sync progress table public\._ctas_fed_sync_progress on catalog "wh2" is owned by role "\w+", not by the catalog's user/;
 ok(wait_until(30, sub { $local->safe_psql('postgres', q{
-	  SELECT coalesce(error, '') FROM ctas_fed.syncs WHERE remote_table = 'o_sync'}) =~ /_ctas_fed_sync_progress/ }),
-	'shared progress table: the second remote role cannot write it');
-TODO:
-{
-	local $TODO = 'postgres/sync.c: one progress table per remote schema, whoever owns it (report)';
-	ok(wait_until(12, sub { sync_state('o_sync') =~ /streaming|failed/ }),
-		'shared progress table: the job streams, or fails for good');
-}
+	  SELECT coalesce(error, '') FROM ctas_fed.syncs WHERE remote_table = 'o_sync'}) =~ $owned }),
+	'shared progress table: another remote role\'s table is not used, and the job says whose it is');
+# even with every privilege on it: its owner could rewrite the position
+$remote->safe_psql('dw', 'GRANT ALL ON public._ctas_fed_sync_progress TO other');
+$local->safe_psql('postgres', q{
+  UPDATE ctas_fed.syncs SET error = NULL WHERE remote_table = 'o_sync';
+  SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+   WHERE backend_type = 'ctas_fed sync'
+     AND application_name = (SELECT 'ctas_fed sync ' || sync_id FROM ctas_fed.syncs WHERE remote_table = 'o_sync');});
+ok(wait_until(30, sub { $local->safe_psql('postgres', q{
+	  SELECT coalesce(error, '') FROM ctas_fed.syncs WHERE remote_table = 'o_sync'}) =~ $owned }),
+	'shared progress table: granted privileges on it change nothing');
+is(remote(q{SELECT count(*) FROM public.o_sync}), '0',
+	'shared progress table: nothing was copied through it');
 $local->safe_psql('postgres', q{SELECT ctas_fed.stop_sync('wh2.public.o_sync')})
   if sync_state('o_sync') =~ /copying|streaming/;
 

@@ -62,7 +62,10 @@
 # leader, or the pipe's COPY TO), each parallel worker, each remote backend
 # (with parallel = N: N workers' and the leader's own, which only creates,
 # prepares and commits).  The sampler reads /proc only and opens no
-# connection, so it adds no backend to what it measures.
+# connection, so it adds no backend to what it measures.  The WAL that the
+# remote wrote during the run (pg_current_wal_lsn before and after, read
+# outside the CPU window) is printed too, per million rows: with more
+# cores, that is what a parallel load runs into.
 #
 # "cpu stall" (in the raw lines) is the share of the run's wall time during
 # which some runnable task waited for a CPU (/proc/pressure/cpu): high
@@ -140,8 +143,8 @@ fi
 # "rows method run seconds local_rssanon_peak_kB local_vmhwm_kB
 # local_rssanon_first_kB local_cluster_cpu_s remote_cluster_cpu_s
 # client_cpu_s stall_pct local_backend_cpu_s workers_cpu_s
-# remote_backends_cpu_s" (the last two: "a+b+...", largest first; "-"
-# where not measured)
+# remote_backends_cpu_s remote_wal_bytes" (workers and remote backends:
+# "a+b+...", largest first; "-" where not measured)
 summary()
 {
 	awk -v ncpu="$(nproc)" '
@@ -197,6 +200,7 @@ summary()
 			lcpu[k] = num(f[8]); rcpu[k] = num(f[9]); ccpu[k] = num(f[10])
 			bcpu[k] = f[12]; wcpu[k] = f[13]; rbcpu[k] = f[14]
 			allcpu[k] = lcpu[k] + rcpu[k] + ccpu[k]
+			wal[k] = num(f[15])
 		}
 		print "| rows | method | seconds (best) | rows/s | vs copy pipe | ctas_fed / postgres_fdw | local backend peak RssAnon (runs: min-max) | local backend VmHWM (max) | CPU s: local cluster / remote cluster / clients (run of median CPU) | CPU s per million rows | CPU s per process: local backend; parallel workers; remote backends | all runs (s) |"
 		print "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
@@ -223,9 +227,10 @@ summary()
 			for (j = 1; j <= nm; j++) {
 				k = n SUBSEP m[j]
 				if (!(k in best)) continue
-				printf "%d rows: %-13s %6.2f CPU s (%.2f per million rows: local %.2f, remote %.2f, clients %.2f): on %d CPUs no faster than %.2f s, best run %.2f s\n",
+				printf "%d rows: %-13s %6.2f CPU s (%.2f per million rows: local %.2f, remote %.2f, clients %.2f): on %d CPUs no faster than %.2f s, best run %.2f s; remote WAL %.0f MB per million rows\n",
 					n, m[j], allcpu[k], allcpu[k] * 1e6 / n, lcpu[k] * 1e6 / n,
-					rcpu[k] * 1e6 / n, ccpu[k] * 1e6 / n, ncpu, allcpu[k] / ncpu, best[k]
+					rcpu[k] * 1e6 / n, ccpu[k] * 1e6 / n, ncpu, allcpu[k] / ncpu, best[k],
+					wal[k] / 1048576 * 1e6 / n
 			}
 			if (has(n, "copy_pipe") && has(n, "ctas_fed_par2")) {
 				p = n SUBSEP "copy_pipe"; q = n SUBSEP "ctas_fed_par2"
@@ -644,16 +649,19 @@ for n in $rows_list; do
 		for m in $methods; do
 			drop_remote_t || die "DROP TABLE t on the remote"
 			wait_no_loader || die "the previous run is still connected"
+			wal0=$(rsql -At -c "SELECT pg_current_wal_lsn()") || die "WAL position on the remote"
 			stall0=$(cpu_stall_us)
 			res=$("run_$m" "$n") || die "$m, $n rows, run $r failed"
 			stall1=$(cpu_stall_us)
+			wal=$(rsql -At -c "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$wal0')") ||
+				die "WAL position on the remote"
 			got=$(remote_count) || die "count on the remote"
 			[ "$got" = "$n" ] || die "$m, $n rows, run $r: the remote table has $got rows"
 			read -r secs rss hwm first cpu rcpu ccpu bcpu wcpu rbcpu <<< "$res"
 			stall=$(awk -v us=$((stall1 - stall0)) -v s="$secs" 'BEGIN { printf "%.0f", us / 1e4 / s }')
-			echo "$n $m $r $secs $rss $hwm $first $cpu $rcpu $ccpu $stall $bcpu $wcpu $rbcpu" >> "$results"
-			printf '   %-9s %-13s run %s: %8.3f s  CPU s: local cluster %s, remote cluster %s, psql %s; cpu stall %s%%\n' \
-				"$n" "$m" "$r" "$secs" "$cpu" "$rcpu" "$ccpu" "$stall"
+			echo "$n $m $r $secs $rss $hwm $first $cpu $rcpu $ccpu $stall $bcpu $wcpu $rbcpu $wal" >> "$results"
+			printf '   %-9s %-13s run %s: %8.3f s  CPU s: local cluster %s, remote cluster %s, psql %s; cpu stall %s%%; remote WAL %d MB\n' \
+				"$n" "$m" "$r" "$secs" "$cpu" "$rcpu" "$ccpu" "$stall" "$((wal / 1048576))"
 			printf '   %-9s %-13s        CPU s: local backend %s, parallel workers %s, remote backends %s\n' \
 				"" "" "$bcpu" "$wcpu" "$rbcpu"
 			printf '   %-9s %-13s        local backend RssAnon %s kB (first sample), %s kB (peak); VmHWM %s kB\n' \

@@ -57,8 +57,8 @@ EOF
 # the CPU time (user + system) of each process tree rooted at PID (a
 # postmaster: its backends, parallel workers, walwriter, checkpointer, ...;
 # clickhouse-server: its threads); cpu_watch_stop OUT makes it write OUT
-# and waits for it.  OUT has one line per tree and per process, all in CPU seconds spent
-# between start and stop:
+# and waits for it.  OUT has one line per tree and per process, all in CPU
+# seconds spent between start and stop:
 #   total LABEL SECONDS        the whole tree, exact: the root's own time,
 #                              that of its live descendants and, through
 #                              the root's cutime/cstime, that of those that
@@ -251,6 +251,7 @@ my (%start, %first, %last, %title, %label, %th0);
 for my $l (keys %root)
 {
 	$start{$l} = total($tree, $l);
+	die "process $root{$l} ($l) is not running\n" unless defined $start{$l};
 	for my $pid (members($tree, $l))
 	{
 		$first{$pid} = $last{$pid} = $tree->{$l}{$pid}[1];
@@ -297,11 +298,14 @@ while (1)
 	}
 	sleep 0.02;
 }
+# the totals once more, now that every process born during the run is
+# gone: one reaped between the read of its parent and that of the list of
+# its children would be missed by the last look
+$tree = trees();
 open(my $fh, ">", "$out.tmp") or die "$out.tmp: $!";
 for my $l (sort keys %root)
 {
 	my $end = total($tree, $l);
-	die "process $root{$l} ($l) is gone\n" unless defined $start{$l};
 	printf $fh "total %s %s\n", $l,
 	  defined $end ? sprintf("%.2f", ($end - $start{$l}) / $hz) : "-";
 	for my $pid (sort { $a <=> $b } grep { $label{$_} eq $l } keys %first)

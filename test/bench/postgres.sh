@@ -128,6 +128,7 @@ if [ "${1:-}" = --watch ]; then
 			read -r -a kids < "$f" || true
 			for pid in "${kids[@]}"; do
 				# the ps title is one string (no fork: this polls)
+				title=
 				read -r -d '' title < "/proc/$pid/cmdline"
 				# shellcheck disable=SC2053
 				[[ $title == $pattern ]] && exec bash "$0" --sample "$pid" "$out"

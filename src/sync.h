@@ -75,7 +75,7 @@ extern void CtasSyncPlainRow(TupleTableSlot *slot, int ncolumns,
 /* in sync_status.c */
 extern void CtasSyncShmemRequest(void);
 extern void CtasSyncShmemStartup(void);
-extern void CtasSyncStatusAttach(int64 id);
+extern bool CtasSyncStatusAttach(int64 id);
 extern void CtasSyncStatusForget(int64 id);
 extern void CtasSyncStatusReport(uint64 rows, uint64 changes,
 								 TimestampTz caught_up_at);

@@ -1256,7 +1256,8 @@ ctas_fed_sync_main(Datum main_arg)
 						 CTAS_LOCKTAG_SYNC);
 	if (LockAcquire(&tag, ExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
 		proc_exit(0);
-	CtasSyncStatusAttach(id);
+	if (!CtasSyncStatusAttach(id))
+		proc_exit(0);			/* its database is being dropped */
 
 	PG_TRY();
 	{

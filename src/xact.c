@@ -244,6 +244,17 @@ fault_point(const char *name)
 	}
 }
 
+/*
+ * CtasFaultPointReached
+ *		fault_point, for the other files of the extension (the sync
+ *		workers).  Test support only.
+ */
+void
+CtasFaultPointReached(const char *name)
+{
+	fault_point(name);
+}
+
 static void
 forget_participants(void)
 {

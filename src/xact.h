@@ -22,5 +22,6 @@
 extern void CtasXactInit(void);
 extern CtasParticipant *CtasJoinTransaction(CtasCatalog *catalog);
 extern void CtasXactAddJob(CtasParticipant *part, CtasJobRef job);
+extern void CtasFaultPointReached(const char *name);
 
 #endif							/* CTAS_XACT_H */

@@ -60,6 +60,7 @@ typedef struct CtasSyncMetric
 /* in sync.c */
 extern void CtasSyncCheck(CtasLoad *load, Query *query, List *colnames);
 extern void CtasSyncCreate(CtasLoad *load);
+extern void CtasSyncExplain(CtasLoad *load, ExplainState *es);
 extern bool CtasSyncStop(Oid serverid, const char *schema, const char *table);
 extern void CtasSyncCheckIdle(Oid serverid);
 

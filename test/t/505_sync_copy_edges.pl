@@ -2,6 +2,9 @@
 # Copyright (c) 2026, ctas_fed developers
 
 # The edges of a continuous sync's initial copy:
+#  - EXPLAIN of a sync CTAS says what the sync will do: its key, that a
+#    PostgreSQL target's key is built after the rows of the copy, the
+#    publication the statement creates and the slot the worker creates;
 #  - a sync worker that has connected to its database but not yet
 #    registered itself when DROP DATABASE of that database begins (a fault
 #    point holds it there) exits by itself, and the DROP succeeds.
@@ -18,12 +21,54 @@ use CtasFed::Test;
 my $ch = start_clickhouse();
 my $local = new_cluster('local', conf => "wal_level = logical");
 clickhouse_catalog($local, $ch);
+# EXPLAIN without ANALYZE reaches no remote: a catalog nobody listens on
+postgres_catalog($local, undef, port => free_port());
+
+$local->safe_psql('postgres', q{
+CREATE TABLE vt (id int PRIMARY KEY, v int NOT NULL, note text);
+INSERT INTO vt SELECT g, 0, 'n' || g FROM generate_series(1, 100000) g;
+});
 
 sub our_slots
 {
 	return $local->safe_psql('postgres',
 		"SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'ctas_fed_sync_%'");
 }
+
+# ---- EXPLAIN ---------------------------------------------------------------
+my $dboid = $local->safe_psql('postgres',
+	q{SELECT oid FROM pg_database WHERE datname = current_database()});
+my $explain = $local->safe_psql('postgres', q{
+  EXPLAIN (COSTS OFF) CREATE TABLE wh.public.vt_copy WITH (sync = 'continuous')
+    AS SELECT id AS vid, v FROM vt WHERE v >= 0});
+note($explain);
+like($explain, qr/^\s*Remote Key: ALTER TABLE public\.vt_copy ADD PRIMARY KEY \(vid\)$/m,
+	'EXPLAIN: the remote key, named as the query projects it');
+like($explain,
+	qr/^\s*Remote Key Built: by the sync worker, after the rows of the initial copy, in their remote transaction$/m,
+	'EXPLAIN: the key is built after the copy');
+like($explain, qr/^\s*Sync: continuous$/m, 'EXPLAIN: Sync');
+like($explain, qr/^\s*Sync Source: public\.vt$/m, 'EXPLAIN: Sync Source');
+like($explain, qr/^\s*Sync Key: vid$/m, 'EXPLAIN: Sync Key');
+like($explain,
+	qr/^\s*Sync Publication: CREATE PUBLICATION ctas_fed_sync_${dboid}_<sync_id> FOR TABLE ONLY public\.vt$/m,
+	'EXPLAIN: the publication the statement creates');
+like($explain,
+	qr/^\s*Sync Slot: ctas_fed_sync_${dboid}_<sync_id> \(pgoutput\), created by the sync worker after commit$/m,
+	'EXPLAIN: the slot the worker creates');
+like($explain, qr/^\s*Sync Initial Copy: by the sync worker, under the snapshot of the slot's consistent point/m,
+	'EXPLAIN: the initial copy');
+like($explain, qr/^\s*Filter: \(v >= 0\)$/m, 'EXPLAIN: the plan of the query');
+$explain = $local->safe_psql('postgres', q{
+  EXPLAIN (COSTS OFF, FORMAT JSON) CREATE TABLE lake.dw.vt_copy WITH (sync = 'continuous')
+    AS SELECT id, v FROM vt});
+like($explain, qr/"Sync Key": \["id"\]/, 'EXPLAIN (FORMAT JSON): Sync Key is a list');
+like($explain, qr/"Remote DDL": "CREATE TABLE [^"]*ReplacingMergeTree\(_version\)/,
+	'EXPLAIN, ClickHouse: the table keyed for FINAL');
+unlike($explain, qr/Remote Key Built/, 'EXPLAIN, ClickHouse: no key built afterwards');
+is($local->safe_psql('postgres', q{
+	SELECT (SELECT count(*) FROM pg_publication) + (SELECT count(*) FROM ctas_fed.syncs)}),
+	'0', 'EXPLAIN: no publication and no job made');
 
 # ---- DROP DATABASE before the worker registers itself ----------------------
 # The database's own setting holds its sync worker 3 s at the fault point

@@ -209,7 +209,9 @@ status=0
 #   plain_pk  the same WITH (primary_key = 'id'): the same remote work as the
 #             sync (rows, then ALTER TABLE ... ADD PRIMARY KEY)
 #   sync      WITH (sync = 'continuous'), until its job is "streaming"
-#             (worker start, slot, copy, key, remote COMMIT)
+#             (worker start, slot, copy, key, remote COMMIT), polled every
+#             10 ms in ctas_fed.syncs (the jobs view costs more CPU, which
+#             the sync's processes would miss on a loaded machine)
 # Both clusters are checkpointed before each run.  The sync worker's DEBUG1
 # messages (log_min_messages of database bench) give the time of each phase
 # of its best run.
@@ -229,8 +231,8 @@ copy_once()
 		sync)
 			opts="WITH (sync = 'continuous')"
 			wait="DO \$\$ BEGIN
-  WHILE coalesce((SELECT state FROM ctas_fed.jobs WHERE mode = 'sync'
-                  AND target = 'public.$2'), '') <> 'streaming' LOOP
+  WHILE coalesce((SELECT state FROM ctas_fed.syncs
+                  WHERE remote_table = '$2'), '') <> 'streaming' LOOP
     IF clock_timestamp() - current_setting('bench.t0')::timestamptz > interval '600 s' THEN
       RAISE 'the sync did not reach streaming';
     END IF;

@@ -587,18 +587,20 @@ CtasSyncCreate(CtasLoad *load)
  *		and what the statement (publication) and then the sync worker
  *		(slot, initial copy) will make.  No effect anywhere: the names end
  *		with the job's sync_id, given only when the statement runs.
+ *		Allocates in the current memory context; does not ERROR.
  */
 void
 CtasSyncExplain(CtasLoad *load, ExplainState *es)
 {
 	CtasSync   *sync = load->sync;
+	char	   *nspname;
 	char	   *source;
 	char	   *name;
 	List	   *keys = NIL;
 	ListCell   *lc;
 
-	source = quote_qualified_identifier(get_namespace_name(get_rel_namespace(sync->relid)),
-										get_rel_name(sync->relid));
+	nspname = get_namespace_name(get_rel_namespace(sync->relid));
+	source = quote_qualified_identifier(nspname, get_rel_name(sync->relid));
 	name = psprintf("%s%u_<sync_id>", CTAS_SYNC_PREFIX, MyDatabaseId);
 	foreach(lc, sync->key_names)
 		keys = lappend(keys, (char *) quote_identifier(strVal(lfirst(lc))));

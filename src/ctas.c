@@ -942,6 +942,8 @@ explain_load(CtasLoad *load, Query *query, ExplainState *es,
 
 	ExplainOpenGroup("Federated Target", NULL, true, es);
 	load->routine->explain(load, es);
+	if (load->sync)
+		CtasSyncExplain(load, es);
 	if (load->opts.parallel > 0)
 		CtasParallelExplain(load, query, params, es);
 	if (es->analyze)

@@ -63,6 +63,7 @@
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_publication.h"
 #include "catalog/pg_type.h"
+#include "commands/explain.h"
 #include "commands/extension.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
@@ -671,6 +672,44 @@ CtasSyncCreate(CtasLoad *load)
 
 	/* the resolver starts the job's worker as soon as this commits */
 	CtasResolverNudgeAtCommit();
+}
+
+/*
+ * CtasSyncExplain
+ *		EXPLAIN of a sync CTAS, after the target's own properties: the key,
+ *		and what the statement (publication) and then the sync worker
+ *		(slot, initial copy) will make.  No effect anywhere: the names end
+ *		with the job's sync_id, given only when the statement runs.
+ *		Allocates in the current memory context; does not ERROR.
+ */
+void
+CtasSyncExplain(CtasLoad *load, ExplainState *es)
+{
+	CtasSync   *sync = load->sync;
+	char	   *nspname;
+	char	   *source;
+	char	   *name;
+	List	   *keys = NIL;
+	ListCell   *lc;
+
+	nspname = get_namespace_name(get_rel_namespace(sync->relid));
+	source = quote_qualified_identifier(nspname, get_rel_name(sync->relid));
+	name = psprintf("%s%u_<sync_id>", CTAS_SYNC_PREFIX, MyDatabaseId);
+	foreach(lc, sync->key_names)
+		keys = lappend(keys, (char *) quote_identifier(strVal(lfirst(lc))));
+
+	ExplainPropertyText("Sync", "continuous", es);
+	ExplainPropertyText("Sync Source", source, es);
+	ExplainPropertyList("Sync Key", keys, es);
+	ExplainPropertyText("Sync Publication",
+						psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s",
+								 name, source), es);
+	ExplainPropertyText("Sync Slot",
+						psprintf("%s (pgoutput), created by the sync worker after commit",
+								 name), es);
+	ExplainPropertyText("Sync Initial Copy",
+						"by the sync worker, under the snapshot of the slot's consistent point, then streaming from that point",
+						es);
 }
 
 /*

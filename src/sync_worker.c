@@ -502,7 +502,9 @@ do_copy(SyncJob *job)
 	int			save_sec;
 	uint64		rows = 0;
 	AttrNumber *plain;
+	TimestampTz at[5];			/* start, slot, catalog, rows, commit */
 
+	at[0] = GetCurrentTimestamp();
 	job_event(job, "copying", NULL);
 
 	/* a slot of an interrupted copy: begin again */
@@ -533,6 +535,7 @@ do_copy(SyncJob *job)
 	FreeDecodingContext(ctx);
 	ReplicationSlotPersist();
 	ReplicationSlotRelease();
+	at[1] = GetCurrentTimestamp();
 
 	PushActiveSnapshot(GetTransactionSnapshot());
 	check_source(job, true);
@@ -544,6 +547,7 @@ do_copy(SyncJob *job)
 	job->target.change_lsn = consistent;
 	job->apply->begin(&job->target);
 	job->apply->truncate(&job->target);
+	at[2] = GetCurrentTimestamp();
 
 	GetUserIdAndSecContext(&save_userid, &save_sec);
 	/* as for REFRESH MATERIALIZED VIEW: the owner's code, restricted */
@@ -572,8 +576,10 @@ do_copy(SyncJob *job)
 	ExecDropSingleTupleTableSlot(hslot);
 	table_close(rel, AccessShareLock);
 	SetUserIdAndSecContext(save_userid, save_sec);
+	at[3] = GetCurrentTimestamp();
 
 	job->apply->commit(&job->target, consistent);
+	at[4] = GetCurrentTimestamp();
 	job->applied = consistent;
 	CtasSyncStatusReport(rows, 0, 0);
 	CtasSyncFreeEval(ev);
@@ -583,6 +589,13 @@ do_copy(SyncJob *job)
 	ereport(LOG,
 			(errmsg("ctas_fed sync " INT64_FORMAT ": copied " UINT64_FORMAT " rows, streaming from %X/%X",
 					job->id, rows, LSN_FORMAT_ARGS(consistent))));
+	ereport(DEBUG1,
+			(errmsg_internal("ctas_fed sync " INT64_FORMAT " copy phases: started %ld ms after the job was created, slot %ld ms, catalog %ld ms, rows %ld ms, key and commit %ld ms",
+							 job->id, (long) ((at[0] - job->created_at) / 1000),
+							 (long) ((at[1] - at[0]) / 1000),
+							 (long) ((at[2] - at[1]) / 1000),
+							 (long) ((at[3] - at[2]) / 1000),
+							 (long) ((at[4] - at[3]) / 1000))));
 	return consistent;
 }
 
@@ -790,7 +803,8 @@ ctas_fed_sync_main(Datum main_arg)
 						 CTAS_LOCKTAG_SYNC);
 	if (LockAcquire(&tag, ExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
 		proc_exit(0);
-	CtasSyncStatusAttach(id);
+	if (!CtasSyncStatusAttach(id))
+		proc_exit(0);			/* its database is being dropped */
 
 	PG_TRY();
 	{

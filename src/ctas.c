@@ -512,6 +512,9 @@ CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt)
 		load->opts.if_exists = CTAS_IF_EXISTS_SKIP;
 	}
 	load->skip_data = into->skipData;
+	if (load->opts.if_exists == CTAS_IF_EXISTS_REPLACE ||
+		load->opts.if_exists == CTAS_IF_EXISTS_APPEND)
+		CtasSyncCheckTarget(serverid, load->schema, load->table);
 	if (load->opts.sync)
 	{
 		if (load->routine->sync == NULL)
@@ -939,6 +942,8 @@ explain_load(CtasLoad *load, Query *query, ExplainState *es,
 
 	ExplainOpenGroup("Federated Target", NULL, true, es);
 	load->routine->explain(load, es);
+	if (load->sync)
+		CtasSyncExplain(load, es);
 	if (load->opts.parallel > 0)
 		CtasParallelExplain(load, query, params, es);
 	if (es->analyze)

@@ -47,6 +47,7 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "parser/analyze.h"
+#include "parser/scansup.h"
 #include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
 #include "tcop/utility.h"
@@ -138,6 +139,12 @@ ctas_fed_create_tables_as(PG_FUNCTION_ARGS)
 				 errmsg("\"remote_schema\" must not be null")));
 	catalog_name = NameStr(*PG_GETARG_NAME(0));
 	remote_schema = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	/* a name of the statement: not empty, cut as the parser cuts one */
+	if (remote_schema[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"remote_schema\" must not be empty")));
+	truncate_identifier(remote_schema, strlen(remote_schema), true);
 
 	serverid = CtasCatalogServerOid(catalog_name);
 	if (!OidIsValid(serverid))
@@ -468,6 +475,27 @@ table_index(const char *option, const char *key, MultiTable *tables,
 }
 
 /*
+ * named_once
+ *		given[i] says whether an earlier key of the per-table object of
+ *		option already named table i (under another spelling: "t" and
+ *		"public.t"); ERROR (22023) if so, rather than letting the last one
+ *		win; else sets it.
+ */
+static void
+named_once(const char *option, const char *key, MultiTable *tables, int i,
+		   bool *given)
+{
+	if (given[i])
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("table %s is named more than once in option \"%s\"",
+						tables[i].source, option),
+				 errdetail("The key \"%s\" names a table that an earlier key named.",
+						   key)));
+	given[i] = true;
+}
+
+/*
  * parse_call_options
  *		Split the options object into MultiOptions; "rename" sets the
  *		targets of the tables it names.  A member's value is a scalar for
@@ -484,6 +512,7 @@ parse_call_options(Jsonb *options, MultiTable *tables, int ntables)
 	JsonbValue	v;
 	JsonbIteratorToken tok;
 	char	   *name = NULL;
+	bool	   *given;
 
 	if (options == NULL)
 		return NIL;
@@ -515,6 +544,7 @@ parse_call_options(Jsonb *options, MultiTable *tables, int ntables)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("option \"rename\" must be an object that maps tables to new names")));
+			given = palloc0(sizeof(bool) * ntables);
 			sub = JsonbIteratorInit(v.val.binary.data);
 			while ((stok = JsonbIteratorNext(&sub, &sv, true)) != WJB_DONE)
 			{
@@ -529,8 +559,18 @@ parse_call_options(Jsonb *options, MultiTable *tables, int ntables)
 								(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 								 errmsg("new name of table \"%s\" in option \"rename\" must be a non-empty string",
 										key)));
+					named_once(name, key, tables, i, given);
 					tables[i].target = pnstrdup(sv.val.string.val,
 												sv.val.string.len);
+
+					/*
+					 * The name of a statement's table is cut at NAMEDATALEN
+					 * - 1 bytes by the parser (and by a remote PostgreSQL):
+					 * cut here too, so that two names equal in their first
+					 * 63 bytes clash here rather than in the remote.
+					 */
+					truncate_identifier(tables[i].target,
+										strlen(tables[i].target), true);
 				}
 			}
 			continue;
@@ -552,7 +592,7 @@ parse_call_options(Jsonb *options, MultiTable *tables, int ntables)
 				{
 					int			i = table_index(name, key, tables, ntables);
 
-					opt->given[i] = true;
+					named_once(name, key, tables, i, opt->given);
 					opt->values[i] = json_scalar_arg(name, &sv);
 				}
 			}

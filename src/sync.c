@@ -7,12 +7,14 @@
  * The statement's own transaction does everything that must be atomic with
  * it, and nothing that cannot be:
  *
- *	CtasSyncCheck	before any remote work: the query is eligible (one plain
- *					table with a key, a projection and a WHERE of immutable
- *					expressions of its row), wal_level is logical, a
- *					replication slot is free; the remote key is the source's
- *					identity, projected as plain columns; the load is made
- *					"WITH NO DATA" (the sync worker copies the rows)
+ *	CtasSyncCheck	before any remote work: the user may create a
+ *					replication slot (superuser or REPLICATION), the query
+ *					is eligible (one plain table with a key, a projection
+ *					and a WHERE of immutable expressions of its row),
+ *					wal_level is logical, a replication slot is free; the
+ *					remote key is the source's identity, projected as plain
+ *					columns; the load is made "WITH NO DATA" (the sync
+ *					worker copies the rows)
  *	(ctas.c)		the remote table is created as for any atomic CTAS: in
  *					the remote transaction, prepared at pre-commit and
  *					committed after the local commit (xact.c)
@@ -44,7 +46,11 @@
  * query as a node tree, the key, the names of the publication and slot) and
  * its state.  Only the extension's owner may write that table; the row is
  * inserted with the owner's identity, the publication with the caller's,
- * so that only the owner of the source table can sync it.
+ * so that only the owner of the source table can sync it, and then given
+ * to the extension's owner, so that only the job changes it.
+ *
+ * CtasSyncCheckTarget keeps other loads off a synced table: a CTAS that
+ * would replace it or add rows to it is refused while its sync runs.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -63,8 +69,11 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_publication.h"
 #include "catalog/pg_type.h"
+#include "commands/explain.h"
 #include "commands/extension.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
@@ -88,6 +97,7 @@
 static void ineligible(const char *what) pg_attribute_noreturn();
 static void check_query_shape(Query *query);
 static void check_relation(CtasSync *sync, RangeTblEntry *rte);
+static void check_privileges(Query *query);
 static void check_settings(void);
 static void collect_columns(CtasSync *sync, Query *query);
 static void derive_key(CtasLoad *load, CtasSync *sync, Query *query,
@@ -125,6 +135,20 @@ CtasSyncCheck(CtasLoad *load, Query *query, List *colnames)
 	RangeTblEntry *rte;
 	ListCell   *lc;
 
+	/*
+	 * The job holds a logical replication slot, and with it WAL and the
+	 * catalog rows that decoding needs, for as long as it runs: the same
+	 * right PostgreSQL requires of whoever creates a slot
+	 * (CheckSlotPermissions).
+	 */
+	if (!has_rolreplication(GetUserId()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to create a continuous sync"),
+				 errdetail("A continuous sync holds a logical replication slot, which only superusers and roles with the REPLICATION attribute may create."),
+				 errhint("Ask a superuser for ALTER ROLE %s REPLICATION, or remove the option \"sync\" for a one-time load.",
+						 quote_identifier(GetUserNameFromId(GetUserId(), false)))));
+
 	if (!load->opts.atomic)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -137,6 +161,7 @@ CtasSyncCheck(CtasLoad *load, Query *query, List *colnames)
 				 errdetail("A synced table must be a new table: the rows of another one could not be kept equal to the query.")));
 
 	check_query_shape(query);
+	check_privileges(query);
 	rte = linitial_node(RangeTblEntry, query->rtable);
 	check_relation(sync, rte);
 	collect_columns(sync, query);
@@ -209,6 +234,46 @@ check_query_shape(Query *query)
 				 errmsg("continuous sync does not support volatile or stable functions"),
 				 errdetail("Every change of the source is evaluated when it is applied, so the query may use only immutable functions and operators."),
 				 errhint("Remove the option \"sync\" for a one-time load.")));
+}
+
+/* check_privileges_walker's callback: EXECUTE on one function */
+static bool
+check_execute(Oid funcid, void *context)
+{
+	AclResult	aclresult = pg_proc_aclcheck(funcid, GetUserId(),
+											 ACL_EXECUTE);
+
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_FUNCTION, get_func_name(funcid));
+	return false;
+}
+
+/* every function an expression calls, as ExecInitExpr would check it */
+static bool
+check_privileges_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	/* the executor does not check the I/O functions of a coercion */
+	if (!IsA(node, CoerceViaIO))
+		(void) check_functions_in_node(node, check_execute, context);
+	return expression_tree_walker(node, check_privileges_walker, context);
+}
+
+/*
+ * check_privileges
+ *		The query of a sync is not executed by its statement, which would
+ *		check the caller's SELECT on the table (and its columns) and
+ *		EXECUTE on each function and operator: check them here, as the
+ *		executor would.  The worker later runs the query as the caller.
+ *		ereport(ERROR) on the first privilege missing.
+ */
+static void
+check_privileges(Query *query)
+{
+	(void) ExecCheckRTPerms(query->rtable, true);
+	(void) check_privileges_walker((Node *) query->targetList, NULL);
+	(void) check_privileges_walker(query->jointree->quals, NULL);
 }
 
 /*
@@ -490,11 +555,13 @@ list_to_text_array(List *list, bool ints)
 /*
  * CtasSyncCreate
  *		After the remote CREATE TABLE of a sync CTAS, in the statement's
- *		transaction: the publication of the source table (with the caller's
- *		privileges: only the owner of the table may publish it) and the
- *		job's row in ctas_fed.syncs (with the extension owner's).  Both roll
- *		back with the transaction.  The resolver of the database starts the
- *		sync worker once the row is committed.  ereport(ERROR) on failure.
+ *		transaction: the publication of the source table (created with the
+ *		caller's privileges: only the owner of the table may publish it;
+ *		then given to the extension's owner, so that the caller cannot
+ *		change it) and the job's row in ctas_fed.syncs (with the extension
+ *		owner's).  Both roll back with the transaction.  The resolver of the
+ *		database starts the sync worker once the row is committed.
+ *		ereport(ERROR) on failure.
  */
 void
 CtasSyncCreate(CtasLoad *load)
@@ -534,19 +601,61 @@ CtasSyncCreate(CtasLoad *load)
 	name = psprintf("%s%u_" INT64_FORMAT, CTAS_SYNC_PREFIX, MyDatabaseId,
 					DatumGetInt64(stream_id));
 
+	/*
+	 * The name of the publication and the slot of a new stream.  Anyone who
+	 * may create a publication (or a slot) can take the next names first:
+	 * skip the names in use rather than fail, or drop someone else's slot
+	 * later.
+	 */
+	while (DatumGetInt64(stream_id) == DatumGetInt64(id) &&
+		   (OidIsValid(get_publication_oid(name, true)) ||
+			SearchNamedReplicationSlot(name, true) != NULL))
+	{
+		CHECK_FOR_INTERRUPTS();
+		run_as(owner, "SELECT pg_catalog.nextval('ctas_fed.syncs_sync_id_seq')",
+			   0, NULL, NULL, &id);
+		stream_id = id;
+		name = psprintf("%s%u_" INT64_FORMAT, CTAS_SYNC_PREFIX, MyDatabaseId,
+						DatumGetInt64(id));
+	}
+
 	rel = relation_open(sync->relid, AccessShareLock);
 	relname = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 										 RelationGetRelationName(rel));
 	if (DatumGetInt64(stream_id) == DatumGetInt64(id))
+	{
 		run_as(GetUserId(),
 			   psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s",
 						quote_identifier(name), relname),
 			   0, NULL, NULL, NULL);
+
+		/*
+		 * The publication is then the job's: its creator could otherwise
+		 * ALTER it to publish inserts only (the remote table would silently
+		 * keep deleted rows), or drop or rename it (the worker would retry
+		 * for ever while its slot holds WAL).
+		 */
+		run_as(owner,
+			   psprintf("ALTER PUBLICATION %s OWNER TO %s",
+						quote_identifier(name),
+						quote_identifier(GetUserNameFromId(owner, false))),
+			   0, NULL, NULL, NULL);
+	}
 	else
-		run_as(GetUserId(),
+	{
+		/*
+		 * The stream's publication is the extension owner's already: the
+		 * caller must own the table, as to publish it himself.
+		 */
+		if (!pg_class_ownercheck(sync->relid, GetUserId()))
+			aclcheck_error(ACLCHECK_NOT_OWNER,
+						   get_relkind_objtype(get_rel_relkind(sync->relid)),
+						   RelationGetRelationName(rel));
+		run_as(owner,
 			   psprintf("ALTER PUBLICATION %s ADD TABLE ONLY %s",
 						quote_identifier(name), relname),
 			   0, NULL, NULL, NULL);
+	}
 
 	/* the names and types the query reads, to detect DDL on them */
 	foreach(lc, sync->attnums)
@@ -615,11 +724,49 @@ CtasSyncCreate(CtasLoad *load)
 }
 
 /*
+ * CtasSyncExplain
+ *		EXPLAIN of a sync CTAS, after the target's own properties: the key,
+ *		and what the statement (publication) and then the sync worker
+ *		(slot, initial copy) will make.  No effect anywhere: the names end
+ *		with the job's sync_id, given only when the statement runs.
+ *		Allocates in the current memory context; does not ERROR.
+ */
+void
+CtasSyncExplain(CtasLoad *load, ExplainState *es)
+{
+	CtasSync   *sync = load->sync;
+	char	   *nspname;
+	char	   *source;
+	char	   *name;
+	List	   *keys = NIL;
+	ListCell   *lc;
+
+	nspname = get_namespace_name(get_rel_namespace(sync->relid));
+	source = quote_qualified_identifier(nspname, get_rel_name(sync->relid));
+	name = psprintf("%s%u_<sync_id>", CTAS_SYNC_PREFIX, MyDatabaseId);
+	foreach(lc, sync->key_names)
+		keys = lappend(keys, (char *) quote_identifier(strVal(lfirst(lc))));
+
+	ExplainPropertyText("Sync", "continuous", es);
+	ExplainPropertyText("Sync Source", source, es);
+	ExplainPropertyList("Sync Key", keys, es);
+	ExplainPropertyText("Sync Publication",
+						psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s",
+								 name, source), es);
+	ExplainPropertyText("Sync Slot",
+						psprintf("%s (pgoutput), created by the sync worker after commit",
+								 name), es);
+	ExplainPropertyText("Sync Initial Copy",
+						"by the sync worker, under the snapshot of the slot's consistent point, then streaming from that point",
+						es);
+}
+
+/*
  * CtasSyncStop
  *		Stop the running syncs into catalog serverid's schema.table, in the
  *		current transaction: take their tables out of their streams'
  *		publications, or drop a publication when no other job of its stream
- *		runs (as the jobs' owners), and mark them "stopped".  After commit
+ *		runs (as the extension's owner, whose they are), and mark them "stopped".  After commit
  *		their workers leave them at their next round, and the resolver
  *		drops the slot of a stream that has no running job left
  *		(sync_worker.c).  Returns whether there was any.  ereport(ERROR)
@@ -698,11 +845,11 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("must be a member of role \"%s\" to stop its sync into \"%s.%s\"",
 							GetUserNameFromId(owners[i], false), schema, table)));
-		/* the publication is the job owner's; others may still use it */
+		/* the publication is the job's (CtasSyncCreate); others may use it */
 		if (shared[i])
-			CtasSyncUnpublish(publications[i], sources[i], owners[i]);
+			CtasSyncUnpublish(publications[i], sources[i], owner);
 		else
-			run_as(owners[i],
+			run_as(owner,
 				   psprintf("DROP PUBLICATION IF EXISTS %s",
 							quote_identifier(publications[i])),
 				   0, NULL, NULL, NULL);
@@ -742,6 +889,58 @@ ctas_fed_stop_sync(PG_FUNCTION_ARGS)
 				 errmsg("there is no running sync into \"%s\"",
 						text_to_cstring(target))));
 	PG_RETURN_VOID();
+}
+
+/*
+ * CtasSyncCheckTarget
+ *		Before a CTAS with if_exists 'replace' or 'append' into catalog
+ *		serverid's schema.table: ERROR (55006) while a sync runs into that
+ *		table, which holds the rows of the sync's query and nothing else.
+ */
+void
+CtasSyncCheckTarget(Oid serverid, const char *schema, const char *table)
+{
+	Oid			syncs_relid;
+	Oid			owner = syncs_owner(&syncs_relid);
+	Oid			save_userid;
+	int			save_sec;
+	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+	char	   *state = NULL;
+	MemoryContext outercxt = CurrentMemoryContext;
+
+	values[0] = ObjectIdGetDatum(serverid);
+	values[1] = CStringGetTextDatum(schema);
+	values[2] = CStringGetTextDatum(table);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT state FROM ctas_fed.syncs "
+							  "WHERE server = $1 AND remote_schema = $2 "
+							  "AND remote_table = $3 "
+							  "AND state IN ('copying', 'streaming') LIMIT 1",
+							  3, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read ctas_fed.syncs");
+	if (SPI_processed > 0)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(outercxt);
+
+		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec);
+
+	if (state != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("continuous sync into \"%s.%s.%s\" is %s",
+						GetForeignServer(serverid)->servername, schema, table,
+						state),
+				 errdetail("A synced table holds the rows of its query: another CREATE TABLE AS may not replace it or add rows to it."),
+				 errhint("Stop the sync with ctas_fed.stop_sync() first.")));
 }
 
 /*

@@ -62,7 +62,10 @@ typedef struct CtasSyncMetric
 /* in sync.c */
 extern void CtasSyncCheck(CtasLoad *load, Query *query, List *colnames);
 extern void CtasSyncCreate(CtasLoad *load);
+extern void CtasSyncExplain(CtasLoad *load, ExplainState *es);
 extern bool CtasSyncStop(Oid serverid, const char *schema, const char *table);
+extern void CtasSyncCheckTarget(Oid serverid, const char *schema,
+								const char *table);
 extern void CtasSyncCheckIdle(Oid serverid);
 
 /* in sync_worker.c */
@@ -79,7 +82,7 @@ extern void CtasSyncPlainRow(TupleTableSlot *slot, int ncolumns,
 /* in sync_status.c */
 extern void CtasSyncShmemRequest(void);
 extern void CtasSyncShmemStartup(void);
-extern void CtasSyncStatusAttach(int64 id);
+extern bool CtasSyncStatusAttach(int64 id);
 extern void CtasSyncStatusUse(int64 id);
 extern void CtasSyncStatusRelease(int64 id);
 extern void CtasSyncStatusForget(int64 id);

@@ -119,7 +119,17 @@ CtasSyncBuildEval(SyncJob *job)
 	Node	   *quals = job->query->jointree->quals;
 	ListCell   *lc;
 	int			n = 0;
+	Oid			save_userid;
+	int			save_sec;
 
+	/*
+	 * As the owner, restricted: preparing the expressions folds immutable
+	 * functions of constants (the owner's code) and checks EXECUTE.  An
+	 * ERROR here restores the identity with the transaction's abort.
+	 */
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(job->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
 	ev->estate = CreateExecutorState();
 	ev->econtext = GetPerTupleExprContext(ev->estate);
 	if (quals != NULL)
@@ -136,6 +146,7 @@ CtasSyncBuildEval(SyncJob *job)
 									   ev->estate);
 		n++;
 	}
+	SetUserIdAndSecContext(save_userid, save_sec);
 	ev->nexprs = n;
 	if (n != job->target.ncolumns)
 		elog(ERROR, "sync " INT64_FORMAT ": query has %d columns, the remote table %d",
@@ -307,8 +318,11 @@ tuple_keys(SyncJob *job, LogicalRepTupleData *tup, char **keys)
 
 		if (c < 0 || c >= tup->ncols ||
 			tup->colstatus[c] != LOGICALREP_COLUMN_TEXT)
-			elog(ERROR, "sync " INT64_FORMAT ": a change without its key",
-				 job->id);
+			SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					  errmsg("a change of the source of sync " INT64_FORMAT " does not carry the sync's key",
+							 job->id),
+					  errdetail("The replica identity of the source table no longer contains the key columns."),
+					  errhint("Stop the sync with ctas_fed.stop_sync() and create it again."));
 		keys[k] = tup->colvalues[c].data;
 	}
 }

@@ -13,7 +13,9 @@
  * while no worker runs, until the resolver forgets a stopped or failed
  * job.  The entries also find the
  * workers of a database that DROP DATABASE must stop first
- * (CtasSyncStopDatabase).
+ * (CtasSyncStopDatabase), which also marks the database as stopping under
+ * the same lock: a worker that comes later (started just before, not
+ * attached yet) finds the mark when it attaches and exits by itself.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -41,6 +43,7 @@
 #include "utils/wait_event.h"
 
 #include "sync.h"
+#include "xact.h"
 
 /* status entries per possible background worker (a worker runs a stream) */
 #define SYNC_STATUS_PER_WORKER	4
@@ -64,9 +67,26 @@ typedef struct SyncStatus
 								 * been applied */
 } SyncStatus;
 
+/*
+ * A database whose sync workers CtasSyncStopDatabase stopped, and until
+ * when new ones may not attach: longer than its own wait and DROP
+ * DATABASE's for the other users of the database together (10 s + 5 s),
+ * shorter than the pause of the database's resolver (worker.c, 30 s), which
+ * starts the workers again should the command fail.
+ */
+#define SYNC_STOPPING_SLOTS	8
+#define SYNC_STOPPING_SECS	20
+
+typedef struct SyncStopping
+{
+	Oid			dboid;
+	TimestampTz until;
+} SyncStopping;
+
 typedef struct SyncShared
 {
 	LWLock	   *lock;
+	SyncStopping stopping[SYNC_STOPPING_SLOTS];
 	int			nentries;
 	SyncStatus	entries[FLEXIBLE_ARRAY_MEMBER];
 } SyncShared;
@@ -142,23 +162,43 @@ sync_status_release(int code, Datum arg)
 
 /*
  * CtasSyncStatusAttach
- *		In a sync worker: take the status entry of job id, the one an
- *		earlier worker of the job left, else a free one; none when they are
- *		all taken (the job then runs without counters).  The entry becomes
- *		the one the other functions of a worker use (CtasSyncStatusUse).
+ *		In a sync worker, once connected to its database: take the status
+ *		entry of job id, the one an earlier worker of the job left, else a
+ *		free one; none when they are all taken (the job then runs without
+ *		counters).  The entry becomes the one the other functions of a
+ *		worker use (CtasSyncStatusUse).  Returns false, attaching nothing,
+ *		while CtasSyncStopDatabase has the database marked: the worker must
+ *		exit.
  */
-void
+bool
 CtasSyncStatusAttach(int64 id)
 {
 	static bool registered = false;
 	SyncStatus *free_entry = NULL;
+	TimestampTz now;
 	int			i;
 
+	/* tests: a worker connected to its database but not attached yet */
+	CtasXactFaultPoint("sync_worker_attach");
+
+	now = GetCurrentTimestamp();
 	if (!registered)
 		before_shmem_exit(sync_status_release, (Datum) 0);
 	registered = true;
 	my_status = NULL;
 	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < SYNC_STOPPING_SLOTS; i++)
+	{
+		if (sync_shared->stopping[i].dboid == MyDatabaseId &&
+			sync_shared->stopping[i].until > now)
+		{
+			LWLockRelease(sync_shared->lock);
+			ereport(LOG,
+					(errmsg("ctas_fed sync " INT64_FORMAT ": the worker exits, its database is being dropped or changed",
+							id)));
+			return false;
+		}
+	}
 	for (i = 0; i < sync_shared->nentries; i++)
 	{
 		SyncStatus *e = &sync_shared->entries[i];
@@ -193,6 +233,7 @@ CtasSyncStatusAttach(int64 id)
 		my_entries = lappend(my_entries, my_status);
 		MemoryContextSwitchTo(oldcxt);
 	}
+	return true;
 }
 
 /*
@@ -395,23 +436,44 @@ database_busy(Oid dboid)
  * CtasSyncStopDatabase
  *		Before DROP DATABASE and the other commands that need the database
  *		to themselves (utility.c), after the database's resolver, which
- *		starts the sync workers, is paused: terminate the sync workers of
- *		dboid and, when there were any, wait up to 10 s until none runs
- *		and none of the database's replication slots is active, so that
- *		DROP DATABASE finds them inactive and drops them.  A job whose
- *		worker is stopped this way is started again by the resolver,
- *		should the command fail.  Raises an error only on interrupts.
+ *		starts the sync workers, is paused: mark dboid as stopping for
+ *		SYNC_STOPPING_SECS, terminate its sync workers and, when there were
+ *		any, wait up to 10 s until none runs and none of the database's
+ *		replication slots is active, so that DROP DATABASE finds them
+ *		inactive and drops them.  A worker registered before the resolver
+ *		was paused that attaches only after this (CtasSyncStatusAttach)
+ *		sees the mark and exits by itself, within the time DROP DATABASE
+ *		waits for the other users of the database.  A job whose worker is
+ *		stopped this way is started again by the resolver, should the
+ *		command fail.  Raises an error only on interrupts.
  */
 void
 CtasSyncStopDatabase(Oid dboid)
 {
 	bool		signalled = false;
+	TimestampTz now = GetCurrentTimestamp();
+	SyncStopping *mark = NULL;
 	int			i;
 
 	if (sync_shared == NULL || !OidIsValid(dboid))
 		return;
 
-	LWLockAcquire(sync_shared->lock, LW_SHARED);
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	/* the database's own mark, else a lapsed one, else the oldest */
+	for (i = 0; i < SYNC_STOPPING_SLOTS; i++)
+	{
+		SyncStopping *s = &sync_shared->stopping[i];
+
+		if (s->dboid == dboid)
+		{
+			mark = s;
+			break;
+		}
+		if (mark == NULL || s->until < mark->until)
+			mark = s;
+	}
+	mark->dboid = dboid;
+	mark->until = TimestampTzPlusMilliseconds(now, SYNC_STOPPING_SECS * 1000);
 	for (i = 0; i < sync_shared->nentries; i++)
 	{
 		SyncStatus *e = &sync_shared->entries[i];

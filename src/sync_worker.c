@@ -135,6 +135,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -372,7 +373,14 @@ load_job(int64 id)
 	job->job_id = DatumGetInt64(spi_datum(0, 16));
 	job->created_at = DatumGetTimestampTz(spi_datum(0, 17));
 	job->stream_id = DatumGetInt64(spi_datum(0, 18));
+
+	/*
+	 * The owner's catalog, USAGE and user mapping: their loss does not
+	 * heal by itself, and a job retried for ever would hold its slot's WAL.
+	 */
+	CtasSyncFailed = true;
 	job->target.catalog = CtasGetCatalog(serverid, job->owner, true, true);
+	CtasSyncFailed = false;
 	job->apply = CtasCatalogRoutine(job->target.catalog)->sync;
 	if (job->apply == NULL)
 		SYNC_FAIL(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -447,6 +455,23 @@ check_source(SyncJob *job, bool columns)
 		SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				  errmsg("the owner of sync " INT64_FORMAT " may no longer read table \"%s\"",
 						 job->id, RelationGetRelationName(rel)));
+
+	/*
+	 * The changes come from the WAL, past any row-level security policy:
+	 * a table whose policies now apply to the owner cannot be synced (the
+	 * statement refuses it too), nor may an owner who lost the right to
+	 * hold a replication slot keep one.
+	 */
+	if (check_enable_rls(job->relid, job->owner, true) == RLS_ENABLED)
+		SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				  errmsg("row-level security applies to the owner of sync " INT64_FORMAT " on table \"%s\"",
+						 job->id, RelationGetRelationName(rel)),
+				  errdetail("Logical decoding would send rows the policies hide."));
+	if (!has_rolreplication(job->owner))
+		SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				  errmsg("the owner of sync " INT64_FORMAT " no longer has the REPLICATION attribute",
+						 job->id),
+				  errdetail("A continuous sync holds a replication slot, which only superusers and roles with REPLICATION may do."));
 	for (i = 0; columns && i < job->ncols; i++)
 	{
 		Form_pg_attribute att;
@@ -649,7 +674,7 @@ open_target(SyncJob *job)
  *		transaction that stores consistent, the slot's consistent point.
  */
 static void
-copy_job(SyncJob *job, XLogRecPtr consistent)
+copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 {
 	Relation	rel;
 	TableScanDesc scan;
@@ -659,7 +684,10 @@ copy_job(SyncJob *job, XLogRecPtr consistent)
 	int			save_sec;
 	uint64		rows = 0;
 	AttrNumber *plain;
+	TimestampTz at[5];			/* start, slot, catalog, rows, commit */
 
+	at[0] = started;
+	at[1] = GetCurrentTimestamp();
 	check_source(job, true);
 	open_target(job);
 	ev = CtasSyncBuildEval(job);
@@ -669,6 +697,7 @@ copy_job(SyncJob *job, XLogRecPtr consistent)
 	job->target.change_lsn = consistent;
 	job->apply->begin(&job->target);
 	job->apply->truncate(&job->target);
+	at[2] = GetCurrentTimestamp();
 
 	GetUserIdAndSecContext(&save_userid, &save_sec);
 	/* as for REFRESH MATERIALIZED VIEW: the owner's code, restricted */
@@ -697,8 +726,10 @@ copy_job(SyncJob *job, XLogRecPtr consistent)
 	ExecDropSingleTupleTableSlot(hslot);
 	table_close(rel, AccessShareLock);
 	SetUserIdAndSecContext(save_userid, save_sec);
+	at[3] = GetCurrentTimestamp();
 
 	job->apply->commit(&job->target, consistent);
+	at[4] = GetCurrentTimestamp();
 	job->applied = consistent;
 	CtasSyncStatusUse(job->id);
 	CtasSyncStatusReport(rows, 0, 0);
@@ -707,6 +738,13 @@ copy_job(SyncJob *job, XLogRecPtr consistent)
 	ereport(LOG,
 			(errmsg("ctas_fed sync " INT64_FORMAT ": copied " UINT64_FORMAT " rows, streaming from %X/%X",
 					job->id, rows, LSN_FORMAT_ARGS(consistent))));
+	ereport(DEBUG1,
+			(errmsg_internal("ctas_fed sync " INT64_FORMAT " copy phases: started %ld ms after the job was created, slot %ld ms, catalog %ld ms, rows %ld ms, key and commit %ld ms",
+							 job->id, (long) ((at[0] - job->created_at) / 1000),
+							 (long) ((at[1] - at[0]) / 1000),
+							 (long) ((at[2] - at[1]) / 1000),
+							 (long) ((at[3] - at[2]) / 1000),
+							 (long) ((at[4] - at[3]) / 1000))));
 }
 
 /*
@@ -723,6 +761,7 @@ do_copy(List *jobs)
 	Snapshot	snap;
 	XLogRecPtr	consistent;
 	ListCell   *lc;
+	TimestampTz started = GetCurrentTimestamp();
 
 	foreach(lc, jobs)
 		job_event(lfirst(lc), "copying", NULL);
@@ -758,7 +797,7 @@ do_copy(List *jobs)
 
 	PushActiveSnapshot(GetTransactionSnapshot());
 	foreach(lc, jobs)
-		copy_job(lfirst(lc), consistent);
+		copy_job(lfirst(lc), consistent, started);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
@@ -1055,6 +1094,13 @@ ctas_fed_sync_main(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname(psprintf("ctas_fed sync " INT64_FORMAT, stream_id));
 
+	/*
+	 * The owner's functions run with an empty search_path, as in
+	 * PostgreSQL's apply worker: an unqualified name in them cannot reach
+	 * another user's object in a schema of the default path.
+	 */
+	SetConfigOption("search_path", "", PGC_SUSET, PGC_S_OVERRIDE);
+
 	job_cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed sync job",
 									ALLOCSET_DEFAULT_SIZES);
 
@@ -1083,7 +1129,8 @@ ctas_fed_sync_main(Datum main_arg)
 		{
 			SyncJob    *job = lfirst(lc);
 
-			CtasSyncStatusAttach(job->id);
+			if (!CtasSyncStatusAttach(job->id))
+				proc_exit(0);	/* its database is being dropped */
 			CtasSyncStatusLabels(job->target.catalog->name, job->target.schema,
 								 job->target.table, job->slot_name);
 			if (strcmp(job->state, "copying") == 0)

@@ -246,7 +246,8 @@ fault_point(const char *name)
 
 /*
  * CtasXactFaultPoint
- *		fault_point for the other steps of a statement (parallel.c).
+ *		fault_point for the other files of the extension (parallel.c,
+ *		the sync workers).  Test support only.
  */
 void
 CtasXactFaultPoint(const char *name)

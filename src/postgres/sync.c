@@ -150,6 +150,7 @@ pg_sync_open(CtasSyncTarget *t)
 {
 	PgSyncState *st = palloc0(sizeof(PgSyncState));
 	StringInfoData buf;
+	PGresult   *res;
 	int			i;
 
 	st->qualified = psprintf("%s.%s", quote_identifier(t->schema),
@@ -222,6 +223,33 @@ pg_sync_open(CtasSyncTarget *t)
 			   psprintf("CREATE TABLE IF NOT EXISTS %s "
 						"(job text PRIMARY KEY, lsn pg_catalog.pg_lsn NOT NULL)",
 						st->progress));
+
+	/*
+	 * The table holds the position of every sync into the schema: one that
+	 * another remote role owns (made first, or on purpose) could make this
+	 * sync skip changes, so it is not used.
+	 */
+	res = CtasPgQuery(st->conn, t->catalog,
+					  psprintf("SELECT pg_catalog.pg_get_userbyid(c.relowner) "
+							   "FROM pg_catalog.pg_class c "
+							   "WHERE c.oid = %s::pg_catalog.regclass "
+							   "AND c.relowner OPERATOR(pg_catalog.<>) "
+							   "(SELECT r.oid FROM pg_catalog.pg_roles r "
+							   "WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)",
+							   quote_literal_cstr(st->progress)));
+	if (PQntuples(res) > 0)
+	{
+		char	   *owner = pstrdup(PQgetvalue(res, 0, 0));
+
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("sync progress table %s on catalog \"%s\" is owned by role \"%s\", not by the catalog's user",
+						st->progress, t->catalog->name, owner),
+				 errdetail("The table holds the applied position of every sync into its schema; its owner could make this sync skip changes."),
+				 errhint("Sync into a schema of its own for each remote user, or make the remote user of this catalog the table's owner.")));
+	}
+	PQclear(res);
 	CtasPgExec(st->conn, t->catalog, "COMMIT");
 
 	read_remote_table(t);

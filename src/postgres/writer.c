@@ -533,6 +533,9 @@ pg_explain(CtasLoad *load, ExplainState *es)
 						es);
 	if (pk)
 		ExplainPropertyText("Remote Key", pk, es);
+	if (pk && load->sync)		/* postgres/sync.c: with the copy */
+		ExplainPropertyText("Remote Key Built",
+							"by the sync worker, after the rows of the initial copy, in their remote transaction", es);
 	if (!load->skip_data)
 		ExplainPropertyText("Remote Load",
 							copy_sql(load, qualified_name(load),

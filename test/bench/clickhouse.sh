@@ -46,9 +46,20 @@
 # buffers) and VmHWM of the backend; for the pipe, the peak RSS of curl
 # (/usr/bin/time).
 #
-# Output: the raw runs, then a Markdown table and the verdict on the goals
-# of issue 5 (>= 1.0x the pipe, flat memory).  Exit status 0 when every
-# run succeeded (whatever the verdict), 1 otherwise.
+# CPU (user + system, in seconds, the difference between the start and the
+# end of each run; cpu_watch_start in lib.sh): the PostgreSQL cluster's
+# whole process tree (backends, parallel workers, walwriter, checkpointer;
+# those that exited during the run included), the clickhouse-server process
+# (all its threads), the client processes (psql; the pipe's psql and curl)
+# from the shell that waits for them; per process: the session's backend
+# (the leader, or the pipe's COPY TO), each parallel worker, and the
+# busiest threads of clickhouse-server.
+#
+# Output: the raw runs, then a Markdown table, the CPU figures, and the
+# verdict on the goals of issue 5 (>= 1.0x the pipe, flat memory) and
+# issue 11 (parallel = 2 at >= 1.3x the pipe).  Exit status 0 when every
+# run succeeded and every goal was met, 3 when every run succeeded but a
+# goal was not met, 1 otherwise.
 #
 # Internal: "clickhouse.sh --sample PID OUTFILE" is the memory sampler;
 # "clickhouse.sh --summary WORKDIR/clickhouse_results.txt" prints the table again.
@@ -73,27 +84,56 @@ if [ "${1:-}" = --sample ]; then
 	exit 0
 fi
 
-# summary FILE: lines "rows method run seconds rssanon_kB vmhwm_kB"
+# summary FILE: lines "rows method run seconds rssanon_kB vmhwm_kB
+# postgres_cpu_s clickhouse_cpu_s client_cpu_s local_backend_cpu_s
+# workers_cpu_s clickhouse_threads_cpu_s" (the last two "a+b+...", largest
+# first; "-" where not measured)
 summary()
 {
-	awk '
+	awk -v ncpu="$(nproc)" '
 	# a stated goal: "met" or "NOT met", counted; any NOT met makes the
 	# exit status 1
 	function verdict(ok) { if (!ok) notmet++; return ok ? "met" : "NOT met" }
 	function mb(kb) { return sprintf("%.1f MB", kb / 1024) }
 	function has(n, m) { return (n SUBSEP m) in best }
+	function num(v) { return v == "-" || v == "" ? 0 : v }
+	function sumof(list,   a, c, i, t) {
+		if (list == "-" || list == "") return 0
+		c = split(list, a, "+")
+		for (i = 1; i <= c; i++) t += a[i]
+		return t
+	}
+	function count(list,   a) { return list == "-" || list == "" ? 0 : split(list, a, "+") }
+	# the run of median total CPU of key k: its line
+	function median(k,   i, j, t, c, idx) {
+		c = nrun[k]
+		for (i = 1; i <= c; i++) idx[i] = i
+		for (i = 1; i <= c; i++)
+			for (j = i + 1; j <= c; j++)
+				if (tot[k, idx[j]] < tot[k, idx[i]]) { t = idx[i]; idx[i] = idx[j]; idx[j] = t }
+		return line[k, idx[int((c + 1) / 2)]]
+	}
 	{
 		key = $1 SUBSEP $2
 		if (!(key in best) || $4 < best[key]) best[key] = $4
 		runs[key] = runs[key] (runs[key] == "" ? "" : ", ") sprintf("%.2f", $4)
+		nrun[key]++
+		line[key, nrun[key]] = $0
+		tot[key, nrun[key]] = num($7) + num($8) + num($9)
 		if ($5 != "-" && (!(key in maxrss) || $5 > maxrss[key])) maxrss[key] = $5
 		if ($6 != "-" && (!(key in maxhwm) || $6 > maxhwm[key])) maxhwm[key] = $6
 		if (!($1 in seen)) { seen[$1] = 1; sizes[++nsizes] = $1 }
 	}
 	END {
 		nm = split("ctas_fed ctas_fed_par2 ctas_fed_par4 curl_pipe", m, " ")
-		print "| rows | method | seconds (best) | rows/s | vs pipe | peak memory | all runs (s) |"
-		print "|---:|---|---:|---:|---:|---|---|"
+		for (k in nrun) {
+			split(median(k), f, " ")
+			pcpu[k] = num(f[7]); hcpu[k] = num(f[8]); ccpu[k] = num(f[9])
+			bcpu[k] = f[10]; wcpu[k] = f[11]; thcpu[k] = f[12]
+			allcpu[k] = pcpu[k] + hcpu[k] + ccpu[k]
+		}
+		print "| rows | method | seconds (best) | rows/s | vs pipe | peak memory | CPU s: PostgreSQL / ClickHouse / clients (run of median CPU) | CPU s per million rows | CPU s per process: local backend; parallel workers; busiest ClickHouse threads | all runs (s) |"
+		print "|---:|---|---:|---:|---:|---|---:|---:|---|---|"
 		for (i = 1; i <= nsizes; i++) {
 			n = sizes[i]
 			for (j = 1; j <= nm; j++) {
@@ -104,18 +144,54 @@ summary()
 					mem = sprintf("backend RssAnon %s, VmHWM %s", mb(maxrss[k]), mb(maxhwm[k]))
 				else
 					mem = sprintf("curl RSS %s", mb(maxrss[k]))
-				printf "| %d | %s | %.2f | %d | %s | %s | %s |\n", n, m[j],
-					best[k], n / best[k], vs, mem, runs[k]
+				printf "| %d | %s | %.2f | %d | %s | %s | %.2f / %.2f / %.2f | %.2f | %s; %s; %s | %s |\n", n, m[j],
+					best[k], n / best[k], vs, mem, pcpu[k], hcpu[k], ccpu[k],
+					allcpu[k] * 1e6 / n, bcpu[k], wcpu[k], thcpu[k], runs[k]
 			}
 		}
 		print ""
-		print "== goals (issue 5)"
+		printf "== CPU: where the bound lies on this machine (%d CPUs; the PostgreSQL cluster, clickhouse-server and the clients, run of median CPU)\n", ncpu
+		for (i = 1; i <= nsizes; i++) {
+			n = sizes[i]
+			for (j = 1; j <= nm; j++) {
+				k = n SUBSEP m[j]
+				if (!(k in best)) continue
+				printf "%d rows: %-13s %6.2f CPU s (%.2f per million rows: PostgreSQL %.2f, ClickHouse %.2f, clients %.2f): on %d CPUs no faster than %.2f s, best run %.2f s\n",
+					n, m[j], allcpu[k], allcpu[k] * 1e6 / n, pcpu[k] * 1e6 / n,
+					hcpu[k] * 1e6 / n, ccpu[k] * 1e6 / n, ncpu, allcpu[k] / ncpu, best[k]
+			}
+			if (has(n, "curl_pipe") && has(n, "ctas_fed_par2")) {
+				p = n SUBSEP "curl_pipe"; q = n SUBSEP "ctas_fed_par2"
+				printf "%d rows: ceiling of parallel = 2 vs the pipe here: %.2fx (the pipe best run / parallel = 2 CPU over %d CPUs); pipe CPU / parallel = 2 CPU = %.2fx\n",
+					n, best[p] / (allcpu[q] / ncpu), ncpu, allcpu[p] / allcpu[q]
+			}
+			for (j = 1; j <= nm; j++) {
+				k = n SUBSEP m[j]
+				if (!(k in best) || m[j] !~ /^ctas_fed/) continue
+				nw = count(wcpu[k])
+				w = nw ? sumof(wcpu[k]) : num(bcpu[k])
+				who = "the local backend reads and encodes"
+				if (nw) who = sprintf("a local worker reads and encodes (%d workers)", nw)
+				printf "%d rows: %-13s per core: %s %d rows/s (%s s), ClickHouse takes %d rows/s (%.2f s, all threads)\n",
+					n, m[j], who, w ? n / w : 0, nw ? wcpu[k] : bcpu[k],
+					hcpu[k] ? n / hcpu[k] : 0, hcpu[k]
+			}
+		}
+		print ""
+		print "== goals (issues 5 and 11)"
 		for (i = 1; i <= nsizes; i++) {
 			n = sizes[i]
 			if (!has(n, "ctas_fed") || !has(n, "curl_pipe")) continue
 			r = best[n, "curl_pipe"] / best[n, "ctas_fed"]
 			printf "%d rows: ctas_fed = %.2fx the streamed pipe (goal >= 1.0): %s\n", n, r,
 				verdict(r >= 1.0)
+		}
+		for (i = 1; i <= nsizes; i++) {
+			n = sizes[i]
+			if (!has(n, "ctas_fed_par2") || !has(n, "curl_pipe")) continue
+			r = best[n, "curl_pipe"] / best[n, "ctas_fed_par2"]
+			printf "%d rows: parallel = 2 = %.2fx the streamed pipe (goal >= 1.3 on this machine): %s\n", n, r,
+				verdict(r >= 1.3)
 		}
 		lo = sizes[1]; hi = sizes[nsizes]
 		if (nsizes >= 2 && has(lo, "ctas_fed")) {
@@ -267,12 +343,48 @@ wait_mem()
 	echo "0 0"
 }
 
+# cpu_start OUT: sample the CPU of the PostgreSQL cluster's process tree
+# and of clickhouse-server (lib.sh)
+cpu_start()
+{
+	cpu_watch_start "$1" "pg=$(head -n 1 "$pgdir/postmaster.pid")" "ch=$ch_pid"
+}
+
+# cpu_end OUT LOCAL_BACKEND_REGEX CLIENT_S: stop the sampler once every
+# process born during the run has exited, and print "postgres_s
+# clickhouse_s CLIENT_S local_backend_s workers_s clickhouse_threads_s"
+# (the backend: the process whose ps title matches the regex; the 4
+# busiest threads of ClickHouse)
+cpu_end()
+{
+	cpu_watch_stop "$1" || return 1
+	echo "$(cpu_field "$1" total:pg) $(cpu_field "$1" total:ch) $3" \
+		"$(cpu_field "$1" "sum:pg:$2") $(cpu_field "$1" 'procs:pg:parallel worker')" \
+		"$(cpu_field "$1" threads:ch:4)"
+	rm -f "$1"
+}
+
+# children_cpu FILE: CPU seconds (user + system) of the children, from the
+# output of the "times" builtin in FILE
+children_cpu()
+{
+	awk 'NR == 2 {
+		t = 0
+		for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] }
+		printf "%.2f", t
+	}' "$1"
+}
+
 run_ctas_fed()
 {
-	local n=$1 with=${2:-} memfile out ms
+	local n=$1 with=${2:-} memfile cfile tfile out rc ms cpu
 	memfile=$work/ch_bench_mem.$RANDOM
+	cfile=$work/ch_bench_cpu.$RANDOM
+	tfile=$work/ch_bench_times.$RANDOM
 	rm -f "$memfile"
-	out=$(lsql 2>&1 <<EOF
+	cpu_start "$cfile" || return 1
+	out=$(
+		lsql 2>&1 <<EOF
 SELECT pg_backend_pid() AS pid \gset
 \setenv BENCH_PID :pid
 \setenv BENCH_MEM '$memfile'
@@ -280,10 +392,19 @@ SELECT pg_backend_pid() AS pid \gset
 \timing on
 CREATE TABLE lake.bench.t $with AS SELECT * FROM src_$n;
 EOF
-	) || { echo "$out" >&2; return 1; }
+		rc=$?
+		times > "$tfile"
+		exit $rc
+	)
+	rc=$?
+	# the session's backend ("[local]": on the unix socket)
+	cpu=$(cpu_end "$cfile" '^postgres: [^ ]+ bench [[]local[]]' "$(children_cpu "$tfile")") ||
+		return 1
+	rm -f "$tfile"
+	[ "$rc" = 0 ] || { echo "$out" >&2; return 1; }
 	ms=$(printf '%s\n' "$out" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -n 1)
 	[ -n "$ms" ] || { echo "no timing in: $out" >&2; return 1; }
-	echo "$(awk -v ms="$ms" 'BEGIN { printf "%.3f", ms / 1000 }') $(wait_mem "$memfile")"
+	echo "$(awk -v ms="$ms" 'BEGIN { printf "%.3f", ms / 1000 }') $(wait_mem "$memfile") $cpu"
 	rm -f "$memfile"
 }
 
@@ -293,21 +414,34 @@ run_ctas_fed_par4() { run_ctas_fed "$1" "WITH (parallel = 4)"; }
 
 run_curl_pipe()
 {
-	local n=$1 t0 t1 rss=- q
+	local n=$1 t0 t1 rss=- q cfile tfile rc cpu
 	chq "$ddl" || return 1
 	q=$(perl -MURI::Escape -e 'print uri_escape($ARGV[0])' "INSERT INTO bench.t FORMAT TabSeparated" 2> /dev/null) ||
 		q=INSERT%20INTO%20bench.t%20FORMAT%20TabSeparated
+	cfile=$work/ch_bench_cpu.$RANDOM
+	tfile=$work/ch_bench_times.$RANDOM
+	cpu_start "$cfile" || return 1
 	t0=$(date +%s%N)
-	psql -X -q -h 127.0.0.1 -p "$lport" -d bench -v ON_ERROR_STOP=1 \
-		-c "COPY (SELECT $pipe_select FROM src_$n) TO STDOUT" |
-		${timecmd:+$timecmd -f %M -o "$work/ch_bench_curl.rss"} \
-		curl -sS --fail -X POST -H 'Expect:' \
-			-H "X-ClickHouse-User: default" -H "X-ClickHouse-Key: $chpw" \
-			-T - "$churl/?query=$q&date_time_input_format=best_effort" > "$work/ch_bench_curl.out" ||
-		{ cat "$work/ch_bench_curl.out" >&2; return 1; }
+	# in a subshell of its own, whose only children are psql and curl
+	(
+		psql -X -q -h 127.0.0.1 -p "$lport" -d bench -v ON_ERROR_STOP=1 \
+			-c "COPY (SELECT $pipe_select FROM src_$n) TO STDOUT" |
+			${timecmd:+$timecmd -f %M -o "$work/ch_bench_curl.rss"} \
+			curl -sS --fail -X POST -H 'Expect:' \
+				-H "X-ClickHouse-User: default" -H "X-ClickHouse-Key: $chpw" \
+				-T - "$churl/?query=$q&date_time_input_format=best_effort" > "$work/ch_bench_curl.out"
+		rc=$?
+		times > "$tfile"
+		exit $rc
+	)
+	rc=$?
 	t1=$(date +%s%N)
+	cpu=$(cpu_end "$cfile" '^postgres: [^ ]+ bench 127[.]0[.]0[.]1[(]' "$(children_cpu "$tfile")") ||
+		return 1
+	rm -f "$tfile"
+	[ "$rc" = 0 ] || { cat "$work/ch_bench_curl.out" >&2; return 1; }
 	[ -n "$timecmd" ] && rss=$(tail -n 1 "$work/ch_bench_curl.rss")
-	echo "$(awk -v ns=$((t1 - t0)) 'BEGIN { printf "%.3f", ns / 1e9 }') $rss -"
+	echo "$(awk -v ns=$((t1 - t0)) 'BEGIN { printf "%.3f", ns / 1e9 }') $rss - $cpu"
 }
 
 results=$work/clickhouse_results.txt
@@ -332,7 +466,11 @@ for n in $rows_list; do
 			line=$("run_$m" "$n") || die "$m failed at $n rows"
 			count=$(chq "SELECT count() FROM bench.t") || die "count"
 			[ "$count" = "$n" ] || die "$m: bench.t holds $count rows, not $n"
-			echo "$n $m $r $line" | tee -a "$results"
+			echo "$n $m $r $line" >> "$results"
+			read -r secs _ _ lc cc clc bc wc th <<< "$line"
+			printf '   %-9s %-13s run %s: %8.3f s  CPU s: PostgreSQL %s, ClickHouse %s, clients %s;' \
+				"$n" "$m" "$r" "$secs" "$lc" "$cc" "$clc"
+			printf ' local backend %s, parallel workers %s, ClickHouse threads %s\n' "$bc" "$wc" "$th"
 		done
 	done
 	lsql -c "DROP TABLE src_$n" > /dev/null
@@ -340,5 +478,8 @@ done
 chq "DROP TABLE IF EXISTS bench.t" > /dev/null
 
 echo
-# exit status 1 when a stated goal is not met
+# exit status 3 when a stated goal is not met
 summary "$results"
+rc=$?
+[ "$rc" = 1 ] && exit 3
+exit "$rc"

@@ -51,3 +51,280 @@ CHECKPOINT;
 SELECT count(*) FROM src_$1;
 EOF
 }
+
+# ---- CPU accounting ---------------------------------------------------------
+# cpu_watch_start OUT LABEL=PID ...: start, in the background, a sampler of
+# the CPU time (user + system) of each process tree rooted at PID (a
+# postmaster: its backends, parallel workers, walwriter, checkpointer, ...;
+# clickhouse-server: its threads); cpu_watch_stop OUT makes it write OUT
+# and waits for it.  OUT has one line per tree and per process, all in CPU
+# seconds spent between start and stop:
+#   total LABEL SECONDS        the whole tree, exact: the root's own time,
+#                              that of its live descendants and, through
+#                              the root's cutime/cstime, that of those that
+#                              exited (once reaped)
+#   proc LABEL PID SECONDS TITLE   each process of the tree, sampled every
+#                              20 ms (a process that exits loses at most
+#                              the last 20 ms); TITLE is its ps title, e.g.
+#                              "postgres: parallel worker for PID 123"
+#   thread LABEL TID SECONDS NAME  each thread of a root that used
+#                              10 ms or more (clickhouse-server)
+# At stop it first waits (up to 30 s) until every process that appeared
+# in a tree during the run has exited and been reaped, so that the totals
+# hold all of it: stop it after the method's client has finished.
+cpu_watch_start()
+{
+	local out=$1 pid
+	shift
+	rm -f "$out" "$out.stop" "$out.ready"
+	perl -e "$cpu_watch_pl" "$out" "$@" < /dev/null > /dev/null 2> "$out.err" &
+	pid=$!
+	# it has its baseline when it creates OUT.ready
+	for _ in $(seq 1 200); do
+		[ -e "$out.ready" ] && return 0
+		kill -0 "$pid" 2> /dev/null || break
+		sleep 0.01
+	done
+	cat "$out.err" >&2
+	return 1
+}
+
+cpu_watch_stop()
+{
+	local out=$1
+	touch "$out.stop"
+	# not "wait": this may run in a subshell, whose child the sampler is not
+	for _ in $(seq 1 1200); do
+		[ -e "$out" ] && break
+		[ -s "$out.err" ] && break
+		sleep 0.05
+	done
+	[ -s "$out" ] || { echo "bench: the CPU sampler wrote nothing" >&2; cat "$out.err" >&2; return 1; }
+	rm -f "$out.stop" "$out.ready" "$out.err"
+}
+
+# cpu_field OUT WHAT: from cpu_watch's OUT, in seconds (2 decimals):
+#   total:LABEL           that tree's total
+#   procs:LABEL:REGEX     the processes of tree LABEL whose title matches
+#                         REGEX, largest first, joined by "+" ("-": none)
+#   sum:LABEL:REGEX       their sum
+#   threads:LABEL:N       the N busiest threads of tree LABEL, joined by "+"
+cpu_field()
+{
+	awk -v what="$2" '
+	BEGIN {
+		# KIND:LABEL:ARG, ARG may hold colons
+		kind = substr(what, 1, index(what, ":") - 1)
+		rest = substr(what, length(kind) + 2)
+		label = rest; arg = ""
+		if (index(rest, ":")) {
+			label = substr(rest, 1, index(rest, ":") - 1)
+			arg = substr(rest, length(label) + 2)
+		}
+	}
+	kind == "total" && $1 == "total" && $2 == label { printf "%.2f", $3; found = 1 }
+	(kind == "procs" || kind == "sum") && $1 == "proc" && $2 == label {
+		# the title: what follows "proc LABEL PID SECONDS "
+		title = $0
+		for (i = 1; i <= 4; i++) sub(/^[^ ]+ /, "", title)
+		if (title ~ arg) { v[++n] = $4; s += $4 }
+	}
+	kind == "threads" && $1 == "thread" && $2 == label { v[++n] = $4 }
+	END {
+		if (kind == "total") { if (!found) printf "-"; exit }
+		if (kind == "sum") { printf (n ? "%.2f" : "-"), s; exit }
+		if (!n) { printf "-"; exit }
+		# largest first
+		for (i = 1; i <= n; i++)
+			for (j = i + 1; j <= n; j++)
+				if (v[j] > v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+		m = (kind == "threads" && arg < n) ? arg : n
+		for (i = 1; i <= m; i++) printf "%s%.2f", (i > 1 ? "+" : ""), v[i]
+	}' "$1"
+}
+
+cpu_watch_pl='
+use strict;
+use warnings;
+use POSIX ();
+use Time::HiRes qw(sleep time);
+
+my ($out, @roots) = @ARGV;
+my $hz = POSIX::sysconf(POSIX::_SC_CLK_TCK()) || 100;
+my %root;							# label => pid
+for (@roots) { my ($l, $p) = split /=/, $_, 2; $root{$l} = $p; }
+
+# (ppid, own ticks, reaped children ticks) of a pid, or () when gone
+sub stat_of
+{
+	my ($path) = @_;
+	open(my $fh, "<", $path) or return ();
+	my $s = <$fh>;
+	close $fh;
+	return () unless defined $s && $s =~ /\) (.*)$/;
+	my @f = split / /, $1;
+	# from the state on: 0 state, 1 ppid, 11 utime, 12 stime,
+	# 13 cutime, 14 cstime
+	return () if $f[0] eq "Z";			# not reaped yet: not its final figures
+	return ($f[1], $f[11] + $f[12], $f[13] + $f[14]);
+}
+
+sub title_of
+{
+	my ($pid) = @_;
+	open(my $fh, "<", "/proc/$pid/cmdline") or return "?";
+	local $/;
+	my $t = <$fh> // "";
+	close $fh;
+	$t =~ s/\0+$//;
+	$t =~ s/\0/ /g;
+	$t =~ s/\s+$//;
+	return $t eq "" ? "?" : $t;
+}
+
+# the children of a pid, from /proc/PID/task/*/children
+sub children
+{
+	my ($pid) = @_;
+	my @k;
+	for my $f (glob("/proc/$pid/task/*/children"))
+	{
+		open(my $fh, "<", $f) or next;
+		my $l = <$fh> // "";
+		close $fh;
+		push @k, split " ", $l;
+	}
+	return @k;
+}
+
+# label => { pid => [ppid, own, reaped children] } for the root of each
+# label and all its descendants but zombies
+sub trees
+{
+	my %t;
+	for my $l (keys %root)
+	{
+		my @todo = ($root{$l});
+		while (defined(my $pid = shift @todo))
+		{
+			my @s = stat_of("/proc/$pid/stat") or next;
+			$t{$l}{$pid} = [@s];
+			push @todo, children($pid);
+		}
+	}
+	return \%t;
+}
+
+# the whole tree, in ticks
+sub total
+{
+	my ($tree, $l) = @_;
+	return undef unless $tree->{$l}{ $root{$l} };	# the root is gone
+	my $t = 0;
+	$t += $_->[1] + $_->[2] for values %{ $tree->{$l} };
+	return $t;
+}
+
+sub threads
+{
+	my ($pid) = @_;
+	my %th;
+	opendir(my $dh, "/proc/$pid/task") or return {};
+	for my $tid (grep { /^\d+$/ } readdir $dh)
+	{
+		my @s = stat_of("/proc/$pid/task/$tid/stat");
+		$th{$tid} = $s[1] if @s;
+	}
+	closedir $dh;
+	return \%th;
+}
+
+# the descendants of a root, not the root
+sub members
+{
+	my ($tree, $l) = @_;
+	return grep { $_ != $root{$l} } keys %{ $tree->{$l} };
+}
+
+my $tree = trees();
+my (%start, %first, %last, %title, %label, %th0);
+for my $l (keys %root)
+{
+	$start{$l} = total($tree, $l);
+	die "process $root{$l} ($l) is not running\n" unless defined $start{$l};
+	for my $pid (members($tree, $l))
+	{
+		$first{$pid} = $last{$pid} = $tree->{$l}{$pid}[1];
+		$label{$pid} = $l;
+		$title{$pid} = title_of($pid);
+	}
+	$th0{$l} = threads($root{$l});
+}
+open(my $rd, ">", "$out.ready") or die "$out.ready: $!";
+close $rd;
+
+my %before = map { $_ => 1 } keys %first;
+my $stopping;
+while (1)
+{
+	$tree = trees();
+	for my $l (keys %root)
+	{
+		for my $pid (members($tree, $l))
+		{
+			if (!exists $last{$pid})
+			{
+				$first{$pid} = 0;		# born during the run
+				$label{$pid} = $l;
+			}
+			$last{$pid} = $tree->{$l}{$pid}[1];
+			# the ps title is set after the fork: read it again until set
+			$title{$pid} = title_of($pid)
+			  if !defined $title{$pid} || $title{$pid} !~ /^postgres: ./;
+		}
+	}
+	if (-e "$out.stop")
+	{
+		$stopping //= time;
+		# done when no process born during the run is left (zombies
+		# excluded from the trees are not reaped yet: wait for them too)
+		my $left = 0;
+		for my $pid (keys %first)
+		{
+			next if $before{$pid};
+			$left++ if -e "/proc/$pid";
+		}
+		last if !$left || time - $stopping > 30;
+	}
+	sleep 0.02;
+}
+# the totals once more, now that every process born during the run is
+# gone: one reaped between the read of its parent and that of the list of
+# its children would be missed by the last look
+$tree = trees();
+open(my $fh, ">", "$out.tmp") or die "$out.tmp: $!";
+for my $l (sort keys %root)
+{
+	my $end = total($tree, $l);
+	printf $fh "total %s %s\n", $l,
+	  defined $end ? sprintf("%.2f", ($end - $start{$l}) / $hz) : "-";
+	for my $pid (sort { $a <=> $b } grep { $label{$_} eq $l } keys %first)
+	{
+		printf $fh "proc %s %d %.2f %s\n", $l, $pid,
+		  ($last{$pid} - $first{$pid}) / $hz, $title{$pid} // "?";
+	}
+	my $th = threads($root{$l});
+	next if keys %$th < 2;			# one thread: the process itself
+	for my $tid (sort { $a <=> $b } keys %$th)
+	{
+		my $d = $th->{$tid} - ($th0{$l}{$tid} // 0);
+		next if $d < $hz / 100;
+		open(my $c, "<", "/proc/$root{$l}/task/$tid/comm");
+		my $name = $c ? <$c> : "?";
+		chomp $name;
+		printf $fh "thread %s %d %.2f %s\n", $l, $tid, $d / $hz, $name;
+	}
+}
+close $fh;
+rename("$out.tmp", $out) or die "rename: $!";
+'

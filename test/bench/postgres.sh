@@ -7,8 +7,7 @@
 #   ctas_fed_par2, ctas_fed_par4
 #                 the same WITH (parallel = 2 or 4): that many parallel
 #                 workers COPY into a scratch table over connections of
-#                 their own, which the two-phase transaction renames; the
-#                 CPU columns count the leader and one remote backend only
+#                 their own, which the two-phase transaction renames
 #   copy pipe     psql -c "COPY src TO STDOUT (FORMAT binary)" |
 #                 psql -c "COPY t FROM STDIN (FORMAT binary)"
 #   postgres_fdw  INSERT INTO foreign_table SELECT * FROM src, batch_size 1000
@@ -45,30 +44,44 @@
 #                            created before, untimed
 # postgres_fdw's remote table and foreign table are also created untimed.
 #
-# Memory and CPU: a side process reads /proc/<pid>/status and /stat of the
-# local backend every 50 ms until it exits, and keeps the largest RssAnon
-# (private anonymous memory: palloc'd memory, libpq buffers; not
-# shared_buffers), the last VmHWM (peak resident set, shared pages the
-# backend touched included) and its CPU time (user + system).  The local
-# backend of ctas_fed and postgres_fdw is sampled from the start of the
-# session (psql hands its pid over); that of the pipe's COPY TO, and the
-# remote backend of every method, are found in pg_stat_activity a few ms
-# after they start (their CPU time is complete anyway).  The CPU time of the
-# pipe's two psql processes comes from the shell that waits for them.
+# Memory: a side process reads /proc/<pid>/status of the local backend
+# every 50 ms until it exits, and keeps the largest RssAnon (private
+# anonymous memory: palloc'd memory, libpq buffers; not shared_buffers) and
+# the last VmHWM (peak resident set, shared pages the backend touched
+# included).  The local backend of ctas_fed and postgres_fdw is sampled
+# from the start of the session (psql hands its pid over); that of the
+# pipe's COPY TO is found among the postmaster's children by its ps title.
+#
+# CPU (user + system, in seconds, the difference between the start and the
+# end of each run; cpu_watch_start in lib.sh): everything each cluster
+# spent, its postmaster's whole process tree (backends, parallel workers,
+# walwriter, checkpointer, ..., those that exited during the run included,
+# through the postmaster's reaped-children time); the client processes
+# (psql, both of the pipe's) from the shell that waits for them; and per
+# process, sampled every 20 ms: the local backend of the session (the
+# leader, or the pipe's COPY TO), each parallel worker, each remote backend
+# (with parallel = N: N workers' and the leader's own, which only creates,
+# prepares and commits).  The sampler reads /proc only and opens no
+# connection, so it adds no backend to what it measures.  The WAL that the
+# remote wrote during the run (pg_current_wal_lsn before and after, read
+# outside the CPU window) is printed too, per million rows: with more
+# cores, that is what a parallel load runs into.
 #
 # "cpu stall" (in the raw lines) is the share of the run's wall time during
 # which some runnable task waited for a CPU (/proc/pressure/cpu): high
 # values mean that something else, or the method's own processes, wanted
 # more than the CPUs there are; on a shared machine it tells a noisy run.
 #
-# Output: the raw runs, then a Markdown table and the verdict on the goals
-# of issue 3 (>= 0.9x the copy pipe, >= 3x postgres_fdw, flat memory).
-# Exit status 0 when every run succeeded (whatever the verdict), 1 when one
+# Output: the raw runs, then a Markdown table, the CPU figures, and the
+# verdict on the goals of issue 3 (>= 0.9x the copy pipe, >= 3x
+# postgres_fdw, flat memory) and issue 11 (parallel = 2 at >= 1.3x the
+# copy pipe).  Exit status 0 when every run succeeded and every goal was
+# met, 3 when every run succeeded but a goal was not met, 1 when a run
 # failed (every run checks the row count of the remote table), 130 when
 # interrupted.
 #
-# Internal: "postgres.sh --sample PID OUTFILE" is the sampler, "--watch"
-# finds a backend and samples it; "postgres.sh --summary
+# Internal: "postgres.sh --sample PID OUTFILE" is the memory sampler,
+# "--watch" finds a backend and samples it; "postgres.sh --summary
 # WORKDIR/results.txt" prints the table again.
 
 set -u -o pipefail
@@ -103,14 +116,25 @@ if [ "${1:-}" = --sample ]; then
 fi
 
 # ---- backend finder (started in the background for each run) -----------
-# --watch SOCKDIR PORT DB SQL OUT: poll until SQL returns a backend pid,
-# then sample it; "- - - -" in OUT if OUT.done appears first.
+# --watch POSTMASTER_PID PATTERN OUT: poll the postmaster's children until
+# one has a ps title that PATTERN (a shell pattern) matches, then sample
+# it; "- - - -" in OUT if OUT.done appears first.  Reads /proc only: no
+# connection, so no backend of its own.
 if [ "${1:-}" = --watch ]; then
-	sockdir=$2 port=$3 db=$4 sql=$5 out=$6
+	pm=$2 pattern=$3 out=$4
+	exec {nap}<> <(:)
 	while [ ! -e "$out.done" ]; do
-		pid=$(psql -X -At -h "$sockdir" -p "$port" -d "$db" -c "$sql" 2> /dev/null | head -n 1)
-		[ -n "$pid" ] && exec bash "$0" --sample "$pid" "$out"
-		sleep 0.02
+		for f in /proc/"$pm"/task/*/children; do
+			read -r -a kids < "$f" || true
+			for pid in "${kids[@]}"; do
+				# the ps title is one string (no fork: this polls)
+				title=
+				read -r -d '' title < "/proc/$pid/cmdline"
+				# shellcheck disable=SC2053
+				[[ $title == $pattern ]] && exec bash "$0" --sample "$pid" "$out"
+			done
+		done 2> /dev/null
+		read -r -t 0.02 -u "$nap" _
 	done
 	echo "- - - -" > "$out.tmp" && mv "$out.tmp" "$out"
 	exit 0
@@ -118,11 +142,13 @@ fi
 
 # summary FILE: the Markdown table and the verdict, from the lines of FILE:
 # "rows method run seconds local_rssanon_peak_kB local_vmhwm_kB
-# local_rssanon_first_kB local_cpu_s remote_cpu_s psql_cpu_s stall_pct"
-# ("-" where not measured)
+# local_rssanon_first_kB local_cluster_cpu_s remote_cluster_cpu_s
+# client_cpu_s stall_pct local_backend_cpu_s workers_cpu_s
+# remote_backends_cpu_s remote_wal_bytes" (workers and remote backends:
+# "a+b+...", largest first; "-" where not measured)
 summary()
 {
-	awk '
+	awk -v ncpu="$(nproc)" '
 	# a stated goal: "met" or "NOT met", counted; any NOT met makes the
 	# exit status 1
 	function verdict(ok) { if (!ok) notmet++; return ok ? "met" : "NOT met" }
@@ -133,13 +159,32 @@ summary()
 		return sprintf("%.1f-%.1f MB", minrss[k] / 1024, maxrss[k] / 1024)
 	}
 	function has(n, m) { return (n SUBSEP m) in best }
+	function num(v) { return v == "-" ? 0 : v }
+	# sum of the first "upto" terms of "a+b+c" (all when upto is 0)
+	function sumof(list, upto,   a, c, i, t) {
+		if (list == "-") return 0
+		c = split(list, a, "+")
+		if (upto && upto < c) c = upto
+		for (i = 1; i <= c; i++) t += a[i]
+		return t
+	}
+	function count(list,   a) { return list == "-" ? 0 : split(list, a, "+") }
+	# the run of median total CPU of key k: its line
+	function median(k,   i, j, t, c, idx) {
+		c = nrun[k]
+		for (i = 1; i <= c; i++) idx[i] = i
+		for (i = 1; i <= c; i++)
+			for (j = i + 1; j <= c; j++)
+				if (tot[k, idx[j]] < tot[k, idx[i]]) { t = idx[i]; idx[i] = idx[j]; idx[j] = t }
+		return line[k, idx[int((c + 1) / 2)]]
+	}
 	{
 		key = $1 SUBSEP $2
-		if (!(key in best) || $4 < best[key]) {
-			best[key] = $4
-			cpu[key] = $8 " / " $9 " / " $10
-		}
+		if (!(key in best) || $4 < best[key]) best[key] = $4
 		runs[key] = runs[key] (runs[key] == "" ? "" : ", ") sprintf("%.2f", $4)
+		nrun[key]++
+		line[key, nrun[key]] = $0
+		tot[key, nrun[key]] = num($8) + num($9) + num($10)
 		# memory: the largest over the runs, and the smallest peak
 		if ($5 != "-" && (!(key in maxrss) || $5 > maxrss[key])) maxrss[key] = $5
 		if ($5 != "-" && (!(key in minrss) || $5 < minrss[key])) minrss[key] = $5
@@ -150,8 +195,16 @@ summary()
 	}
 	END {
 		nm = split("ctas_fed ctas_fed_par2 ctas_fed_par4 copy_pipe postgres_fdw", m, " ")
-		print "| rows | method | seconds (best) | rows/s | vs copy pipe | ctas_fed / postgres_fdw | local backend peak RssAnon (runs: min-max) | local backend VmHWM (max) | CPU s: local backend / remote backend / psql | all runs (s) |"
-		print "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"
+		# the CPU figures of the median run of each method
+		for (k in nrun) {
+			split(median(k), f, " ")
+			lcpu[k] = num(f[8]); rcpu[k] = num(f[9]); ccpu[k] = num(f[10])
+			bcpu[k] = f[12]; wcpu[k] = f[13]; rbcpu[k] = f[14]
+			allcpu[k] = lcpu[k] + rcpu[k] + ccpu[k]
+			wal[k] = num(f[15])
+		}
+		print "| rows | method | seconds (best) | rows/s | vs copy pipe | ctas_fed / postgres_fdw | local backend peak RssAnon (runs: min-max) | local backend VmHWM (max) | CPU s: local cluster / remote cluster / clients (run of median CPU) | CPU s per million rows | CPU s per process: local backend; parallel workers; remote backends | all runs (s) |"
+		print "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
 		for (i = 1; i <= nsizes; i++) {
 			n = sizes[i]
 			for (j = 1; j <= nm; j++) {
@@ -161,14 +214,49 @@ summary()
 				vs_fdw = ""
 				if (m[j] == "ctas_fed" && has(n, "postgres_fdw"))
 					vs_fdw = sprintf("%.2fx", best[n, "postgres_fdw"] / best[k])
-				printf "| %d | %s | %.2f | %d | %s | %s | %s | %s | %s | %s |\n", n, m[j],
+				printf "| %d | %s | %.2f | %d | %s | %s | %s | %s | %.2f / %.2f / %.2f | %.2f | %s; %s; %s | %s |\n", n, m[j],
 					best[k], n / best[k], vs_pipe, vs_fdw,
 					range(k), (k in maxhwm) ? mb(maxhwm[k]) : "-",
-					cpu[k], runs[k]
+					lcpu[k], rcpu[k], ccpu[k], allcpu[k] * 1e6 / n,
+					bcpu[k], wcpu[k], rbcpu[k], runs[k]
 			}
 		}
 		print ""
-		print "== goals (issue 3)"
+		printf "== CPU: where the bound lies on this machine (%d CPUs; all processes of both clusters and the clients, run of median CPU)\n", ncpu
+		for (i = 1; i <= nsizes; i++) {
+			n = sizes[i]
+			for (j = 1; j <= nm; j++) {
+				k = n SUBSEP m[j]
+				if (!(k in best)) continue
+				printf "%d rows: %-13s %6.2f CPU s (%.2f per million rows: local %.2f, remote %.2f, clients %.2f): on %d CPUs no faster than %.2f s, best run %.2f s; remote WAL %.0f MB per million rows\n",
+					n, m[j], allcpu[k], allcpu[k] * 1e6 / n, lcpu[k] * 1e6 / n,
+					rcpu[k] * 1e6 / n, ccpu[k] * 1e6 / n, ncpu, allcpu[k] / ncpu, best[k],
+					wal[k] / 1048576 * 1e6 / n
+			}
+			if (has(n, "copy_pipe") && has(n, "ctas_fed_par2")) {
+				p = n SUBSEP "copy_pipe"; q = n SUBSEP "ctas_fed_par2"
+				printf "%d rows: ceiling of parallel = 2 vs the copy pipe here: %.2fx (the pipe best run / parallel = 2 CPU over %d CPUs); pipe CPU / parallel = 2 CPU = %.2fx\n",
+					n, best[p] / (allcpu[q] / ncpu), ncpu, allcpu[p] / allcpu[q]
+			}
+			# per process: what one core does
+			for (j = 1; j <= nm; j++) {
+				k = n SUBSEP m[j]
+				if (!(k in best) || m[j] !~ /^ctas_fed/) continue
+				nw = count(wcpu[k])
+				if (nw > 0) {
+					w = sumof(wcpu[k], 0); r = sumof(rbcpu[k], nw)
+					printf "%d rows: %-13s per core: a local worker reads and encodes %d rows/s (%d workers, %s s), a remote COPY FROM backend takes %d rows/s (%s s of %s s); leader %s s\n",
+						n, m[j], w ? n / w : 0, nw, wcpu[k], r ? n / r : 0,
+						r, rbcpu[k], bcpu[k]
+				} else if (count(rbcpu[k]) > 0) {
+					b = num(bcpu[k]); r = sumof(rbcpu[k], 1)
+					printf "%d rows: %-13s per core: the local backend reads and encodes %d rows/s (%s s), the remote COPY FROM backend takes %d rows/s (%s s)\n",
+						n, m[j], b ? n / b : 0, bcpu[k], r ? n / r : 0, r
+				}
+			}
+		}
+		print ""
+		print "== goals (issues 3 and 11)"
 		for (i = 1; i <= nsizes; i++) {
 			n = sizes[i]
 			if (!has(n, "ctas_fed")) continue
@@ -184,6 +272,13 @@ summary()
 					verdict(r >= 3)
 			}
 		}
+		for (i = 1; i <= nsizes; i++) {
+			n = sizes[i]
+			if (!has(n, "ctas_fed_par2") || !has(n, "copy_pipe")) continue
+			r = best[n, "copy_pipe"] / best[n, "ctas_fed_par2"]
+			printf "%d rows: parallel = 2 = %.2fx the copy pipe (goal >= 1.3 on this machine): %s\n", n, r,
+				verdict(r >= 1.3)
+		}
 		lo = sizes[1]; hi = sizes[nsizes]
 		if (nsizes >= 2 && has(lo, "ctas_fed")) {
 			a = maxrss[lo, "ctas_fed"]; b = maxrss[hi, "ctas_fed"]
@@ -197,14 +292,14 @@ summary()
 				mb(maxrss[lo, "postgres_fdw"]), lo, mb(maxrss[hi, "postgres_fdw"]), hi
 		for (i = 1; i <= nsizes; i++) {
 			n = sizes[i]
-			line = ""
+			out = ""
 			for (j = 1; j <= nm; j++)
 				if ((n SUBSEP m[j]) in growth)
-					line = line sprintf("%s%s %s", line == "" ? "" : ", ", m[j],
+					out = out sprintf("%s%s %s", out == "" ? "" : ", ", m[j],
 						mb(growth[n, m[j]]))
-			if (line != "")
+			if (out != "")
 				printf "local backend RssAnon growth during the session, largest of the runs, %d rows: %s\n",
-					n, line
+					n, out
 		}
 		if (notmet) {
 			printf "%d stated goal(s) NOT met: exit status 1\n", notmet
@@ -368,15 +463,6 @@ cpu_stall_us()
 		echo 0
 }
 
-# watch_remote OUT: sample, in the background, the remote backend of the
-# role loader (the one that the method under test opens)
-watch_remote()
-{
-	bash "$self" --watch "$work" "$rport" dw \
-		"SELECT pid FROM pg_stat_activity WHERE usename = 'loader' AND backend_type = 'client backend' LIMIT 1" \
-		"$1" < /dev/null > /dev/null 2>&1 &
-}
-
 # wait until no backend of loader is left from the previous run
 wait_no_loader()
 {
@@ -400,19 +486,42 @@ children_cpu()
 	}' "$1"
 }
 
+# cpu_start OUT: sample the CPU of both clusters' process trees (lib.sh)
+cpu_start()
+{
+	cpu_watch_start "$1" "local=$(head -n 1 "$work/local/postmaster.pid")" \
+		"remote=$(head -n 1 "$work/remote/postmaster.pid")"
+}
+
+# cpu_end OUT LOCAL_BACKEND_REGEX: stop the sampler once every process
+# born during the run has exited, and print "local_cluster_s
+# remote_cluster_s local_backend_s workers_s remote_backends_s" (the
+# backend: the local process whose ps title matches the regex)
+cpu_end()
+{
+	cpu_watch_stop "$1" || return 1
+	echo "$(cpu_field "$1" total:local) $(cpu_field "$1" total:remote)" \
+		"$(cpu_field "$1" "sum:local:$2") $(cpu_field "$1" 'procs:local:parallel worker')" \
+		"$(cpu_field "$1" 'procs:remote:^postgres: loader ')"
+	rm -f "$1"
+}
+
 # run_statement LABEL SQL: the statement in a fresh local session, timed by
-# psql's \timing, with the local backend sampled (its pid is known first)
-# and the remote one found and sampled; prints "seconds local_rssanon_kB
-# local_vmhwm_kB local_first_kB local_cpu_s remote_cpu_s -"
+# psql's \timing, with the local backend's memory sampled (its pid is
+# known first) and the CPU of both clusters and of psql measured; prints
+# "seconds local_rssanon_kB local_vmhwm_kB local_first_kB local_cluster_s
+# remote_cluster_s client_s local_backend_s workers_s remote_backends_s"
 run_statement()
 {
-	local label=$1 sql=$2 lfile rfile out rc ms lsample rsample
+	local label=$1 sql=$2 lfile cfile tfile out rc ms lsample cpu
 
 	lfile=$work/sample.local.$label.$RANDOM
-	rfile=$work/sample.remote.$label.$RANDOM
-	rm -f "$lfile" "$rfile" "$rfile.done"
-	watch_remote "$rfile"
-	out=$(lsql 2>&1 <<EOF
+	cfile=$work/cpu.$label.$RANDOM
+	tfile=$work/times.$label.$RANDOM
+	rm -f "$lfile"
+	cpu_start "$cfile" || return 1
+	out=$(
+		lsql 2>&1 <<EOF
 SELECT pg_backend_pid() AS pid \gset
 \setenv BENCH_PID :pid
 \setenv BENCH_SAMPLE '$lfile'
@@ -420,16 +529,29 @@ SELECT pg_backend_pid() AS pid \gset
 \timing on
 $sql;
 EOF
+		rc=$?
+		times > "$tfile"
+		exit $rc
 	)
 	rc=$?
-	touch "$rfile.done"
+	# the session's backend ("[local]": on the unix socket)
+	cpu=$(cpu_end "$cfile" '^postgres: [^ ]+ bench [[]local[]]') || return 1
 	[ "$rc" = 0 ] || { echo "$out" >&2; return 1; }
 	ms=$(printf '%s\n' "$out" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -n 1)
 	[ -n "$ms" ] || { echo "no timing in: $out" >&2; return 1; }
 	lsample=$(wait_sample "$lfile") || return 1
-	rsample=$(wait_sample "$rfile") || return 1
-	rm -f "$lfile" "$rfile" "$rfile.done"
-	echo "$(awk -v ms="$ms" 'BEGIN { printf "%.3f", ms / 1000 }') $lsample ${rsample##* } -"
+	rm -f "$lfile"
+	echo "$(awk -v ms="$ms" 'BEGIN { printf "%.3f", ms / 1000 }') ${lsample% *}" \
+		"$(cpu_merge "$cpu" "$(children_cpu "$tfile")")"
+	rm -f "$tfile"
+}
+
+# cpu_merge "L R B W RB" CLIENT: "L R CLIENT B W RB"
+cpu_merge()
+{
+	local l r b w rb
+	read -r l r b w rb <<< "$1"
+	echo "$l $r $2 $b $w $rb"
 }
 
 run_ctas_fed()
@@ -456,26 +578,25 @@ run_postgres_fdw()
 }
 
 # run_copy_pipe N: the pipe, timed from the start of the first psql to the
-# end of the last; both backends found by the watchers and sampled, the CPU
-# time of the two psql processes measured by their shell; prints the fields
-# of run_statement with that CPU time last
+# end of the last; its COPY TO backend's memory sampled (found by its ps
+# title), the CPU of both clusters and of the two psql processes measured;
+# prints the fields of run_statement
 run_copy_pipe()
 {
-	local n=$1 t0 t1 lfile rfile tfile rc lsample rsample
+	local n=$1 t0 t1 lfile cfile tfile rc lsample cpu
 
 	create_remote_t > /dev/null || return 1
 	tfile=$work/times.pipe.$RANDOM
 	lfile=$work/sample.local.pipe.$RANDOM
-	rfile=$work/sample.remote.pipe.$RANDOM
-	rm -f "$lfile" "$rfile" "$lfile.done" "$rfile.done"
-	bash "$self" --watch "$work" "$lport" bench \
-		"SELECT pid FROM pg_stat_activity WHERE application_name = 'bench_copy_out'" \
-		"$lfile" < /dev/null > /dev/null 2>&1 &
-	watch_remote "$rfile"
+	cfile=$work/cpu.pipe.$RANDOM
+	rm -f "$lfile" "$lfile.done"
+	cpu_start "$cfile" || return 1
+	bash "$self" --watch "$(head -n 1 "$work/local/postmaster.pid")" \
+		"postgres: * bench 127.0.0.1(*" "$lfile" < /dev/null > /dev/null 2>&1 &
 	t0=$(date +%s%N)
 	# in a subshell of its own, whose only children are the two psql
 	(
-		PGAPPNAME=bench_copy_out psql -X -q -h 127.0.0.1 -p "$lport" -d bench \
+		psql -X -q -h 127.0.0.1 -p "$lport" -d bench \
 			-v ON_ERROR_STOP=1 -c "COPY src_$n TO STDOUT (FORMAT binary)" |
 			PGPASSWORD=secret psql -X -q -h 127.0.0.1 -p "$rport" -U loader -d dw \
 				-v ON_ERROR_STOP=1 -c "COPY t FROM STDIN (FORMAT binary)"
@@ -485,13 +606,13 @@ run_copy_pipe()
 	)
 	rc=$?
 	t1=$(date +%s%N)
-	touch "$lfile.done" "$rfile.done"
+	touch "$lfile.done"
+	cpu=$(cpu_end "$cfile" '^postgres: [^ ]+ bench 127[.]0[.]0[.]1[(]') || return 1
 	[ "$rc" = 0 ] || return 1
 	lsample=$(wait_sample "$lfile") || return 1
-	rsample=$(wait_sample "$rfile") || return 1
-	rm -f "$lfile" "$rfile" "$lfile.done" "$rfile.done"
-	echo "$(awk -v ns=$((t1 - t0)) 'BEGIN { printf "%.3f", ns / 1e9 }') $lsample ${rsample##* }" \
-		"$(children_cpu "$tfile")"
+	rm -f "$lfile" "$lfile.done"
+	echo "$(awk -v ns=$((t1 - t0)) 'BEGIN { printf "%.3f", ns / 1e9 }') ${lsample% *}" \
+		"$(cpu_merge "$cpu" "$(children_cpu "$tfile")")"
 	rm -f "$tfile"
 }
 
@@ -529,16 +650,21 @@ for n in $rows_list; do
 		for m in $methods; do
 			drop_remote_t || die "DROP TABLE t on the remote"
 			wait_no_loader || die "the previous run is still connected"
+			wal0=$(rsql -At -c "SELECT pg_current_wal_lsn()") || die "WAL position on the remote"
 			stall0=$(cpu_stall_us)
 			res=$("run_$m" "$n") || die "$m, $n rows, run $r failed"
 			stall1=$(cpu_stall_us)
+			wal=$(rsql -At -c "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$wal0')") ||
+				die "WAL position on the remote"
 			got=$(remote_count) || die "count on the remote"
 			[ "$got" = "$n" ] || die "$m, $n rows, run $r: the remote table has $got rows"
-			read -r secs rss hwm first cpu rcpu ccpu <<< "$res"
+			read -r secs rss hwm first cpu rcpu ccpu bcpu wcpu rbcpu <<< "$res"
 			stall=$(awk -v us=$((stall1 - stall0)) -v s="$secs" 'BEGIN { printf "%.0f", us / 1e4 / s }')
-			echo "$n $m $r $secs $rss $hwm $first $cpu $rcpu $ccpu $stall" >> "$results"
-			printf '   %-9s %-13s run %s: %8.3f s  CPU s: local %s, remote %s, psql %s; cpu stall %s%%\n' \
-				"$n" "$m" "$r" "$secs" "$cpu" "$rcpu" "$ccpu" "$stall"
+			echo "$n $m $r $secs $rss $hwm $first $cpu $rcpu $ccpu $stall $bcpu $wcpu $rbcpu $wal" >> "$results"
+			printf '   %-9s %-13s run %s: %8.3f s  CPU s: local cluster %s, remote cluster %s, psql %s; cpu stall %s%%; remote WAL %d MB\n' \
+				"$n" "$m" "$r" "$secs" "$cpu" "$rcpu" "$ccpu" "$stall" "$((wal / 1048576))"
+			printf '   %-9s %-13s        CPU s: local backend %s, parallel workers %s, remote backends %s\n' \
+				"" "" "$bcpu" "$wcpu" "$rbcpu"
 			printf '   %-9s %-13s        local backend RssAnon %s kB (first sample), %s kB (peak); VmHWM %s kB\n' \
 				"" "" "$first" "$rss" "$hwm"
 		done
@@ -552,5 +678,8 @@ echo "== load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 # ---- the table ------------------------------------------------------------
 echo
 echo "== results (best of $runs runs; ratios are throughput ratios)"
-# exit status 1 when a stated goal is not met
+# exit status 3 when a stated goal is not met
 summary "$results"
+rc=$?
+[ "$rc" = 1 ] && exit 3
+exit "$rc"

@@ -24,6 +24,10 @@
 # BENCH_ROWS, BENCH_RUNS and BENCH_METHODS are passed on only when set:
 # each script has its own defaults.
 #
+# Exit status 1 when a benchmark failed (its servers' logs are printed) or
+# when one ran through but a stated goal was not met (its script exits 3:
+# "goal(s) NOT met", no logs); 0 when every goal was met.
+#
 # Everything runs in a fresh copy of the repository's test files under /tmp
 # (the repository may be unreadable to "postgres"); the servers' data and
 # logs live there too.  The folder is removed on success (unless
@@ -106,7 +110,11 @@ for t in $targets; do
 		bash "test/bench/$t.sh" "$stage/$t")
 	rc=$?
 	[ "$rc" = 124 ] && echo "$t: stopped after BENCH_TIMEOUT=${BENCH_TIMEOUT:-3600} seconds"
-	if [ "$rc" != 0 ]; then
+	if [ "$rc" = 3 ]; then
+		# every run succeeded, a goal was not met (said above)
+		echo "$t: goal(s) NOT met"
+		status=1
+	elif [ "$rc" != 0 ]; then
 		echo "$t: benchmark failed (exit $rc); server logs:"
 		for log in "$stage/$t"/*.log; do
 			[ -f "$log" ] && { echo "----- $log"; tail -n 40 "$log"; }

@@ -495,7 +495,7 @@ ok(wait_until(30, sub { our_slots() eq '0' }), 'quick: slots dropped after stop_
 # password; the worker reads and evaluates as that user; another user may
 # not stop the sync
 $local->safe_psql('postgres', q{
-  CREATE ROLE analyst LOGIN;
+  CREATE ROLE analyst LOGIN REPLICATION;
   GRANT CREATE ON DATABASE postgres TO analyst;
   GRANT CREATE ON SCHEMA public TO analyst;
   GRANT USAGE ON FOREIGN SERVER wh TO analyst;

@@ -177,6 +177,32 @@ is(our_slots(), '0', 'ROLLBACK: no slot');
 is($remote->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0',
 	'ROLLBACK: no prepared transaction on the remote');
 
+# a table joins the stream's publication only from its owner: the call of
+# a role that owns the first table but not the second fails, and leaves
+# nothing
+$local->safe_psql('postgres', q{
+CREATE ROLE syncer LOGIN REPLICATION;
+GRANT USAGE ON FOREIGN SERVER wh TO syncer;
+GRANT CREATE ON DATABASE postgres TO syncer;
+GRANT USAGE ON SCHEMA shop TO syncer;
+CREATE TABLE shop.mine (id int PRIMARY KEY, v text);
+ALTER TABLE shop.mine OWNER TO syncer;
+CREATE TABLE shop.theirs (id int PRIMARY KEY, v text);
+GRANT SELECT ON shop.theirs TO syncer;
+});
+my ($rc, $out, $err) = $local->psql('postgres', q{SET ROLE syncer;
+SELECT count(*) FROM ctas_fed.create_tables_as('wh', 'public',
+  tables => ARRAY['shop.mine', 'shop.theirs']::regclass[],
+  options => '{"sync": "continuous"}')});
+like($err, qr/must be owner of table theirs/,
+	'a table of another owner may not join the stream');
+is(remote_tables() . ' ' . our_publications() . ' ' .
+	  $local->safe_psql('postgres', 'SELECT count(*) FROM ctas_fed.syncs'),
+	'0 0 0', 'the refused call leaves no remote table, publication or job');
+is($remote->safe_psql('dw',
+		"SELECT count(*) FROM pg_tables WHERE tablename IN ('mine', 'theirs')"),
+	'0', 'the refused call leaves no remote table of its own');
+
 # committed while the writer runs: three jobs, one stream
 my ($churn) = start_psql($local, 'CALL churn(0)');
 is($local->safe_psql('postgres', $call), '3', 'create_tables_as: three tables');

@@ -90,7 +90,7 @@ CtasDefineSettings(void)
 							PGC_USERSET, GUC_UNIT_S, NULL, NULL, NULL);
 	DefineCustomStringVariable("ctas_fed.fault_point",
 							   "For tests only: stop the backend at this point of the commit protocol.",
-							   "after_prepare, after_commit_record or after_rename.",
+							   "after_workers, after_prepare, after_rename, after_commit_record or sync_worker_attach, optionally followed by :N (seconds).",
 							   &CtasFaultPoint, "",
 							   PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	DefineCustomStringVariable("ctas_fed.allowed_hosts",

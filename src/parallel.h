@@ -25,7 +25,18 @@
 /* the most workers one load may ask for */
 #define CTAS_MAX_PARALLEL	64
 
+/* tables loaded by one set of workers (create_tables_as) */
+typedef struct CtasParallelSet CtasParallelSet;
+
 /* in parallel.c */
+extern const char *CtasParallelIneligible(CtasLoad *load, Query *query,
+										  Query **rewritten);
+extern CtasParallelSet *CtasParallelSetCreate(int nworkers);
+extern void CtasParallelSetAdd(CtasParallelSet *set, CtasLoad *load,
+							   Query *rewritten, const char *sourcetext,
+							   const char *source);
+extern void CtasParallelSetRun(CtasParallelSet *set);
+extern bool CtasParallelSetFailed(CtasParallelSet *set, CtasLoad *load);
 extern bool CtasParallelLoad(CtasLoad *load, Query *query,
 							 const char *sourcetext, ParamListInfo params);
 extern void CtasParallelExplain(CtasLoad *load, Query *query,

@@ -279,17 +279,51 @@ plan_parallel(MultiTable *tables, int ntables)
 	return 0;
 }
 
+/* The tables of a call, for table_loaded */
+typedef struct MultiCall
+{
+	MultiTable *tables;
+	int			ntables;
+} MultiCall;
+
+/*
+ * table_loaded
+ *		The set's callback: end_load of a table its workers are done with,
+ *		while they load the others.  ERROR (with the context of the table,
+ *		its job failed) when the target's check fails.
+ */
+static void
+table_loaded(CtasLoad *load, void *arg)
+{
+	MultiCall  *call = (MultiCall *) arg;
+	ErrorContextCallback errcallback;
+	int			i;
+
+	for (i = 0; i < call->ntables && call->tables[i].load != load; i++)
+		;
+	Assert(i < call->ntables);
+	errcallback.callback = table_error_context;
+	errcallback.arg = &call->tables[i];
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+	CtasEndLoad(load);
+	error_context_stack = errcallback.previous;
+}
+
 /*
  * load_parallel
  *		Load the tables that plan_parallel chose with one set of nworkers
- *		parallel workers: create each (its job started), hand it to the
- *		set, run the set, then end_load of each.  ERROR (with the context of
- *		the table, and its job failed) when any of it fails.
+ *		parallel workers: create each (its job started) and hand it to the
+ *		set, then run the set, which ends each load as soon as its workers
+ *		are done with it.  ERROR (with the context of the table, and its
+ *		job failed) when any of it fails.
  */
 static void
 load_parallel(MultiTable *tables, int ntables, int nworkers)
 {
-	CtasParallelSet *set = CtasParallelSetCreate(nworkers);
+	MultiCall	call = {tables, ntables};
+	CtasParallelSet *set = CtasParallelSetCreate(nworkers, table_loaded,
+												 &call);
 	ErrorContextCallback errcallback;
 	int			i;
 
@@ -306,7 +340,10 @@ load_parallel(MultiTable *tables, int ntables, int nworkers)
 			continue;
 		errcallback.arg = t;
 		if (!CtasBeginLoad(t->load))
+		{
+			CtasEndLoad(t->load);	/* IF NOT EXISTS found it: no rows */
 			continue;
+		}
 		PG_TRY();
 		{
 			CtasParallelSetAdd(set, t->load, t->rewritten,
@@ -337,18 +374,6 @@ load_parallel(MultiTable *tables, int ntables, int nworkers)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-
-	error_context_stack = &errcallback;
-	for (i = 0; i < ntables; i++)
-	{
-		MultiTable *t = &tables[i];
-
-		if (t->rewritten == NULL)
-			continue;
-		errcallback.arg = t;
-		CtasEndLoad(t->load);
-	}
-	error_context_stack = errcallback.previous;
 }
 
 /* errcontext of the work on one table */

@@ -127,10 +127,19 @@ typedef struct CtasParallelShared
 	pg_atomic_uint32 finished;	/* workers that ended without error */
 } CtasParallelShared;
 
-/* In the DSM, one per table: what the workers have sent into it */
+/*
+ * In the DSM, one per table: what the workers have sent into it, and how
+ * far they are.  The table is loaded when units_done reaches nunits (so
+ * every stream that will ever be attached to it is) and as many streams
+ * have ended as were attached.
+ */
 typedef struct ParallelTable
 {
 	Oid			serverid;
+	uint32		nunits;			/* units of this table */
+	pg_atomic_uint32 units_done;	/* units run to their end */
+	pg_atomic_uint32 attached;	/* streams attached to the table */
+	pg_atomic_uint32 detached;	/* of them, ended without error */
 	pg_atomic_uint32 failed;	/* a worker's error was about this table */
 	pg_atomic_uint64 rows;		/* rows sent, all workers */
 	pg_atomic_uint64 bytes;		/* payload bytes sent, all workers */
@@ -177,6 +186,7 @@ typedef struct ParallelEntry
 	BlockNumber nblocks;		/* read when the set runs */
 	ParallelSource src;
 	bool		failed;			/* a worker's error was about it */
+	bool		ended;			/* handed to loaded */
 } ParallelEntry;
 
 /* Tables loaded by one ParallelContext (parallel.h) */
@@ -184,6 +194,8 @@ struct CtasParallelSet
 {
 	int			nworkers;
 	List	   *entries;		/* ParallelEntry */
+	CtasParallelLoaded loaded;	/* NULL: the caller ends the one load */
+	void	   *loaded_arg;
 };
 
 /* The DestReceiver of a worker: rows to put_row, counters to the DSM */
@@ -429,14 +441,20 @@ CtasParallelIneligible(CtasLoad *load, Query *query, Query **rewritten)
 /*
  * CtasParallelSetCreate
  *		An empty set of tables for nworkers parallel workers, in the
- *		current memory context.
+ *		current memory context.  loaded(load, arg) is called in the leader
+ *		for each table as soon as its workers are done with it (its rows
+ *		and bytes set), while they load the others: it runs end_load, so
+ *		that a PostgreSQL table's worker transactions do not stay prepared
+ *		until every table is loaded.  It may ERROR.
  */
 CtasParallelSet *
-CtasParallelSetCreate(int nworkers)
+CtasParallelSetCreate(int nworkers, CtasParallelLoaded loaded, void *arg)
 {
 	CtasParallelSet *set = palloc0(sizeof(CtasParallelSet));
 
 	set->nworkers = nworkers;
+	set->loaded = loaded;
+	set->loaded_arg = arg;
 	return set;
 }
 
@@ -485,11 +503,11 @@ CtasParallelSetAdd(CtasParallelSet *set, CtasLoad *load, Query *rewritten,
  * CtasParallelSetRun
  *		Load every table of set with its workers: set->nworkers of them
  *		claim the units (whole tables, or block ranges of a table bigger
- *		than one worker's share) until none is left.  Each load's rows and
- *		bytes are then set, and its job has them; the caller goes on with
- *		end_load of each.  ERROR when a worker fails (its error; then
- *		CtasParallelSetFailed says which table it was about) or the
- *		statement is cancelled.
+ *		than one worker's share) until none is left.  Each table goes to
+ *		the set's loaded callback once it is loaded, with its rows and bytes
+ *		set (its job has them).  ERROR when a worker fails (its error; then
+ *		CtasParallelSetFailed says which table it was about), when loaded
+ *		does, or when the statement is cancelled.
  */
 void
 CtasParallelSetRun(CtasParallelSet *set)
@@ -552,6 +570,7 @@ plan_units(CtasParallelSet *set, uint32 *nunits)
 	uint64		chunk;
 	uint64		want = (uint64) set->nworkers * CHUNKS_PER_WORKER;
 	uint32		n = 0;
+	StringInfoData plan;
 	int			i;
 
 	for (i = 0; i < ntables; i++)
@@ -590,11 +609,13 @@ plan_units(CtasParallelSet *set, uint32 *nunits)
 
 	/* a cut table has at most nblocks / chunk + 1 units: want + ntables */
 	units = palloc(sizeof(ParallelUnit) * (want + ntables));
+	initStringInfo(&plan);
 	for (i = 0; i < ntables; i++)
 	{
 		int			t = order[i];
 		BlockNumber nblocks = entries[t]->nblocks;
 		BlockNumber start;
+		uint32		first = n;
 
 		if (set->nworkers < 2 || nblocks <= share || nblocks <= chunk)
 		{
@@ -602,17 +623,27 @@ plan_units(CtasParallelSet *set, uint32 *nunits)
 			units[n].start = 0;
 			units[n].end = InvalidBlockNumber;
 			n++;
-			continue;
 		}
-		for (start = 0; start < nblocks; start += chunk)
+		else
 		{
-			units[n].table = t;
-			units[n].start = start;
-			units[n].end = start + chunk >= nblocks ? InvalidBlockNumber :
-				start + chunk;
-			n++;
+			for (start = 0; start < nblocks; start += chunk)
+			{
+				units[n].table = t;
+				units[n].start = start;
+				units[n].end = start + chunk >= nblocks ?
+					InvalidBlockNumber : start + chunk;
+				n++;
+			}
 		}
+		appendStringInfo(&plan, "%s%s (%u blocks", i > 0 ? ", " : "",
+						 entries[t]->src.str[SRC_SOURCE], nblocks);
+		if (n - first > 1)
+			appendStringInfo(&plan, ", %u ranges", n - first);
+		appendStringInfoChar(&plan, ')');
 	}
+	ereport(DEBUG1,
+			(errmsg_internal("parallel load of %d tables with %d workers, in this order: %s",
+							 ntables, set->nworkers, plan.data)));
 	*nunits = n;
 	return units;
 }
@@ -634,8 +665,16 @@ init_shared(CtasParallelShared *shared, CtasParallelSet *set,
 	{
 		ParallelEntry *e = lfirst(lc);
 		ParallelTable *t = &tables[foreach_current_index(lc)];
+		uint32		i;
 
 		t->serverid = e->load->catalog->serverid;
+		t->nunits = 0;
+		for (i = 0; i < nunits; i++)
+			if (units[i].table == foreach_current_index(lc))
+				t->nunits++;
+		pg_atomic_init_u32(&t->units_done, 0);
+		pg_atomic_init_u32(&t->attached, 0);
+		pg_atomic_init_u32(&t->detached, 0);
 		pg_atomic_init_u32(&t->failed, 0);
 		pg_atomic_init_u64(&t->rows, 0);
 		pg_atomic_init_u64(&t->bytes, 0);
@@ -667,6 +706,46 @@ collect(CtasParallelSet *set, CtasParallelShared *shared, bool failed)
 		e->load->rows = pg_atomic_read_u64(&t->rows);
 		e->load->bytes = pg_atomic_read_u64(&t->bytes);
 		CtasJobProgress(e->load->job, e->load->rows, e->load->bytes);
+	}
+}
+
+/*
+ * end_loaded
+ *		Hand to set->loaded the tables that the workers are done with, per
+ *		shared (their final counters then), or every table not handed yet
+ *		when shared is NULL (their counters collected already).  ERROR as
+ *		loaded.
+ */
+static void
+end_loaded(CtasParallelSet *set, CtasParallelShared *shared)
+{
+	ListCell   *lc;
+
+	if (set->loaded == NULL)
+		return;
+	foreach(lc, set->entries)
+	{
+		ParallelEntry *e = lfirst(lc);
+
+		if (e->ended)
+			continue;
+		if (shared != NULL)
+		{
+			ParallelTable *t = &shared_tables(shared)[foreach_current_index(lc)];
+
+			/* units_done first: then every stream is counted in attached */
+			if (pg_atomic_read_u32(&t->units_done) < t->nunits)
+				continue;
+			pg_read_barrier();
+			if (pg_atomic_read_u32(&t->detached) <
+				pg_atomic_read_u32(&t->attached))
+				continue;
+			pg_read_barrier();
+			e->load->rows = pg_atomic_read_u64(&t->rows);
+			e->load->bytes = pg_atomic_read_u64(&t->bytes);
+		}
+		e->ended = true;
+		set->loaded(e->load, set->loaded_arg);
 	}
 }
 
@@ -793,6 +872,9 @@ run_set(CtasParallelSet *set)
 	/* every stream has ended (a worker's may be prepared): tests stop here */
 	CtasXactFaultPoint("after_workers");
 	CHECK_FOR_INTERRUPTS();
+
+	/* the tables that were not handed to loaded while the workers ran */
+	end_loaded(set, NULL);
 }
 
 /*
@@ -820,7 +902,7 @@ CtasParallelLoad(CtasLoad *load, Query *query, const char *sourcetext,
 						load->catalog->name, load->schema, load->table, why)));
 		return false;
 	}
-	set = CtasParallelSetCreate(load->opts.parallel);
+	set = CtasParallelSetCreate(load->opts.parallel, NULL, NULL);
 	set_add(set, load, relid, query, sourcetext, "");
 	run_set(set);
 	return true;
@@ -847,6 +929,7 @@ wait_for_workers(ParallelContext *pcxt, CtasParallelShared *shared,
 
 		CHECK_FOR_INTERRUPTS();
 		collect(set, shared, false);
+		end_loaded(set, shared);
 		if (CtasProgress)
 			report_progress(set, pcxt->nworkers_launched, started,
 							&last_notice);
@@ -1168,6 +1251,7 @@ begin_table(CtasParallelShared *shared, ParallelSource *sources, int t,
 	dest->published_rows = 0;
 	dest->published_bytes = 0;
 	uc->load = load;
+	pg_atomic_fetch_add_u32(&table->attached, 1);
 
 	/* attached, nothing sent yet: tests see who loads which table here */
 	CtasXactFaultPoint("parallel_table");
@@ -1187,6 +1271,7 @@ end_table(MemoryContext cxt, ParallelDest *dest, UnitContext *uc)
 	uc->start = InvalidBlockNumber;
 	dest->load->routine->end_load(dest->load);
 	publish(dest);
+	pg_atomic_fetch_add_u32(&dest->table->detached, 1);
 	uc->load = NULL;
 	dest->load = NULL;
 	MemoryContextReset(cxt);
@@ -1282,6 +1367,7 @@ run_units(CtasParallelShared *shared, ParallelSource *sources)
 			FreeQueryDesc(qd);
 			MemoryContextSwitchTo(oldcxt);
 			MemoryContextReset(unit_cxt);
+			pg_atomic_fetch_add_u32(&tables[cur].units_done, 1);
 			CHECK_FOR_INTERRUPTS();
 		}
 		if (cur >= 0)

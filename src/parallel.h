@@ -28,10 +28,15 @@
 /* tables loaded by one set of workers (create_tables_as) */
 typedef struct CtasParallelSet CtasParallelSet;
 
+/* called in the leader for each table of a set once it is loaded */
+typedef void (*CtasParallelLoaded) (CtasLoad *load, void *arg);
+
 /* in parallel.c */
 extern const char *CtasParallelIneligible(CtasLoad *load, Query *query,
 										  Query **rewritten);
-extern CtasParallelSet *CtasParallelSetCreate(int nworkers);
+extern CtasParallelSet *CtasParallelSetCreate(int nworkers,
+											  CtasParallelLoaded loaded,
+											  void *arg);
 extern void CtasParallelSetAdd(CtasParallelSet *set, CtasLoad *load,
 							   Query *rewritten, const char *sourcetext,
 							   const char *source);

@@ -742,8 +742,9 @@ CtasRunLoad(CtasLoad *load, ParseState *pstate, Query *query,
 
 /*
  * CtasBeginLoad
- *		The first half of CtasRunLoad, for a caller that moves the rows
- *		itself (parallel.c, for many tables at once): join the transaction
+ *		The first half of CtasRunLoad, for a caller that has the rows moved
+ *		by other means (multi.c: one set of parallel workers for many
+ *		tables, parallel.c): join the transaction
  *		and create the remote table, with the row stream open.  Returns
  *		false when there are no rows to load (IF NOT EXISTS found the table,
  *		or WITH NO DATA); CtasEndLoad must follow either way.  ERROR (the

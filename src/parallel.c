@@ -731,7 +731,8 @@ end_loaded(CtasParallelSet *set, CtasParallelShared *shared)
 			continue;
 		if (shared != NULL)
 		{
-			ParallelTable *t = &shared_tables(shared)[foreach_current_index(lc)];
+			int			i = foreach_current_index(lc);
+			ParallelTable *t = &shared_tables(shared)[i];
 
 			/* units_done first: then every stream is counted in attached */
 			if (pg_atomic_read_u32(&t->units_done) < t->nunits)
@@ -792,7 +793,11 @@ run_set(CtasParallelSet *set)
 	units = plan_units(set, &nunits);
 	size = shared_size(ntables, nunits);
 	foreach(lc, set->entries)
-		sources[foreach_current_index(lc)] = ((ParallelEntry *) lfirst(lc))->src;
+	{
+		ParallelEntry *e = lfirst(lc);
+
+		sources[foreach_current_index(lc)] = e->src;
+	}
 
 	/* the snapshot of the query, as run_load would take it */
 	PushCopiedSnapshot(GetActiveSnapshot());

@@ -812,6 +812,35 @@ SELECT count(DISTINCT query) FROM pg_stat_activity
 	is(pg_prepared(), '', 'many: two tables: no prepared transaction left');
 }
 
+# a table's job has its rows as soon as its workers are done with it, and
+# the leader has committed their prepared transactions then, while another
+# worker still loads the other table (stopped after it attached)
+$remote->safe_psql('dw', 'CREATE SCHEMA mu AUTHORIZATION loader');
+{
+	my ($h, $e, $offset) = start_session(
+		"SET ctas_fed.fault_point = 'parallel_table:4';\n"
+		  . "SELECT count(*) FROM ctas_fed.create_tables_as('wh', 'mu',"
+		  . " tables => '{many.m_mid, many.m_small}', options => '{\"parallel\": 2}');\n");
+	ok(wait_until(60, sub {
+		my $small = q{SELECT count(*) FROM pg_stat_activity
+		   WHERE backend_type = 'parallel worker'
+		     AND query = 'SELECT * FROM ONLY many.m_small'};
+		return 0 unless $local->safe_psql('postgres', $small) == 1;
+		return 0 unless $local->safe_psql('postgres', q{
+SELECT rows FROM ctas_fed.jobs WHERE catalog = 'wh' AND target = 'mu.m_mid'})
+		  eq $many_rows{m_mid};
+		my ($pid, $xid) = leader_of('many.m_mid, many.m_small');
+		return 0 unless $xid;
+		return !grep { /^ctas_fed_${sysid}_${xid}_/ } split(/,/, pg_prepared());
+	}), 'many: m_mid done (its job has its rows, its workers committed) while m_small loads');
+	$h->finish;
+	is($$e, '', 'many: the call with m_mid and m_small succeeds') or diag $$e;
+	is(pg_digest($remote, 'dw', 'mu.m_mid'),
+		pg_digest($local, 'postgres', 'many.m_mid'),
+		'many: m_mid arrives exactly, loaded while m_small was');
+	is(pg_prepared(), '', 'many: m_mid and m_small: no prepared transaction left');
+}
+
 # ROLLBACK of the caller's transaction leaves nothing, in either catalog
 ($ret, $out, $err) = $local->psql('postgres', q{
 BEGIN;

@@ -89,6 +89,7 @@
 #include "storage/bufmgr.h"
 #include "storage/itemptr.h"
 #include "storage/latch.h"
+#include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -112,6 +113,9 @@
 /* how often the leader publishes the counters to the job, in ms */
 #define LEADER_POLL_MS		100
 
+/* how often a worker waiting for the leader to settle tables looks, in ms */
+#define WORKER_POLL_MS		10
+
 /* ranges EXPLAIN lists before it abbreviates */
 #define EXPLAIN_MAX_RANGES	16
 
@@ -123,8 +127,13 @@ typedef struct CtasParallelShared
 {
 	int			ntables;
 	uint32		nunits;
+	int			leader_pgprocno;	/* to wake the leader */
+	uint32		max_waiting;	/* streams of loaded tables not settled yet
+								 * from which a worker waits; 0: never */
 	pg_atomic_uint32 next_unit;	/* next unit to claim */
 	pg_atomic_uint32 finished;	/* workers that ended without error */
+	pg_atomic_uint32 loaded_streams;	/* streams of the tables loaded */
+	pg_atomic_uint32 settled_streams;	/* of them, settled by the leader */
 } CtasParallelShared;
 
 /*
@@ -224,7 +233,8 @@ static void plan_split(Oid relid, int nworkers, BlockNumber *chunk_blocks,
 					   uint32 *nchunks);
 static ParallelUnit *plan_units(CtasParallelSet *set, uint32 *nunits);
 static void run_set(CtasParallelSet *set);
-static void run_units(CtasParallelShared *shared, ParallelSource *sources);
+static void run_units(CtasParallelShared *shared, ParallelSource *sources,
+					  CtasParallelSet *set);
 static void publish(ParallelDest *dest);
 static void report_progress(CtasParallelSet *set, int nworkers,
 							TimestampTz started, TimestampTz *last_notice);
@@ -658,8 +668,12 @@ init_shared(CtasParallelShared *shared, CtasParallelSet *set,
 
 	shared->ntables = list_length(set->entries);
 	shared->nunits = nunits;
+	shared->leader_pgprocno = MyProc->pgprocno;
+	shared->max_waiting = set->loaded ? set->nworkers : 0;
 	pg_atomic_init_u32(&shared->next_unit, 0);
 	pg_atomic_init_u32(&shared->finished, 0);
+	pg_atomic_init_u32(&shared->loaded_streams, 0);
+	pg_atomic_init_u32(&shared->settled_streams, 0);
 	tables = shared_tables(shared);
 	foreach(lc, set->entries)
 	{
@@ -726,13 +740,13 @@ end_loaded(CtasParallelSet *set, CtasParallelShared *shared)
 	foreach(lc, set->entries)
 	{
 		ParallelEntry *e = lfirst(lc);
+		ParallelTable *t = NULL;
 
 		if (e->ended)
 			continue;
 		if (shared != NULL)
 		{
-			int			i = foreach_current_index(lc);
-			ParallelTable *t = &shared_tables(shared)[i];
+			t = &shared_tables(shared)[foreach_current_index(lc)];
 
 			/* units_done first: then every stream is counted in attached */
 			if (pg_atomic_read_u32(&t->units_done) < t->nunits)
@@ -747,6 +761,9 @@ end_loaded(CtasParallelSet *set, CtasParallelShared *shared)
 		}
 		e->ended = true;
 		set->loaded(e->load, set->loaded_arg);
+		if (t != NULL)
+			pg_atomic_fetch_add_u32(&shared->settled_streams,
+									pg_atomic_read_u32(&t->attached));
 	}
 }
 
@@ -862,7 +879,7 @@ run_set(CtasParallelSet *set)
 		init_shared(local, set, units, nunits);
 		PG_TRY();
 		{
-			run_units(local, sources);
+			run_units(local, sources, set);
 		}
 		PG_CATCH();
 		{
@@ -1263,6 +1280,33 @@ begin_table(CtasParallelShared *shared, ParallelSource *sources, int t,
 }
 
 /*
+ * wait_for_leader
+ *		In a worker about to take another table: wait while the leader has
+ *		shared->max_waiting streams or more of loaded tables to settle (a
+ *		PostgreSQL worker's are prepared transactions, which the remote has
+ *		a limited number of).  The leader settles them between two looks at
+ *		the workers.  Interruptible.
+ */
+static void
+wait_for_leader(CtasParallelShared *shared)
+{
+	for (;;)
+	{
+		uint32		settled = pg_atomic_read_u32(&shared->settled_streams);
+		uint32		loaded = pg_atomic_read_u32(&shared->loaded_streams);
+
+		/* settled may be ahead for a moment: the leader looks on its own */
+		if (shared->max_waiting == 0 ||
+			(int32) (loaded - settled) < (int32) shared->max_waiting)
+			return;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 WORKER_POLL_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
  * end_table
  *		Close the stream of the table dest points at (end_load: a PostgreSQL
  *		worker prepares its remote transaction there), publish the counters
@@ -1270,13 +1314,29 @@ begin_table(CtasParallelShared *shared, ParallelSource *sources, int t,
  *		target refuses what was sent.
  */
 static void
-end_table(MemoryContext cxt, ParallelDest *dest, UnitContext *uc)
+end_table(CtasParallelShared *shared, MemoryContext cxt, ParallelDest *dest,
+		  UnitContext *uc)
 {
+	ParallelTable *t = dest->table;
+	uint32		detached;
+
 	/* what a remote refuses may show only when the stream ends */
 	uc->start = InvalidBlockNumber;
 	dest->load->routine->end_load(dest->load);
 	publish(dest);
-	pg_atomic_fetch_add_u32(&dest->table->detached, 1);
+
+	/*
+	 * The last stream of the table (units_done read first, as end_loaded
+	 * does): the leader has its streams to settle, wake it up.
+	 */
+	detached = pg_atomic_add_fetch_u32(&t->detached, 1);
+	if (pg_atomic_read_u32(&t->units_done) == t->nunits &&
+		detached == pg_atomic_read_u32(&t->attached))
+	{
+		pg_atomic_fetch_add_u32(&shared->loaded_streams, detached);
+		if (IsParallelWorker())
+			SetLatch(&ProcGlobal->allProcs[shared->leader_pgprocno].procLatch);
+	}
 	uc->load = NULL;
 	dest->load = NULL;
 	MemoryContextReset(cxt);
@@ -1291,12 +1351,16 @@ end_table(MemoryContext cxt, ParallelDest *dest, UnitContext *uc)
  *		when it claims a unit of another table, or none: units are handed
  *		out in order and a table's units are consecutive, so a backend has
  *		at most one stream per table, and one PostgreSQL gid per table.
- *		The active snapshot is the leader's.  ERROR with the unit's context
- *		when anything fails; the table it was about is marked failed in
- *		shared.
+ *		Before it takes another table, a worker (set NULL) waits for the
+ *		leader to settle the tables loaded (wait_for_leader); the leader
+ *		running the units itself (set given: no worker could be started)
+ *		settles them itself.  The active snapshot is the leader's.  ERROR
+ *		with the unit's context when anything fails; the table it was about
+ *		is marked failed in shared.
  */
 static void
-run_units(CtasParallelShared *shared, ParallelSource *sources)
+run_units(CtasParallelShared *shared, ParallelSource *sources,
+		  CtasParallelSet *set)
 {
 	ParallelTable *tables = shared_tables(shared);
 	ParallelUnit *units = shared_units(shared);
@@ -1346,7 +1410,11 @@ run_units(CtasParallelShared *shared, ParallelSource *sources)
 			if (u->table != cur)
 			{
 				if (cur >= 0)
-					end_table(table_cxt, &dest, &uc);
+					end_table(shared, table_cxt, &dest, &uc);
+				if (set != NULL)
+					end_loaded(set, shared);
+				else
+					wait_for_leader(shared);
 				cur = u->table;
 				begin_table(shared, sources, cur, table_cxt, &dest, &uc,
 							&query);
@@ -1376,7 +1444,7 @@ run_units(CtasParallelShared *shared, ParallelSource *sources)
 			CHECK_FOR_INTERRUPTS();
 		}
 		if (cur >= 0)
-			end_table(table_cxt, &dest, &uc);
+			end_table(shared, table_cxt, &dest, &uc);
 	}
 	PG_CATCH();
 	{
@@ -1410,6 +1478,6 @@ CtasParallelMain(dsm_segment *seg, shm_toc *toc)
 			sources[i].str[k] = shm_toc_lookup(toc,
 											   CTAS_PARALLEL_KEY_STRING(i, k),
 											   false);
-	run_units(shared, sources);
+	run_units(shared, sources, NULL);
 	pg_atomic_fetch_add_u32(&shared->finished, 1);
 }

@@ -841,6 +841,23 @@ SELECT rows FROM ctas_fed.jobs WHERE catalog = 'wh' AND target = 'mu.m_mid'})
 	is(pg_prepared(), '', 'many: m_mid and m_small: no prepared transaction left');
 }
 
+# thirty small tables at parallel = 4 into a remote that allows ten
+# prepared transactions: a worker waits for the leader to commit the
+# prepared transactions of the tables loaded before it takes another
+$local->safe_psql('postgres', 'CREATE SCHEMA tiny;' . join('', map {
+	"CREATE TABLE tiny.t$_ AS SELECT g AS id, E'row\\t' || g AS label"
+	  . " FROM generate_series(1, $_) g;" } 1 .. 30));
+$remote->safe_psql('dw', 'CREATE SCHEMA tiny AUTHORIZATION loader');
+($ret, $out, $err) = $local->psql('postgres', q{
+SELECT count(*), sum(rows) FROM ctas_fed.create_tables_as('wh', 'tiny',
+  source_schema => 'tiny', options => '{"parallel": 4}');});
+is($ret, 0, 'many: thirty small tables at parallel = 4 load') or diag $err;
+is($out, '30|465', 'many: thirty small tables: every row');
+is(join(',', map { pg_digest($remote, 'dw', "tiny.t$_") } 1, 17, 30),
+	join(',', map { pg_digest($local, 'postgres', "tiny.t$_") } 1, 17, 30),
+	'many: thirty small tables arrive exactly');
+is(pg_prepared(), '', 'many: thirty small tables: no prepared transaction left');
+
 # ROLLBACK of the caller's transaction leaves nothing, in either catalog
 ($ret, $out, $err) = $local->psql('postgres', q{
 BEGIN;

@@ -665,6 +665,7 @@ init_shared(CtasParallelShared *shared, CtasParallelSet *set,
 {
 	ParallelTable *tables;
 	ListCell   *lc;
+	uint32		i;
 
 	shared->ntables = list_length(set->entries);
 	shared->nunits = nunits;
@@ -679,13 +680,9 @@ init_shared(CtasParallelShared *shared, CtasParallelSet *set,
 	{
 		ParallelEntry *e = lfirst(lc);
 		ParallelTable *t = &tables[foreach_current_index(lc)];
-		uint32		i;
 
 		t->serverid = e->load->catalog->serverid;
 		t->nunits = 0;
-		for (i = 0; i < nunits; i++)
-			if (units[i].table == foreach_current_index(lc))
-				t->nunits++;
 		pg_atomic_init_u32(&t->units_done, 0);
 		pg_atomic_init_u32(&t->attached, 0);
 		pg_atomic_init_u32(&t->detached, 0);
@@ -693,6 +690,8 @@ init_shared(CtasParallelShared *shared, CtasParallelSet *set,
 		pg_atomic_init_u64(&t->rows, 0);
 		pg_atomic_init_u64(&t->bytes, 0);
 	}
+	for (i = 0; i < nunits; i++)
+		tables[units[i].table].nunits++;
 	memcpy(shared_units(shared), units, sizeof(ParallelUnit) * nunits);
 }
 
@@ -946,7 +945,7 @@ wait_for_workers(ParallelContext *pcxt, CtasParallelShared *shared,
 
 	for (;;)
 	{
-		bool		stopped = false;
+		uint32		stopped = 0;
 		int			i;
 
 		CHECK_FOR_INTERRUPTS();
@@ -958,7 +957,12 @@ wait_for_workers(ParallelContext *pcxt, CtasParallelShared *shared,
 
 		if (pg_atomic_read_u32(&shared->finished) >= pcxt->nworkers_launched)
 			break;
-		/* one that stopped without finishing: WaitFor... below says why */
+		/*
+		 * One that stopped without finishing: WaitFor... below says why.  A
+		 * worker counts itself finished before it stops, so finished is read
+		 * after the workers: the others may be waiting for this loop to
+		 * settle their tables (wait_for_leader).
+		 */
 		for (i = 0; i < pcxt->nworkers_launched; i++)
 		{
 			pid_t		pid;
@@ -966,9 +970,10 @@ wait_for_workers(ParallelContext *pcxt, CtasParallelShared *shared,
 			if (pcxt->worker[i].bgwhandle &&
 				GetBackgroundWorkerPid(pcxt->worker[i].bgwhandle, &pid) ==
 				BGWH_STOPPED)
-				stopped = true;
+				stopped++;
 		}
-		if (stopped)
+		pg_read_barrier();
+		if (stopped > pg_atomic_read_u32(&shared->finished))
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 LEADER_POLL_MS, PG_WAIT_EXTENSION);

@@ -858,6 +858,29 @@ is(join(',', map { pg_digest($remote, 'dw', "tiny.t$_") } 1, 17, 30),
 	'many: thirty small tables arrive exactly');
 is(pg_prepared(), '', 'many: thirty small tables: no prepared transaction left');
 
+# no free worker, then one of three: the leader loads the tables itself,
+# or the one worker takes them all, after a NOTICE; every row arrives
+foreach my $case ([ 'mn0', 0, 2, 'in the leader: no parallel worker could be started' ],
+	[ 'mn1', 1, 3, 'with 1 parallel workers instead of 3' ])
+{
+	my ($schema, $free, $n, $notice) = @$case;
+	$remote->safe_psql('dw', "CREATE SCHEMA $schema AUTHORIZATION loader");
+	($ret, $out, $err) = $local->psql('postgres', qq{
+SET max_parallel_workers = $free;
+SELECT count(*), sum(rows) FROM ctas_fed.create_tables_as('wh', '$schema',
+  tables => '{many.m_mid, many.m_text, many.m_small, many.m_empty}',
+  options => '{"parallel": $n}');});
+	is($ret, 0, "many, $free free workers: no failure") or diag $err;
+	like($err, qr/NOTICE:  loading 4 tables of catalog "wh" \Q$notice\E/,
+		"many, $free free workers: a NOTICE says so");
+	is($out, '4|' . ($many_rows{m_mid} + $many_rows{m_text} + 3),
+		"many, $free free workers: the rows of each table");
+	is(join(',', map { pg_digest($remote, 'dw', "$schema.$_") } qw(m_mid m_text m_small m_empty)),
+		join(',', map { pg_digest($local, 'postgres', "many.$_") } qw(m_mid m_text m_small m_empty)),
+		"many, $free free workers: every table arrives exactly");
+	is(pg_prepared(), '', "many, $free free workers: no prepared transaction left");
+}
+
 # ROLLBACK of the caller's transaction leaves nothing, in either catalog
 ($ret, $out, $err) = $local->psql('postgres', q{
 BEGIN;

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * parallel.h
- *		  Parallel loads: WITH (parallel = N) on a federated CTAS
- *		  (parallel.c).
+ *		  Parallel loads: WITH (parallel = N) on a federated CTAS, and
+ *		  {"parallel": N} of create_tables_as (parallel.c).
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *

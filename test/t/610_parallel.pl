@@ -903,6 +903,26 @@ check_invariant(
 		(map { { ch => $ch, table => "dw.$_" } } qw(m_big m_small m_empty)) ]);
 is(pg_scratch(), '', 'many: ROLLBACK leaves no scratch table');
 
+# ROLLBACK TO SAVEPOINT in a transaction that commits: the call's tables
+# go, the rest of the transaction stays
+($ret, $out, $err) = $local->psql('postgres', q{
+BEGIN;
+SAVEPOINT a;
+SELECT count(*) FROM ctas_fed.create_tables_as('wh', 'public',
+  source_schema => 'many', options => '{"parallel": 2}');
+ROLLBACK TO SAVEPOINT a;
+CREATE TABLE wh.public.m_after AS SELECT 1 AS one;
+COMMIT;});
+is($ret, 0, 'many: ROLLBACK TO SAVEPOINT, then COMMIT') or diag $err;
+unlike($err, qr/WARNING/, 'many: ROLLBACK TO SAVEPOINT: no WARNING') or diag $err;
+is($remote->safe_psql('dw', 'SELECT one FROM public.m_after'), '1',
+	'many: ROLLBACK TO SAVEPOINT: the transaction commits');
+is(join(',', map { pg_digest($remote, 'dw', "public.$_") } @many),
+	join(',', map { 'absent' } @many),
+	'many: ROLLBACK TO SAVEPOINT: no table of the call');
+is(pg_prepared(), '', 'many: ROLLBACK TO SAVEPOINT: no prepared transaction');
+is(pg_scratch(), '', 'many: ROLLBACK TO SAVEPOINT: no scratch table');
+
 # a value the target refuses, in one table: the call fails naming it, and
 # leaves nothing
 $local->safe_psql('postgres', q{

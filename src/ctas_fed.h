@@ -61,6 +61,7 @@ extern char *CtasPushgatewayUrl;
 extern bool CtasProgress;
 extern int	CtasProgressInterval;
 extern char *CtasFaultPoint;
+extern int	CtasMaxSyncsPerRole;
 extern void CtasDefineSettings(void);
 extern void CtasCheckPreloaded(void);
 

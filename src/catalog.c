@@ -64,7 +64,7 @@ PG_FUNCTION_INFO_V1(ctas_fed_catalog_descriptor);
 
 /* Options every kind of catalog accepts */
 const CtasOption CtasCommonOptions[] = {
-	{"notify_url", SRV, CTAS_OPT_HOOK_URL},
+	{"notify_url", SRV, CTAS_OPT_HOOK_URL, 0, 0, NULL, false, true},
 	{"user", UM, CTAS_OPT_STRING},
 	{"password", UM, CTAS_OPT_STRING, 0, 0, NULL, true},
 	{"password_required", UM, CTAS_OPT_BOOL},
@@ -192,6 +192,8 @@ CtasGetCatalog(Oid serverid, Oid userid, bool check_usage, bool need_mapping)
 			catalog->server_options = lappend(catalog->server_options, def);
 	}
 	catalog->type_name = typename;
+	catalog->notify_url_limited = catalog->notify_url != NULL &&
+		!superuser_arg(server->owner);
 	if (catalog->type_name == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),

@@ -744,6 +744,75 @@ CtasRunLoad(CtasLoad *load, ParseState *pstate, Query *query,
 }
 
 /*
+ * CtasBeginLoad
+ *		The first half of CtasRunLoad, for a caller that has the rows moved
+ *		by other means (multi.c: one set of parallel workers for many
+ *		tables, parallel.c): join the transaction
+ *		and create the remote table, with the row stream open.  Returns
+ *		false when there are no rows to load (IF NOT EXISTS found the table,
+ *		or WITH NO DATA); CtasEndLoad must follow either way.  ERROR (the
+ *		job marked failed) when any of it fails.
+ */
+bool
+CtasBeginLoad(CtasLoad *load)
+{
+	PG_TRY();
+	{
+		start_load(load);
+	}
+	PG_CATCH();
+	{
+		fail_job(load);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return !load->skipped && !load->skip_data;
+}
+
+/*
+ * CtasEndLoad
+ *		The second half: end_load, once load->rows and load->bytes hold what
+ *		was sent, and the job's counters.  ERROR (the job marked failed) when
+ *		the target's check fails.
+ */
+void
+CtasEndLoad(CtasLoad *load)
+{
+	PG_TRY();
+	{
+		ErrorContextCallback errcallback;
+
+		errcallback.callback = load_error_context;
+		errcallback.arg = load;
+		errcallback.previous = error_context_stack;
+		error_context_stack = &errcallback;
+		finish_load(load);
+		error_context_stack = errcallback.previous;
+	}
+	PG_CATCH();
+	{
+		fail_job(load);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	CtasJobProgress(load->job, load->rows, load->bytes);
+	if (!load->opts.atomic || load->skipped)
+		CtasJobSetState(load->job, CTAS_JOB_COMMITTED, NULL);
+}
+
+/*
+ * CtasFailLoad
+ *		In a PG_CATCH block of a caller of CtasBeginLoad: mark the load's job
+ *		failed with the message of the error being handled.
+ */
+void
+CtasFailLoad(CtasLoad *load)
+{
+	fail_job(load);
+}
+
+/*
  * run_load
  *		Execute the query of a CTAS (a SELECT, or EXECUTE of a prepared
  *		one) into the load's DestReceiver.

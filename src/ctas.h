@@ -27,6 +27,9 @@
 extern CtasLoad *CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt);
 extern void CtasRunLoad(CtasLoad *load, ParseState *pstate, Query *query,
 						ParamListInfo params, QueryEnvironment *queryEnv);
+extern bool CtasBeginLoad(CtasLoad *load);
+extern void CtasEndLoad(CtasLoad *load);
+extern void CtasFailLoad(CtasLoad *load);
 extern void CtasExecCreateTableAs(ParseState *pstate, CreateTableAsStmt *stmt,
 								  Oid serverid, ParamListInfo params,
 								  QueryEnvironment *queryEnv,

@@ -37,6 +37,9 @@ typedef struct CtasCatalog
 	List	   *server_options; /* DefElems, without "type" and "notify_url" */
 	List	   *user_options;	/* DefElems of the user mapping */
 	char	   *notify_url;		/* status webhook, or NULL */
+	bool		notify_url_limited; /* notify_url is subject to
+									 * ctas_fed.allowed_hosts: the server's
+									 * owner is not a superuser */
 } CtasCatalog;
 
 /* one entry of CtasListCatalogs */
@@ -58,6 +61,7 @@ extern char *CtasPushgatewayUrl;
 extern bool CtasProgress;
 extern int	CtasProgressInterval;
 extern char *CtasFaultPoint;
+extern int	CtasMaxSyncsPerRole;
 extern void CtasDefineSettings(void);
 extern void CtasCheckPreloaded(void);
 

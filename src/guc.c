@@ -41,6 +41,9 @@ char	   *CtasPushgatewayUrl = NULL;
 bool		CtasProgress = false;
 int			CtasProgressInterval = 10;
 
+/* sync.c */
+int			CtasMaxSyncsPerRole = 10;
+
 /* xact.c: ctas_fed.fault_point (tests only, superuser only) */
 char	   *CtasFaultPoint = NULL;
 
@@ -90,9 +93,14 @@ CtasDefineSettings(void)
 							PGC_USERSET, GUC_UNIT_S, NULL, NULL, NULL);
 	DefineCustomStringVariable("ctas_fed.fault_point",
 							   "For tests only: stop the backend at this point of the commit protocol.",
-							   "after_prepare, after_commit_record or after_rename.",
+							   "after_workers, after_prepare, after_rename, after_commit_record or sync_worker_attach, optionally followed by :N (seconds).",
 							   &CtasFaultPoint, "",
 							   PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomIntVariable("ctas_fed.max_syncs_per_role",
+							"Maximum number of continuous syncs one non-superuser role may run in a database.",
+							"-1 means no limit; 0 allows continuous syncs to superusers only.",
+							&CtasMaxSyncsPerRole, 10, -1, 100000,
+							PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomStringVariable("ctas_fed.allowed_hosts",
 							   "Hosts that the catalogs of non-superusers may reach.",
 							   "Comma-separated host names, IP addresses and address/prefix lengths; empty allows every host.",

@@ -9,7 +9,9 @@
  * It is checked twice: when a non-superuser sets a server option naming
  * a host (the validator, CtasCheckHostOption), and on every connection of
  * a catalog whose server a non-superuser owns (CtasCheckCatalogHosts),
- * since the setting may have changed since the server was created.
+ * since the setting may have changed since the server was created.  The
+ * same goes for the host of a catalog's notify_url: the notifier asks
+ * CtasNotifyHostRefused before each webhook it sends for such a server.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -380,8 +382,8 @@ hosts_server_option(const CtasCatalog *catalog, const char *name)
 /*
  * CtasCheckHostOption
  *		Validator side of ctas_fed.allowed_hosts: ereport(ERROR) when a
- *		non-superuser sets a server option (url, host, hostaddr) naming a
- *		host the setting does not list.  The caller checks superuser().
+ *		non-superuser sets a server option (url, host, hostaddr,
+ *		notify_url) naming a host the setting does not list.  The caller checks superuser().
  */
 void
 CtasCheckHostOption(const char *option, const char *value)
@@ -423,4 +425,31 @@ CtasCheckCatalogHosts(const CtasCatalog *catalog)
 	}
 	if (!any)
 		hosts_check_host(catalog, "host", NULL);
+}
+
+/*
+ * CtasNotifyHostRefused
+ *		Send side of ctas_fed.allowed_hosts, for the webhook url of a
+ *		catalog whose server a non-superuser owns: NULL when the setting,
+ *		as this process sees it, allows url's host, else that host
+ *		(palloc'd; "" for a URL curl cannot parse) for the message.  Only
+ *		the host is returned, never the rest of the URL.  Can ERROR only
+ *		when out of memory.
+ */
+char *
+CtasNotifyHostRefused(const char *url)
+{
+	char	   *host;
+
+	if (!hosts_limited())
+		return NULL;
+	host = hosts_url_host(url);
+	if (host == NULL)
+		return pstrdup("");
+	if (hosts_allowed(host))
+	{
+		pfree(host);
+		return NULL;
+	}
+	return host;
 }

@@ -24,5 +24,6 @@ extern bool CtasAllowedHostsCheck(char **newval, void **extra,
 								  GucSource source);
 extern void CtasCheckHostOption(const char *option, const char *value);
 extern void CtasCheckCatalogHosts(const CtasCatalog *catalog);
+extern char *CtasNotifyHostRefused(const char *url);
 
 #endif							/* CTAS_HOSTS_H */

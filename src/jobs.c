@@ -352,6 +352,11 @@ CtasJobStart(const CtasCatalog *catalog, const char *target, const char *mode,
 		strlcpy(job->mode, mode, sizeof(job->mode));
 		strlcpy(job->notify_url, notify_url ? notify_url : "",
 				sizeof(job->notify_url));
+		/* only a non-superuser's own notify_url is limited */
+		job->notify_trusted = !(catalog->notify_url_limited &&
+								notify_url != NULL &&
+								catalog->notify_url != NULL &&
+								strcmp(notify_url, catalog->notify_url) == 0);
 		job->state = CTAS_JOB_RUNNING;
 		pg_atomic_write_u64(&job->rows, 0);
 		pg_atomic_write_u64(&job->bytes, 0);
@@ -612,6 +617,7 @@ enqueue_event(const CtasJob *job)
 	strlcpy(ev->mode, job->mode, sizeof(ev->mode));
 	strlcpy(ev->error, job->error, sizeof(ev->error));
 	strlcpy(ev->notify_url, job->notify_url, sizeof(ev->notify_url));
+	ev->notify_trusted = job->notify_trusted;
 	ev->state = job->state;
 	ev->rows = pg_atomic_read_u64((pg_atomic_uint64 *) &job->rows);
 	ev->bytes = pg_atomic_read_u64((pg_atomic_uint64 *) &job->bytes);

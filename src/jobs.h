@@ -38,6 +38,11 @@ typedef enum CtasJobState
 typedef struct CtasJob
 {
 	bool		in_use;
+	bool		notify_trusted; /* notify_url is exempt from
+								 * ctas_fed.allowed_hosts; in what was
+								 * padding, so the history file keeps its
+								 * layout, and false (checked) in older
+								 * files */
 	int64		job_id;
 	char		catalog[NAMEDATALEN];
 	char		target[3 * NAMEDATALEN + 8];
@@ -81,6 +86,7 @@ typedef struct CtasJobEvent
 	uint64		bytes;
 	char		error[512];
 	char		notify_url[512];
+	bool		notify_trusted; /* as in CtasJob */
 	TimestampTz started_at;
 	TimestampTz finished_at;
 } CtasJobEvent;

@@ -17,8 +17,12 @@
  *	   check SELECT as the executor would, and prepare its load (catalog
  *	   USAGE and mapping, options, columns) - so a bad option, type or
  *	   privilege on the last table costs nothing remotely;
- *	3. the loads run one after the other, each a job of one job group.
- *	   Every table is read under the snapshot of the calling statement.
+ *	3. the loads run one after the other, each a job of one job group;
+ *	   with {"parallel": N} and more than one table that can be loaded in
+ *	   parallel, those are created first and then loaded together by one
+ *	   set of N parallel workers, which take whole tables (parallel.c),
+ *	   after the others.  Every table is read under the snapshot of the
+ *	   calling statement.
  *
  * Atomicity comes from xact.c: every load joins the local transaction, so
  * an error in any table aborts the transaction and with it every remote
@@ -62,6 +66,7 @@
 #include "utils/tuplestore.h"
 
 #include "ctas.h"
+#include "parallel.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_create_tables_as);
 
@@ -77,6 +82,8 @@ typedef struct MultiTable
 	ParseState *pstate;
 	Query	   *query;			/* SELECT * FROM the table, analyzed */
 	CtasLoad   *load;
+	Query	   *rewritten;		/* query rewritten, when the table is
+								 * loaded by the parallel set */
 } MultiTable;
 
 /*
@@ -102,6 +109,8 @@ static void table_options(MultiTable *t, int index, List *calloptions);
 static void prepare_table(MultiTable *t, Oid serverid,
 						  const char *remote_schema);
 static void table_error_context(void *arg);
+static int	plan_parallel(MultiTable *tables, int ntables);
+static void load_parallel(MultiTable *tables, int ntables, int nworkers);
 
 /*
  * ctas_fed.create_tables_as(catalog name, remote_schema text,
@@ -123,6 +132,7 @@ ctas_fed_create_tables_as(PG_FUNCTION_ARGS)
 	int			ntables;
 	List	   *calloptions;
 	int64		group_id;
+	int			nworkers;
 	int			i;
 
 	CtasCheckPreloaded();
@@ -198,23 +208,34 @@ ctas_fed_create_tables_as(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	group_id = CtasJobNewGroup();
+	for (i = 0; i < ntables; i++)
+		tables[i].load->group_id = group_id;
+	nworkers = plan_parallel(tables, ntables);
 
 	for (i = 0; i < ntables; i++)
 	{
 		MultiTable *t = &tables[i];
 		ErrorContextCallback errcallback;
-		Datum		values[3];
-		bool		nulls[3] = {false, false, false};
 
+		if (t->rewritten != NULL)
+			continue;			/* loaded by the parallel set below */
 		errcallback.callback = table_error_context;
 		errcallback.arg = t;
 		errcallback.previous = error_context_stack;
 		error_context_stack = &errcallback;
 
-		t->load->group_id = group_id;
 		CtasRunLoad(t->load, t->pstate, t->query, NULL, NULL);
 
 		error_context_stack = errcallback.previous;
+	}
+	if (nworkers > 0)
+		load_parallel(tables, ntables, nworkers);
+
+	for (i = 0; i < ntables; i++)
+	{
+		MultiTable *t = &tables[i];
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
 
 		values[0] = ObjectIdGetDatum(t->relid);
 		values[1] = CStringGetTextDatum(psprintf("%s.%s",
@@ -227,6 +248,139 @@ ctas_fed_create_tables_as(PG_FUNCTION_ARGS)
 		t->load = NULL;
 	}
 	return (Datum) 0;
+}
+
+/*
+ * plan_parallel
+ *		With {"parallel": N} on more than one table that can be loaded in
+ *		parallel (CtasParallelIneligible), those tables get their rewritten
+ *		query in t->rewritten, and the result is the most workers any of
+ *		them asks for.  Else 0: every table loads on its own, by block
+ *		ranges or serially after a NOTICE saying why, as a CTAS would.
+ */
+static int
+plan_parallel(MultiTable *tables, int ntables)
+{
+	int			nworkers = 0;
+	int			n = 0;
+	int			i;
+
+	for (i = 0; i < ntables; i++)
+	{
+		MultiTable *t = &tables[i];
+
+		t->rewritten = NULL;
+		if (t->load->opts.parallel > 0 &&
+			CtasParallelIneligible(t->load, t->query, &t->rewritten) == NULL)
+		{
+			nworkers = Max(nworkers, t->load->opts.parallel);
+			n++;
+		}
+		else
+			t->rewritten = NULL;
+	}
+	if (n >= 2)
+		return nworkers;
+	for (i = 0; i < ntables; i++)
+		tables[i].rewritten = NULL;
+	return 0;
+}
+
+/* The tables of a call, for table_loaded */
+typedef struct MultiCall
+{
+	MultiTable *tables;
+	int			ntables;
+} MultiCall;
+
+/*
+ * table_loaded
+ *		The set's callback: end_load of a table its workers are done with,
+ *		while they load the others.  ERROR (with the context of the table,
+ *		its job failed) when the target's check fails.
+ */
+static void
+table_loaded(CtasLoad *load, void *arg)
+{
+	MultiCall  *call = (MultiCall *) arg;
+	ErrorContextCallback errcallback;
+	int			i;
+
+	for (i = 0; i < call->ntables && call->tables[i].load != load; i++)
+		;
+	Assert(i < call->ntables);
+	errcallback.callback = table_error_context;
+	errcallback.arg = &call->tables[i];
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+	CtasEndLoad(load);
+	error_context_stack = errcallback.previous;
+}
+
+/*
+ * load_parallel
+ *		Load the tables that plan_parallel chose with one set of nworkers
+ *		parallel workers: create each (its job started) and hand it to the
+ *		set, then run the set, which ends each load as soon as its workers
+ *		are done with it.  ERROR (with the context of the table, and its
+ *		job failed) when any of it fails.
+ */
+static void
+load_parallel(MultiTable *tables, int ntables, int nworkers)
+{
+	MultiCall	call = {tables, ntables};
+	CtasParallelSet *set = CtasParallelSetCreate(nworkers, table_loaded,
+												 &call);
+	ErrorContextCallback errcallback;
+	int			i;
+
+	errcallback.callback = table_error_context;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+
+	/* one remote stream is open at a time: create, then export, each */
+	for (i = 0; i < ntables; i++)
+	{
+		MultiTable *t = &tables[i];
+
+		if (t->rewritten == NULL)
+			continue;
+		errcallback.arg = t;
+		if (!CtasBeginLoad(t->load))
+		{
+			CtasEndLoad(t->load);	/* IF NOT EXISTS found it: no rows */
+			continue;
+		}
+		PG_TRY();
+		{
+			CtasParallelSetAdd(set, t->load, t->rewritten,
+							   t->pstate->p_sourcetext, t->source);
+		}
+		PG_CATCH();
+		{
+			CtasFailLoad(t->load);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+	}
+
+	/* a worker's error has the context of its table */
+	error_context_stack = errcallback.previous;
+	PG_TRY();
+	{
+		CtasParallelSetRun(set);
+	}
+	PG_CATCH();
+	{
+		for (i = 0; i < ntables; i++)
+		{
+			if (tables[i].rewritten != NULL &&
+				CtasParallelSetFailed(set, tables[i].load))
+				CtasFailLoad(tables[i].load);
+		}
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 }
 
 /* errcontext of the work on one table */

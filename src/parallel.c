@@ -1,41 +1,50 @@
 /*-------------------------------------------------------------------------
  *
  * parallel.c
- *		  WITH (parallel = N) on a federated CTAS: N parallel workers read
- *		  disjoint block ranges of the one table of the query, under the
- *		  leader's snapshot, and each writes through a remote connection of
- *		  its own into what the leader's create_table made.
+ *		  WITH (parallel = N) on a federated CTAS, and {"parallel": N} of
+ *		  create_tables_as: N parallel workers read the source under the
+ *		  leader's snapshot, and each writes through remote connections of
+ *		  its own into what the leader's create_table made.  One table is
+ *		  split by block ranges; many tables are handed out whole.
  *
- * Protocol (leader, from ctas.c once create_table has run):
+ * Protocol (leader, from ctas.c once create_table has run, or from
+ * multi.c once the create_table of every table has):
  *	1. eligibility: one plain heap table, a projection and a filter,
  *	   nothing volatile or parallel-unsafe, no parameters, an atomic load,
  *	   a target with parallel_export.  Anything else loads serially after
  *	   one NOTICE saying why (and EXPLAIN says the same).
- *	2. split: the table's blocks, read now, in chunks of consecutive
- *	   blocks (about CHUNKS_PER_WORKER per worker); the last chunk has no
- *	   upper bound.  Every tuple our snapshot sees existed when it was
- *	   taken, so lies below the block count read after it, and the
- *	   statement's lock keeps VACUUM FULL and CLUSTER away.
- *	3. parallel_export: the target's state for the workers, and the end of
- *	   the leader's own row stream.
- *	4. a ParallelContext (access/parallel.h) with the query, the load and
- *	   the target state in its DSM; the workers get the leader's snapshot,
- *	   transaction, user and settings from it.  Each worker attaches to the
- *	   target (parallel_attach: its own connection and stream), claims
- *	   chunks from an atomic counter, runs the query with ctid >= '(b,0)'
- *	   AND ctid < '(e,0)' added (a TID Range Scan), and adds its rows and
- *	   bytes to counters in the DSM every PUBLISH_EVERY_ROWS rows.
- *	5. the leader waits in an interruptible latch loop, publishing the sum
- *	   of the counters to the job (ctas_fed.jobs) as the workers go.  A
+ *	2. parallel_export of each table: the target's state for the workers,
+ *	   and the end of the leader's own row stream into it.
+ *	3. units of work, the tables' blocks read now: for one table, chunks
+ *	   of consecutive blocks (about CHUNKS_PER_WORKER per worker), the
+ *	   last with no upper bound; for many, the tables from the biggest
+ *	   down, each one unit, but for a table bigger than one worker's share
+ *	   of all the blocks, cut in chunks as one table would be.  Every tuple
+ *	   our snapshot sees existed when it was taken, so lies below the block
+ *	   count read after it, and the statement's lock keeps VACUUM FULL and
+ *	   CLUSTER away.
+ *	4. one ParallelContext (access/parallel.h) with the units and, per
+ *	   table, the query, the load, the target state and counters in its
+ *	   DSM; the workers get the leader's snapshot, transaction, user and
+ *	   settings from it.  Each worker claims units from an atomic counter;
+ *	   at its first unit of a table it attaches to that table's target
+ *	   (parallel_attach: its own connection and stream), at its first unit
+ *	   of another table (or when none is left) it ends that stream
+ *	   (end_load).  A unit runs the query, with ctid >= '(b,0)' AND ctid <
+ *	   '(e,0)' added for a block range (a TID Range Scan), and the worker
+ *	   adds its rows and bytes to the table's counters every
+ *	   PUBLISH_EVERY_ROWS rows.
+ *	5. the leader waits in an interruptible latch loop, publishing each
+ *	   table's counters to its job (ctas_fed.jobs) as the workers go.  A
  *	   worker's ERROR is raised in the leader by HandleParallelMessages,
  *	   with the worker's context; cancel and statement_timeout stop the
  *	   leader, and the abort of its transaction (or subtransaction)
  *	   terminates and waits for every worker (AtEOXact_Parallel) before
  *	   xact.c's abort callbacks undo the remote work.
- *	6. load->rows and load->bytes are the sums; the fault point
+ *	6. each load->rows and load->bytes are the sums; the fault point
  *	   "after_workers" (ctas_fed.fault_point, tests only) is here, after
- *	   every stream has ended; end_load and the commit protocol then run in
- *	   the leader exactly as for a serial load.
+ *	   every stream has ended; end_load of each table and the commit
+ *	   protocol then run in the leader exactly as for a serial load.
  *
  * Workers do nothing locally but read: no job, no participant, no xid, no
  * durable record.  What the transaction must undo or resolve is named after
@@ -44,9 +53,12 @@
  * remote transactions, prepared under gids the leader's transaction owns
  * (gid.c), so that the target's resolver knows whose they are.  The
  * target's end_load, abort and resolver deal with them as with the rest of
- * the transaction.  When fewer workers start than
- * asked for (max_worker_processes, max_parallel_workers), a NOTICE says
- * so; when none does, the leader runs the chunks itself.
+ * the transaction.  Units are claimed in order and a table's units are
+ * consecutive, so a worker has at most one stream per table: a PostgreSQL
+ * worker gid names the table's load and the worker, and end_load of each
+ * table settles exactly its own.  When fewer workers start than asked for
+ * (max_worker_processes, max_parallel_workers), a NOTICE says so; when
+ * none does, the leader runs the units itself.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -71,11 +83,13 @@
 #include "optimizer/clauses.h"
 #include "optimizer/optimizer.h"
 #include "pgstat.h"
+#include "rewrite/rewriteHandler.h"
 #include "port/atomics.h"
 #include "postmaster/bgworker.h"
 #include "storage/bufmgr.h"
 #include "storage/itemptr.h"
 #include "storage/latch.h"
+#include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -87,12 +101,8 @@
 #include "parallel.h"
 #include "xact.h"
 
-/* keys of the DSM table of contents */
+/* key of the DSM table of contents; the strings follow (KEY_STRING) */
 #define CTAS_PARALLEL_KEY_SHARED	UINT64CONST(0xC7A5FED000000001)
-#define CTAS_PARALLEL_KEY_QUERY		UINT64CONST(0xC7A5FED000000002)
-#define CTAS_PARALLEL_KEY_LOAD		UINT64CONST(0xC7A5FED000000003)
-#define CTAS_PARALLEL_KEY_TARGET	UINT64CONST(0xC7A5FED000000004)
-#define CTAS_PARALLEL_KEY_SOURCE	UINT64CONST(0xC7A5FED000000005)
 
 /* chunks per worker: enough that the workers finish close together */
 #define CHUNKS_PER_WORKER	8
@@ -103,53 +113,165 @@
 /* how often the leader publishes the counters to the job, in ms */
 #define LEADER_POLL_MS		100
 
+/* how often a worker waiting for the leader to settle tables looks, in ms */
+#define WORKER_POLL_MS		10
+
 /* ranges EXPLAIN lists before it abbreviates */
 #define EXPLAIN_MAX_RANGES	16
 
-/* In the DSM: the split, and what the workers have done */
+/*
+ * In the DSM: the work units and what the workers have done.  The
+ * ParallelTable array and then the ParallelUnit array follow it.
+ */
 typedef struct CtasParallelShared
 {
-	Oid			serverid;
-	BlockNumber chunk_blocks;	/* blocks per chunk */
-	uint32		nchunks;		/* the last one is open-ended */
-	pg_atomic_uint32 next_chunk;	/* next chunk to claim */
+	int			ntables;
+	uint32		nunits;
+	int			leader_pgprocno;	/* to wake the leader */
+	uint32		max_waiting;	/* streams of loaded tables not settled yet
+								 * from which a worker waits; 0: never */
+	pg_atomic_uint32 next_unit;	/* next unit to claim */
 	pg_atomic_uint32 finished;	/* workers that ended without error */
+	pg_atomic_uint32 loaded_streams;	/* streams of the tables loaded */
+	pg_atomic_uint32 settled_streams;	/* of them, settled by the leader */
+} CtasParallelShared;
+
+/*
+ * In the DSM, one per table: what the workers have sent into it, and how
+ * far they are.  The table is loaded when units_done reaches nunits (so
+ * every stream that will ever be attached to it is) and as many streams
+ * have ended as were attached.
+ */
+typedef struct ParallelTable
+{
+	Oid			serverid;
+	uint32		nunits;			/* units of this table */
+	pg_atomic_uint32 units_done;	/* units run to their end */
+	pg_atomic_uint32 attached;	/* streams attached to the table */
+	pg_atomic_uint32 detached;	/* of them, ended without error */
+	pg_atomic_uint32 failed;	/* a worker's error was about this table */
 	pg_atomic_uint64 rows;		/* rows sent, all workers */
 	pg_atomic_uint64 bytes;		/* payload bytes sent, all workers */
-} CtasParallelShared;
+} ParallelTable;
+
+/* In the DSM: one unit of work, a block range of one table */
+typedef struct ParallelUnit
+{
+	int			table;			/* index in the ParallelTable array */
+	BlockNumber start;
+	BlockNumber end;			/* InvalidBlockNumber: to the end */
+} ParallelUnit;
+
+/* The strings that describe one table of a parallel load */
+enum
+{
+	SRC_QUERY,					/* nodeToString of the rewritten SELECT */
+	SRC_LOAD,					/* serialize_load */
+	SRC_TARGET,					/* parallel_export */
+	SRC_TEXT,					/* text of the statement */
+	SRC_SOURCE,					/* the source table for messages, or ""
+								 * for the one table of a CTAS */
+	SOURCE_NSTRINGS
+};
+
+/*
+ * One table of a parallel load as a backend sees it: the strings in the
+ * DSM (a worker) or the leader's own copies.
+ */
+typedef struct ParallelSource
+{
+	const char *str[SOURCE_NSTRINGS];
+} ParallelSource;
+
+/* the DSM key of string k of table i */
+#define CTAS_PARALLEL_KEY_STRING(i, k) \
+	(CTAS_PARALLEL_KEY_SHARED + 1 + (uint64) (i) * SOURCE_NSTRINGS + (k))
+
+/* One table of a CtasParallelSet */
+typedef struct ParallelEntry
+{
+	CtasLoad   *load;
+	Oid			relid;
+	BlockNumber nblocks;		/* read when the set runs */
+	ParallelSource src;
+	bool		failed;			/* a worker's error was about it */
+	bool		ended;			/* handed to loaded */
+} ParallelEntry;
+
+/* Tables loaded by one ParallelContext (parallel.h) */
+struct CtasParallelSet
+{
+	int			nworkers;
+	List	   *entries;		/* ParallelEntry */
+	CtasParallelLoaded loaded;	/* NULL: the caller ends the one load */
+	void	   *loaded_arg;
+};
 
 /* The DestReceiver of a worker: rows to put_row, counters to the DSM */
 typedef struct ParallelDest
 {
 	DestReceiver pub;
 	CtasLoad   *load;
-	CtasParallelShared *shared;
+	ParallelTable *table;
 	uint64		published_rows;
 	uint64		published_bytes;
 } ParallelDest;
 
-/* errcontext of a worker's chunk */
-typedef struct ChunkContext
+/* errcontext of a worker's unit */
+typedef struct UnitContext
 {
-	CtasLoad   *load;
-	BlockNumber start;			/* InvalidBlockNumber: after the chunks */
+	CtasLoad   *load;			/* NULL: attaching */
+	const char *source;			/* "" for the load of a CTAS */
+	BlockNumber start;			/* InvalidBlockNumber: after the units */
 	BlockNumber end;			/* InvalidBlockNumber: to the end */
-} ChunkContext;
+	bool		whole;			/* the unit is the whole table */
+} UnitContext;
 
 static const char *parallel_ineligible(CtasLoad *load, Query *query,
 									   ParamListInfo params, Oid *relid);
 static void plan_split(Oid relid, int nworkers, BlockNumber *chunk_blocks,
 					   uint32 *nchunks);
-static void run_chunks(CtasParallelShared *shared, CtasLoad *load,
-					   Query *query, const char *sourcetext);
+static ParallelUnit *plan_units(CtasParallelSet *set, uint32 *nunits);
+static void run_set(CtasParallelSet *set);
+static void run_units(CtasParallelShared *shared, ParallelSource *sources,
+					  CtasParallelSet *set);
 static void publish(ParallelDest *dest);
-static void report_progress(CtasLoad *load, int nworkers,
+static void report_progress(CtasParallelSet *set, int nworkers,
 							TimestampTz started, TimestampTz *last_notice);
-static void wait_for_workers(ParallelContext *pcxt, CtasParallelShared *shared,
-							 CtasLoad *load);
+static void wait_for_workers(ParallelContext *pcxt,
+							 CtasParallelShared *shared,
+							 CtasParallelSet *set);
 static char *serialize_load(CtasLoad *load);
 static CtasLoad *attach_load(Oid serverid, const char *desc,
 							 const char *state);
+
+/* the ParallelTable array of shared */
+static inline ParallelTable *
+shared_tables(CtasParallelShared *shared)
+{
+	return (ParallelTable *) ((char *) shared +
+							  MAXALIGN(sizeof(CtasParallelShared)));
+}
+
+/* the ParallelUnit array of shared */
+static inline ParallelUnit *
+shared_units(CtasParallelShared *shared)
+{
+	return (ParallelUnit *) ((char *) shared_tables(shared) +
+							 MAXALIGN(sizeof(ParallelTable) *
+									  shared->ntables));
+}
+
+/* the size of a CtasParallelShared with its arrays */
+static Size
+shared_size(int ntables, uint32 nunits)
+{
+	return add_size(add_size(MAXALIGN(sizeof(CtasParallelShared)),
+							 MAXALIGN(mul_size(sizeof(ParallelTable),
+											   ntables))),
+					mul_size(sizeof(ParallelUnit), nunits));
+}
+
 
 /* ------------------------------------------------------------------------
  * Eligibility and split
@@ -306,28 +428,474 @@ add_block_range(Query *query, BlockNumber start, BlockNumber end)
  * ------------------------------------------------------------------------
  */
 
-/* the split and zero counters into shared */
-static void
-init_shared(CtasParallelShared *shared, Oid serverid,
-			BlockNumber chunk_blocks, uint32 nchunks)
+/*
+ * CtasParallelIneligible
+ *		For a caller that loads many tables in one set (multi.c): NULL when
+ *		the load of query (the analyzed SELECT of its statement) can be a
+ *		table of a CtasParallelSet, with the rewritten SELECT in *rewritten
+ *		(palloc'd in the current context); else why not, as a phrase.  No
+ *		NOTICE, no remote work.
+ */
+const char *
+CtasParallelIneligible(CtasLoad *load, Query *query, Query **rewritten)
 {
-	shared->serverid = serverid;
-	shared->chunk_blocks = chunk_blocks;
-	shared->nchunks = nchunks;
-	pg_atomic_init_u32(&shared->next_chunk, 0);
-	pg_atomic_init_u32(&shared->finished, 0);
-	pg_atomic_init_u64(&shared->rows, 0);
-	pg_atomic_init_u64(&shared->bytes, 0);
+	List	   *l = QueryRewrite(copyObject(query));
+	Oid			relid;
+
+	if (list_length(l) != 1)
+		return "the query is not a single SELECT";
+	*rewritten = linitial_node(Query, l);
+	return parallel_ineligible(load, *rewritten, NULL, &relid);
 }
 
-/* a copy of s in the DSM of pcxt, under key */
-static void
-put_string(ParallelContext *pcxt, uint64 key, const char *s)
+/*
+ * CtasParallelSetCreate
+ *		An empty set of tables for nworkers parallel workers, in the
+ *		current memory context.  loaded(load, arg) is called in the leader
+ *		for each table as soon as its workers are done with it (its rows
+ *		and bytes set), while they load the others: it runs end_load, so
+ *		that a PostgreSQL table's worker transactions do not stay prepared
+ *		until every table is loaded.  It may ERROR.
+ */
+CtasParallelSet *
+CtasParallelSetCreate(int nworkers, CtasParallelLoaded loaded, void *arg)
 {
-	char	   *space = shm_toc_allocate(pcxt->toc, strlen(s) + 1);
+	CtasParallelSet *set = palloc0(sizeof(CtasParallelSet));
 
-	strcpy(space, s);
-	shm_toc_insert(pcxt->toc, key, space);
+	set->nworkers = nworkers;
+	set->loaded = loaded;
+	set->loaded_arg = arg;
+	return set;
+}
+
+/*
+ * set_add
+ *		Add the load of relid to set: its strings for the workers, and the
+ *		end of the leader's own row stream (parallel_export).  ERROR as
+ *		parallel_export.
+ */
+static void
+set_add(CtasParallelSet *set, CtasLoad *load, Oid relid, Query *query,
+		const char *sourcetext, const char *source)
+{
+	ParallelEntry *e = palloc0(sizeof(ParallelEntry));
+
+	e->load = load;
+	e->relid = relid;
+	e->src.str[SRC_QUERY] = nodeToString(query);
+	e->src.str[SRC_LOAD] = serialize_load(load);
+	e->src.str[SRC_TEXT] = sourcetext ? sourcetext : "";
+	e->src.str[SRC_SOURCE] = source;
+	e->src.str[SRC_TARGET] = load->routine->parallel_export(load);
+	set->entries = lappend(set->entries, e);
+}
+
+/*
+ * CtasParallelSetAdd
+ *		Add to set the load of rewritten (from CtasParallelIneligible, which
+ *		said yes), just after CtasBeginLoad created its table: this ends
+ *		the leader's row stream, so that the next table's can open.  source
+ *		names the table in messages.  ERROR as parallel_export.
+ */
+void
+CtasParallelSetAdd(CtasParallelSet *set, CtasLoad *load, Query *rewritten,
+				   const char *sourcetext, const char *source)
+{
+	Oid			relid = InvalidOid;
+	const char *why = parallel_ineligible(load, rewritten, NULL, &relid);
+
+	if (why != NULL)
+		elog(ERROR, "load of %s cannot be parallel: %s", source, why);
+	set_add(set, load, relid, rewritten, sourcetext, source);
+}
+
+/*
+ * CtasParallelSetRun
+ *		Load every table of set with its workers: set->nworkers of them
+ *		claim the units (whole tables, or block ranges of a table bigger
+ *		than one worker's share) until none is left.  Each table goes to
+ *		the set's loaded callback once it is loaded, with its rows and bytes
+ *		set (its job has them).  ERROR when a worker fails (its error; then
+ *		CtasParallelSetFailed says which table it was about), when loaded
+ *		does, or when the statement is cancelled.
+ */
+void
+CtasParallelSetRun(CtasParallelSet *set)
+{
+	if (set->entries != NIL)
+		run_set(set);
+}
+
+/*
+ * CtasParallelSetFailed
+ *		After CtasParallelSetRun failed: whether a worker's error was about
+ *		load.
+ */
+bool
+CtasParallelSetFailed(CtasParallelSet *set, CtasLoad *load)
+{
+	ListCell   *lc;
+
+	foreach(lc, set->entries)
+	{
+		ParallelEntry *e = lfirst(lc);
+
+		if (e->load == load)
+			return e->failed;
+	}
+	return false;
+}
+
+/* qsort_arg comparator of table indexes: most blocks first, then in order */
+static int
+entry_size_cmp(const void *a, const void *b, void *arg)
+{
+	ParallelEntry **entries = (ParallelEntry **) arg;
+	int			ia = *(const int *) a;
+	int			ib = *(const int *) b;
+
+	if (entries[ia]->nblocks != entries[ib]->nblocks)
+		return entries[ia]->nblocks > entries[ib]->nblocks ? -1 : 1;
+	return ia - ib;
+}
+
+/*
+ * plan_units
+ *		The units of work of set, in the order the workers claim them
+ *		(palloc'd).  One table: its chunks (plan_split).  Many: the tables
+ *		from the biggest down, each one unit, but for a table of more blocks
+ *		than one worker's share of all the blocks, which is cut into chunks
+ *		of the size one table would get, so that it does not load alone
+ *		after the others are done.  Sizes are read now, as plan_split does.
+ */
+static ParallelUnit *
+plan_units(CtasParallelSet *set, uint32 *nunits)
+{
+	int			ntables = list_length(set->entries);
+	ParallelEntry **entries = palloc(sizeof(ParallelEntry *) * ntables);
+	int		   *order = palloc(sizeof(int) * ntables);
+	ParallelUnit *units;
+	uint64		total = 0;
+	uint64		share;
+	uint64		chunk;
+	uint64		want = (uint64) set->nworkers * CHUNKS_PER_WORKER;
+	uint32		n = 0;
+	StringInfoData plan;
+	int			i;
+
+	for (i = 0; i < ntables; i++)
+	{
+		Relation	rel;
+
+		entries[i] = list_nth(set->entries, i);
+		rel = table_open(entries[i]->relid, NoLock);
+		entries[i]->nblocks = RelationGetNumberOfBlocks(rel);
+		table_close(rel, NoLock);
+		total += entries[i]->nblocks;
+		order[i] = i;
+	}
+
+	if (ntables == 1)
+	{
+		BlockNumber chunk_blocks;
+		uint32		nchunks;
+
+		plan_split(entries[0]->relid, set->nworkers, &chunk_blocks, &nchunks);
+		units = palloc(sizeof(ParallelUnit) * nchunks);
+		for (n = 0; n < nchunks; n++)
+		{
+			units[n].table = 0;
+			units[n].start = n * chunk_blocks;
+			units[n].end = n == nchunks - 1 ? InvalidBlockNumber :
+				(n + 1) * chunk_blocks;
+		}
+		*nunits = nchunks;
+		return units;
+	}
+
+	qsort_arg(order, ntables, sizeof(int), entry_size_cmp, entries);
+	share = total / set->nworkers;
+	chunk = Max((total + want - 1) / want, 1);
+
+	/* a cut table has at most nblocks / chunk + 1 units: want + ntables */
+	units = palloc(sizeof(ParallelUnit) * (want + ntables));
+	initStringInfo(&plan);
+	for (i = 0; i < ntables; i++)
+	{
+		int			t = order[i];
+		BlockNumber nblocks = entries[t]->nblocks;
+		BlockNumber start;
+		uint32		first = n;
+
+		if (set->nworkers < 2 || nblocks <= share || nblocks <= chunk)
+		{
+			units[n].table = t;
+			units[n].start = 0;
+			units[n].end = InvalidBlockNumber;
+			n++;
+		}
+		else
+		{
+			for (start = 0; start < nblocks; start += chunk)
+			{
+				units[n].table = t;
+				units[n].start = start;
+				units[n].end = start + chunk >= nblocks ?
+					InvalidBlockNumber : start + chunk;
+				n++;
+			}
+		}
+		appendStringInfo(&plan, "%s%s (%u blocks", i > 0 ? ", " : "",
+						 entries[t]->src.str[SRC_SOURCE], nblocks);
+		if (n - first > 1)
+			appendStringInfo(&plan, ", %u ranges", n - first);
+		appendStringInfoChar(&plan, ')');
+	}
+	ereport(DEBUG1,
+			(errmsg_internal("parallel load of %d tables with %d workers, in this order: %s",
+							 ntables, set->nworkers, plan.data)));
+	*nunits = n;
+	return units;
+}
+
+/* the split and zero counters of set into shared */
+static void
+init_shared(CtasParallelShared *shared, CtasParallelSet *set,
+			ParallelUnit *units, uint32 nunits)
+{
+	ParallelTable *tables;
+	ListCell   *lc;
+	uint32		i;
+
+	shared->ntables = list_length(set->entries);
+	shared->nunits = nunits;
+	shared->leader_pgprocno = MyProc->pgprocno;
+	shared->max_waiting = set->loaded ? set->nworkers : 0;
+	pg_atomic_init_u32(&shared->next_unit, 0);
+	pg_atomic_init_u32(&shared->finished, 0);
+	pg_atomic_init_u32(&shared->loaded_streams, 0);
+	pg_atomic_init_u32(&shared->settled_streams, 0);
+	tables = shared_tables(shared);
+	foreach(lc, set->entries)
+	{
+		ParallelEntry *e = lfirst(lc);
+		ParallelTable *t = &tables[foreach_current_index(lc)];
+
+		t->serverid = e->load->catalog->serverid;
+		t->nunits = 0;
+		pg_atomic_init_u32(&t->units_done, 0);
+		pg_atomic_init_u32(&t->attached, 0);
+		pg_atomic_init_u32(&t->detached, 0);
+		pg_atomic_init_u32(&t->failed, 0);
+		pg_atomic_init_u64(&t->rows, 0);
+		pg_atomic_init_u64(&t->bytes, 0);
+	}
+	for (i = 0; i < nunits; i++)
+		tables[units[i].table].nunits++;
+	memcpy(shared_units(shared), units, sizeof(ParallelUnit) * nunits);
+}
+
+/*
+ * collect
+ *		The counters of shared into the loads of set and their jobs; with
+ *		failed, also which tables a worker's error was about.
+ */
+static void
+collect(CtasParallelSet *set, CtasParallelShared *shared, bool failed)
+{
+	ParallelTable *tables = shared_tables(shared);
+	ListCell   *lc;
+
+	foreach(lc, set->entries)
+	{
+		ParallelEntry *e = lfirst(lc);
+		ParallelTable *t = &tables[foreach_current_index(lc)];
+
+		if (failed)
+		{
+			e->failed = pg_atomic_read_u32(&t->failed) != 0;
+			continue;
+		}
+		e->load->rows = pg_atomic_read_u64(&t->rows);
+		e->load->bytes = pg_atomic_read_u64(&t->bytes);
+		CtasJobProgress(e->load->job, e->load->rows, e->load->bytes);
+	}
+}
+
+/*
+ * end_loaded
+ *		Hand to set->loaded the tables that the workers are done with, per
+ *		shared (their final counters then), or every table not handed yet
+ *		when shared is NULL (their counters collected already).  ERROR as
+ *		loaded.
+ */
+static void
+end_loaded(CtasParallelSet *set, CtasParallelShared *shared)
+{
+	ListCell   *lc;
+
+	if (set->loaded == NULL)
+		return;
+	foreach(lc, set->entries)
+	{
+		ParallelEntry *e = lfirst(lc);
+		ParallelTable *t = NULL;
+
+		if (e->ended)
+			continue;
+		if (shared != NULL)
+		{
+			t = &shared_tables(shared)[foreach_current_index(lc)];
+
+			/* units_done first: then every stream is counted in attached */
+			if (pg_atomic_read_u32(&t->units_done) < t->nunits)
+				continue;
+			pg_read_barrier();
+			if (pg_atomic_read_u32(&t->detached) <
+				pg_atomic_read_u32(&t->attached))
+				continue;
+			pg_read_barrier();
+			e->load->rows = pg_atomic_read_u64(&t->rows);
+			e->load->bytes = pg_atomic_read_u64(&t->bytes);
+		}
+		e->ended = true;
+		set->loaded(e->load, set->loaded_arg);
+		if (t != NULL)
+			pg_atomic_fetch_add_u32(&shared->settled_streams,
+									pg_atomic_read_u32(&t->attached));
+	}
+}
+
+/*
+ * set_name
+ *		What set loads, for messages: catalog.schema.table of its one
+ *		table, or how many tables of which catalog (palloc'd).
+ */
+static char *
+set_name(CtasParallelSet *set)
+{
+	CtasLoad   *load = ((ParallelEntry *) linitial(set->entries))->load;
+
+	if (list_length(set->entries) == 1)
+		return psprintf("%s.%s.%s", load->catalog->name, load->schema,
+						load->table);
+	return psprintf("%d tables of catalog \"%s\"",
+					list_length(set->entries), load->catalog->name);
+}
+
+/*
+ * run_set
+ *		CtasParallelSetRun, and the load of one table (CtasParallelLoad): a
+ *		ParallelContext whose DSM holds the units, per table its counters,
+ *		query, load and target state, and the workers of it; or, when none
+ *		could be started, the leader runs the units itself.  The fault
+ *		point "after_workers" is at the end, once every stream has ended.
+ */
+static void
+run_set(CtasParallelSet *set)
+{
+	int			ntables = list_length(set->entries);
+	ParallelSource *sources = palloc(sizeof(ParallelSource) * ntables);
+	ParallelUnit *units;
+	uint32		nunits;
+	Size		size;
+	ParallelContext *pcxt;
+	CtasParallelShared *shared;
+	int			nlaunched;
+	ListCell   *lc;
+	int			i;
+	int			k;
+
+	units = plan_units(set, &nunits);
+	size = shared_size(ntables, nunits);
+	foreach(lc, set->entries)
+	{
+		ParallelEntry *e = lfirst(lc);
+
+		sources[foreach_current_index(lc)] = e->src;
+	}
+
+	/* the snapshot of the query, as run_load would take it */
+	PushCopiedSnapshot(GetActiveSnapshot());
+	UpdateActiveSnapshotCommandId();
+
+	EnterParallelMode();
+	pcxt = CreateParallelContext("ctas_fed", "CtasParallelMain",
+								 set->nworkers);
+	shm_toc_estimate_chunk(&pcxt->estimator, size);
+	for (i = 0; i < ntables; i++)
+		for (k = 0; k < SOURCE_NSTRINGS; k++)
+			shm_toc_estimate_chunk(&pcxt->estimator,
+								   strlen(sources[i].str[k]) + 1);
+	shm_toc_estimate_keys(&pcxt->estimator, 1 + ntables * SOURCE_NSTRINGS);
+	InitializeParallelDSM(pcxt);
+
+	shared = shm_toc_allocate(pcxt->toc, size);
+	init_shared(shared, set, units, nunits);
+	shm_toc_insert(pcxt->toc, CTAS_PARALLEL_KEY_SHARED, shared);
+	for (i = 0; i < ntables; i++)
+	{
+		for (k = 0; k < SOURCE_NSTRINGS; k++)
+		{
+			char	   *space;
+
+			space = shm_toc_allocate(pcxt->toc, strlen(sources[i].str[k]) + 1);
+			strcpy(space, sources[i].str[k]);
+			shm_toc_insert(pcxt->toc, CTAS_PARALLEL_KEY_STRING(i, k), space);
+		}
+	}
+
+	LaunchParallelWorkers(pcxt);
+	nlaunched = pcxt->nworkers_launched;
+	if (nlaunched > 0 && nlaunched < set->nworkers)
+		ereport(NOTICE,
+				(errmsg("loading %s with %d parallel workers instead of %d",
+						set_name(set), nlaunched, set->nworkers),
+				 errhint("Raise \"max_worker_processes\" or \"max_parallel_workers\", or ask for fewer workers.")));
+	PG_TRY();
+	{
+		if (nlaunched > 0)
+			wait_for_workers(pcxt, shared, set);
+	}
+	PG_CATCH();
+	{
+		collect(set, shared, true);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	DestroyParallelContext(pcxt);
+	ExitParallelMode();
+
+	if (nlaunched == 0)
+	{
+		/* the leader runs every unit itself, through streams of its own */
+		CtasParallelShared *local = palloc(size);
+
+		ereport(NOTICE,
+				(errmsg("loading %s in the leader: no parallel worker could be started",
+						set_name(set)),
+				 errhint("Raise \"max_worker_processes\" or \"max_parallel_workers\".")));
+		init_shared(local, set, units, nunits);
+		PG_TRY();
+		{
+			run_units(local, sources, set);
+		}
+		PG_CATCH();
+		{
+			collect(set, local, true);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		collect(set, local, false);
+	}
+	PopActiveSnapshot();
+
+	/* every stream has ended (a worker's may be prepared): tests stop here */
+	CtasXactFaultPoint("after_workers");
+	CHECK_FOR_INTERRUPTS();
+
+	/* the tables that were not handed to loaded while the workers ran */
+	end_loaded(set, NULL);
 }
 
 /*
@@ -345,14 +913,7 @@ CtasParallelLoad(CtasLoad *load, Query *query, const char *sourcetext,
 {
 	const char *why;
 	Oid			relid = InvalidOid;
-	BlockNumber chunk_blocks;
-	uint32		nchunks;
-	char	   *query_str;
-	char	   *load_str;
-	char	   *target_str;
-	ParallelContext *pcxt;
-	CtasParallelShared *shared;
-	int			nlaunched;
+	CtasParallelSet *set;
 
 	why = parallel_ineligible(load, query, params, &relid);
 	if (why != NULL)
@@ -362,105 +923,46 @@ CtasParallelLoad(CtasLoad *load, Query *query, const char *sourcetext,
 						load->catalog->name, load->schema, load->table, why)));
 		return false;
 	}
-	plan_split(relid, load->opts.parallel, &chunk_blocks, &nchunks);
-
-	query_str = nodeToString(query);
-	load_str = serialize_load(load);
-	target_str = load->routine->parallel_export(load);
-	if (sourcetext == NULL)
-		sourcetext = "";
-
-	/* the snapshot of the query, as run_load would take it */
-	PushCopiedSnapshot(GetActiveSnapshot());
-	UpdateActiveSnapshotCommandId();
-
-	EnterParallelMode();
-	pcxt = CreateParallelContext("ctas_fed", "CtasParallelMain",
-								 load->opts.parallel);
-	shm_toc_estimate_chunk(&pcxt->estimator, sizeof(CtasParallelShared));
-	shm_toc_estimate_chunk(&pcxt->estimator, strlen(query_str) + 1);
-	shm_toc_estimate_chunk(&pcxt->estimator, strlen(load_str) + 1);
-	shm_toc_estimate_chunk(&pcxt->estimator, strlen(target_str) + 1);
-	shm_toc_estimate_chunk(&pcxt->estimator, strlen(sourcetext) + 1);
-	shm_toc_estimate_keys(&pcxt->estimator, 5);
-	InitializeParallelDSM(pcxt);
-
-	shared = shm_toc_allocate(pcxt->toc, sizeof(CtasParallelShared));
-	init_shared(shared, load->catalog->serverid, chunk_blocks, nchunks);
-	shm_toc_insert(pcxt->toc, CTAS_PARALLEL_KEY_SHARED, shared);
-	put_string(pcxt, CTAS_PARALLEL_KEY_QUERY, query_str);
-	put_string(pcxt, CTAS_PARALLEL_KEY_LOAD, load_str);
-	put_string(pcxt, CTAS_PARALLEL_KEY_TARGET, target_str);
-	put_string(pcxt, CTAS_PARALLEL_KEY_SOURCE, sourcetext);
-
-	LaunchParallelWorkers(pcxt);
-	nlaunched = pcxt->nworkers_launched;
-	if (nlaunched > 0 && nlaunched < load->opts.parallel)
-		ereport(NOTICE,
-				(errmsg("loading %s.%s.%s with %d parallel workers instead of %d",
-						load->catalog->name, load->schema, load->table,
-						nlaunched, load->opts.parallel),
-				 errhint("Raise \"max_worker_processes\" or \"max_parallel_workers\", or ask for fewer workers.")));
-	if (nlaunched > 0)
-		wait_for_workers(pcxt, shared, load);
-	DestroyParallelContext(pcxt);
-	ExitParallelMode();
-
-	if (nlaunched == 0)
-	{
-		/* the leader runs every chunk itself, through a stream of its own */
-		CtasParallelShared local;
-		CtasLoad   *own;
-
-		ereport(NOTICE,
-				(errmsg("loading %s.%s.%s in the leader: no parallel worker could be started",
-						load->catalog->name, load->schema, load->table),
-				 errhint("Raise \"max_worker_processes\" or \"max_parallel_workers\".")));
-		init_shared(&local, load->catalog->serverid, chunk_blocks, nchunks);
-		own = attach_load(local.serverid, load_str, target_str);
-		run_chunks(&local, own, query, sourcetext);
-		MemoryContextDelete(own->cxt);
-		load->rows = pg_atomic_read_u64(&local.rows);
-		load->bytes = pg_atomic_read_u64(&local.bytes);
-	}
-	PopActiveSnapshot();
-	CtasJobProgress(load->job, load->rows, load->bytes);
-
-	/* every stream has ended (a worker's may be prepared): tests stop here */
-	CtasXactFaultPoint("after_workers");
-	CHECK_FOR_INTERRUPTS();
+	set = CtasParallelSetCreate(load->opts.parallel, NULL, NULL);
+	set_add(set, load, relid, query, sourcetext, "");
+	run_set(set);
 	return true;
 }
 
 /*
  * wait_for_workers
- *		Wait until every launched worker has finished its chunks, publishing
- *		their counters to load and its job meanwhile.  Interruptible: a
- *		worker's ERROR, cancel and statement_timeout are raised here.
+ *		Wait until every launched worker has run out of units, publishing
+ *		their counters to the loads of set and their jobs meanwhile.
+ *		Interruptible: a worker's ERROR, cancel and statement_timeout are
+ *		raised here.
  */
 static void
 wait_for_workers(ParallelContext *pcxt, CtasParallelShared *shared,
-				 CtasLoad *load)
+				 CtasParallelSet *set)
 {
 	TimestampTz started = GetCurrentTimestamp();
 	TimestampTz last_notice = started;
 
 	for (;;)
 	{
-		bool		stopped = false;
+		uint32		stopped = 0;
 		int			i;
 
 		CHECK_FOR_INTERRUPTS();
-		load->rows = pg_atomic_read_u64(&shared->rows);
-		load->bytes = pg_atomic_read_u64(&shared->bytes);
-		CtasJobProgress(load->job, load->rows, load->bytes);
+		collect(set, shared, false);
+		end_loaded(set, shared);
 		if (CtasProgress)
-			report_progress(load, pcxt->nworkers_launched, started,
+			report_progress(set, pcxt->nworkers_launched, started,
 							&last_notice);
 
 		if (pg_atomic_read_u32(&shared->finished) >= pcxt->nworkers_launched)
 			break;
-		/* one that stopped without finishing: WaitFor... below says why */
+		/*
+		 * One that stopped without finishing: WaitFor... below says why.  A
+		 * worker counts itself finished before it stops, so finished is read
+		 * after the workers: the others may be waiting for this loop to
+		 * settle their tables (wait_for_leader).
+		 */
 		for (i = 0; i < pcxt->nworkers_launched; i++)
 		{
 			pid_t		pid;
@@ -468,9 +970,10 @@ wait_for_workers(ParallelContext *pcxt, CtasParallelShared *shared,
 			if (pcxt->worker[i].bgwhandle &&
 				GetBackgroundWorkerPid(pcxt->worker[i].bgwhandle, &pid) ==
 				BGWH_STOPPED)
-				stopped = true;
+				stopped++;
 		}
-		if (stopped)
+		pg_read_barrier();
+		if (stopped > pg_atomic_read_u32(&shared->finished))
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 LEADER_POLL_MS, PG_WAIT_EXTENSION);
@@ -480,35 +983,44 @@ wait_for_workers(ParallelContext *pcxt, CtasParallelShared *shared,
 	if (pg_atomic_read_u32(&shared->finished) < pcxt->nworkers_launched)
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("a parallel worker of the load into %s.%s.%s exited without finishing",
-						load->catalog->name, load->schema, load->table)));
-	load->rows = pg_atomic_read_u64(&shared->rows);
-	load->bytes = pg_atomic_read_u64(&shared->bytes);
+				 errmsg("a parallel worker of the load into %s exited without finishing",
+						set_name(set))));
+	collect(set, shared, false);
 }
 
 /*
  * report_progress
  *		ctas_fed.progress: a NOTICE with the rows and bytes of all workers
- *		every ctas_fed.progress_interval seconds.
+ *		(in all the tables of set) every ctas_fed.progress_interval seconds.
  */
 static void
-report_progress(CtasLoad *load, int nworkers, TimestampTz started,
+report_progress(CtasParallelSet *set, int nworkers, TimestampTz started,
 				TimestampTz *last_notice)
 {
 	TimestampTz now = GetCurrentTimestamp();
+	uint64		rows = 0;
+	uint64		bytes = 0;
 	double		secs;
+	ListCell   *lc;
 
 	if (!TimestampDifferenceExceeds(*last_notice, now,
 									CtasProgressInterval * 1000))
 		return;
 	*last_notice = now;
+	foreach(lc, set->entries)
+	{
+		ParallelEntry *e = lfirst(lc);
+
+		rows += e->load->rows;
+		bytes += e->load->bytes;
+	}
 	secs = (double) (now - started) / USECS_PER_SEC;
 	ereport(NOTICE,
-			(errmsg("loading into %s.%s.%s with %d parallel workers: " UINT64_FORMAT " rows, " UINT64_FORMAT " bytes, %.0f rows/s",
-					load->catalog->name, load->schema, load->table, nworkers,
-					load->rows, load->bytes,
-					secs > 0 ? load->rows / secs : 0.0)));
+			(errmsg("loading into %s with %d parallel workers: " UINT64_FORMAT " rows, " UINT64_FORMAT " bytes, %.0f rows/s",
+					set_name(set), nworkers, rows, bytes,
+					secs > 0 ? rows / secs : 0.0)));
 }
+
 
 /*
  * CtasParallelExplain
@@ -594,7 +1106,7 @@ serialize_load(CtasLoad *load)
 
 /*
  * attach_load
- *		A load for a worker (or the leader running the chunks itself) from
+ *		A load for a worker (or the leader running the units itself) from
  *		serialize_load's desc, attached to the target with state.  Memory
  *		in a context of its own under the current one.  ERROR as
  *		parallel_attach.
@@ -655,23 +1167,34 @@ attach_load(Oid serverid, const char *desc, const char *state)
 	return load;
 }
 
+/* errcontext of a worker's unit */
 static void
-chunk_error_context(void *arg)
+unit_error_context(void *arg)
 {
-	ChunkContext *cc = (ChunkContext *) arg;
+	UnitContext *uc = (UnitContext *) arg;
+	CtasLoad   *load = uc->load;
+	char	   *what;
 
-	if (cc->start == InvalidBlockNumber)
-		errcontext("parallel load into %s.%s.%s, end of a worker's stream",
-				   cc->load->catalog->name, cc->load->schema,
-				   cc->load->table);
-	else if (cc->end == InvalidBlockNumber)
-		errcontext("parallel load into %s.%s.%s, blocks %u to the end",
-				   cc->load->catalog->name, cc->load->schema,
-				   cc->load->table, cc->start);
+	if (load == NULL)
+	{
+		if (uc->source[0] != '\0')
+			errcontext("parallel load of %s", uc->source);
+		return;
+	}
+	if (uc->source[0] != '\0')
+		what = psprintf("parallel load of %s into %s.%s.%s", uc->source,
+						load->catalog->name, load->schema, load->table);
 	else
-		errcontext("parallel load into %s.%s.%s, blocks %u to %u",
-				   cc->load->catalog->name, cc->load->schema,
-				   cc->load->table, cc->start, cc->end - 1);
+		what = psprintf("parallel load into %s.%s.%s",
+						load->catalog->name, load->schema, load->table);
+	if (uc->start == InvalidBlockNumber)
+		errcontext("%s, end of a worker's stream", what);
+	else if (uc->whole)
+		errcontext("%s", what);
+	else if (uc->end == InvalidBlockNumber)
+		errcontext("%s, blocks %u to the end", what, uc->start);
+	else
+		errcontext("%s, blocks %u to %u", what, uc->start, uc->end - 1);
 }
 
 static bool
@@ -686,15 +1209,15 @@ parallel_dest_receive(TupleTableSlot *slot, DestReceiver *self)
 	return true;
 }
 
-/* add what the worker sent since the last time to the DSM's counters */
+/* add what the worker sent since the last time to the table's counters */
 static void
 publish(ParallelDest *dest)
 {
 	CtasLoad   *load = dest->load;
 
-	pg_atomic_fetch_add_u64(&dest->shared->rows,
+	pg_atomic_fetch_add_u64(&dest->table->rows,
 							load->rows - dest->published_rows);
-	pg_atomic_fetch_add_u64(&dest->shared->bytes,
+	pg_atomic_fetch_add_u64(&dest->table->bytes,
 							load->bytes - dest->published_bytes);
 	dest->published_rows = load->rows;
 	dest->published_bytes = load->bytes;
@@ -716,21 +1239,143 @@ parallel_dest_destroy(DestReceiver *self)
 }
 
 /*
- * run_chunks
- *		Claim chunks until none is left and load each: plan the query with
- *		the chunk's block range (a TID Range Scan), run it into the load.
- *		Then close the load's stream (end_load) and publish the counters.
- *		The active snapshot is the leader's.  ERROR with the chunk's
- *		context when anything fails.
+ * begin_table
+ *		Attach to the target of table number t (its own connection and
+ *		stream), with the load in cxt, and point dest at it.  The query of
+ *		the table, parsed in cxt, goes to *query.  ERROR as parallel_attach.
  */
 static void
-run_chunks(CtasParallelShared *shared, CtasLoad *load, Query *query,
-		   const char *sourcetext)
+begin_table(CtasParallelShared *shared, ParallelSource *sources, int t,
+			MemoryContext cxt, ParallelDest *dest, UnitContext *uc,
+			Query **query)
 {
+	ParallelSource *src = &sources[t];
+	ParallelTable *table = &shared_tables(shared)[t];
+	MemoryContext oldcxt;
+	CtasLoad   *load;
+
+	uc->load = NULL;
+	uc->source = src->str[SRC_SOURCE];
+	if (IsParallelWorker())
+	{
+		debug_query_string = src->str[SRC_TEXT];
+		pgstat_report_activity(STATE_RUNNING, src->str[SRC_TEXT]);
+	}
+	oldcxt = MemoryContextSwitchTo(cxt);
+	*query = (Query *) stringToNode(src->str[SRC_QUERY]);
+	load = attach_load(table->serverid, src->str[SRC_LOAD],
+					   src->str[SRC_TARGET]);
+	MemoryContextSwitchTo(oldcxt);
+
+	if (uc->source[0] != '\0')
+		ereport(DEBUG1,
+				(errmsg_internal("parallel worker %d loads %s into %s.%s.%s",
+								 ParallelWorkerNumber, uc->source,
+								 load->catalog->name, load->schema,
+								 load->table)));
+	dest->load = load;
+	dest->table = table;
+	dest->published_rows = 0;
+	dest->published_bytes = 0;
+	uc->load = load;
+	pg_atomic_fetch_add_u32(&table->attached, 1);
+
+	/* attached, nothing sent yet: tests see who loads which table here */
+	CtasXactFaultPoint("parallel_table");
+}
+
+/*
+ * wait_for_leader
+ *		In a worker about to take another table: wait while the leader has
+ *		shared->max_waiting streams or more of loaded tables to settle (a
+ *		PostgreSQL worker's are prepared transactions, which the remote has
+ *		a limited number of).  The leader settles them between two looks at
+ *		the workers.  Interruptible.
+ */
+static void
+wait_for_leader(CtasParallelShared *shared)
+{
+	for (;;)
+	{
+		uint32		settled = pg_atomic_read_u32(&shared->settled_streams);
+		uint32		loaded = pg_atomic_read_u32(&shared->loaded_streams);
+
+		/* settled may be ahead for a moment: the leader looks on its own */
+		if (shared->max_waiting == 0 ||
+			(int32) (loaded - settled) < (int32) shared->max_waiting)
+			return;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 WORKER_POLL_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * end_table
+ *		Close the stream of the table dest points at (end_load: a PostgreSQL
+ *		worker prepares its remote transaction there), publish the counters
+ *		and free the load (cxt, its connection with it).  ERROR when the
+ *		target refuses what was sent.
+ */
+static void
+end_table(CtasParallelShared *shared, MemoryContext cxt, ParallelDest *dest,
+		  UnitContext *uc)
+{
+	ParallelTable *t = dest->table;
+	uint32		detached;
+
+	/* what a remote refuses may show only when the stream ends */
+	uc->start = InvalidBlockNumber;
+	dest->load->routine->end_load(dest->load);
+	publish(dest);
+
+	/*
+	 * The last stream of the table (units_done read first, as end_loaded
+	 * does): the leader has its streams to settle, wake it up.
+	 */
+	detached = pg_atomic_add_fetch_u32(&t->detached, 1);
+	if (pg_atomic_read_u32(&t->units_done) == t->nunits &&
+		detached == pg_atomic_read_u32(&t->attached))
+	{
+		pg_atomic_fetch_add_u32(&shared->loaded_streams, detached);
+		if (IsParallelWorker())
+			SetLatch(&ProcGlobal->allProcs[shared->leader_pgprocno].procLatch);
+	}
+	uc->load = NULL;
+	dest->load = NULL;
+	MemoryContextReset(cxt);
+}
+
+/*
+ * run_units
+ *		Claim units until none is left and load each: plan the table's
+ *		query with the unit's block range (a TID Range Scan; none for a
+ *		whole table), run it into that table's stream.  A backend attaches
+ *		to a table when it claims its first unit of it and ends that stream
+ *		when it claims a unit of another table, or none: units are handed
+ *		out in order and a table's units are consecutive, so a backend has
+ *		at most one stream per table, and one PostgreSQL gid per table.
+ *		Before it takes another table, a worker (set NULL) waits for the
+ *		leader to settle the tables loaded (wait_for_leader); the leader
+ *		running the units itself (set given: no worker could be started)
+ *		settles them itself.  The active snapshot is the leader's.  ERROR
+ *		with the unit's context when anything fails; the table it was about
+ *		is marked failed in shared.
+ */
+static void
+run_units(CtasParallelShared *shared, ParallelSource *sources,
+		  CtasParallelSet *set)
+{
+	ParallelTable *tables = shared_tables(shared);
+	ParallelUnit *units = shared_units(shared);
 	ParallelDest dest;
-	MemoryContext chunk_cxt;
+	MemoryContext table_cxt;
+	MemoryContext unit_cxt;
 	ErrorContextCallback errcallback;
-	ChunkContext cc;
+	UnitContext uc;
+	Query	   *query = NULL;
+	volatile int cur = -1;
 
 	memset(&dest, 0, sizeof(dest));
 	dest.pub.receiveSlot = parallel_dest_receive;
@@ -738,81 +1383,106 @@ run_chunks(CtasParallelShared *shared, CtasLoad *load, Query *query,
 	dest.pub.rShutdown = parallel_dest_shutdown;
 	dest.pub.rDestroy = parallel_dest_destroy;
 	dest.pub.mydest = DestNone;
-	dest.load = load;
-	dest.shared = shared;
 
-	chunk_cxt = AllocSetContextCreate(CurrentMemoryContext,
-									  "ctas_fed parallel chunk",
+	table_cxt = AllocSetContextCreate(CurrentMemoryContext,
+									  "ctas_fed parallel table",
 									  ALLOCSET_DEFAULT_SIZES);
-	cc.load = load;
-	errcallback.callback = chunk_error_context;
-	errcallback.arg = &cc;
+	unit_cxt = AllocSetContextCreate(CurrentMemoryContext,
+									 "ctas_fed parallel unit",
+									 ALLOCSET_DEFAULT_SIZES);
+	memset(&uc, 0, sizeof(uc));
+	uc.source = "";
+	errcallback.callback = unit_error_context;
+	errcallback.arg = &uc;
 	errcallback.previous = error_context_stack;
 	error_context_stack = &errcallback;
 
-	for (;;)
+	PG_TRY();
 	{
-		uint32		i = pg_atomic_fetch_add_u32(&shared->next_chunk, 1);
-		MemoryContext oldcxt;
-		Query	   *q;
-		PlannedStmt *plan;
-		QueryDesc  *qd;
+		for (;;)
+		{
+			uint32		i = pg_atomic_fetch_add_u32(&shared->next_unit, 1);
+			ParallelUnit *u;
+			const char *sourcetext;
+			MemoryContext oldcxt;
+			Query	   *q;
+			PlannedStmt *plan;
+			QueryDesc  *qd;
 
-		if (i >= shared->nchunks)
-			break;
-		cc.start = i * shared->chunk_blocks;
-		cc.end = i == shared->nchunks - 1 ? InvalidBlockNumber :
-			cc.start + shared->chunk_blocks;
+			if (i >= shared->nunits)
+				break;
+			u = &units[i];
+			if (u->table != cur)
+			{
+				if (cur >= 0)
+					end_table(shared, table_cxt, &dest, &uc);
+				if (set != NULL)
+					end_loaded(set, shared);
+				else
+					wait_for_leader(shared);
+				cur = u->table;
+				begin_table(shared, sources, cur, table_cxt, &dest, &uc,
+							&query);
+			}
+			uc.start = u->start;
+			uc.end = u->end;
+			uc.whole = u->start == 0 && u->end == InvalidBlockNumber &&
+				uc.source[0] != '\0';
+			sourcetext = sources[cur].str[SRC_TEXT];
 
-		oldcxt = MemoryContextSwitchTo(chunk_cxt);
-		q = copyObject(query);
-		add_block_range(q, cc.start, cc.end);
-		plan = pg_plan_query(q, sourcetext, 0, NULL);
-		qd = CreateQueryDesc(plan, sourcetext, GetActiveSnapshot(),
-							 InvalidSnapshot, (DestReceiver *) &dest, NULL,
-							 NULL, 0);
-		ExecutorStart(qd, 0);
-		ExecutorRun(qd, ForwardScanDirection, 0L, true);
-		ExecutorFinish(qd);
-		ExecutorEnd(qd);
-		FreeQueryDesc(qd);
-		MemoryContextSwitchTo(oldcxt);
-		MemoryContextReset(chunk_cxt);
-		CHECK_FOR_INTERRUPTS();
+			oldcxt = MemoryContextSwitchTo(unit_cxt);
+			q = copyObject(query);
+			if (!uc.whole)
+				add_block_range(q, u->start, u->end);
+			plan = pg_plan_query(q, sourcetext, 0, NULL);
+			qd = CreateQueryDesc(plan, sourcetext, GetActiveSnapshot(),
+								 InvalidSnapshot, (DestReceiver *) &dest,
+								 NULL, NULL, 0);
+			ExecutorStart(qd, 0);
+			ExecutorRun(qd, ForwardScanDirection, 0L, true);
+			ExecutorFinish(qd);
+			ExecutorEnd(qd);
+			FreeQueryDesc(qd);
+			MemoryContextSwitchTo(oldcxt);
+			MemoryContextReset(unit_cxt);
+			pg_atomic_fetch_add_u32(&tables[cur].units_done, 1);
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (cur >= 0)
+			end_table(shared, table_cxt, &dest, &uc);
 	}
-
-	/* what a remote refuses may show only when the stream ends */
-	cc.start = InvalidBlockNumber;
-	load->routine->end_load(load);
+	PG_CATCH();
+	{
+		if (cur >= 0)
+			pg_atomic_write_u32(&tables[cur].failed, 1);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	error_context_stack = errcallback.previous;
-	publish(&dest);
-	MemoryContextDelete(chunk_cxt);
+	MemoryContextDelete(unit_cxt);
+	MemoryContextDelete(table_cxt);
 }
 
 /*
  * CtasParallelMain
  *		Entry point of a parallel worker of a load (CreateParallelContext):
- *		attach to the target and load chunks until none is left.  ERROR
- *		goes to the leader.
+ *		load units until none is left.  ERROR goes to the leader.
  */
 void
 CtasParallelMain(dsm_segment *seg, shm_toc *toc)
 {
 	CtasParallelShared *shared;
-	char	   *sourcetext;
-	Query	   *query;
-	CtasLoad   *load;
+	ParallelSource *sources;
+	int			i;
+	int			k;
 
 	shared = shm_toc_lookup(toc, CTAS_PARALLEL_KEY_SHARED, false);
-	sourcetext = shm_toc_lookup(toc, CTAS_PARALLEL_KEY_SOURCE, false);
-	debug_query_string = sourcetext;
-	pgstat_report_activity(STATE_RUNNING, sourcetext);
-	query = (Query *) stringToNode(shm_toc_lookup(toc, CTAS_PARALLEL_KEY_QUERY,
-												  false));
-	load = attach_load(shared->serverid,
-					   shm_toc_lookup(toc, CTAS_PARALLEL_KEY_LOAD, false),
-					   shm_toc_lookup(toc, CTAS_PARALLEL_KEY_TARGET, false));
-	run_chunks(shared, load, query, sourcetext);
+	sources = palloc(sizeof(ParallelSource) * shared->ntables);
+	for (i = 0; i < shared->ntables; i++)
+		for (k = 0; k < SOURCE_NSTRINGS; k++)
+			sources[i].str[k] = shm_toc_lookup(toc,
+											   CTAS_PARALLEL_KEY_STRING(i, k),
+											   false);
+	run_units(shared, sources, NULL);
 	pg_atomic_fetch_add_u32(&shared->finished, 1);
-	MemoryContextDelete(load->cxt);
 }

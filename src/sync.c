@@ -81,6 +81,7 @@
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "replication/slot.h"
+#include "storage/lmgr.h"
 #include "storage/lwlock.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -99,6 +100,7 @@ static void check_query_shape(Query *query);
 static void check_relation(CtasSync *sync, RangeTblEntry *rte);
 static void check_privileges(Query *query);
 static void check_settings(void);
+static void check_role_quota(void);
 static void collect_columns(CtasSync *sync, Query *query);
 static void derive_key(CtasLoad *load, CtasSync *sync, Query *query,
 					   List *colnames);
@@ -148,6 +150,8 @@ CtasSyncCheck(CtasLoad *load, Query *query, List *colnames)
 				 errdetail("A continuous sync holds a logical replication slot, which only superusers and roles with the REPLICATION attribute may create."),
 				 errhint("Ask a superuser for ALTER ROLE %s REPLICATION, or remove the option \"sync\" for a one-time load.",
 						 quote_identifier(GetUserNameFromId(GetUserId(), false)))));
+
+	check_role_quota();
 
 	if (!load->opts.atomic)
 		ereport(ERROR,
@@ -1005,3 +1009,68 @@ CtasSyncCheckIdle(Oid serverid)
 				 errhint("Its replication slot is being dropped: try again in a moment.")));
 }
 
+
+/* lock tag field4 of the per-role sync count (see check_role_quota) */
+#define CTAS_LOCKTAG_SYNC_QUOTA	0xCF03
+
+/*
+ * check_role_quota
+ *		ctas_fed.max_syncs_per_role: a non-superuser may have at most that
+ *		many continuous syncs running (copying or streaming) in this
+ *		database, since each holds a background worker and a replication
+ *		slot for as long as it runs; -1 is no limit, 0 lets only
+ *		superusers create syncs.  The count is serialized per role and
+ *		database by a lock held until the end of the transaction, so that
+ *		two sessions of one role cannot both take the last place (in READ
+ *		COMMITTED, where the count sees what the other committed).
+ *		ereport(ERROR) when the role is at its limit.
+ */
+static void
+check_role_quota(void)
+{
+	Oid			role = GetUserId();
+	Oid			syncs_relid;
+	Oid			owner;
+	Oid			save_userid;
+	int			save_sec;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	int64		count;
+	bool		isnull;
+	LOCKTAG		tag;
+
+	if (CtasMaxSyncsPerRole < 0 || superuser())
+		return;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, role, 0, CTAS_LOCKTAG_SYNC_QUOTA);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+
+	owner = syncs_owner(&syncs_relid);
+	values[0] = ObjectIdGetDatum(role);
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT pg_catalog.count(*) FROM ctas_fed.syncs "
+							  "WHERE owner = $1 "
+							  "AND state IN ('copying', 'streaming')",
+							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not read ctas_fed.syncs");
+	count = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec);
+
+	if (count >= CtasMaxSyncsPerRole)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many continuous syncs for role \"%s\"",
+						GetUserNameFromId(role, false)),
+				 CtasMaxSyncsPerRole == 0 ?
+				 errdetail("Only superusers may create continuous syncs while \"ctas_fed.max_syncs_per_role\" is 0.") :
+				 errdetail_plural("The role has " INT64_FORMAT " continuous sync running in this database, the limit of \"ctas_fed.max_syncs_per_role\".",
+								  "The role has " INT64_FORMAT " continuous syncs running in this database, the limit of \"ctas_fed.max_syncs_per_role\".",
+								  count, count),
+				 errhint("Stop a sync with ctas_fed.stop_sync(), or ask a superuser to raise the setting \"ctas_fed.max_syncs_per_role\".")));
+}

@@ -251,6 +251,8 @@ queue_event(int64 job_id, const CtasCatalog *catalog, const char *schema,
 	if (error)
 		strlcpy(ev.error, error, sizeof(ev.error));
 	strlcpy(ev.notify_url, url, sizeof(ev.notify_url));
+	ev.notify_trusted = !(catalog->notify_url_limited &&
+						  url == catalog->notify_url);
 	ev.started_at = started_at;
 	if (strcmp(state, "stopped") == 0 || strcmp(state, "failed") == 0)
 		ev.finished_at = GetCurrentTimestamp();

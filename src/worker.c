@@ -104,6 +104,7 @@
 #include "utils/timestamp.h"
 
 #include "gid.h"
+#include "hosts.h"
 #include "http/curl.h"
 #include "jobs.h"
 #include "sync.h"
@@ -111,6 +112,7 @@
 
 #define WEBHOOK_ATTEMPTS	3
 #define WEBHOOK_TIMEOUT		5	/* seconds per attempt */
+#define WEBHOOK_REFUSED_REMEMBERED 64	/* jobs whose refusal was logged */
 
 #define RESOLVER_FIRST_RETRY_MS	1000	/* first retry after work in doubt */
 #define RESOLVER_MAX_RETRY_MS	8000	/* so that it ends within ~10 s */
@@ -581,9 +583,51 @@ CtasResolveCatalog(Oid serverid, Oid userid, bool check_usage,
 }
 
 /*
+ * webhook_refused
+ *		Does ctas_fed.allowed_hosts forbid sending ev?  Only the notify_url
+ *		of a catalog whose server a non-superuser owns is limited (the
+ *		backend that made the job decided, ev->notify_trusted).  The
+ *		setting is read as this worker has it (postgresql.conf, ALTER
+ *		SYSTEM) at every event, since it may have been narrowed after the
+ *		job started.  A refusal is logged once per job, with the host only
+ *		(the URL is not shown): the ids of the last jobs refused are
+ *		remembered.  Can ERROR only when out of memory.
+ */
+static bool
+webhook_refused(const CtasJobEvent *ev)
+{
+	static int64 refused[WEBHOOK_REFUSED_REMEMBERED];
+	static int	next = 0;
+	char	   *host;
+	int			i;
+
+	if (ev->notify_trusted)
+		return false;
+	host = CtasNotifyHostRefused(ev->notify_url);
+	if (host == NULL)
+		return false;
+	for (i = 0; i < WEBHOOK_REFUSED_REMEMBERED; i++)
+	{
+		if (refused[i] == ev->job_id)
+			return true;
+	}
+	refused[next] = ev->job_id;
+	next = (next + 1) % WEBHOOK_REFUSED_REMEMBERED;
+	ereport(LOG,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("ctas_fed did not send the status of job " INT64_FORMAT " to the webhook of catalog \"%s\"",
+					ev->job_id, ev->catalog),
+			 errdetail("The owner of the catalog's server is not a superuser, and option \"notify_url\" names host \"%s\", which \"ctas_fed.allowed_hosts\" does not list.",
+					   host),
+			 errhint("A superuser can add the host to the setting \"ctas_fed.allowed_hosts\".")));
+	return true;
+}
+
+/*
  * deliver_webhooks
  *		POST every queued status event to its URL, each with bounded
- *		retries.  A dead endpoint costs this worker at most
+ *		retries, unless ctas_fed.allowed_hosts forbids it
+ *		(webhook_refused).  A dead endpoint costs this worker at most
  *		WEBHOOK_ATTEMPTS * WEBHOOK_TIMEOUT seconds per event, never a
  *		backend anything.
  */
@@ -595,10 +639,23 @@ deliver_webhooks(MemoryContext cxt)
 	while (!ShutdownRequestPending && CtasJobsNextEvent(&ev))
 	{
 		MemoryContext old = MemoryContextSwitchTo(cxt);
-		char	   *body = CtasJobEventJson(&ev);
+		char	   *body;
 		char	   *err = NULL;
 		int			attempt;
 
+		/* a narrowed ctas_fed.allowed_hosts applies from the next event */
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (webhook_refused(&ev))
+		{
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(cxt);
+			continue;
+		}
+		body = CtasJobEventJson(&ev);
 		for (attempt = 1; attempt <= WEBHOOK_ATTEMPTS; attempt++)
 		{
 			if (CtasCurlSend(ev.notify_url, "POST", "application/json", body,

@@ -19,6 +19,16 @@
  *
  * Every connection is accounted for with AcquireExternalFD.
  *
+ * Remote notices.  libpq's default notice processor writes a NOTICE or
+ * WARNING of the remote server raw to the local server's stderr, so that
+ * a catalog pointed at a hostile server could write anything into the log,
+ * forged log lines included.  Every connection gets a notice receiver
+ * instead, which re-emits the message at LOG with the catalog's name, its
+ * control characters escaped (notice_receiver).  LOG, as dblink and
+ * postgres_fdw of PostgreSQL 18 do (libpqsrv_notice_receiver): these lines
+ * reached the log before, so they still do, and a remote server does not
+ * get to talk to the local client.
+ *
  * Password rules.  As in postgres_fdw 15 (check_conn_params and
  * connect_pg_server), a connection for a non-superuser needs a non-empty
  * password in its user mapping, and the remote must actually have used it
@@ -44,6 +54,8 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include "libpq-events.h"
 
 #include "access/xact.h"
 #include "catalog/pg_user_mapping.h"
@@ -71,6 +83,7 @@ static void conn_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
 static PGconn *connect_catalog(CtasCatalog *catalog);
 static bool wait_socket(PGconn *conn, int events, TimestampTz deadline,
 						bool interruptible);
+static void set_notice_receiver(PGconn *conn, const char *name);
 
 /*
  * conn_cache_init
@@ -290,6 +303,119 @@ password_required(CtasCatalog *catalog, bool *owner_rule)
 }
 
 /*
+ * escape_notice_text
+ *		text with every control character but tab escaped (\n, \r, \xNN)
+ *		and a final newline dropped, so that it stays one log line.
+ *		Palloc'd.
+ */
+static char *
+escape_notice_text(const char *text)
+{
+	StringInfoData buf;
+	size_t		len = strlen(text);
+	size_t		i;
+
+	if (len > 0 && text[len - 1] == '\n')
+		len--;
+	initStringInfo(&buf);
+	for (i = 0; i < len; i++)
+	{
+		unsigned char c = (unsigned char) text[i];
+
+		if (c == '\n')
+			appendStringInfoString(&buf, "\\n");
+		else if (c == '\r')
+			appendStringInfoString(&buf, "\\r");
+		else if ((c < 0x20 && c != '\t') || c == 0x7f)
+			appendStringInfo(&buf, "\\x%02x", c);
+		else
+			appendStringInfoChar(&buf, (char) c);
+	}
+	return buf.data;
+}
+
+/*
+ * notice_receiver
+ *		libpq notice receiver of every connection: a NOTICE, WARNING (or
+ *		any other message that is not an error) of the remote server goes
+ *		to the local log at LOG, prefixed with the catalog's name (arg) and
+ *		the remote severity, its text escaped (escape_notice_text).  See
+ *		"Remote notices" in the file header.  Never raises an ERROR (but
+ *		out of memory).
+ */
+static void
+notice_receiver(void *arg, const PGresult *res)
+{
+	const char *name = (const char *) arg;
+	const char *severity = PQresultErrorField(res,
+											  PG_DIAG_SEVERITY_NONLOCALIZED);
+	const char *message = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+	char	   *safe_name = escape_notice_text(name);
+	char	   *safe_severity = escape_notice_text(severity ? severity :
+												   "NOTICE");
+	char	   *safe_message;
+	char	   *safe_detail = NULL;
+
+	/* a message of libpq's own has no fields, only its text */
+	safe_message = escape_notice_text(message ? message :
+									  PQresultErrorMessage(res));
+	if (detail != NULL)
+		safe_detail = escape_notice_text(detail);
+
+	ereport(LOG,
+			(errmsg_internal("catalog \"%s\" sent %s: %s",
+							 safe_name, safe_severity, safe_message),
+			 safe_detail ? errdetail_internal("%s", safe_detail) : 0));
+
+	pfree(safe_name);
+	pfree(safe_severity);
+	pfree(safe_message);
+	if (safe_detail)
+		pfree(safe_detail);
+}
+
+/*
+ * notice_event_proc
+ *		libpq event procedure that frees the catalog name of the notice
+ *		receiver (passThrough, malloc'd) when the connection is finished.
+ */
+static int
+notice_event_proc(PGEventId evtId, void *evtInfo, void *passThrough)
+{
+	if (evtId == PGEVT_CONNDESTROY)
+		free(passThrough);
+	return true;
+}
+
+/*
+ * set_notice_receiver
+ *		Install notice_receiver on conn, for catalog name.  The copy of the
+ *		name lives (in malloc'd memory) as long as conn: an event procedure
+ *		frees it in PQfinish.  ereport(ERROR) when out of memory; the
+ *		caller still owns conn.
+ */
+static void
+set_notice_receiver(PGconn *conn, const char *name)
+{
+	char	   *copy = strdup(name);
+
+	if (copy == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	if (!PQregisterEventProc(conn, notice_event_proc, "ctas_fed notices",
+							 copy))
+	{
+		free(copy);
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	}
+	PQsetNoticeReceiver(conn, notice_receiver, copy);
+}
+
+/*
  * connect_catalog
  *		Open a connection with the catalog's libpq keywords and the user
  *		mapping's credentials, without blocking: the connection is polled
@@ -392,6 +518,8 @@ connect_catalog(CtasCatalog *catalog)
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("out of memory")));
+		/* before any message of the remote can arrive */
+		set_notice_receiver(conn, catalog->name);
 
 		while (PQstatus(conn) != CONNECTION_BAD &&
 			   st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED)

@@ -1016,8 +1016,10 @@ pg_parallel_export(CtasLoad *load)
 	finish_copy(load, ls);
 	ls->scratch = psprintf("%s.%s", quote_identifier(load->schema),
 						   quote_identifier(name));
-	st->scratch = lappend(st->scratch,
-						  MemoryContextStrdup(load->part->cxt, ls->scratch));
+	/* the list lives as long as the transaction, not the statement */
+	oldcxt = MemoryContextSwitchTo(load->part->cxt);
+	st->scratch = lappend(st->scratch, pstrdup(ls->scratch));
+	MemoryContextSwitchTo(oldcxt);
 	if (st->side == NULL)
 		st->side = CtasPgConnectFresh(load->catalog);
 	CtasPgExec(st->side, load->catalog, create_table_sql(load, ls->scratch));

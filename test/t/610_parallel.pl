@@ -641,4 +641,358 @@ check_invariant(
 		expect => pg_digest($local, 'postgres', 'src.big') } ]);
 $small->stop;
 
+# --- create_tables_as with parallel = N: whole tables to the workers
+# Eight tables of different sizes and types (NULLs, hostile text, an empty
+# one, one big enough to be cut in block ranges) into PostgreSQL and
+# ClickHouse at N = 2 and 4: every table exactly, each job committed with
+# its rows; ROLLBACK, a value a target refuses in one table, and a crash of
+# the leader after the workers prepared leave nothing.
+$local->safe_psql('postgres', q{
+CREATE SCHEMA many;
+CREATE TABLE many.m_big (id int, label text, n int8);
+INSERT INTO many.m_big
+SELECT g,
+       CASE g % 13
+         WHEN 0 THEN NULL WHEN 1 THEN '' WHEN 2 THEN E'tab\\there'
+         WHEN 3 THEN E'new\\nline' WHEN 4 THEN E'back\\\\slash' WHEN 5 THEN '\\N'
+         WHEN 6 THEN 'quote''s "dq" `bq`' WHEN 7 THEN 'ünïcødé 日本語 😀'
+         WHEN 8 THEN E'cr\\rlf\\n' WHEN 9 THEN E'\\x01ctl\\x1f' WHEN 10 THEN ' pad '
+         WHEN 11 THEN repeat('long ', 40) ELSE 'plain ' || g END,
+       CASE WHEN g % 7 = 0 THEN NULL ELSE g::int8 * 1000000007 END
+  FROM generate_series(1, 40000) g;
+CREATE TABLE many.m_mid (id int, label text, f float8);
+INSERT INTO many.m_mid
+SELECT g, CASE WHEN g % 5 = 0 THEN NULL ELSE E'mid\\t' || g END,
+       CASE WHEN g % 11 = 0 THEN NULL ELSE g * 0.25 END
+  FROM generate_series(1, 8000) g;
+CREATE TABLE many.m_text (id int, label text, vc varchar(20));
+INSERT INTO many.m_text
+SELECT g,
+       CASE g % 7 WHEN 0 THEN NULL WHEN 1 THEN '' WHEN 2 THEN E'a\\\\b\\nc'
+         WHEN 3 THEN '\\N' WHEN 4 THEN 'ünïcødé 😀' WHEN 5 THEN E'\\r' ELSE 'x' || g END,
+       CASE WHEN g % 3 = 0 THEN NULL ELSE ('v' || g)::varchar(20) END
+  FROM generate_series(1, 3000) g;
+CREATE TABLE many.m_nums (id int, i2 int2, amount numeric(14,2), flag bool);
+INSERT INTO many.m_nums
+SELECT g, CASE WHEN g % 4 = 0 THEN NULL ELSE (g % 30000)::int2 END,
+       CASE WHEN g % 6 = 0 THEN NULL ELSE (g * 1.01)::numeric(14,2) END,
+       CASE WHEN g % 5 = 0 THEN NULL ELSE g % 2 = 0 END
+  FROM generate_series(1, 5000) g;
+CREATE TABLE many.m_dates (id int, d date, ts timestamp);
+INSERT INTO many.m_dates
+SELECT g, CASE WHEN g % 10 = 0 THEN NULL ELSE date '2000-01-01' + g END,
+       CASE WHEN g % 10 = 1 THEN NULL
+            ELSE timestamp '1999-12-31 23:00:00' + g * interval '1 minute' END
+  FROM generate_series(1, 2000) g;
+CREATE TABLE many.m_uuid (id int, u uuid);
+INSERT INTO many.m_uuid
+SELECT g, CASE WHEN g % 8 = 0 THEN NULL ELSE md5(g::text)::uuid END
+  FROM generate_series(1, 1500) g;
+CREATE TABLE many.m_small (id int, label text);
+INSERT INTO many.m_small VALUES (1, 'one'), (2, NULL), (3, E'th\\tree');
+CREATE TABLE many.m_empty (id int, label text);
+});
+
+# the rows of each table, rendered the same way by PostgreSQL and ClickHouse
+my %many_fp = (
+	m_big => [ 'SELECT id, md5(label), n FROM many.m_big',
+		'SELECT id, lower(hex(MD5(label))), n FROM %s.m_big' ],
+	m_mid => [ 'SELECT id, md5(label), f FROM many.m_mid',
+		'SELECT id, lower(hex(MD5(label))), f FROM %s.m_mid' ],
+	m_text => [ 'SELECT id, md5(label), md5(vc) FROM many.m_text',
+		'SELECT id, lower(hex(MD5(label))), lower(hex(MD5(vc))) FROM %s.m_text' ],
+	m_nums => [ 'SELECT id, i2, (amount * 100)::int8, flag::int FROM many.m_nums',
+		'SELECT id, i2, toInt64(amount * 100), flag FROM %s.m_nums' ],
+	m_dates => [
+		q{SELECT id, d, to_char(ts, 'YYYY-MM-DD HH24:MI:SS') FROM many.m_dates},
+		'SELECT id, d, ts FROM %s.m_dates' ],
+	m_uuid => [ 'SELECT id, u FROM many.m_uuid',
+		'SELECT id, u FROM %s.m_uuid' ],
+	m_small => [ 'SELECT id, md5(label) FROM many.m_small',
+		'SELECT id, lower(hex(MD5(label))) FROM %s.m_small' ],
+	m_empty => [ 'SELECT id, md5(label) FROM many.m_empty',
+		'SELECT id, lower(hex(MD5(label))) FROM %s.m_empty' ],
+);
+my @many = sort keys %many_fp;
+my %many_rows = map {
+	$_ => $local->safe_psql('postgres', "SELECT count(*) FROM many.$_")
+} @many;
+cmp_ok($local->safe_psql('postgres',
+		q{SELECT pg_relation_size('many.m_big') * 2 >
+		         sum(pg_relation_size(c.oid)) FILTER (WHERE relnamespace = 'many'::regnamespace)
+		    FROM pg_class c WHERE relkind = 'r'}),
+	'eq', 't', 'many: m_big has more than half of the blocks (cut in ranges)');
+
+# every table of the schema, on both sides, and each job
+sub check_many
+{
+	my ($name, $cat, $schema, $group) = @_;
+	foreach my $t (@many)
+	{
+		if ($cat eq 'lake')
+		{
+			is(ch_rows(sprintf($many_fp{$t}[1], $schema)),
+				sql_digest($local, 'postgres', $many_fp{$t}[0]),
+				"$name: $t arrives exactly");
+		}
+		else
+		{
+			is(pg_digest($remote, 'dw', "$schema.$t"),
+				pg_digest($local, 'postgres', "many.$t"),
+				"$name: $t arrives exactly");
+		}
+	}
+	is($local->safe_psql('postgres', qq{
+SELECT string_agg(target || ':' || state || ':' || rows, ',' ORDER BY target)
+  FROM ctas_fed.jobs WHERE group_id = $group}),
+		join(',', map { "$schema.$_:committed:$many_rows{$_}" } @many),
+		"$name: each job committed with its rows");
+}
+
+sub last_group
+{
+	return $local->safe_psql('postgres',
+		'SELECT max(group_id) FROM ctas_fed.jobs');
+}
+
+$ch->query('CREATE DATABASE m2');
+$ch->query('CREATE DATABASE m4');
+$remote->safe_psql('dw', 'CREATE SCHEMA m2 AUTHORIZATION loader; CREATE SCHEMA m4 AUTHORIZATION loader');
+foreach my $n (2, 4)
+{
+	foreach my $cat ('lake', 'wh')
+	{
+		($ret, $out, $err) = $local->psql('postgres', qq{
+SET client_min_messages = debug1;
+SELECT target, rows FROM ctas_fed.create_tables_as('$cat', 'm$n',
+  source_schema => 'many', options => '{"parallel": $n}');});
+		is($ret, 0, "many into $cat, parallel = $n: the call succeeds")
+		  or diag $err;
+		is($out, join("\n", map { "m$n.$_|$many_rows{$_}" } @many),
+			"many into $cat, parallel = $n: the rows of each table");
+		unlike($err, qr/NOTICE/, "many into $cat, parallel = $n: no NOTICE");
+		my %took = map { $_ => 1 }
+		  ($err =~ /parallel worker \d+ loads many\.(m_\w+) into $cat\.m$n\./g);
+		is(join(',', sort keys %took), join(',', @many),
+			"many into $cat, parallel = $n: workers took every table");
+		like($err, qr/parallel load of 8 tables with $n workers, in this order: many\.m_big \(\d+ blocks, \d+ ranges\), many\.m_mid \(\d+ blocks\)/,
+			"many into $cat, parallel = $n: biggest first, m_big cut in ranges");
+		check_many("many into $cat, parallel = $n", $cat, "m$n", last_group());
+	}
+}
+is(pg_scratch(), '', 'many: no scratch table left');
+is(pg_prepared(), '', 'many: no prepared transaction left');
+is($ch->query(q{SELECT count() FROM system.tables
+                 WHERE startsWith(name, '_ctas_fed_')}) + 0, 0,
+	'many: no staging table left');
+
+# two tables loaded at the same time by two workers: each stops after it
+# attached, and pg_stat_activity shows both tables' queries at once
+$remote->safe_psql('dw', 'CREATE SCHEMA mt AUTHORIZATION loader');
+{
+	my ($h, $e, $offset) = start_session(
+		"SET ctas_fed.fault_point = 'parallel_table:3';\n"
+		  . "SELECT count(*) FROM ctas_fed.create_tables_as('wh', 'mt',"
+		  . " tables => '{many.m_small, many.m_empty}', options => '{\"parallel\": 2}');\n");
+	ok(wait_until(60, sub {
+		$local->safe_psql('postgres', q{
+SELECT count(DISTINCT query) FROM pg_stat_activity
+ WHERE backend_type = 'parallel worker'
+   AND query IN ('SELECT * FROM ONLY many.m_small',
+                 'SELECT * FROM ONLY many.m_empty')}) == 2 }),
+		'many: two workers load two tables at the same time');
+	$h->finish;
+	is($$e, '', 'many: the call with two tables succeeds') or diag $$e;
+	is(pg_digest($remote, 'dw', 'mt.m_small'),
+		pg_digest($local, 'postgres', 'many.m_small'),
+		'many: m_small arrives exactly');
+	is(pg_digest($remote, 'dw', 'mt.m_empty'),
+		pg_digest($local, 'postgres', 'many.m_empty'),
+		'many: m_empty arrives exactly');
+	is(pg_prepared(), '', 'many: two tables: no prepared transaction left');
+}
+
+# a table's job has its rows as soon as its workers are done with it, and
+# the leader has committed their prepared transactions then, while another
+# worker still loads the other table (stopped after it attached)
+$remote->safe_psql('dw', 'CREATE SCHEMA mu AUTHORIZATION loader');
+{
+	my ($h, $e, $offset) = start_session(
+		"SET ctas_fed.fault_point = 'parallel_table:4';\n"
+		  . "SET ctas_fed.progress = on; SET ctas_fed.progress_interval = 1;\n"
+		  . "SELECT count(*) FROM ctas_fed.create_tables_as('wh', 'mu',"
+		  . " tables => '{many.m_mid, many.m_small}', options => '{\"parallel\": 2}');\n");
+	ok(wait_until(60, sub {
+		my $small = q{SELECT count(*) FROM pg_stat_activity
+		   WHERE backend_type = 'parallel worker'
+		     AND query = 'SELECT * FROM ONLY many.m_small'};
+		return 0 unless $local->safe_psql('postgres', $small) == 1;
+		return 0 unless $local->safe_psql('postgres', q{
+SELECT rows FROM ctas_fed.jobs WHERE catalog = 'wh' AND target = 'mu.m_mid'})
+		  eq $many_rows{m_mid};
+		my ($pid, $xid) = leader_of('many.m_mid, many.m_small');
+		return 0 unless $xid;
+		return !grep { /^ctas_fed_${sysid}_${xid}_/ } split(/,/, pg_prepared());
+	}), 'many: m_mid done (its job has its rows, its workers committed) while m_small loads');
+	$h->finish;
+	unlike($$e, qr/ERROR/, 'many: the call with m_mid and m_small succeeds')
+	  or diag $$e;
+	like($$e, qr/NOTICE:  loading into 2 tables of catalog "wh" with 2 parallel workers: \d+ rows, \d+ bytes/,
+		'many: progress NOTICEs cover every table');
+	is(pg_digest($remote, 'dw', 'mu.m_mid'),
+		pg_digest($local, 'postgres', 'many.m_mid'),
+		'many: m_mid arrives exactly, loaded while m_small was');
+	is(pg_prepared(), '', 'many: m_mid and m_small: no prepared transaction left');
+}
+
+# thirty small tables at parallel = 4 into a remote that allows ten
+# prepared transactions: a worker waits for the leader to commit the
+# prepared transactions of the tables loaded before it takes another
+$local->safe_psql('postgres', 'CREATE SCHEMA tiny;' . join('', map {
+	"CREATE TABLE tiny.t$_ AS SELECT g AS id, E'row\\t' || g AS label"
+	  . " FROM generate_series(1, $_) g;" } 1 .. 30));
+$remote->safe_psql('dw', 'CREATE SCHEMA tiny AUTHORIZATION loader');
+($ret, $out, $err) = $local->psql('postgres', q{
+SELECT count(*), sum(rows) FROM ctas_fed.create_tables_as('wh', 'tiny',
+  source_schema => 'tiny', options => '{"parallel": 4}');});
+is($ret, 0, 'many: thirty small tables at parallel = 4 load') or diag $err;
+is($out, '30|465', 'many: thirty small tables: every row');
+is(join(',', map { pg_digest($remote, 'dw', "tiny.t$_") } 1, 17, 30),
+	join(',', map { pg_digest($local, 'postgres', "tiny.t$_") } 1, 17, 30),
+	'many: thirty small tables arrive exactly');
+is(pg_prepared(), '', 'many: thirty small tables: no prepared transaction left');
+
+# no free worker, then one of three: the leader loads the tables itself,
+# or the one worker takes them all, after a NOTICE; every row arrives
+foreach my $case ([ 'mn0', 0, 2, 'in the leader: no parallel worker could be started' ],
+	[ 'mn1', 1, 3, 'with 1 parallel workers instead of 3' ])
+{
+	my ($schema, $free, $n, $notice) = @$case;
+	$remote->safe_psql('dw', "CREATE SCHEMA $schema AUTHORIZATION loader");
+	($ret, $out, $err) = $local->psql('postgres', qq{
+SET max_parallel_workers = $free;
+SELECT count(*), sum(rows) FROM ctas_fed.create_tables_as('wh', '$schema',
+  tables => '{many.m_mid, many.m_text, many.m_small, many.m_empty}',
+  options => '{"parallel": $n}');});
+	is($ret, 0, "many, $free free workers: no failure") or diag $err;
+	like($err, qr/NOTICE:  loading 4 tables of catalog "wh" \Q$notice\E/,
+		"many, $free free workers: a NOTICE says so");
+	is($out, '4|' . ($many_rows{m_mid} + $many_rows{m_text} + 3),
+		"many, $free free workers: the rows of each table");
+	is(join(',', map { pg_digest($remote, 'dw', "$schema.$_") } qw(m_mid m_text m_small m_empty)),
+		join(',', map { pg_digest($local, 'postgres', "many.$_") } qw(m_mid m_text m_small m_empty)),
+		"many, $free free workers: every table arrives exactly");
+	is(pg_prepared(), '', "many, $free free workers: no prepared transaction left");
+}
+
+# ROLLBACK of the caller's transaction leaves nothing, in either catalog
+($ret, $out, $err) = $local->psql('postgres', q{
+BEGIN;
+SELECT count(*) FROM ctas_fed.create_tables_as('wh', 'public',
+  source_schema => 'many', options => '{"parallel": 2}');
+SELECT count(*) FROM ctas_fed.create_tables_as('lake', 'dw',
+  source_schema => 'many', options => '{"parallel": 2}');
+ROLLBACK;});
+is($ret, 0, 'many: loads then ROLLBACK') or diag $err;
+check_invariant(
+	node => $local,
+	name => 'many: ROLLBACK',
+	targets => [
+		(map { { pg => $remote, dbname => 'dw', table => "public.$_" } }
+		  qw(m_big m_small m_empty)),
+		(map { { ch => $ch, table => "dw.$_" } } qw(m_big m_small m_empty)) ]);
+is(pg_scratch(), '', 'many: ROLLBACK leaves no scratch table');
+
+# ROLLBACK TO SAVEPOINT in a transaction that commits: the call's tables
+# go, the rest of the transaction stays
+($ret, $out, $err) = $local->psql('postgres', q{
+BEGIN;
+SAVEPOINT a;
+SELECT count(*) FROM ctas_fed.create_tables_as('wh', 'public',
+  source_schema => 'many', options => '{"parallel": 2}');
+ROLLBACK TO SAVEPOINT a;
+CREATE TABLE wh.public.m_after AS SELECT 1 AS one;
+COMMIT;});
+is($ret, 0, 'many: ROLLBACK TO SAVEPOINT, then COMMIT') or diag $err;
+unlike($err, qr/WARNING/, 'many: ROLLBACK TO SAVEPOINT: no WARNING') or diag $err;
+is($remote->safe_psql('dw', 'SELECT one FROM public.m_after'), '1',
+	'many: ROLLBACK TO SAVEPOINT: the transaction commits');
+is(join(',', map { pg_digest($remote, 'dw', "public.$_") } @many),
+	join(',', map { 'absent' } @many),
+	'many: ROLLBACK TO SAVEPOINT: no table of the call');
+is(pg_prepared(), '', 'many: ROLLBACK TO SAVEPOINT: no prepared transaction');
+is(pg_scratch(), '', 'many: ROLLBACK TO SAVEPOINT: no scratch table');
+
+# a value the target refuses, in one table: the call fails naming it, and
+# leaves nothing
+$local->safe_psql('postgres', q{
+CREATE TABLE many.m_bad (id int, v text, d date);
+INSERT INTO many.m_bad SELECT g, 'ok', date '2000-01-01' + g
+  FROM generate_series(1, 3000) g;
+INSERT INTO many.m_bad VALUES (3001, 'far too long', date '2200-01-01');});
+foreach my $cat ('wh', 'lake')
+{
+	my $schema = $cat eq 'wh' ? 'public' : 'dw';
+	# PostgreSQL: too long for varchar(5); ClickHouse: a date it cannot hold
+	my $types = $cat eq 'wh'
+	  ? ', "column_types": {"many.m_bad": "v varchar(5)"}' : '';
+	($ret, $out, $err) = $local->psql('postgres', qq{
+SELECT count(*) FROM ctas_fed.create_tables_as('$cat', '$schema',
+  tables => '{many.m_bad, many.m_nums, many.m_dates, many.m_uuid}',
+  options => '{"parallel": 2$types}');});
+	isnt($ret, 0, "many into $cat: a value the target refuses fails the call");
+	like($err, qr/parallel load of many\.m_bad into $cat\.$schema\.m_bad/,
+		"many into $cat: the error names the table") or diag $err;
+	check_invariant(
+		node => $local,
+		name => "many into $cat: one table fails",
+		targets => [ map {
+			$cat eq 'wh'
+			  ? { pg => $remote, dbname => 'dw', table => "public.$_" }
+			  : { ch => $ch, table => "dw.$_" } } qw(m_bad m_nums m_dates m_uuid) ]);
+	is($local->safe_psql('postgres', qq{
+SELECT state FROM ctas_fed.jobs
+ WHERE catalog = '$cat' AND target = '$schema.m_bad'
+ ORDER BY job_id DESC LIMIT 1}), 'failed',
+		"many into $cat: the job of the table that failed is failed");
+}
+
+# the leader crashes after every stream ended, the last tables' workers
+# prepared and not yet committed by it; then mid-load, two workers stopped
+# in their first table, every scratch table made: once the resolver ran,
+# nothing is left, no prepared transaction, no scratch table
+$remote->safe_psql('dw', 'CREATE SCHEMA mc AUTHORIZATION loader');
+foreach my $point ('after_workers', 'parallel_table')
+{
+	my ($h, $e, $offset) = start_session(
+		"SET ctas_fed.fault_point = '$point';\n"
+		  . "SELECT count(*) FROM ctas_fed.create_tables_as('wh', 'mc',"
+		  . " source_schema => 'many', options => '{\"parallel\": 2, \"rename\": {\"many.m_big\": \"m_crash\"}}');\n");
+	ok(wait_until(60, sub {
+		my @stops = (slurp_file($local->logfile, $offset)
+			  =~ /stopped at fault point "$point"/g);
+		scalar(@stops) >= ($point eq 'after_workers' ? 1 : 2) }),
+		"many: crash at $point: the leader or its workers stop there");
+	my ($pid, $xid) = leader_of('m_crash');
+	my $mine = scalar(grep { /^ctas_fed_${sysid}_${xid}_1_\d+_[12]$/ }
+		  split(/,/, pg_prepared()));
+	note "many: crash at $point: $mine worker transactions prepared";
+	cmp_ok(scalar(split(/,/, pg_scratch())), '>=', 1,
+		"many: crash at $point: scratch tables on the remote");
+	$local->stop('immediate');
+	$h->finish;
+	$local->start;
+	check_invariant(
+		node => $local,
+		name => "many: crash at $point",
+		resolve => 1,
+		targets => [ map { { pg => $remote, dbname => 'dw', table => "mc.$_" } }
+			  qw(m_crash m_mid m_nums m_empty m_bad) ]);
+	ok(wait_until(30, sub {
+		$local->psql('postgres', 'SELECT * FROM ctas_fed.resolve_in_doubt()');
+		pg_scratch() eq '' }),
+		"many: crash at $point: the resolver drops the scratch tables");
+}
+is(parallel_workers(), 0, 'many: no parallel worker left');
+
 done_testing();

@@ -22,6 +22,8 @@
 #  7. lost replies to the commit of a sync's copy and of a batch
 #  8. two remote roles syncing into one remote schema: a progress table
 #     another remote role owns is never used
+#  9. ctas_fed.max_syncs_per_role: a non-superuser cannot hold every
+#     background worker with syncs
 
 use strict;
 use warnings;
@@ -540,5 +542,65 @@ is(remote(q{SELECT count(*) FROM public.o_sync}), '0',
 	'shared progress table: nothing was copied through it');
 $local->safe_psql('postgres', q{SELECT ctas_fed.stop_sync('wh2.public.o_sync')})
   if sync_state('o_sync') =~ /copying|streaming/;
+
+# ---------------------------------------------------------------------------
+# 9. A running sync holds a background worker and a replication slot for as
+# long as it runs: with REPLICATION alone a role could take every worker
+# slot of max_worker_processes.  ctas_fed.max_syncs_per_role bounds the
+# syncs a non-superuser runs; stopped ones do not count.
+$local->safe_psql('postgres', q{
+  CREATE ROLE quota LOGIN REPLICATION;
+  GRANT CREATE ON DATABASE postgres TO quota;
+  GRANT USAGE ON FOREIGN SERVER wh TO quota;
+  CREATE TABLE q_src (id int PRIMARY KEY, v int);
+  INSERT INTO q_src SELECT g, g FROM generate_series(1, 5) g;
+  ALTER TABLE q_src OWNER TO quota;
+  ALTER SYSTEM SET ctas_fed.max_syncs_per_role = 1;
+  SELECT pg_reload_conf();});
+wait_until(30, sub { $local->safe_psql('postgres', 'SHOW ctas_fed.max_syncs_per_role') eq '1' });
+
+# the error of a sync as quota, with its SQLSTATE
+sub quota_sync
+{
+	my ($table) = @_;
+	my ($rc, $out, $err) = $local->psql('postgres',
+		"\\set VERBOSITY verbose\nSET ROLE quota;\n"
+		  . "CREATE TABLE wh.public.$table WITH (sync = 'continuous') AS SELECT * FROM q_src;");
+	return $rc == 0 ? '' : $err;
+}
+
+sub quota_running
+{
+	return $local->safe_psql('postgres', q{
+	  SELECT count(*) FROM ctas_fed.syncs
+	   WHERE owner = 'quota'::regrole AND state IN ('copying', 'streaming')});
+}
+
+is(quota_sync('q_one'), '', 'quota: the first sync of the role is made');
+$err = quota_sync('q_two');
+like($err, qr/ERROR:  53400: too many continuous syncs for role "quota"/,
+	'quota: the second is refused with configuration_limit_exceeded');
+like($err, qr/DETAIL:  The role has 1 continuous sync running in this database/,
+	'quota: the detail counts the running syncs');
+like($err, qr/HINT:  .*ctas_fed\.max_syncs_per_role/, 'quota: the hint names the setting');
+is(remote(q{SELECT count(*) FROM pg_tables WHERE tablename = 'q_two'}), '0',
+	'quota: no remote table after the refusal');
+is(quota_running(), '1', 'quota: one job of the role');
+
+as_role('quota', q{SELECT ctas_fed.stop_sync('wh.public.q_one')});
+is(quota_sync('q_two'), '', 'quota: a stopped sync does not count');
+ok(wait_until(60, sub { remote(q{SELECT count(*) FROM public.q_two}) eq '5' }),
+	'quota: the allowed sync copies its rows');
+as_role('quota', q{SELECT ctas_fed.stop_sync('wh.public.q_two')});
+
+$local->safe_psql('postgres',
+	'ALTER SYSTEM SET ctas_fed.max_syncs_per_role = 0; SELECT pg_reload_conf();');
+wait_until(30, sub { $local->safe_psql('postgres', 'SHOW ctas_fed.max_syncs_per_role') eq '0' });
+like(quota_sync('q_three'),
+	qr/53400: too many continuous syncs.*\n.*DETAIL:  Only superusers may create continuous syncs while "ctas_fed\.max_syncs_per_role" is 0\./,
+	'quota: 0 leaves syncs to superusers');
+is(quota_running(), '0', 'quota: no job of the role runs');
+$local->safe_psql('postgres',
+	'ALTER SYSTEM RESET ctas_fed.max_syncs_per_role; SELECT pg_reload_conf();');
 
 done_testing();

@@ -1018,7 +1018,8 @@ CtasSyncCheckIdle(Oid serverid)
  *		ctas_fed.max_syncs_per_role: a non-superuser may have at most that
  *		many continuous syncs running (copying or streaming) in this
  *		database, since each holds a background worker and a replication
- *		slot for as long as it runs; -1 is no limit, 0 lets only
+ *		slot for as long as it runs; the jobs of one stream (the tables of
+ *		one create_tables_as call) share them, and count as one; -1 is no limit, 0 lets only
  *		superusers create syncs.  The count is serialized per role and
  *		database by a lock held until the end of the transaction, so that
  *		two sessions of one role cannot both take the last place (in READ
@@ -1051,8 +1052,8 @@ check_role_quota(void)
 	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args("SELECT pg_catalog.count(*) FROM ctas_fed.syncs "
-							  "WHERE owner = $1 "
+	if (SPI_execute_with_args("SELECT pg_catalog.count(DISTINCT stream_id) "
+							  "FROM ctas_fed.syncs WHERE owner = $1 "
 							  "AND state IN ('copying', 'streaming')",
 							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT ||
 		SPI_processed != 1)

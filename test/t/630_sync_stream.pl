@@ -346,7 +346,7 @@ is(workers(), '1', 'stop_sync of one: the worker goes on');
 ok(wait_until(30, sub {
 	hooks(qr/"target": "public.a", "mode": "sync", "state": "stopped"/) == 1 }),
 	'webhook: the stop of a job whose stream goes on');
-my ($rc, $out, $err) = $local->psql('postgres', 'DROP SERVER wh CASCADE');
+($rc, $out, $err) = $local->psql('postgres', 'DROP SERVER wh CASCADE');
 like($err,
 	qr/continuous sync into "wh.public.[bc]" is streaming.*\n.*HINT:  Stop it with ctas_fed.stop_sync\(\)/s,
 	'DROP SERVER refused, naming a job that runs, not the stopped one');
@@ -401,5 +401,37 @@ is($local->safe_psql('postgres', q{
 	'a stopped,b failed,c stopped', 'the jobs record how each ended');
 is($remote->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0',
 	'no prepared transaction left on the remote');
+
+# ctas_fed.max_syncs_per_role counts a stream once: it bounds the workers
+# and slots a role holds, and the tables of one call share them
+$local->safe_psql('postgres', q{
+CREATE TABLE shop.mine2 (id int PRIMARY KEY, v text);
+ALTER TABLE shop.mine2 OWNER TO syncer;
+INSERT INTO shop.mine SELECT g, 'm' || g FROM generate_series(1, 100) g;
+INSERT INTO shop.mine2 SELECT g, 'n' || g FROM generate_series(1, 100) g;
+});
+my $as_syncer = "SET ctas_fed.max_syncs_per_role = 2; SET ROLE syncer;";
+is($local->safe_psql('postgres', qq{$as_syncer
+SELECT count(*) FROM ctas_fed.create_tables_as('wh', 'public',
+  tables => ARRAY['shop.mine', 'shop.mine2']::regclass[],
+  options => '{"sync": "continuous"}')}),
+	'2', 'max_syncs_per_role = 2: a call of two tables');
+($rc, $out, $err) = $local->psql('postgres', qq{$as_syncer
+CREATE TABLE wh.public.mine3 WITH (sync = 'continuous') AS SELECT * FROM shop.mine});
+is($err, '', 'max_syncs_per_role = 2: the call of two tables counted once');
+($rc, $out, $err) = $local->psql('postgres', qq{$as_syncer
+CREATE TABLE wh.public.mine4 WITH (sync = 'continuous') AS SELECT * FROM shop.mine});
+like($err, qr/too many continuous syncs for role "syncer"/,
+	'max_syncs_per_role = 2: a third stream is refused');
+ok(wait_until(60, sub {
+	$local->safe_psql('postgres',
+		"SELECT count(*) FROM ctas_fed.syncs WHERE state = 'streaming'") eq '3' }),
+	'the three tables of the role stream');
+is(our_slots(), '2', 'two streams, two slots');
+$local->safe_psql('postgres', q{
+  SELECT ctas_fed.stop_sync('wh.public.mine');
+  SELECT ctas_fed.stop_sync('wh.public.mine2');
+  SELECT ctas_fed.stop_sync('wh.public.mine3');});
+ok(wait_until(30, sub { our_slots() eq '0' }), 'all stopped: no slot');
 
 done_testing();

@@ -35,6 +35,7 @@ OBJS = \
 	src/options.o \
 	src/multi.o \
 	src/parallel.o \
+	src/parallel_worker.o \
 	src/postgres/connection.o \
 	src/postgres/parallel.o \
 	src/postgres/resolve.o \

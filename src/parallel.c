@@ -47,7 +47,9 @@
  *	   leader, and the abort of its transaction (or subtransaction)
  *	   terminates and waits for every worker (AtEOXact_Parallel) before
  *	   xact.c's abort callbacks undo the remote work.
- *	6. each load->rows and load->bytes are the sums; the fault point
+ *	6. each load->rows and load->bytes are the sums, load->streams the
+ *	   streams that ended without error (the target checks what it received
+ *	   against them: rows lost on the way are an error); the fault point
  *	   "after_workers" (ctas_fed.fault_point, tests only) is here, after
  *	   every stream has ended; end_load of each table and the commit
  *	   protocol then run in the leader exactly as for a serial load.
@@ -561,6 +563,7 @@ collect(CtasParallelSet *set, CtasParallelShared *shared, bool failed)
 		}
 		e->load->rows = pg_atomic_read_u64(&t->rows);
 		e->load->bytes = pg_atomic_read_u64(&t->bytes);
+		e->load->streams = pg_atomic_read_u32(&t->detached);
 		CtasJobProgress(e->load->job, e->load->rows, e->load->bytes);
 	}
 }
@@ -600,6 +603,7 @@ end_loaded(CtasParallelSet *set, CtasParallelShared *shared)
 			pg_read_barrier();
 			e->load->rows = pg_atomic_read_u64(&t->rows);
 			e->load->bytes = pg_atomic_read_u64(&t->bytes);
+			e->load->streams = pg_atomic_read_u32(&t->detached);
 		}
 		e->ended = true;
 		set->loaded(e->load, set->loaded_arg);

@@ -92,7 +92,7 @@ extern uint64 CtasPgEndCopy(PGconn *conn, CtasCatalog *catalog,
 /* in parallel.c */
 extern void CtasPgTakeScratch(CtasLoad *load, PGconn *conn,
 							  const char *scratch, const char *qualified,
-							  bool created);
+							  bool created, int committed);
 extern void CtasPgDropScratch(CtasCatalog *catalog, PGconn *conn,
 							  List **scratch);
 extern int	CtasPgCommitWorkers(CtasCatalog *catalog, PGconn *conn,

@@ -495,7 +495,8 @@ start_copy(CtasLoad *load, PgLoadState *ls)
 /*
  * finish_copy
  *		Send what is buffered, end the COPY and check the row count the
- *		remote reports against the rows sent.
+ *		remote reports against the rows sent.  A parallel load's check of
+ *		its rows rests on this one in each worker (CtasPgTakeScratch).
  */
 static void
 finish_copy(CtasLoad *load, PgLoadState *ls)
@@ -732,16 +733,18 @@ pg_end_load(CtasLoad *load)
 	if (ls->scratch)
 	{
 		PgXactState *st = (PgXactState *) load->part->private;
+		int			committed = -1;
 
 		/* the workers' rows first, their locks on the scratch table go */
 		if (ls->workers)
 		{
-			CtasPgCommitWorkers(load->catalog, st->side, ls->workers->prefix);
+			committed = CtasPgCommitWorkers(load->catalog, st->side,
+											ls->workers->prefix);
 			st->workers = list_delete_ptr(st->workers, ls->workers);
 			ls->workers = NULL;
 		}
 		CtasPgTakeScratch(load, ls->conn, ls->scratch, ls->qualified,
-						  ls->created);
+						  ls->created, committed);
 	}
 	else if (!load->skip_data)
 	{

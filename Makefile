@@ -35,7 +35,9 @@ OBJS = \
 	src/options.o \
 	src/multi.o \
 	src/parallel.o \
+	src/parallel_worker.o \
 	src/postgres/connection.o \
+	src/postgres/deparse.o \
 	src/postgres/parallel.o \
 	src/postgres/resolve.o \
 	src/postgres/sync.o \

@@ -205,6 +205,8 @@ typedef struct CtasLoad
 	uint64		rows;			/* rows written so far */
 	uint64		bytes;			/* payload bytes sent so far */
 	uint64		rows_committed; /* streaming: rows the remote has committed */
+	uint32		streams;		/* parallel: the workers' streams into it,
+								 * all ended without error (parallel.c) */
 	CtasJobRef	job;			/* the job in ctas_fed.jobs */
 	int64		group_id;		/* job group of a multi-table call, or 0 */
 	const char *format;			/* wire format chosen, for EXPLAIN/DEBUG */

@@ -9,6 +9,8 @@
  *	connection.c	libpq connections: cache, interruptible waits, remote
  *					errors, COPY with back-pressure
  *	typemap.c		PostgreSQL -> PostgreSQL type map, COPY text encoding
+ *	deparse.c		the SQL text of a load: CREATE TABLE, ADD PRIMARY KEY,
+ *					COPY, the remote types of column_types
  *	writer.c		the writer and its transaction steps; the routine
  *					CtasPostgresTarget
  *	parallel.c		parallel loads: the scratch table the workers load,
@@ -90,7 +92,7 @@ extern uint64 CtasPgEndCopy(PGconn *conn, CtasCatalog *catalog,
 /* in parallel.c */
 extern void CtasPgTakeScratch(CtasLoad *load, PGconn *conn,
 							  const char *scratch, const char *qualified,
-							  bool created);
+							  bool created, int committed);
 extern void CtasPgDropScratch(CtasCatalog *catalog, PGconn *conn,
 							  List **scratch);
 extern int	CtasPgCommitWorkers(CtasCatalog *catalog, PGconn *conn,
@@ -104,6 +106,13 @@ extern void CtasAppendCopyText(StringInfo buf, const char *s);
 extern char *CtasPostgresRemoteType(Oid typid, int32 typmod, bool *same_type);
 extern int	CtasBeginTextOutput(void);
 extern void CtasEndTextOutput(int nestlevel);
+
+/* in deparse.c */
+extern char *CtasPgQualifiedName(CtasLoad *load);
+extern char *CtasPgCreateTableSql(CtasLoad *load, const char *qualified);
+extern char *CtasPgPrimaryKeySql(CtasLoad *load);
+extern char *CtasPgCopySql(CtasLoad *load, const char *qualified,
+						   bool binary);
 
 /* in sync.c */
 extern const CtasSyncApply CtasPgSyncApply;

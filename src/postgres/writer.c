@@ -59,6 +59,9 @@
  *					once it was renamed and committed)
  * Why this order, and what a crash at each step leaves: parallel.c.
  *
+ * The SQL text of CREATE TABLE, ADD PRIMARY KEY and COPY is built in
+ * deparse.c; this file runs it.
+ *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
@@ -74,7 +77,6 @@
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
 #include "catalog/pg_type.h"
-#include "parser/parser.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -264,174 +266,6 @@ pg_map_column(CtasLoad *load, CtasColumn *col)
 				 errhint("Use the column_types option to choose another remote type.")));
 }
 
-/*
- * bad_remote_type
- *		ERROR for a column_types entry that is not a plain type name.
- */
-static void
-bad_remote_type(CtasColumn *col, const char *detail)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("invalid type \"%s\" for column \"%s\" in option \"column_types\"",
-					col->remote_type, col->name),
-			 detail ? errdetail("%s", detail) : 0,
-			 errhint("Write a type name with optional modifiers and array bounds, as in numeric(18,2) or text[].")));
-}
-
-/*
- * plain_identifier
- *		Is name a lower-case identifier that needs no quotes where the
- *		grammar accepts any keyword ([a-z_][a-z0-9_$]*)?
- */
-static bool
-plain_identifier(const char *name)
-{
-	const char *p;
-
-	if (!((name[0] >= 'a' && name[0] <= 'z') || name[0] == '_'))
-		return false;
-	for (p = name + 1; *p; p++)
-	{
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
-			  *p == '_' || *p == '$'))
-			return false;
-	}
-	return true;
-}
-
-/*
- * deparse_remote_type
- *		The remote type of a column_types override, rebuilt from its parse:
- *		the user's text is parsed with the raw parser as a type name (no
- *		catalog lookup, the type is the remote's business) and the result is
- *		written back from the parse tree - each name part quoted where
- *		needed (see below), each modifier a number, a quoted literal or a
- *		quoted name, the array bounds - so that nothing the user wrote
- *		outside a type can reach the remote CREATE TABLE.  Result palloc'd
- *		in the current memory context; ereport(ERROR) when the text is not a
- *		plain type name (%TYPE, SETOF, COLLATE, DEFAULT, constraints and
- *		anything else the type grammar rejects).
- */
-static char *
-deparse_remote_type(CtasColumn *col)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	List	   *volatile parsed = NIL;
-	bool		ok = true;
-	TypeName   *tn;
-	StringInfoData buf;
-	ListCell   *lc;
-
-	/* a syntax error holds no resource: no subtransaction needed */
-	PG_TRY();
-	{
-		parsed = raw_parser(col->remote_type, RAW_PARSE_TYPE_NAME);
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		FlushErrorState();
-		ok = false;
-	}
-	PG_END_TRY();
-	if (!ok || list_length(parsed) != 1 || !IsA(linitial(parsed), TypeName))
-		bad_remote_type(col, NULL);
-
-	tn = linitial_node(TypeName, parsed);
-	if (tn->setof || tn->pct_type || tn->names == NIL)
-		bad_remote_type(col, "Only a type name is allowed.");
-
-	initStringInfo(&buf);
-	foreach(lc, tn->names)
-	{
-		const char *name = strVal(lfirst(lc));
-
-		if (foreach_current_index(lc) > 0)
-			appendStringInfoChar(&buf, '.');
-
-		/*
-		 * After a dot the grammar takes any label, keywords included
-		 * (attrs: '.' attr_name), so the last part of a qualified name
-		 * needs quotes only when it is not a plain lower-case identifier:
-		 * pg_catalog.varchar(10), not pg_catalog."varchar"(10).  A name
-		 * standing alone keeps quote_identifier: "char" is not char.
-		 */
-		if (foreach_current_index(lc) > 0 && lnext(tn->names, lc) == NULL &&
-			plain_identifier(name))
-			appendStringInfoString(&buf, name);
-		else
-			appendStringInfoString(&buf, quote_identifier(name));
-	}
-
-	/* the modifiers that typenameTypeMod accepts, nothing else */
-	foreach(lc, tn->typmods)
-	{
-		Node	   *mod = (Node *) lfirst(lc);
-
-		appendStringInfoString(&buf, foreach_current_index(lc) == 0 ?
-							   "(" : ", ");
-		if (IsA(mod, A_Const) && !((A_Const *) mod)->isnull)
-		{
-			A_Const    *ac = (A_Const *) mod;
-
-			switch (nodeTag(&ac->val))
-			{
-				case T_Integer:
-					appendStringInfo(&buf, "%d", intVal(&ac->val));
-					break;
-				case T_Float:
-					{
-						const char *f = castNode(Float, &ac->val)->fval;
-
-						/* the scanner's numeric literal, maybe negated */
-						if (strspn(f, "-+.0123456789eE") != strlen(f))
-							bad_remote_type(col, NULL);
-						appendStringInfoString(&buf, f);
-					}
-					break;
-				case T_String:
-					appendStringInfoString(&buf,
-										   quote_literal_cstr(strVal(&ac->val)));
-					break;
-				default:
-					bad_remote_type(col, "A type modifier must be a number, a string or a name.");
-			}
-		}
-		else if (IsA(mod, ColumnRef) &&
-				 list_length(((ColumnRef *) mod)->fields) == 1 &&
-				 IsA(linitial(((ColumnRef *) mod)->fields), String))
-		{
-			/* a bare name, which typenameTypeMod passes on as a string */
-			char	   *name = strVal(linitial(((ColumnRef *) mod)->fields));
-
-			appendStringInfoString(&buf, quote_identifier(name));
-		}
-		else
-			bad_remote_type(col, "A type modifier must be a number, a string or a name.");
-	}
-	if (tn->typmods != NIL)
-		appendStringInfoChar(&buf, ')');
-
-	foreach(lc, tn->arrayBounds)
-	{
-		int			bound = intVal(lfirst(lc));
-
-		if (bound < 0)
-			appendStringInfoString(&buf, "[]");
-		else
-			appendStringInfo(&buf, "[%d]", bound);
-	}
-	return buf.data;
-}
-
-static char *
-qualified_name(CtasLoad *load)
-{
-	return psprintf("%s.%s", quote_identifier(load->schema),
-					quote_identifier(load->table));
-}
-
 static bool
 use_binary(CtasLoad *load)
 {
@@ -443,70 +277,6 @@ use_binary(CtasLoad *load)
 			return false;
 	}
 	return true;
-}
-
-/*
- * create_table_sql
- *		CREATE TABLE "schema"."table" (...) for the load's columns.  Types
- *		from column_types are deparsed, never copied (deparse_remote_type);
- *		the others come from format_type_with_typemod.
- */
-static char *
-create_table_sql(CtasLoad *load, const char *qualified)
-{
-	StringInfoData sql;
-	int			i;
-
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "CREATE TABLE %s (", qualified);
-	for (i = 0; i < load->ncolumns; i++)
-	{
-		CtasColumn *col = &load->columns[i];
-
-		appendStringInfo(&sql, "%s%s %s", i > 0 ? ", " : "",
-						 quote_identifier(col->name),
-						 col->overridden ? deparse_remote_type(col) :
-						 col->remote_type);
-	}
-	appendStringInfoChar(&sql, ')');
-	return sql.data;
-}
-
-static char *
-primary_key_sql(CtasLoad *load)
-{
-	StringInfoData sql;
-	ListCell   *lc;
-	bool		first = true;
-
-	if (load->opts.primary_key == NIL)
-		return NULL;
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "ALTER TABLE %s ADD PRIMARY KEY (",
-					 qualified_name(load));
-	foreach(lc, load->opts.primary_key)
-	{
-		appendStringInfo(&sql, "%s%s", first ? "" : ", ",
-						 quote_identifier(strVal(lfirst(lc))));
-		first = false;
-	}
-	appendStringInfoChar(&sql, ')');
-	return sql.data;
-}
-
-static char *
-copy_sql(CtasLoad *load, const char *qualified, bool binary)
-{
-	StringInfoData sql;
-	int			i;
-
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "COPY %s (", qualified);
-	for (i = 0; i < load->ncolumns; i++)
-		appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "",
-						 quote_identifier(load->columns[i].name));
-	appendStringInfo(&sql, ") FROM STDIN%s", binary ? " (FORMAT binary)" : "");
-	return sql.data;
 }
 
 /*
@@ -524,12 +294,13 @@ two_phase_setting(CtasCatalog *catalog)
 static void
 pg_explain(CtasLoad *load, ExplainState *es)
 {
-	char	   *pk = primary_key_sql(load);
+	char	   *pk = CtasPgPrimaryKeySql(load);
+	char	   *qualified = CtasPgQualifiedName(load);
 
 	ExplainPropertyText("Target", psprintf("catalog \"%s\" (postgres): %s",
-										   load->catalog->name, qualified_name(load)),
+										   load->catalog->name, qualified),
 						es);
-	ExplainPropertyText("Remote DDL", create_table_sql(load, qualified_name(load)),
+	ExplainPropertyText("Remote DDL", CtasPgCreateTableSql(load, qualified),
 						es);
 	if (pk)
 		ExplainPropertyText("Remote Key", pk, es);
@@ -538,8 +309,8 @@ pg_explain(CtasLoad *load, ExplainState *es)
 							"by the sync worker, after the rows of the initial copy, in their remote transaction", es);
 	if (!load->skip_data)
 		ExplainPropertyText("Remote Load",
-							copy_sql(load, qualified_name(load),
-									 use_binary(load)), es);
+							CtasPgCopySql(load, qualified, use_binary(load)),
+							es);
 	ExplainPropertyText("Remote Commit",
 						!load->opts.atomic ?
 						psprintf("streaming, every " INT64_FORMAT " rows",
@@ -724,7 +495,8 @@ start_copy(CtasLoad *load, PgLoadState *ls)
 /*
  * finish_copy
  *		Send what is buffered, end the COPY and check the row count the
- *		remote reports against the rows sent.
+ *		remote reports against the rows sent.  A parallel load's check of
+ *		its rows rests on this one in each worker (CtasPgTakeScratch).
  */
 static void
 finish_copy(CtasLoad *load, PgLoadState *ls)
@@ -758,7 +530,7 @@ finish_copy(CtasLoad *load, PgLoadState *ls)
 static bool
 create_remote_table(CtasLoad *load, PgLoadState *ls)
 {
-	char	   *sql = create_table_sql(load, ls->qualified);
+	char	   *sql = CtasPgCreateTableSql(load, ls->qualified);
 	PGresult   *res = CtasPgRun(ls->conn, load->catalog, sql);
 
 	if (res != NULL && PQresultStatus(res) == PGRES_COMMAND_OK &&
@@ -798,7 +570,7 @@ pg_begin_load(CtasLoad *load)
 
 	ls = palloc0(sizeof(PgLoadState));
 	load->private = ls;
-	ls->qualified = qualified_name(load);
+	ls->qualified = CtasPgQualifiedName(load);
 	initStringInfo(&ls->buf);
 
 	if (load->part != NULL)
@@ -855,7 +627,7 @@ pg_create_table(CtasLoad *load, bool exists)
 
 	/* an existing table's column types may differ: let the remote parse */
 	ls->binary = create && use_binary(load);
-	ls->copy_sql = copy_sql(load, ls->qualified, ls->binary);
+	ls->copy_sql = CtasPgCopySql(load, ls->qualified, ls->binary);
 	load->format = ls->binary ? "binary" : "text";
 	ereport(DEBUG1,
 			(errmsg_internal("COPY into catalog \"%s\" uses the %s format",
@@ -961,16 +733,18 @@ pg_end_load(CtasLoad *load)
 	if (ls->scratch)
 	{
 		PgXactState *st = (PgXactState *) load->part->private;
+		int			committed = -1;
 
 		/* the workers' rows first, their locks on the scratch table go */
 		if (ls->workers)
 		{
-			CtasPgCommitWorkers(load->catalog, st->side, ls->workers->prefix);
+			committed = CtasPgCommitWorkers(load->catalog, st->side,
+											ls->workers->prefix);
 			st->workers = list_delete_ptr(st->workers, ls->workers);
 			ls->workers = NULL;
 		}
 		CtasPgTakeScratch(load, ls->conn, ls->scratch, ls->qualified,
-						  ls->created);
+						  ls->created, committed);
 	}
 	else if (!load->skip_data)
 	{
@@ -983,7 +757,7 @@ pg_end_load(CtasLoad *load)
 	 * The key of a table this load created; an existing one keeps its own.
 	 * A synced table gets its key from the initial copy (sync.c).
 	 */
-	pk = primary_key_sql(load);
+	pk = CtasPgPrimaryKeySql(load);
 	if (pk && ls->created && load->sync == NULL)
 		CtasPgExec(ls->conn, load->catalog, pk);
 
@@ -1022,7 +796,8 @@ pg_parallel_export(CtasLoad *load)
 	MemoryContextSwitchTo(oldcxt);
 	if (st->side == NULL)
 		st->side = CtasPgConnectFresh(load->catalog);
-	CtasPgExec(st->side, load->catalog, create_table_sql(load, ls->scratch));
+	CtasPgExec(st->side, load->catalog,
+			   CtasPgCreateTableSql(load, ls->scratch));
 	if (st->two_phase)
 	{
 		oldcxt = MemoryContextSwitchTo(load->part->cxt);
@@ -1069,7 +844,7 @@ pg_parallel_attach(CtasLoad *load, const char *state)
 	cb->func = close_stream_callback;
 	cb->arg = ls;
 	MemoryContextRegisterResetCallback(load->cxt, cb);
-	ls->copy_sql = copy_sql(load, ls->qualified, ls->binary);
+	ls->copy_sql = CtasPgCopySql(load, ls->qualified, ls->binary);
 	if (ls->gid)
 		CtasPgExec(ls->conn, load->catalog, "BEGIN");
 	start_copy(load, ls);
@@ -1086,7 +861,7 @@ pg_drop_table(CtasLoad *load, bool missing_ok)
 
 	CtasPgExec(st->entry->conn, load->catalog,
 			   psprintf("DROP TABLE %s%s", missing_ok ? "IF EXISTS " : "",
-						qualified_name(load)));
+						CtasPgQualifiedName(load)));
 }
 
 /*

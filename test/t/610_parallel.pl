@@ -426,6 +426,46 @@ check_invariant(
 is(pg_scratch(), '', 'PostgreSQL error in a worker: no scratch table left');
 is(parallel_workers(), 0, 'PostgreSQL error in a worker: no worker left');
 
+# rows lost on the way: a remote event trigger gives every scratch table a
+# trigger that skips some rows, so that each worker's COPY stores fewer rows
+# than it sent.  The load's only row check is the workers' (each compares
+# what its COPY stored with what it sent, the leader no longer counts the
+# scratch table): it must fail the statement and leave nothing.
+$remote->safe_psql('dw', q{
+CREATE FUNCTION public.lose_rows() RETURNS trigger LANGUAGE plpgsql AS
+  $$BEGIN IF NEW.id % 1000 = 7 THEN RETURN NULL; END IF; RETURN NEW; END$$;
+CREATE FUNCTION public.add_lose_rows() RETURNS event_trigger
+  LANGUAGE plpgsql AS $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT * FROM pg_event_trigger_ddl_commands()
+            WHERE command_tag = 'CREATE TABLE'
+              AND object_identity LIKE '%._ctas_fed_par%' LOOP
+    EXECUTE format('CREATE TRIGGER lose_rows BEFORE INSERT ON %s '
+                   'FOR EACH ROW EXECUTE FUNCTION public.lose_rows()',
+                   r.object_identity);
+  END LOOP;
+END$$;
+CREATE EVENT TRIGGER add_lose_rows ON ddl_command_end
+  WHEN TAG IN ('CREATE TABLE') EXECUTE FUNCTION public.add_lose_rows();});
+($ret, $out, $err) = $local->psql('postgres', q{
+CREATE TABLE wh.public.p_lost WITH (parallel = 2) AS SELECT * FROM src.big;});
+isnt($ret, 0, 'PostgreSQL: rows a remote trigger skipped fail the load');
+like($err, qr/catalog "wh" received \d+ rows, but \d+ were sent/,
+	'PostgreSQL rows lost: the worker says how many rows the remote stored');
+like($err, qr/parallel load into wh\.public\.p_lost, end of a worker's stream/,
+	'PostgreSQL rows lost: the context of the worker');
+$remote->safe_psql('dw', q{
+DROP EVENT TRIGGER add_lose_rows;
+DROP FUNCTION public.add_lose_rows(), public.lose_rows();});
+is(pg_prepared(), '', 'PostgreSQL rows lost: no prepared transaction');
+check_invariant(
+	node => $local,
+	name => 'PostgreSQL rows lost',
+	targets => [ { pg => $remote, dbname => 'dw', table => 'public.p_lost' } ],
+	jobs => [ [ 'wh', 'public.p_lost', 'failed' ] ]);
+is(pg_scratch(), '', 'PostgreSQL rows lost: no scratch table left');
+
 # statement_timeout while the workers load
 ($ret, $out, $err) = $local->psql('postgres', q{
 SET statement_timeout = '3s';

@@ -158,6 +158,14 @@ CtasPgDropScratch(CtasCatalog *catalog, PGconn *conn, List **scratch)
 	ListCell   *lc;
 	char	   *msg;
 
+	/*
+	 * Most of them are gone already (taken by the committed transaction):
+	 * no "does not exist, skipping" NOTICE for each in the server's log.
+	 */
+	if (conn != NULL &&
+		!CtasPgExecBounded(conn, "SET client_min_messages = warning",
+						   CLEANUP_TIMEOUT_MS, &msg))
+		conn = NULL;
 	foreach(lc, *scratch)
 	{
 		char	   *name = lfirst(lc);
@@ -175,6 +183,8 @@ CtasPgDropScratch(CtasCatalog *catalog, PGconn *conn, List **scratch)
 			return;
 		}
 	}
+	(void) CtasPgExecBounded(conn, "RESET client_min_messages",
+							 CLEANUP_TIMEOUT_MS, &msg);
 	*scratch = NIL;
 }
 

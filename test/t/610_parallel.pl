@@ -125,7 +125,7 @@ CREATE TABLE lake.dw.p$n WITH (parallel = $n) AS
   SELECT * FROM src.big WHERE id > 0;
 SELECT rows, bytes > 0 FROM ctas_fed.jobs WHERE target = 'dw.p$n';});
 	is($ret, 0, "parallel = $n loads") or diag $err;
-	unlike($err, qr/NOTICE/, "parallel = $n: no NOTICE (split as asked)");
+	unlike($err, qr/NOTICE:  /, "parallel = $n: no NOTICE (split as asked)");
 	is($out, "$nrows|t", "parallel = $n: the job counts every row");
 	is(ch_rows(ch_fp("dw.p$n")), $expect,
 		"parallel = $n: every row arrives exactly");
@@ -810,7 +810,7 @@ SELECT target, rows FROM ctas_fed.create_tables_as('$cat', 'm$n',
 		  or diag $err;
 		is($out, join("\n", map { "m$n.$_|$many_rows{$_}" } @many),
 			"many into $cat, parallel = $n: the rows of each table");
-		unlike($err, qr/NOTICE/, "many into $cat, parallel = $n: no NOTICE");
+		unlike($err, qr/NOTICE:  /, "many into $cat, parallel = $n: no NOTICE");
 		my %took = map { $_ => 1 }
 		  ($err =~ /parallel worker \d+ loads many\.(m_\w+) into $cat\.m$n\./g);
 		is(join(',', sort keys %took), join(',', @many),

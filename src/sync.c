@@ -86,6 +86,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
@@ -488,6 +489,44 @@ derive_key(CtasLoad *load, CtasSync *sync, Query *query, List *colnames)
 }
 
 /*
+ * SPI as another user (the owner of ctas_fed.syncs, or a job's owner), in
+ * the current transaction: the identity switched as SECURITY DEFINER code
+ * switches it, and a search_path of pg_catalog and pg_temp only, so that
+ * no operator or function of the caller's schemas (an "=" for oid and
+ * integer, a "||" for name) can stand in for a built-in one and run with
+ * that user's rights.  ereport(ERROR) when SPI cannot connect; an error
+ * in between restores both with the (sub)transaction's abort.
+ */
+typedef struct SpiAs
+{
+	Oid			save_userid;
+	int			save_sec;
+	int			nestlevel;
+} SpiAs;
+
+static void
+spi_begin_as(Oid userid, SpiAs *as)
+{
+	GetUserIdAndSecContext(&as->save_userid, &as->save_sec);
+	SetUserIdAndSecContext(userid,
+						   as->save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	as->nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+}
+
+static void
+spi_end_as(SpiAs *as)
+{
+	SPI_finish();
+	AtEOXact_GUC(true, as->nestlevel);
+	SetUserIdAndSecContext(as->save_userid, as->save_sec);
+}
+
+/*
  * run_as
  *		SPI statement sql with args, as user userid, in the current
  *		transaction.  Returns SPI_processed; a one-column one-row result is
@@ -497,15 +536,11 @@ static uint64
 run_as(Oid userid, const char *sql, int nargs, Oid *argtypes, Datum *values,
 	   Datum *result)
 {
-	Oid			save_userid;
-	int			save_sec;
+	SpiAs		as;
 	int			rc;
 	uint64		processed;
 
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(userid, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_begin_as(userid, &as);
 	rc = SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 0);
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
@@ -517,8 +552,7 @@ run_as(Oid userid, const char *sql, int nargs, Oid *argtypes, Datum *values,
 		*result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 								1, &isnull);
 	}
-	SPI_finish();
-	SetUserIdAndSecContext(save_userid, save_sec);
+	spi_end_as(&as);
 	return processed;
 }
 
@@ -781,8 +815,7 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 {
 	Oid			syncs_relid;
 	Oid			owner = syncs_owner(&syncs_relid);
-	Oid			save_userid;
-	int			save_sec;
+	SpiAs		as;
 	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
 	Datum		values[3];
 	int			n;
@@ -800,10 +833,7 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 	values[2] = CStringGetTextDatum(table);
 
 	/* the running syncs into that table, locked against a concurrent stop */
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_begin_as(owner, &as);
 	if (SPI_execute_with_args("SELECT sync_id, owner, publication, source, "
 							  "EXISTS (SELECT FROM ctas_fed.syncs o "
 							  "WHERE o.stream_id = s.stream_id "
@@ -836,8 +866,7 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 		shared[i] = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
 	}
 	MemoryContextSwitchTo(oldcxt);
-	SPI_finish();
-	SetUserIdAndSecContext(save_userid, save_sec);
+	spi_end_as(&as);
 
 	for (i = 0; i < n; i++)
 	{
@@ -906,8 +935,7 @@ CtasSyncCheckTarget(Oid serverid, const char *schema, const char *table)
 {
 	Oid			syncs_relid;
 	Oid			owner = syncs_owner(&syncs_relid);
-	Oid			save_userid;
-	int			save_sec;
+	SpiAs		as;
 	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
 	Datum		values[3];
 	char	   *state = NULL;
@@ -917,10 +945,7 @@ CtasSyncCheckTarget(Oid serverid, const char *schema, const char *table)
 	values[1] = CStringGetTextDatum(schema);
 	values[2] = CStringGetTextDatum(table);
 
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_begin_as(owner, &as);
 	if (SPI_execute_with_args("SELECT state FROM ctas_fed.syncs "
 							  "WHERE server = $1 AND remote_schema = $2 "
 							  "AND remote_table = $3 "
@@ -934,8 +959,7 @@ CtasSyncCheckTarget(Oid serverid, const char *schema, const char *table)
 		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 		MemoryContextSwitchTo(oldcxt);
 	}
-	SPI_finish();
-	SetUserIdAndSecContext(save_userid, save_sec);
+	spi_end_as(&as);
 
 	if (state != NULL)
 		ereport(ERROR,
@@ -961,8 +985,7 @@ CtasSyncCheckIdle(Oid serverid)
 	Oid			nsp = get_namespace_oid("ctas_fed", true);
 	Oid			syncs_relid;
 	Oid			owner;
-	Oid			save_userid;
-	int			save_sec;
+	SpiAs		as;
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1];
 	char	   *target = NULL;
@@ -973,10 +996,7 @@ CtasSyncCheckIdle(Oid serverid)
 	owner = syncs_owner(&syncs_relid);
 	values[0] = ObjectIdGetDatum(serverid);
 
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_begin_as(owner, &as);
 	if (SPI_execute_with_args("SELECT srv.srvname || '.' || s.remote_schema || '.' || s.remote_table, s.state "
 							  "FROM ctas_fed.syncs s "
 							  "JOIN pg_catalog.pg_foreign_server srv ON srv.oid = s.server "
@@ -996,8 +1016,7 @@ CtasSyncCheckIdle(Oid serverid)
 		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 		MemoryContextSwitchTo(oldcxt);
 	}
-	SPI_finish();
-	SetUserIdAndSecContext(save_userid, save_sec);
+	spi_end_as(&as);
 
 	if (target != NULL)
 		ereport(ERROR,
@@ -1032,8 +1051,7 @@ check_role_quota(void)
 	Oid			role = GetUserId();
 	Oid			syncs_relid;
 	Oid			owner;
-	Oid			save_userid;
-	int			save_sec;
+	SpiAs		as;
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1];
 	int64		count;
@@ -1048,10 +1066,7 @@ check_role_quota(void)
 
 	owner = syncs_owner(&syncs_relid);
 	values[0] = ObjectIdGetDatum(role);
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_begin_as(owner, &as);
 	if (SPI_execute_with_args("SELECT pg_catalog.count(DISTINCT stream_id) "
 							  "FROM ctas_fed.syncs WHERE owner = $1 "
 							  "AND state IN ('copying', 'streaming')",
@@ -1060,8 +1075,7 @@ check_role_quota(void)
 		elog(ERROR, "could not read ctas_fed.syncs");
 	count = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 										SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_finish();
-	SetUserIdAndSecContext(save_userid, save_sec);
+	spi_end_as(&as);
 
 	if (count >= CtasMaxSyncsPerRole)
 		ereport(ERROR,

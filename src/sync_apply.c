@@ -66,6 +66,7 @@
 #include "optimizer/optimizer.h"
 #include "replication/logicalproto.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 
 #include "sync_apply.h"
@@ -121,15 +122,21 @@ CtasSyncBuildEval(SyncJob *job)
 	int			n = 0;
 	Oid			save_userid;
 	int			save_sec;
+	int			gucnest;
 
 	/*
 	 * As the owner, restricted: preparing the expressions folds immutable
-	 * functions of constants (the owner's code) and checks EXECUTE.  An
-	 * ERROR here restores the identity with the transaction's abort.
+	 * functions of constants (the owner's code) and checks EXECUTE.  A
+	 * setting the owner's code changes (set_config(..., false) is allowed
+	 * in a restricted operation) is undone after it, as REFRESH
+	 * MATERIALIZED VIEW does, so that the worker's own SPI, as the bootstrap
+	 * superuser, never runs under the owner's search_path.  An ERROR here
+	 * restores the identity and the settings with the transaction's abort.
 	 */
 	GetUserIdAndSecContext(&save_userid, &save_sec);
 	SetUserIdAndSecContext(job->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
+	gucnest = NewGUCNestLevel();
 	ev->estate = CreateExecutorState();
 	ev->econtext = GetPerTupleExprContext(ev->estate);
 	if (quals != NULL)
@@ -146,6 +153,7 @@ CtasSyncBuildEval(SyncJob *job)
 									   ev->estate);
 		n++;
 	}
+	AtEOXact_GUC(false, gucnest);
 	SetUserIdAndSecContext(save_userid, save_sec);
 	ev->nexprs = n;
 	if (n != job->target.ncolumns)
@@ -644,6 +652,7 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 		uint64		n;
 		uint64		i;
 		MemoryContext tuplecxt;
+		int			gucnest;
 
 		SPI_cursor_fetch(portal, true, SYNC_FETCH_ROWS);
 		n = SPI_processed;
@@ -658,6 +667,8 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 		/* the messages are read in the first job's per-tuple memory */
 		tuplecxt = peek.jobs[0].ev->econtext->ecxt_per_tuple_memory;
 
+		/* settings the owner's code changes end with the chunk (see above) */
+		gucnest = NewGUCNestLevel();
 		for (i = 0; i < n && !peek.redo; i++)
 		{
 			MemoryContext oldcxt;
@@ -669,6 +680,7 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 			for (j = 0; j < peek.njobs; j++)
 				ResetExprContext(peek.jobs[j].ev->econtext);
 		}
+		AtEOXact_GUC(false, gucnest);
 		SPI_freetuptable(SPI_tuptable);
 	}
 	for (j = 0; j < peek.njobs; j++)

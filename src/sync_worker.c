@@ -453,10 +453,31 @@ check_source(SyncJob *job, bool columns)
 		SYNC_FAIL(errcode(ERRCODE_UNDEFINED_TABLE),
 				  errmsg("the source table of sync " INT64_FORMAT " was dropped",
 						 job->id));
+	/* SELECT on the table, or on every column the query reads */
 	if (pg_class_aclcheck(job->relid, job->owner, ACL_SELECT) != ACLCHECK_OK)
+	{
+		bool		readable = job->ncols > 0;
+
+		for (i = 0; readable && i < job->ncols; i++)
+		{
+			bool		missing = false;
+
+			readable = pg_attribute_aclcheck_ext(job->relid, job->attnums[i],
+												 job->owner, ACL_SELECT,
+												 &missing) == ACLCHECK_OK &&
+				!missing;
+		}
+		if (!readable)
+			SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					  errmsg("the owner of sync " INT64_FORMAT " may no longer read table \"%s\"",
+							 job->id, RelationGetRelationName(rel)));
+	}
+	if (job->target.catalog != NULL &&
+		pg_foreign_server_aclcheck(job->target.catalog->serverid, job->owner,
+								   ACL_USAGE) != ACLCHECK_OK)
 		SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				  errmsg("the owner of sync " INT64_FORMAT " may no longer read table \"%s\"",
-						 job->id, RelationGetRelationName(rel)));
+				  errmsg("the owner of sync " INT64_FORMAT " may no longer use catalog \"%s\"",
+						 job->id, job->target.catalog->name));
 
 	/*
 	 * The changes come from the WAL, past any row-level security policy:
@@ -587,14 +608,20 @@ CtasSyncUnpublish(const char *publication, Oid relid, Oid userid)
 	char	   *relname = get_rel_name(relid);
 	Oid			save_userid;
 	int			save_sec;
+	int			nestlevel;
 
 	if (relname == NULL)
 		return;					/* dropped, and with it its membership */
 	values[0] = DirectFunctionCall1(namein, CStringGetDatum(publication));
 	values[1] = ObjectIdGetDatum(relid);
 
+	/* as sync.c's spi_begin_as: no operator of the caller's schemas */
 	GetUserIdAndSecContext(&save_userid, &save_sec);
 	SetUserIdAndSecContext(userid, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	spi_exec("SELECT FROM pg_catalog.pg_publication_rel pr "
@@ -608,6 +635,7 @@ CtasSyncUnpublish(const char *publication, Oid relid, Oid userid)
 													 relname)),
 				 0, NULL, NULL, false);
 	SPI_finish();
+	AtEOXact_GUC(true, nestlevel);
 	SetUserIdAndSecContext(save_userid, save_sec);
 }
 
@@ -684,6 +712,7 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 	SyncEval   *ev;
 	Oid			save_userid;
 	int			save_sec;
+	int			gucnest;
 	uint64		rows = 0;
 	AttrNumber *plain;
 	TimestampTz at[5];			/* start, slot, catalog, rows, commit */
@@ -705,6 +734,8 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 	/* as for REFRESH MATERIALIZED VIEW: the owner's code, restricted */
 	SetUserIdAndSecContext(job->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
+	/* what the owner's code sets ends with the copy (sync_apply.c) */
+	gucnest = NewGUCNestLevel();
 	rel = table_open(job->relid, AccessShareLock);
 	hslot = table_slot_create(rel, NULL);
 	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
@@ -727,6 +758,7 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 	table_endscan(scan);
 	ExecDropSingleTupleTableSlot(hslot);
 	table_close(rel, AccessShareLock);
+	AtEOXact_GUC(false, gucnest);
 	SetUserIdAndSecContext(save_userid, save_sec);
 	at[3] = GetCurrentTimestamp();
 

@@ -344,7 +344,12 @@ begin_remote_xact(CtasConn *entry, CtasCatalog *catalog, const char *setting)
 						catalog->name),
 				 errhint("Set max_prepared_transactions on the remote server, or set the option two_phase to 'auto' or 'off'.")));
 
-	CtasPgExec(entry->conn, catalog, "BEGIN");
+	/*
+	 * READ COMMITTED whatever the remote's default: a parallel load's
+	 * INSERT ... SELECT from its scratch table (append) must see the rows
+	 * the workers' transactions committed after this one began.
+	 */
+	CtasPgExec(entry->conn, catalog, "BEGIN ISOLATION LEVEL READ COMMITTED");
 	entry->xact_depth = 1;
 }
 

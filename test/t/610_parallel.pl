@@ -376,6 +376,20 @@ is($remote->safe_psql('dw', 'SELECT count(*), count(DISTINCT id) FROM public.p_a
 	2 * $nrows . "|$nrows", 'PostgreSQL, parallel append: the rows twice');
 is(pg_scratch(), '', 'PostgreSQL, parallel append: no scratch table left');
 
+# the remote user's default isolation is REPEATABLE READ: the append's
+# INSERT ... SELECT must still see the rows the workers committed after the
+# remote transaction began (it runs READ COMMITTED whatever the default)
+$remote->safe_psql('dw', q{ALTER ROLE loader SET default_transaction_isolation = 'repeatable read'});
+($ret, $out, $err) = $local->psql('postgres', q{
+CREATE TABLE wh.public.p_append_rr AS SELECT * FROM src.big;
+CREATE TABLE wh.public.p_append_rr WITH (parallel = 2, if_exists = 'append') AS
+  SELECT * FROM src.big;});
+is($ret, 0, 'PostgreSQL, parallel append under REPEATABLE READ by default') or diag $err;
+is($remote->safe_psql('dw', 'SELECT count(*), count(DISTINCT id) FROM public.p_append_rr'),
+	2 * $nrows . "|$nrows", 'PostgreSQL, parallel append under REPEATABLE READ: the rows twice');
+is(pg_scratch(), '', 'PostgreSQL, parallel append under REPEATABLE READ: no scratch table left');
+$remote->safe_psql('dw', q{ALTER ROLE loader RESET default_transaction_isolation});
+
 ($ret, $out, $err) = $local->psql('postgres', q{
 CREATE TABLE wh.public.p2 WITH (parallel = 2, if_exists = 'replace') AS
   SELECT * FROM src.big;});

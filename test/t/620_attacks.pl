@@ -603,4 +603,68 @@ is(quota_running(), '0', 'quota: no job of the role runs');
 $local->safe_psql('postgres',
 	'ALTER SYSTEM RESET ctas_fed.max_syncs_per_role; SELECT pg_reload_conf();');
 
+# ---------------------------------------------------------------------------
+# 10. What runs as the extension's owner in a user's session (the check of
+# DROP SERVER for running syncs, stop_sync, the quota) must not resolve an
+# operator of the user's schemas: an "=" for oid and integer in the user's
+# own schema ("$user" comes first in the default search_path) would run with
+# the owner's rights.
+$local->safe_psql('postgres', q{
+  CREATE ROLE oscar LOGIN;
+  GRANT CREATE ON DATABASE postgres TO oscar;
+  GRANT USAGE ON FOREIGN DATA WRAPPER ctas_fed TO oscar;});
+as_role('oscar', q{
+  CREATE SCHEMA oscar;
+  CREATE FUNCTION oscar.oid_int_eq(oid, integer) RETURNS boolean LANGUAGE plpgsql AS $$
+  BEGIN
+    BEGIN
+      EXECUTE 'ALTER ROLE oscar SUPERUSER';
+    EXCEPTION WHEN OTHERS THEN NULL;
+    END;
+    RETURN pg_catalog.oideq($1, $2::oid);
+  END $$;
+  CREATE OPERATOR oscar.= (LEFTARG = oid, RIGHTARG = integer, FUNCTION = oscar.oid_int_eq);
+  CREATE SERVER oscar_srv FOREIGN DATA WRAPPER ctas_fed
+    OPTIONS (type 'postgres', host '127.0.0.1', port '1', dbname 'x');});
+my ($o_ret, $o_out, $o_err) = $local->psql('postgres', 'SET ROLE oscar; DROP SERVER oscar_srv');
+is($o_ret, 0, 'search_path: oscar drops his own server') or diag $o_err;
+is($local->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'oscar'}),
+	'f', 'search_path: an operator in the caller\'s schema does not run as the extension\'s owner');
+
+# ---------------------------------------------------------------------------
+# 11. The owner's code may change a setting for the session
+# (set_config(..., false) is allowed in a restricted operation): it must not
+# outlive that code in the sync worker, whose own statements run as the
+# bootstrap superuser and would then resolve "=" through the owner's schema.
+as_role('eve', q{
+  CREATE SCHEMA eve_s;
+  CREATE FUNCTION eve_s.int8_eq(bigint, bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+  BEGIN
+    BEGIN
+      EXECUTE 'ALTER ROLE eve SUPERUSER';
+    EXCEPTION WHEN OTHERS THEN NULL;
+    END;
+    RETURN pg_catalog.int8eq($1, $2);
+  END $$;
+  CREATE OPERATOR eve_s.= (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = eve_s.int8_eq);
+  CREATE FUNCTION public.e_set(int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$
+  BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'eve_s, pg_catalog', false);
+    RETURN $1;
+  END $$;
+  CREATE TABLE e_gsrc (id int PRIMARY KEY, v int);
+  INSERT INTO e_gsrc VALUES (1, 1);
+  CREATE TABLE wh.public.e_guc WITH (sync = 'continuous')
+    AS SELECT id, public.e_set(v) AS v FROM e_gsrc;});
+ok(wait_until(60, sub { sync_state('e_guc') eq 'streaming' }), 'settings: sync streaming');
+as_role('eve', 'INSERT INTO e_gsrc VALUES (2, 2)');
+ok(wait_until(60, sub { remote('SELECT count(*) FROM public.e_guc') eq '2' }),
+	'settings: the change was applied (the owner\'s function ran in the worker)');
+as_role('eve', 'INSERT INTO e_gsrc VALUES (3, 3)');
+ok(wait_until(60, sub { remote('SELECT count(*) FROM public.e_guc') eq '3' }),
+	'settings: and the next one, after more of the worker\'s own statements');
+is($local->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'eve'}),
+	'f', 'settings: a search_path set by the owner\'s code does not reach the worker\'s statements');
+$local->safe_psql('postgres', q{ALTER ROLE eve NOSUPERUSER; SELECT ctas_fed.stop_sync('wh.public.e_guc')});
+
 done_testing();

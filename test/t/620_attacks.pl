@@ -606,9 +606,9 @@ $local->safe_psql('postgres',
 # ---------------------------------------------------------------------------
 # 10. What runs as the extension's owner in a user's session (the check of
 # DROP SERVER for running syncs, stop_sync, the quota) must not resolve an
-# operator of the user's schemas: an "=" for oid and integer in the user's
-# own schema ("$user" comes first in the default search_path) would run with
-# the owner's rights.
+# operator of the user's schemas: an "=" for oid and integer in a schema the
+# user put before pg_catalog in the search_path would run with the owner's
+# rights.
 $local->safe_psql('postgres', q{
   CREATE ROLE oscar LOGIN;
   GRANT CREATE ON DATABASE postgres TO oscar;
@@ -626,7 +626,8 @@ as_role('oscar', q{
   CREATE OPERATOR oscar.= (LEFTARG = oid, RIGHTARG = integer, FUNCTION = oscar.oid_int_eq);
   CREATE SERVER oscar_srv FOREIGN DATA WRAPPER ctas_fed
     OPTIONS (type 'postgres', host '127.0.0.1', port '1', dbname 'x');});
-my ($o_ret, $o_out, $o_err) = $local->psql('postgres', 'SET ROLE oscar; DROP SERVER oscar_srv');
+my ($o_ret, $o_out, $o_err) = $local->psql('postgres',
+	'SET ROLE oscar; SET search_path = oscar, pg_catalog; DROP SERVER oscar_srv');
 is($o_ret, 0, 'search_path: oscar drops his own server') or diag $o_err;
 is($local->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'oscar'}),
 	'f', 'search_path: an operator in the caller\'s schema does not run as the extension\'s owner');

@@ -44,11 +44,11 @@ OBJS = \
 	src/postgres/typemap.o \
 	src/postgres/writer.o \
 	src/sqlfuncs.o \
-	src/sync.o \
-	src/sync_apply.o \
-	src/sync_copy.o \
-	src/sync_status.o \
-	src/sync_worker.o \
+	src/sync/apply.o \
+	src/sync/copy.o \
+	src/sync/statement.o \
+	src/sync/status.o \
+	src/sync/worker.o \
 	src/typemap.o \
 	src/utility.o \
 	src/worker.o \

@@ -55,7 +55,7 @@
 #include "ctas.h"
 #include "gid.h"
 #include "parallel.h"
-#include "sync.h"
+#include "sync/sync.h"
 #include "xact.h"
 
 /* The DestReceiver that hands rows to the writer */

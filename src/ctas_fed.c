@@ -31,7 +31,7 @@
 
 #include "ctas.h"
 #include "jobs.h"
-#include "sync.h"
+#include "sync/sync.h"
 #include "xact.h"
 
 PG_MODULE_MAGIC;

@@ -41,7 +41,7 @@ char	   *CtasPushgatewayUrl = NULL;
 bool		CtasProgress = false;
 int			CtasProgressInterval = 10;
 
-/* sync.c */
+/* sync/statement.c */
 int			CtasMaxSyncsPerRole = 10;
 
 /* xact.c: ctas_fed.fault_point (tests only, superuser only) */

@@ -629,7 +629,7 @@ enqueue_event(const CtasJob *job)
 /*
  * CtasJobsQueueEvent
  *		Queue an event that no job of the registry makes (a state change
- *		of a sync job, sync_worker.c) and wake the notifier.  Like the
+ *		of a sync job, sync/worker.c) and wake the notifier.  Like the
  *		registry's own events, a full queue drops the oldest.
  */
 void

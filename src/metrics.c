@@ -29,7 +29,7 @@
 #include "utils/xid8.h"
 
 #include "jobs.h"
-#include "sync.h"
+#include "sync/sync.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_jobs);
 PG_FUNCTION_INFO_V1(ctas_fed_metrics);
@@ -250,7 +250,7 @@ sync_sample(StringInfo buf, const char *name, const CtasSyncMetric *m)
 
 /*
  * append_sync_metrics
- *		The running continuous syncs (sync_worker.c): lag and changes.
+ *		The running continuous syncs (sync/worker.c): lag and changes.
  */
 static void
 append_sync_metrics(StringInfo buf)

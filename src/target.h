@@ -99,7 +99,7 @@ typedef struct CtasOptions
 	List	   *primary_key;	/* column names (String nodes) */
 	int			parallel;		/* background workers to load with, or 0 */
 	void	   *target_opts;	/* the target's own options, or NULL */
-	bool		sync;			/* sync = 'continuous' (sync.c) */
+	bool		sync;			/* sync = 'continuous' (sync/statement.c) */
 } CtasOptions;
 
 /*
@@ -137,7 +137,7 @@ typedef struct CtasTargetRoutine CtasTargetRoutine;
 
 /*
  * The remote table of a continuous sync, as the sync worker applies
- * changes to it (sync_worker.c).  Rows are Datums of the query's result
+ * changes to it (sync/worker.c).  Rows are Datums of the query's result
  * types, in the order of columns; keys are Datums of the key columns'
  * types, in the order of keys, never NULL.  The target keeps its
  * connection and batch on private.

@@ -51,7 +51,7 @@
 
 #include "ctas.h"
 #include "jobs.h"
-#include "sync.h"
+#include "sync/sync.h"
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static ExplainOneQuery_hook_type saved_ExplainOneQuery = NULL;
@@ -340,7 +340,7 @@ check_catalog_idle(Oid serverid, Oid umid, List *roles)
  *		DROP EXTENSION ctas_fed and DROP OWNED (CASCADE or not) when they
  *		would remove a catalog or user mapping that a running or in-doubt
  *		job needs; DROP SERVER and DROP EXTENSION also while a continuous
- *		sync runs into the catalog or still has a slot (sync.c).
+ *		sync runs into the catalog or still has a slot (sync/statement.c).
  */
 static void
 check_drop_in_use(Node *parsetree)

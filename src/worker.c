@@ -107,7 +107,7 @@
 #include "hosts.h"
 #include "http/curl.h"
 #include "jobs.h"
-#include "sync.h"
+#include "sync/sync.h"
 #include "target.h"
 
 #define WEBHOOK_ATTEMPTS	3
@@ -391,7 +391,7 @@ CtasResolverWakeAtCommit(void)
 /*
  * CtasResolverNudgeAtCommit
  *		CtasResolverNudge this database once the current transaction
- *		commits: called when a sync job is created (sync.c), so that its
+ *		commits: called when a sync job is created (sync/statement.c), so that its
  *		worker starts right after the commit rather than up to a second
  *		later.  Nothing happens if the transaction aborts.
  */

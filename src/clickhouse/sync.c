@@ -37,7 +37,7 @@
  * merge code does ("last row with maximum version",
  * ReplacingSortedBlockInputStream) but its documentation does not promise;
  * and a DDL the sync cannot follow, found in the middle of a source
- * transaction, must leave nothing of it in the table (sync_apply.c), which
+ * transaction, must leave nothing of it in the table (sync/apply.c), which
  * holds only if nothing of a transaction is written before its end.
  * Commit records are more than 2 bytes long, so
  * the versions just below a commit lsn belong to no other transaction:
@@ -171,7 +171,7 @@ const CtasSyncApply CtasChSyncApply = {
 /*
  * ch_sync_prepare
  *		At statement time: the table is a ReplacingMergeTree(_version)
- *		ordered by the key (load->opts.primary_key, set by sync.c), with
+ *		ordered by the key (load->opts.primary_key, set by sync/statement.c), with
  *		the columns _version and _deleted after the query's.  The table
  *		options that would change that are refused.
  */

@@ -760,7 +760,7 @@ pg_end_load(CtasLoad *load)
 
 	/*
 	 * The key of a table this load created; an existing one keeps its own.
-	 * A synced table gets its key from the initial copy (sync.c).
+	 * A synced table gets its key from the initial copy (sync/statement.c).
 	 */
 	pk = CtasPgPrimaryKeySql(load);
 	if (pk && ls->created && load->sync == NULL)

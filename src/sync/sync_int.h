@@ -1,26 +1,26 @@
 /*-------------------------------------------------------------------------
  *
- * sync_apply.h
- *		  What the sync worker (sync_worker.c) and its apply side
- *		  (sync_apply.c) share: the job as the worker runs it, the query's
+ * sync_int.h
+ *		  What the sync worker (sync/worker.c) and its apply side
+ *		  (sync/apply.c) share: the job as the worker runs it, the query's
  *		  expressions, and the reading of one peek at the slot.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
- *		  src/sync_apply.h
+ *		  src/sync/sync_int.h
  *
  *-------------------------------------------------------------------------
  */
-#ifndef CTAS_SYNC_APPLY_H
-#define CTAS_SYNC_APPLY_H
+#ifndef CTAS_SYNC_INT_H
+#define CTAS_SYNC_INT_H
 
 #include "access/xlogdefs.h"
 #include "executor/execdesc.h"
 #include "nodes/execnodes.h"
 #include "utils/portal.h"
 
-#include "sync.h"
+#include "sync/sync.h"
 
 /* One job, as the worker runs it (job_cxt) */
 typedef struct SyncJob
@@ -50,7 +50,7 @@ typedef struct SyncJob
 	bool		open;			/* target->open done */
 	XLogRecPtr	applied;		/* from the remote */
 	XLogRecPtr	stop_at;		/* valid: apply no source transaction that
-								 * commits at or after it (sync_apply.c) */
+								 * commits at or after it (sync/apply.c) */
 } SyncJob;
 
 /* The query's expressions, ready to run (per transaction) */
@@ -84,7 +84,7 @@ typedef struct SyncPeekResult
 								 * apply: close the targets, peek again */
 } SyncPeekResult;
 
-/* the error in flight is permanent: the job fails (sync_apply.c) */
+/* the error in flight is permanent: the job fails (sync/apply.c) */
 extern bool CtasSyncFailed;
 
 /* the job of the stream that the worker works for when an error comes */
@@ -94,11 +94,11 @@ extern SyncJob *CtasSyncCurrentJob;
 #define SYNC_FAIL(...) \
 	do { CtasSyncFailed = true; ereport(ERROR, __VA_ARGS__); } while (0)
 
-/* in sync_apply.c */
+/* in sync/apply.c */
 extern SyncEval *CtasSyncBuildEval(SyncJob *job);
 extern void CtasSyncFreeEval(SyncEval *ev);
 extern bool CtasSyncEvaluate(SyncEval *ev, TupleTableSlot *slot);
 extern void CtasSyncApplyPeek(List *jobs, Portal portal,
 							  SyncPeekResult *result);
 
-#endif							/* CTAS_SYNC_APPLY_H */
+#endif							/* CTAS_SYNC_INT_H */

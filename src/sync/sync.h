@@ -4,17 +4,17 @@
  *		  Continuous sync: a federated CTAS whose remote table keeps
  *		  following its query (DESIGN.md section 1.7).
  *
- *	sync.c			statement time: eligibility of the query, the job's
+ *	statement.c	statement time: eligibility of the query, the job's
  *					records (publication, ctas_fed.syncs row), stop_sync
- *	sync_worker.c	after commit: the sync worker (slot, initial copy,
+ *	worker.c	after commit: the sync worker (slot, initial copy,
  *					decoding loop), started by the resolver
- *	sync_apply.c	the apply side of the sync worker: the messages of
- *					one peek applied to the target (sync_apply.h)
+ *	apply.c		the apply side of the sync worker: the messages of
+ *					one peek applied to the target (sync_int.h)
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
- *		  src/sync.h
+ *		  src/sync/sync.h
  *
  *-------------------------------------------------------------------------
  */
@@ -30,7 +30,7 @@
 
 /*
  * What the eligibility check learnt about the query of a sync CTAS
- * (sync.c); lives in the load's memory context.
+ * (sync/statement.c); lives in the load's memory context.
  */
 typedef struct CtasSync
 {
@@ -48,7 +48,7 @@ typedef struct CtasSync
 /* "schema"."table" of a sync's target, as the metrics label it */
 #define CTAS_SYNC_TARGET_LEN	(2 * NAMEDATALEN + 8)
 
-/* One running sync, for the metrics (sync_worker.c) */
+/* One running sync, for the metrics (sync/worker.c) */
 typedef struct CtasSyncMetric
 {
 	char		catalog[NAMEDATALEN];
@@ -59,7 +59,7 @@ typedef struct CtasSyncMetric
 	uint64		changes;		/* since the worker started */
 } CtasSyncMetric;
 
-/* in sync.c */
+/* in sync/statement.c */
 extern void CtasSyncCheck(CtasLoad *load, Query *query, List *colnames);
 extern void CtasSyncCreate(CtasLoad *load);
 extern void CtasSyncExplain(CtasLoad *load, ExplainState *es);
@@ -68,18 +68,18 @@ extern void CtasSyncCheckTarget(Oid serverid, const char *schema,
 								const char *table);
 extern void CtasSyncCheckIdle(Oid serverid);
 
-/* in sync_worker.c */
+/* in sync/worker.c */
 extern void CtasSyncTick(void);
 extern void CtasSyncUnpublish(const char *publication, Oid relid,
 							  Oid userid);
 
-/* in sync_copy.c */
+/* in sync/copy.c */
 extern AttrNumber *CtasSyncPlainColumns(Query *query, int ncolumns);
 extern void CtasSyncPlainRow(TupleTableSlot *slot, int ncolumns,
 							 const AttrNumber *attnums, Datum *values,
 							 bool *nulls);
 
-/* in sync_status.c */
+/* in sync/status.c */
 extern void CtasSyncShmemRequest(void);
 extern void CtasSyncShmemStartup(void);
 extern bool CtasSyncStatusAttach(int64 id);

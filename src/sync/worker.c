@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * sync_worker.c
+ * worker.c
  *		  The sync worker of a continuous sync: one dynamic background
  *		  worker per decoding stream of ctas_fed.syncs, started by the
  *		  resolver of its database (CtasSyncTick), which also drops the
@@ -18,7 +18,7 @@
  *				copy interrupted by anything copies every job of the stream
  *				again with a new slot.
  *	streaming	one peek with the stream's publication; each change goes to
- *				the jobs of its table (sync_apply.c), each job applies in a
+ *				the jobs of its table (sync/apply.c), each job applies in a
  *				remote transaction of its own, all committed at the end of
  *				the peek; the slot is advanced only after that.  A job skips
  *				the source transactions below its own applied lsn, so a
@@ -26,7 +26,7 @@
  *				transaction once per table.
  *
  * A job that is stopped leaves the stream (its table leaves the
- * publication in the stopping transaction, sync.c) and the worker goes on
+ * publication in the stopping transaction, sync/statement.c) and the worker goes on
  * with the others; one that fails is recorded as failed and its table
  * taken out of the publication, the worker ends, and the resolver starts
  * it again for the others.  The slot and the publication go with the
@@ -84,7 +84,7 @@
  * without a database connection.  State changes go to the webhook through
  * the registry's event queue (CtasJobsQueueEvent).
  *
- * The apply side of the streaming phase is sync_apply.c.  A peek returns
+ * The apply side of the streaming phase is sync/apply.c.  A peek returns
  * whole source transactions, however large: its rows are read through a
  * cursor and applied a chunk at a time there, so that the worker's memory
  * stays bounded.
@@ -92,7 +92,7 @@
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
- *		  src/sync_worker.c
+ *		  src/sync/worker.c
  *
  *-------------------------------------------------------------------------
  */
@@ -140,7 +140,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "sync_apply.h"
+#include "sync/sync_int.h"
 
 /* changes asked of one peek; a transaction is never split */
 #define SYNC_PEEK_CHANGES	10000
@@ -595,7 +595,7 @@ set_stream_error(int64 stream_id, const char *error)
 /*
  * CtasSyncUnpublish
  *		Take table relid out of publication, as user userid, in the current
- *		transaction (stop_sync of one job of a stream, sync.c, or a failed
+ *		transaction (stop_sync of one job of a stream, sync/statement.c, or a failed
  *		job here); nothing when it is not, or no longer, in it.  The other
  *		tables of the publication's stream go on.  ereport(ERROR) on
  *		failure.
@@ -615,7 +615,7 @@ CtasSyncUnpublish(const char *publication, Oid relid, Oid userid)
 	values[0] = DirectFunctionCall1(namein, CStringGetDatum(publication));
 	values[1] = ObjectIdGetDatum(relid);
 
-	/* as sync.c's spi_begin_as: no operator of the caller's schemas */
+	/* as sync/statement.c's spi_begin_as: no operator of the caller's schemas */
 	GetUserIdAndSecContext(&save_userid, &save_sec);
 	SetUserIdAndSecContext(userid, save_sec | SECURITY_LOCAL_USERID_CHANGE);
 	nestlevel = NewGUCNestLevel();
@@ -722,7 +722,7 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 	check_source(job, true);
 	open_target(job);
 	ev = CtasSyncBuildEval(job);
-	/* plain columns and no WHERE: nothing to evaluate (sync_copy.c) */
+	/* plain columns and no WHERE: nothing to evaluate (sync/copy.c) */
 	plain = CtasSyncPlainColumns(job->query, ev->nexprs);
 
 	job->target.change_lsn = consistent;
@@ -734,7 +734,7 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 	/* as for REFRESH MATERIALIZED VIEW: the owner's code, restricted */
 	SetUserIdAndSecContext(job->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
-	/* what the owner's code sets ends with the copy (sync_apply.c) */
+	/* what the owner's code sets ends with the copy (sync/apply.c) */
 	gucnest = NewGUCNestLevel();
 	rel = table_open(job->relid, AccessShareLock);
 	hslot = table_slot_create(rel, NULL);

@@ -1,12 +1,12 @@
 /*-------------------------------------------------------------------------
  *
- * sync_status.c
+ * status.c
  *		  What the running sync workers report, in shared memory, and the
  *		  readers of it: ctas_fed.sync_status() and the sync metrics.
  *
  * One entry per job, found by (database, job), room for
  * SYNC_STATUS_PER_WORKER jobs per possible background worker.  A sync
- * worker (sync_worker.c) attaches to the entry of each job of its stream,
+ * worker (sync/worker.c) attaches to the entry of each job of its stream,
  * writes their counters under the lock once per batch and gives the
  * entries up when it ends; an entry whose worker ended on an error keeps
  * the time the job was last caught up, so lag_seconds goes on growing
@@ -20,7 +20,7 @@
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
- *		  src/sync_status.c
+ *		  src/sync/status.c
  *
  *-------------------------------------------------------------------------
  */
@@ -42,7 +42,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-#include "sync.h"
+#include "sync/sync.h"
 #include "xact.h"
 
 /* status entries per possible background worker (a worker runs a stream) */

@@ -1,11 +1,11 @@
 /*-------------------------------------------------------------------------
  *
- * sync_apply.c
+ * apply.c
  *		  The apply side of a sync worker: the pgoutput messages of one peek
  *		  at the slot of its stream, read through an SPI cursor in chunks,
  *		  routed by relation to the jobs of the stream and turned into
  *		  upserts and deletes by key, one remote transaction per job
- *		  (sync_worker.c describes the jobs, streams and phases).
+ *		  (sync/worker.c describes the jobs, streams and phases).
  *
  * Memory is bounded however large a source transaction is.  The peek
  * function (pg_logical_slot_peek_binary_changes) decodes the WAL as any
@@ -46,12 +46,12 @@
  * of the table with the DDL are held back; the failure of one ends the
  * worker after that job's commit, the remote transactions of the others
  * roll back, and the worker started again for them applies those source
- * transactions to them once more (sync_worker.c).
+ * transactions to them once more (sync/worker.c).
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
- *		  src/sync_apply.c
+ *		  src/sync/apply.c
  *
  *-------------------------------------------------------------------------
  */
@@ -69,7 +69,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
-#include "sync_apply.h"
+#include "sync/sync_int.h"
 
 /* rows of the peek fetched from its cursor at once */
 #define SYNC_FETCH_ROWS		1000

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * sync.c
+ * statement.c
  *		  Continuous sync at statement time: CREATE TABLE cat.schema.t
  *		  WITH (sync = 'continuous') AS SELECT ...
  *
@@ -27,19 +27,19 @@
  * stream: the first one creates the publication, the others add their
  * tables to it, and every row names the stream (stream_id, the sync_id of
  * its first job) and its publication and slot, which one worker decodes
- * for all of them (sync_worker.c).  A CTAS is a stream of its own.
+ * for all of them (sync/worker.c).  A CTAS is a stream of its own.
  *
  * The replication slot cannot be created here: creating a logical slot
  * waits for every transaction that has an xid, the statement's own
  * included (notes/logical-decoding-pg15.md).  The sync worker creates it
- * after commit, with the snapshot its initial copy uses (sync_worker.c).
+ * after commit, with the snapshot its initial copy uses (sync/worker.c).
  *
  * CtasSyncStop (ctas_fed.stop_sync(), and DROP TABLE of a synced table
  * through ctas.c) takes the job's table out of the stream's publication,
  * or drops the publication when no other job of the stream runs, and marks
  * the job "stopped", in the caller's transaction; after commit the worker
  * leaves the job, or ends with the stream's last one, and the resolver
- * then drops the slot (sync_worker.c).
+ * then drops the slot (sync/worker.c).
  *
  * The row of ctas_fed.syncs is the durable record of the job: everything a
  * worker needs to rebuild it (the owner, the catalog, the remote table, the
@@ -55,7 +55,7 @@
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
- *		  src/sync.c
+ *		  src/sync/statement.c
  *
  *-------------------------------------------------------------------------
  */
@@ -94,7 +94,7 @@
 #include "utils/varlena.h"
 
 #include "jobs.h"
-#include "sync.h"
+#include "sync/sync.h"
 
 static void ineligible(const char *what) pg_attribute_noreturn();
 static void check_query_shape(Query *query);
@@ -807,7 +807,7 @@ CtasSyncExplain(CtasLoad *load, ExplainState *es)
  *		runs (as the extension's owner, whose they are), and mark them "stopped".  After commit
  *		their workers leave them at their next round, and the resolver
  *		drops the slot of a stream that has no running job left
- *		(sync_worker.c).  Returns whether there was any.  ereport(ERROR)
+ *		(sync/worker.c).  Returns whether there was any.  ereport(ERROR)
  *		when the current user is not the owner of one.
  */
 bool

@@ -1,10 +1,10 @@
 /*-------------------------------------------------------------------------
  *
- * sync_copy.c
+ * copy.c
  *		  The initial copy of a continuous sync without the executor's
  *		  expression machinery, when it has nothing to compute.
  *
- * The sync worker (sync_worker.c) copies the rows of the source under the
+ * The sync worker (sync/worker.c) copies the rows of the source under the
  * slot's snapshot and hands each row of the query's result to the target.
  * A query whose select list is plain columns of the source and that has no
  * WHERE, the common "SELECT * FROM t" or a projection of some columns,
@@ -15,7 +15,7 @@
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
- *		  src/sync_copy.c
+ *		  src/sync/copy.c
  *
  *-------------------------------------------------------------------------
  */
@@ -25,7 +25,7 @@
 #include "nodes/parsenodes.h"
 #include "nodes/primnodes.h"
 
-#include "sync.h"
+#include "sync/sync.h"
 
 /*
  * CtasSyncPlainColumns

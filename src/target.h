@@ -179,7 +179,14 @@ typedef struct CtasSyncApply
 	void		(*open) (CtasSyncTarget *t);	/* connect, progress table */
 	uint64		(*applied_lsn) (CtasSyncTarget *t); /* 0: nothing applied */
 	void		(*begin) (CtasSyncTarget *t);
-	void		(*upsert) (CtasSyncTarget *t, Datum *values, bool *nulls);
+	/*
+	 * unchanged: NULL, or per column true where the change did not carry
+	 * the value (an unchanged TOAST value) and the remote keeps its own;
+	 * values[i] is then not valid.  A target that cannot keep a remote
+	 * value must ERROR rather than write something else.
+	 */
+	void		(*upsert) (CtasSyncTarget *t, Datum *values, bool *nulls,
+						   const bool *unchanged);
 	/* a row of the initial copy, into the table truncate emptied */
 	void		(*copy_row) (CtasSyncTarget *t, Datum *values, bool *nulls);
 	void		(*delete) (CtasSyncTarget *t, Datum *keys);

@@ -148,7 +148,8 @@ static void ch_sync_prepare(CtasLoad *load);
 static void ch_sync_open(CtasSyncTarget *t);
 static uint64 ch_sync_applied_lsn(CtasSyncTarget *t);
 static void ch_sync_begin(CtasSyncTarget *t);
-static void ch_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls);
+static void ch_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
+						   const bool *unchanged);
 static void ch_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls);
 static void ch_sync_delete(CtasSyncTarget *t, Datum *keys);
 static void ch_sync_truncate(CtasSyncTarget *t);
@@ -638,10 +639,14 @@ encode_row(CtasSyncTarget *t, ChSyncState *st, Datum *values, bool *nulls)
 }
 
 static void
-ch_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls)
+ch_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
+			   const bool *unchanged)
 {
 	ChSyncState *st = (ChSyncState *) t->private;
 	int			k;
+
+	if (unchanged != NULL)
+		elog(ERROR, "unchanged values are not supported by this target yet");
 
 	switch_transaction(t, st);
 	encode_row(t, st, values, nulls);

@@ -95,7 +95,8 @@ static void pg_sync_open(CtasSyncTarget *t);
 static void read_remote_table(CtasSyncTarget *t);
 static uint64 pg_sync_applied_lsn(CtasSyncTarget *t);
 static void pg_sync_begin(CtasSyncTarget *t);
-static void pg_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls);
+static void pg_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
+						   const bool *unchanged);
 static void pg_sync_delete(CtasSyncTarget *t, Datum *keys);
 static void pg_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls);
 static void pg_sync_truncate(CtasSyncTarget *t);
@@ -446,12 +447,17 @@ pg_sync_begin(CtasSyncTarget *t)
 }
 
 static void
-pg_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls)
+pg_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
+			   const bool *unchanged)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
-	MemoryContext oldcxt = MemoryContextSwitchTo(st->cxt);
+	MemoryContext oldcxt;
 	StringInfoData sql;
 	int			i;
+
+	if (unchanged != NULL)
+		elog(ERROR, "unchanged values are not supported by this target yet");
+	oldcxt = MemoryContextSwitchTo(st->cxt);
 
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, st->insert_head);

@@ -378,7 +378,7 @@ apply_new_row(SyncJob *job, SyncEval *ev, LogicalRepTupleData *tup,
 		delete_key(job, ev, oldkeys);
 	fill_slot(job, ev, tup, old);
 	if (CtasSyncEvaluate(ev, ev->slot))
-		job->apply->upsert(&job->target, ev->values, ev->nulls);
+		job->apply->upsert(&job->target, ev->values, ev->nulls, NULL);
 	else if (oldkeys != NULL)
 		delete_key(job, ev, ev->keys);
 }
@@ -539,7 +539,7 @@ apply_message(SyncPeekState *peek, uint64 i)
 					tuple_keys(job, &newtup, ev->keys);
 					fill_slot(job, ev, &newtup, NULL);
 					if (CtasSyncEvaluate(ev, ev->slot))
-						job->apply->upsert(&job->target, ev->values, ev->nulls);
+						job->apply->upsert(&job->target, ev->values, ev->nulls, NULL);
 				}
 				break;
 			}

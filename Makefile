@@ -51,7 +51,10 @@ OBJS = \
 	src/sync/worker.o \
 	src/typemap.o \
 	src/utility.o \
-	src/worker.o \
+	src/workers/bgworker.o \
+	src/workers/launcher.o \
+	src/workers/notifier.o \
+	src/workers/resolver.o \
 	src/xact.o
 
 EXTENSION = ctas_fed

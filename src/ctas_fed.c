@@ -14,7 +14,7 @@
  *
  * Shared memory is set up in the two steps of PostgreSQL 15, as
  * pg_stat_statements does: shmem_request_hook asks for the space and the
- * lock, shmem_startup_hook attaches (jobs.c, worker.c).
+ * lock, shmem_startup_hook attaches (jobs.c, workers/resolver.c).
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -32,6 +32,7 @@
 #include "ctas.h"
 #include "jobs.h"
 #include "sync/sync.h"
+#include "workers/workers.h"
 #include "xact.h"
 
 PG_MODULE_MAGIC;
@@ -63,7 +64,8 @@ _PG_init(void)
 	shmem_startup_hook = ctas_shmem_startup;
 	CtasUtilityInit();
 	CtasXactInit();
-	CtasWorkerRegister();
+	CtasLauncherRegister();
+	CtasNotifierRegister();
 }
 
 static void
@@ -72,7 +74,7 @@ ctas_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	CtasJobsShmemRequest();
-	CtasWorkerShmemRequest();
+	CtasResolverShmemRequest();
 	CtasSyncShmemRequest();
 }
 
@@ -82,6 +84,6 @@ ctas_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	CtasJobsShmemStartup();
-	CtasWorkerShmemStartup();
+	CtasResolverShmemStartup();
 	CtasSyncShmemStartup();
 }

@@ -5,7 +5,7 @@
  *		  preloaded.
  *
  * The variables live here, at the bottom of the module, so that the files
- * that read them (jobs.c, worker.c, ctas.c, xact.c, hosts.c) need nothing
+ * that read them (jobs.c, workers/, ctas.c, xact.c, hosts.c) need nothing
  * above their own layer.  _PG_init defines the settings only when the
  * library is preloaded; otherwise every entry point fails through
  * CtasCheckPreloaded.
@@ -31,7 +31,7 @@ bool		CtasPreloaded = false;
 int			CtasMaxJobs = 64;
 int			CtasHistorySize = 1000;
 
-/* worker.c */
+/* workers/ */
 int			CtasResolverNaptime = 60;
 int			CtasResolveTimeout = 30;
 char	   *CtasNotifyUrl = NULL;

@@ -14,7 +14,7 @@
  *
  * An aborted transaction cannot write a row of its own, so nothing here is
  * a table: the registry lives in shared memory, and the launcher
- * (worker.c) writes it to pg_stat/ctas_fed_jobs.stat shortly after every
+ * (workers/launcher.c) writes it to pg_stat/ctas_fed_jobs.stat shortly after every
  * change and at shutdown.  The postmaster loads that file when shared
  * memory is created, so the history survives a clean restart and a crash
  * restart (minus at most the last moments before a crash); jobs that were
@@ -104,7 +104,7 @@ typedef struct JobsShared
 
 static JobsShared *shared = NULL;
 
-/* set by worker.c (see jobs.h) */
+/* set by workers/launcher.c (see jobs.h) */
 CtasResolverWakeFunc CtasJobsResolverWake = NULL;
 
 #define RUNNING(i)	(&shared->jobs[(i)])

@@ -2,7 +2,7 @@
  *
  * jobs.h
  *		  The shared-memory job registry (jobs.c), its SQL view and metrics
- *		  (metrics.c) and the background worker (worker.c).
+ *		  (metrics.c).
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -116,7 +116,7 @@ typedef struct CtasJobsSnapshotData
 /*
  * How the registry asks for the resolver of a database: with now, a job was
  * left in doubt and should be resolved at once; without, the database uses
- * ctas_fed, so its resolver must be running.  Set by worker.c, a layer
+ * ctas_fed, so its resolver must be running.  Set by workers/launcher.c, a layer
  * above, so that the registry never calls up; NULL (nothing to wake) until
  * the worker code registers.
  */
@@ -150,21 +150,5 @@ extern uint64 CtasJobsSave(void);
 /* in metrics.c */
 extern char *CtasMetricsText(void);
 extern char *CtasJobEventJson(const CtasJobEvent *ev);
-
-/* in worker.c */
-extern void CtasWorkerRegister(void);
-extern void CtasWorkerShmemRequest(void);
-extern void CtasWorkerShmemStartup(void);
-extern void CtasResolverWake(Oid dboid, bool now);
-extern void CtasResolverWakeAtCommit(void);
-extern void CtasResolverNudge(Oid dboid);
-extern void CtasResolverNudgeAtCommit(void);
-extern void CtasResolverStopDatabase(Oid dboid);
-extern bool CtasResolverLock(bool wait);
-extern void CtasResolverUnlock(void);
-extern bool CtasResolveCatalog(Oid serverid, Oid userid, bool check_usage,
-							   void (*emit) (void *arg, const char *object,
-											 const char *action),
-							   void *arg, Oid *umid, char **error);
 
 #endif							/* CTAS_JOBS_H */

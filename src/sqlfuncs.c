@@ -28,6 +28,7 @@
 
 #include "jobs.h"
 #include "target.h"
+#include "workers/workers.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_remote_tables);
 PG_FUNCTION_INFO_V1(ctas_fed_remote_columns);

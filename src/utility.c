@@ -17,7 +17,7 @@
  * (check_drop_in_use), as PostgreSQL refuses to drop a database that
  * prepared transactions use.
  *
- * It also looks after the resolvers of worker.c: CREATE EXTENSION ctas_fed
+ * It also looks after the resolvers (workers/resolver.c): CREATE EXTENSION ctas_fed
  * asks for one in its database, and the commands that need a database to
  * themselves (DROP DATABASE, ...) stop the database's resolver first.
  *
@@ -52,6 +52,7 @@
 #include "ctas.h"
 #include "jobs.h"
 #include "sync/sync.h"
+#include "workers/workers.h"
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static ExplainOneQuery_hook_type saved_ExplainOneQuery = NULL;
@@ -426,7 +427,7 @@ check_drop_in_use(Node *parsetree)
  *		DROP DATABASE, ALTER DATABASE ... RENAME or SET TABLESPACE and
  *		CREATE DATABASE ... TEMPLATE fail while another process is
  *		connected to the database: stop its ctas_fed resolver first (see
- *		worker.c), then the sync workers the resolver starts (and DROP
+ *		workers/resolver.c), then the sync workers the resolver starts (and DROP
  *		DATABASE drops their slots).
  */
 static void

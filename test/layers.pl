@@ -47,7 +47,7 @@ my @layer_table = (
 	['parallel*.c' => 3],
 	['sqlfuncs.c' => 3],
 	['metrics.c' => 3],
-	['worker.c' => 3],
+	['workers/*' => 3],
 	['targets.c' => 3],
 	['options.c' => 3],
 

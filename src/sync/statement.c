@@ -95,6 +95,7 @@
 
 #include "jobs.h"
 #include "sync/sync.h"
+#include "workers/workers.h"
 
 static void ineligible(const char *what) pg_attribute_noreturn();
 static void check_query_shape(Query *query);

@@ -71,7 +71,7 @@ typedef struct SyncStatus
  * A database whose sync workers CtasSyncStopDatabase stopped, and until
  * when new ones may not attach: longer than its own wait and DROP
  * DATABASE's for the other users of the database together (10 s + 5 s),
- * shorter than the pause of the database's resolver (worker.c, 30 s), which
+ * shorter than the pause of the database's resolver (workers/resolver.c, 30 s), which
  * starts the workers again should the command fail.
  */
 #define SYNC_STOPPING_SLOTS	8

@@ -141,6 +141,7 @@
 #include "utils/timestamp.h"
 
 #include "sync/sync_int.h"
+#include "workers/workers.h"
 
 /* changes asked of one peek; a transaction is never split */
 #define SYNC_PEEK_CHANGES	10000
@@ -1244,15 +1245,10 @@ start_worker(int64 id, BackgroundWorkerHandle **handle)
 {
 	BackgroundWorker worker;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-		BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	strcpy(worker.bgw_library_name, "ctas_fed");
-	strcpy(worker.bgw_function_name, "ctas_fed_sync_main");
+	CtasBackgroundWorkerInit(&worker, "ctas_fed_sync_main", "ctas_fed sync",
+							 true, BgWorkerStart_RecoveryFinished,
+							 BGW_NEVER_RESTART);
 	snprintf(worker.bgw_name, BGW_MAXLEN, "ctas_fed sync " INT64_FORMAT, id);
-	strcpy(worker.bgw_type, "ctas_fed sync");
 	worker.bgw_main_arg = Int64GetDatum(id);
 	memcpy(worker.bgw_extra, &MyDatabaseId, sizeof(Oid));
 	worker.bgw_notify_pid = MyProcPid;

@@ -1,30 +1,11 @@
 /*-------------------------------------------------------------------------
  *
- * worker.c
- *		  The ctas_fed background workers: the launcher keeps the job
- *		  history on disk and starts one resolver per database that has the
- *		  extension; the resolvers finish or undo what crashes and failed
- *		  commits left in doubt; the notifier delivers status webhooks and
- *		  pushes metrics to a Pushgateway.
- *
- * They are the analogue of Flink's job-status hook, off every commit path:
- * backends only put events into shared memory and set the workers'
- * latches.  Separate processes, so that a slow or dead webhook endpoint,
- * which may cost the notifier seconds per event, never delays saving the
- * history or resolving transactions, and so that a catalog that does not
- * answer in one database never delays the others.
- *
- * The launcher (one per cluster, connected to no database, like
- * autovacuum's launcher and TimescaleDB's) reads pg_database when it
- * starts, every ctas_fed.resolver_naptime, and when asked, and starts a
- * resolver for every database that allows connections and is not a
- * template.  A resolver that finds no ctas_fed extension in its database
- * exits at once and is not started again until a backend of that
- * database uses the extension (CtasJobStart and the in-doubt wake-up ask
- * for it).  So after any restart every database with the extension gets
- * its resolver without any setting, and a database without it costs one
- * short-lived connection per start of the launcher.  Templates are left
- * out: a connection to a template would make CREATE DATABASE fail.
+ * resolver.c
+ *		  The ctas_fed resolvers: one per database that has the extension
+ *		  (started by the launcher, launcher.c), which finish or undo what
+ *		  crashes and failed commits left in doubt and tick the database's
+ *		  continuous syncs; and the resolver slots in shared memory through
+ *		  which backends wake them.
  *
  * A resolver exits when the extension is dropped (it looks every second)
  * or when its database goes.  DROP DATABASE, ALTER DATABASE ... RENAME or
@@ -45,29 +26,28 @@
  * (CtasResolveCatalog), so a catalog that is down or never answers costs
  * that much and no more, and the others go on.
  *
- * Resolution connects to each PostgreSQL catalog once per user mapping, so
- * that a prepared transaction is finished by the remote role that prepared
- * it, and decides each of this cluster's gids from the commit status of the
- * local transaction it names (see src/postgres/resolve.c).  Gids of jobs
- * whose backend is still finishing them are left to that backend.  In each
- * database one resolution runs at a time (the resolver or a
- * ctas_fed.resolve_in_doubt() call): a session-level lock of that database
- * (CtasResolverLock).  Two databases whose catalogs reach the same remote
- * database may both see a gid; the second COMMIT PREPARED of it fails,
- * which leaves nothing wrong, and is retried.
+ * Resolution connects to each catalog once per user mapping, so that a
+ * prepared transaction is finished by the remote role that prepared it,
+ * and each target decides each of this cluster's gids from the commit
+ * status of the local transaction it names (the targets' resolve.c).
+ * Gids of jobs whose backend is still finishing them are left to that
+ * backend.  In each database one resolution runs at a time (the resolver
+ * or a ctas_fed.resolve_in_doubt() call): a session-level lock of that
+ * database (CtasResolverLock).  Two databases whose catalogs reach the
+ * same remote database may both see a gid; the second COMMIT PREPARED of
+ * it fails, which leaves nothing wrong, and is retried.
  *
- * Who saves the history: the launcher, shortly after every change and when
- * it exits.  The jobs still in doubt are settled by the resolver of their
- * database: from what resolution found, and from the local transaction's
- * status alone when that is enough (see decide_in_doubt_jobs).
+ * The jobs still in doubt are settled by the resolver of their database:
+ * from what resolution found, and from the local transaction's status
+ * alone when that is enough (see decide_in_doubt_jobs).
  *
- * SIGHUP reloads the configuration; SIGTERM ends the loops (die(): a
- * resolver waiting on a remote server is interrupted at once).
+ * SIGHUP reloads the configuration; SIGTERM is die(): a resolver waiting
+ * on a remote server is interrupted at once.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
- *		  src/worker.c
+ *		  src/workers/resolver.c
  *
  *-------------------------------------------------------------------------
  */
@@ -75,13 +55,7 @@
 
 #include <signal.h>
 
-#include "access/genam.h"
-#include "access/heapam.h"
-#include "access/htup_details.h"
-#include "access/table.h"
-#include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/pg_database.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -95,102 +69,37 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "tcop/tcopprot.h"
-#include "utils/resowner.h"
-#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "gid.h"
-#include "hosts.h"
-#include "http/curl.h"
 #include "jobs.h"
 #include "sync/sync.h"
 #include "target.h"
-
-#define WEBHOOK_ATTEMPTS	3
-#define WEBHOOK_TIMEOUT		5	/* seconds per attempt */
-#define WEBHOOK_REFUSED_REMEMBERED 64	/* jobs whose refusal was logged */
+#include "workers/workers_int.h"
 
 #define RESOLVER_FIRST_RETRY_MS	1000	/* first retry after work in doubt */
 #define RESOLVER_MAX_RETRY_MS	8000	/* so that it ends within ~10 s */
 #define RESOLVER_PAUSE_SECS		30	/* no restart after a DROP DATABASE */
-#define RESOLVER_RESTART_SECS	5	/* after a resolver failed */
 
 /* field4 of the advisory lock tag of the resolution lock (cf. Citus) */
 #define CTAS_LOCKTAG_RESOLVER	0xCF01
 
-/* One database's resolver, in shared memory */
-typedef struct ResolverSlot
-{
-	Oid			dboid;			/* InvalidOid: the slot is free */
-	pid_t		pid;			/* the running resolver, or 0 */
-	Latch	   *latch;			/* its latch while it runs */
-	bool		wake;			/* resolve now: work was left in doubt */
-	bool		wanted;			/* the extension is in use: start it */
-	bool		no_extension;	/* its last start found no extension */
-	TimestampTz paused_until;	/* not started again before */
-} ResolverSlot;
-
-typedef struct ResolverShared
-{
-	LWLock	   *lock;
-	Latch	   *launcher_latch;
-	bool		rescan;			/* read pg_database again */
-	int			nslots;
-	ResolverSlot slots[FLEXIBLE_ARRAY_MEMBER];
-} ResolverShared;
-
-static ResolverShared *rshared = NULL;
+ResolverShared *CtasResolvers = NULL;
 
 /* per-catalog deadline of CtasResolveCatalog */
 static TimeoutId resolve_timeout_id = MAX_TIMEOUTS;
 static volatile sig_atomic_t resolve_timed_out = false;
 
-PGDLLEXPORT void ctas_fed_launcher_main(Datum main_arg);
 PGDLLEXPORT void ctas_fed_resolver_main(Datum main_arg);
-PGDLLEXPORT void ctas_fed_notifier_main(Datum main_arg);
 
 static bool resolve_all(void);
-static void launcher_on_exit(int code, Datum arg);
 static void resolver_on_exit(int code, Datum arg);
 static int	decide_in_doubt_jobs(List *unresolved, List *scanned);
-
-/*
- * CtasWorkerRegister
- *		Register the launcher and the notifier; called from _PG_init when
- *		preloading.  The resolvers are started by the launcher.
- */
-void
-CtasWorkerRegister(void)
-{
-	BackgroundWorker worker;
-
-	/* the job registry wakes resolvers through this */
-	CtasJobsResolverWake = CtasResolverWake;
-
-	memset(&worker, 0, sizeof(worker));
-	/* a connection to no database: it reads pg_database only */
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-		BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 10;
-	strcpy(worker.bgw_library_name, "ctas_fed");
-	strcpy(worker.bgw_function_name, "ctas_fed_launcher_main");
-	strcpy(worker.bgw_name, "ctas_fed launcher");
-	strcpy(worker.bgw_type, "ctas_fed launcher");
-	RegisterBackgroundWorker(&worker);
-
-	/* the notifier needs no database */
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
-	strcpy(worker.bgw_function_name, "ctas_fed_notifier_main");
-	strcpy(worker.bgw_name, "ctas_fed notifier");
-	strcpy(worker.bgw_type, "ctas_fed notifier");
-	RegisterBackgroundWorker(&worker);
-}
 
 static Size
 resolver_shmem_size(void)
@@ -200,53 +109,53 @@ resolver_shmem_size(void)
 }
 
 /*
- * CtasWorkerShmemRequest / CtasWorkerShmemStartup
+ * CtasResolverShmemRequest / CtasResolverShmemStartup
  *		The resolver slots: one per possible background worker, since
  *		each running resolver is one.  Called from the shmem hooks.
  */
 void
-CtasWorkerShmemRequest(void)
+CtasResolverShmemRequest(void)
 {
 	RequestAddinShmemSpace(resolver_shmem_size());
 	RequestNamedLWLockTranche("ctas_fed resolvers", 1);
 }
 
 void
-CtasWorkerShmemStartup(void)
+CtasResolverShmemStartup(void)
 {
 	bool		found;
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	rshared = ShmemInitStruct("ctas_fed resolvers", resolver_shmem_size(),
+	CtasResolvers = ShmemInitStruct("ctas_fed resolvers", resolver_shmem_size(),
 							  &found);
 	if (!found)
 	{
-		memset(rshared, 0, resolver_shmem_size());
-		rshared->lock = &(GetNamedLWLockTranche("ctas_fed resolvers"))->lock;
-		rshared->nslots = max_worker_processes;
+		memset(CtasResolvers, 0, resolver_shmem_size());
+		CtasResolvers->lock = &(GetNamedLWLockTranche("ctas_fed resolvers"))->lock;
+		CtasResolvers->nslots = max_worker_processes;
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
 
 /* the slot of database dboid, or NULL; caller holds the lock */
-static ResolverSlot *
-find_slot(Oid dboid)
+ResolverSlot *
+CtasResolverFindSlot(Oid dboid)
 {
 	int			i;
 
-	for (i = 0; i < rshared->nslots; i++)
+	for (i = 0; i < CtasResolvers->nslots; i++)
 	{
-		if (rshared->slots[i].dboid == dboid)
-			return &rshared->slots[i];
+		if (CtasResolvers->slots[i].dboid == dboid)
+			return &CtasResolvers->slots[i];
 	}
 	return NULL;
 }
 
 /* a new slot for dboid, or NULL when all are taken; caller holds the lock */
-static ResolverSlot *
-add_slot(Oid dboid)
+ResolverSlot *
+CtasResolverAddSlot(Oid dboid)
 {
-	ResolverSlot *slot = find_slot(InvalidOid);
+	ResolverSlot *slot = CtasResolverFindSlot(InvalidOid);
 
 	if (slot == NULL)
 		return NULL;
@@ -268,25 +177,25 @@ CtasResolverWake(Oid dboid, bool now)
 	ResolverSlot *slot;
 	bool		running;
 
-	if (rshared == NULL || !OidIsValid(dboid))
+	if (CtasResolvers == NULL || !OidIsValid(dboid))
 		return;
 
 	if (!now)
 	{
-		LWLockAcquire(rshared->lock, LW_SHARED);
-		slot = find_slot(dboid);
+		LWLockAcquire(CtasResolvers->lock, LW_SHARED);
+		slot = CtasResolverFindSlot(dboid);
 		running = slot != NULL && slot->pid != 0;
-		LWLockRelease(rshared->lock);
+		LWLockRelease(CtasResolvers->lock);
 		if (running)
 			return;
 	}
 
-	LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
-	slot = find_slot(dboid);
+	LWLockAcquire(CtasResolvers->lock, LW_EXCLUSIVE);
+	slot = CtasResolverFindSlot(dboid);
 	if (slot == NULL)
-		slot = add_slot(dboid);
+		slot = CtasResolverAddSlot(dboid);
 	if (slot == NULL)
-		rshared->rescan = true;
+		CtasResolvers->rescan = true;
 	else if (slot->pid != 0)
 	{
 		if (now)
@@ -302,9 +211,9 @@ CtasResolverWake(Oid dboid, bool now)
 		if (now)
 			slot->wake = true;
 	}
-	if ((slot == NULL || slot->pid == 0) && rshared->launcher_latch)
-		SetLatch(rshared->launcher_latch);
-	LWLockRelease(rshared->lock);
+	if ((slot == NULL || slot->pid == 0) && CtasResolvers->launcher_latch)
+		SetLatch(CtasResolvers->launcher_latch);
+	LWLockRelease(CtasResolvers->lock);
 }
 
 /*
@@ -321,15 +230,15 @@ CtasResolverNudge(Oid dboid)
 	ResolverSlot *slot;
 	Latch	   *latch = NULL;
 
-	if (rshared == NULL || !OidIsValid(dboid))
+	if (CtasResolvers == NULL || !OidIsValid(dboid))
 		return;
-	LWLockAcquire(rshared->lock, LW_SHARED);
-	slot = find_slot(dboid);
+	LWLockAcquire(CtasResolvers->lock, LW_SHARED);
+	slot = CtasResolverFindSlot(dboid);
 	if (slot != NULL && slot->pid != 0)
 		latch = slot->latch;
 	if (latch != NULL)
 		SetLatch(latch);
-	LWLockRelease(rshared->lock);
+	LWLockRelease(CtasResolvers->lock);
 	if (latch == NULL)
 		CtasResolverWake(dboid, false);
 }
@@ -415,18 +324,18 @@ CtasResolverStopDatabase(Oid dboid)
 	pid_t		pid = 0;
 	int			i;
 
-	if (rshared == NULL || !OidIsValid(dboid))
+	if (CtasResolvers == NULL || !OidIsValid(dboid))
 		return;
 
-	LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
-	slot = find_slot(dboid);
+	LWLockAcquire(CtasResolvers->lock, LW_EXCLUSIVE);
+	slot = CtasResolverFindSlot(dboid);
 	if (slot != NULL)
 	{
 		slot->paused_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 														 RESOLVER_PAUSE_SECS * 1000);
 		pid = slot->pid;
 	}
-	LWLockRelease(rshared->lock);
+	LWLockRelease(CtasResolvers->lock);
 	if (pid == 0)
 		return;
 
@@ -435,9 +344,9 @@ CtasResolverStopDatabase(Oid dboid)
 	{
 		bool		gone;
 
-		LWLockAcquire(rshared->lock, LW_SHARED);
+		LWLockAcquire(CtasResolvers->lock, LW_SHARED);
 		gone = slot->dboid != dboid || slot->pid != pid;
-		LWLockRelease(rshared->lock);
+		LWLockRelease(CtasResolvers->lock);
 		if (gone)
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -472,6 +381,7 @@ CtasResolverUnlock(void)
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, CTAS_LOCKTAG_RESOLVER);
 	LockRelease(&tag, ExclusiveLock, true);
 }
+
 
 /*
  * resolve_timeout_handler
@@ -583,391 +493,6 @@ CtasResolveCatalog(Oid serverid, Oid userid, bool check_usage,
 }
 
 /*
- * webhook_refused
- *		Does ctas_fed.allowed_hosts forbid sending ev?  Only the notify_url
- *		of a catalog whose server a non-superuser owns is limited (the
- *		backend that made the job decided, ev->notify_trusted).  The
- *		setting is read as this worker has it (postgresql.conf, ALTER
- *		SYSTEM) at every event, since it may have been narrowed after the
- *		job started.  A refusal is logged once per job, with the host only
- *		(the URL is not shown): the ids of the last jobs refused are
- *		remembered.  Can ERROR only when out of memory.
- */
-static bool
-webhook_refused(const CtasJobEvent *ev)
-{
-	static int64 refused[WEBHOOK_REFUSED_REMEMBERED];
-	static int	next = 0;
-	char	   *host;
-	int			i;
-
-	if (ev->notify_trusted)
-		return false;
-	host = CtasNotifyHostRefused(ev->notify_url);
-	if (host == NULL)
-		return false;
-	for (i = 0; i < WEBHOOK_REFUSED_REMEMBERED; i++)
-	{
-		if (refused[i] == ev->job_id)
-			return true;
-	}
-	refused[next] = ev->job_id;
-	next = (next + 1) % WEBHOOK_REFUSED_REMEMBERED;
-	ereport(LOG,
-			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-			 errmsg("ctas_fed did not send the status of job " INT64_FORMAT " to the webhook of catalog \"%s\"",
-					ev->job_id, ev->catalog),
-			 errdetail("The owner of the catalog's server is not a superuser, and option \"notify_url\" names host \"%s\", which \"ctas_fed.allowed_hosts\" does not list.",
-					   host),
-			 errhint("A superuser can add the host to the setting \"ctas_fed.allowed_hosts\".")));
-	return true;
-}
-
-/*
- * deliver_webhooks
- *		POST every queued status event to its URL, each with bounded
- *		retries, unless ctas_fed.allowed_hosts forbids it
- *		(webhook_refused).  A dead endpoint costs this worker at most
- *		WEBHOOK_ATTEMPTS * WEBHOOK_TIMEOUT seconds per event, never a
- *		backend anything.
- */
-static void
-deliver_webhooks(MemoryContext cxt)
-{
-	CtasJobEvent ev;
-
-	while (!ShutdownRequestPending && CtasJobsNextEvent(&ev))
-	{
-		MemoryContext old = MemoryContextSwitchTo(cxt);
-		char	   *body;
-		char	   *err = NULL;
-		int			attempt;
-
-		/* a narrowed ctas_fed.allowed_hosts applies from the next event */
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
-		if (webhook_refused(&ev))
-		{
-			MemoryContextSwitchTo(old);
-			MemoryContextReset(cxt);
-			continue;
-		}
-		body = CtasJobEventJson(&ev);
-		for (attempt = 1; attempt <= WEBHOOK_ATTEMPTS; attempt++)
-		{
-			if (CtasCurlSend(ev.notify_url, "POST", "application/json", body,
-							 WEBHOOK_TIMEOUT, &err))
-				break;
-			if (attempt < WEBHOOK_ATTEMPTS)
-				pg_usleep(200000L * attempt);
-		}
-		if (attempt > WEBHOOK_ATTEMPTS)
-			ereport(LOG,
-					(errmsg("ctas_fed could not deliver the status of job " INT64_FORMAT " to its webhook",
-							ev.job_id),
-					 errdetail_internal("%s", err ? err : "")));
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(cxt);
-	}
-}
-
-/*
- * push_metrics
- *		PUT the metrics to the Pushgateway, grouped by this cluster.
- */
-static void
-push_metrics(MemoryContext cxt)
-{
-	MemoryContext old;
-	char	   *url;
-	char	   *err = NULL;
-
-	if (CtasPushgatewayUrl == NULL || CtasPushgatewayUrl[0] == '\0')
-		return;
-	old = MemoryContextSwitchTo(cxt);
-	url = psprintf("%.*s/metrics/job/ctas_fed/instance/" UINT64_FORMAT,
-				   (int) strcspn(CtasPushgatewayUrl, "?#") -
-				   (CtasPushgatewayUrl[strlen(CtasPushgatewayUrl) - 1] == '/'),
-				   CtasPushgatewayUrl, GetSystemIdentifier());
-	if (!CtasCurlSend(url, "PUT", "text/plain; version=0.0.4",
-					  CtasMetricsText(), WEBHOOK_TIMEOUT, &err))
-		ereport(LOG,
-				(errmsg("ctas_fed could not push metrics to the Pushgateway"),
-				 errdetail_internal("%s", err ? err : "")));
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(cxt);
-}
-
-/*
- * scan_databases
- *		The OIDs of the databases that may have a resolver: those that
- *		allow connections and are not templates.  Palloc'd in cxt, count
- *		in *n.  Starts and commits a transaction.
- */
-static Oid *
-scan_databases(MemoryContext cxt, int *n)
-{
-	Relation	rel;
-	TableScanDesc scan;
-	HeapTuple	tup;
-	Oid		   *oids;
-	int			size = 16;
-
-	*n = 0;
-	oids = MemoryContextAlloc(cxt, size * sizeof(Oid));
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	(void) GetTransactionSnapshot();
-	rel = table_open(DatabaseRelationId, AccessShareLock);
-	scan = table_beginscan_catalog(rel, 0, NULL);
-	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
-	{
-		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
-
-		if (!db->datallowconn || db->datistemplate)
-			continue;
-		if (*n == size)
-		{
-			size *= 2;
-			oids = repalloc(oids, size * sizeof(Oid));
-		}
-		oids[(*n)++] = db->oid;
-	}
-	table_endscan(scan);
-	table_close(rel, AccessShareLock);
-	CommitTransactionCommand();
-	return oids;
-}
-
-/*
- * launcher_sync_slots
- *		After a scan of pg_database: a slot for every database that has
- *		none, and the slots of databases that are gone freed (their
- *		resolver, if any, is told to stop).
- */
-static void
-launcher_sync_slots(Oid *oids, int n, BackgroundWorkerHandle **handles)
-{
-	int			i;
-	int			j;
-
-	LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
-	rshared->rescan = false;
-	for (i = 0; i < rshared->nslots; i++)
-	{
-		ResolverSlot *slot = &rshared->slots[i];
-		bool		exists = false;
-
-		if (!OidIsValid(slot->dboid))
-			continue;
-		for (j = 0; j < n && !exists; j++)
-			exists = oids[j] == slot->dboid;
-		if (exists)
-			continue;
-		if (handles[i] != NULL)
-			TerminateBackgroundWorker(handles[i]);
-		else
-			slot->dboid = InvalidOid;
-	}
-	for (j = 0; j < n; j++)
-	{
-		if (find_slot(oids[j]) == NULL && add_slot(oids[j]) == NULL)
-		{
-			ereport(LOG,
-					(errmsg("ctas_fed launcher: no free resolver slot for database %u",
-							oids[j]),
-					 errhint("Raise max_worker_processes.")));
-			break;
-		}
-	}
-	LWLockRelease(rshared->lock);
-}
-
-/*
- * launcher_start_resolvers
- *		Reap the resolvers that exited, and start one for every database
- *		slot that needs one.  Returns true when a scan of pg_database is
- *		wanted first (a pause ended: the database may be gone).
- */
-static bool
-launcher_start_resolvers(BackgroundWorkerHandle **handles)
-{
-	TimestampTz now = GetCurrentTimestamp();
-	bool		rescan = false;
-	int			i;
-
-	for (i = 0; i < rshared->nslots; i++)
-	{
-		ResolverSlot *slot = &rshared->slots[i];
-		pid_t		pid;
-		BackgroundWorker worker;
-		bool		start;
-
-		if (handles[i] != NULL &&
-			GetBackgroundWorkerPid(handles[i], &pid) == BGWH_STOPPED)
-		{
-			pfree(handles[i]);
-			handles[i] = NULL;
-			LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
-			slot->pid = 0;
-			slot->latch = NULL;
-			/* a resolver that failed is not restarted at once */
-			if (!slot->no_extension && slot->paused_until < now)
-				slot->paused_until =
-					TimestampTzPlusMilliseconds(now, RESOLVER_RESTART_SECS * 1000);
-			LWLockRelease(rshared->lock);
-		}
-		if (handles[i] != NULL)
-			continue;
-
-		LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
-		start = OidIsValid(slot->dboid) && slot->pid == 0 &&
-			(!slot->no_extension || slot->wanted);
-		if (start && slot->paused_until != 0)
-		{
-			if (slot->paused_until > now)
-				start = false;
-			else
-			{
-				slot->paused_until = 0;
-				rescan = true;
-				start = false;
-			}
-		}
-		if (start)
-		{
-			slot->wanted = false;
-			slot->no_extension = false;
-		}
-		LWLockRelease(rshared->lock);
-		if (!start)
-			continue;
-
-		memset(&worker, 0, sizeof(worker));
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-			BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		worker.bgw_restart_time = BGW_NEVER_RESTART;
-		strcpy(worker.bgw_library_name, "ctas_fed");
-		strcpy(worker.bgw_function_name, "ctas_fed_resolver_main");
-		snprintf(worker.bgw_name, BGW_MAXLEN, "ctas_fed resolver %u",
-				 slot->dboid);
-		strcpy(worker.bgw_type, "ctas_fed resolver");
-		worker.bgw_main_arg = ObjectIdGetDatum(slot->dboid);
-		memcpy(worker.bgw_extra, &i, sizeof(int));
-		worker.bgw_notify_pid = MyProcPid;
-		if (!RegisterDynamicBackgroundWorker(&worker, &handles[i]))
-		{
-			/* no free background worker: try again a little later */
-			handles[i] = NULL;
-			LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
-			slot->wanted = true;
-			slot->paused_until =
-				TimestampTzPlusMilliseconds(now, RESOLVER_RESTART_SECS * 1000);
-			LWLockRelease(rshared->lock);
-			ereport(LOG,
-					(errmsg("ctas_fed launcher could not start the resolver of database %u",
-							slot->dboid),
-					 errhint("Raise max_worker_processes.")));
-		}
-	}
-	return rescan;
-}
-
-/*
- * ctas_fed_launcher_main
- *		Save the registry after changes; keep one resolver running per
- *		database with the extension.
- */
-void
-ctas_fed_launcher_main(Datum main_arg)
-{
-	uint64		saved = 0;
-	TimestampTz last_scan = 0;
-	MemoryContext cxt;
-	BackgroundWorkerHandle **handles;
-
-	/* SIGTERM is die(); the registry is saved by the exit callback */
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
-
-	/* no database: shared catalogs only, so no DROP DATABASE waits for us */
-	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
-	pgstat_report_appname("ctas_fed launcher");
-	cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed launcher",
-								ALLOCSET_DEFAULT_SIZES);
-	handles = MemoryContextAllocZero(TopMemoryContext,
-									 rshared->nslots * sizeof(BackgroundWorkerHandle *));
-	CtasJobsSetLatch(MyLatch, false);
-	LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
-	rshared->launcher_latch = MyLatch;
-	LWLockRelease(rshared->lock);
-	before_shmem_exit(launcher_on_exit, (Datum) 0);
-
-	for (;;)
-	{
-		uint64		changes;
-		uint64		ended;
-		bool		rescan;
-
-		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
-
-		/* the history on disk first: it is what a crash would lose */
-		CtasJobsCounters(&changes, &ended);
-		if (changes != saved)
-			saved = CtasJobsSave();
-
-		LWLockAcquire(rshared->lock, LW_SHARED);
-		rescan = rshared->rescan;
-		LWLockRelease(rshared->lock);
-		if (rescan || last_scan == 0 ||
-			TimestampDifferenceExceeds(last_scan, GetCurrentTimestamp(),
-									   CtasResolverNaptime * 1000))
-		{
-			Oid		   *oids;
-			int			n;
-
-			oids = scan_databases(cxt, &n);
-			launcher_sync_slots(oids, n, handles);
-			MemoryContextReset(cxt);
-			last_scan = GetCurrentTimestamp();
-		}
-		if (launcher_start_resolvers(handles))
-		{
-			LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
-			rshared->rescan = true;
-			LWLockRelease(rshared->lock);
-			continue;
-		}
-
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 1000L, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-	}
-}
-
-/* save the registry when the launcher exits (die() included) */
-static void
-launcher_on_exit(int code, Datum arg)
-{
-	CtasJobsSave();
-	CtasJobsSetLatch(NULL, false);
-	LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
-	rshared->launcher_latch = NULL;
-	LWLockRelease(rshared->lock);
-}
-
-/*
  * extension_installed
  *		Is ctas_fed installed in the resolver's database?  Starts and
  *		commits a transaction.
@@ -1007,17 +532,17 @@ ctas_fed_resolver_main(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("ctas_fed resolver");
 
-	slot = &rshared->slots[slotno];
-	LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+	slot = &CtasResolvers->slots[slotno];
+	LWLockAcquire(CtasResolvers->lock, LW_EXCLUSIVE);
 	/* a DROP DATABASE may have begun while we were starting */
 	if (slot->dboid != dboid || slot->paused_until > GetCurrentTimestamp())
 	{
-		LWLockRelease(rshared->lock);
+		LWLockRelease(CtasResolvers->lock);
 		proc_exit(0);
 	}
 	slot->pid = MyProcPid;
 	slot->latch = MyLatch;
-	LWLockRelease(rshared->lock);
+	LWLockRelease(CtasResolvers->lock);
 	before_shmem_exit(resolver_on_exit, Int32GetDatum(slotno));
 
 	for (;;)
@@ -1035,19 +560,19 @@ ctas_fed_resolver_main(Datum main_arg)
 
 		if (!extension_installed())
 		{
-			LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+			LWLockAcquire(CtasResolvers->lock, LW_EXCLUSIVE);
 			slot->no_extension = true;
-			LWLockRelease(rshared->lock);
+			LWLockRelease(CtasResolvers->lock);
 			proc_exit(0);
 		}
 
 		/* continuous sync: start workers, release slots */
 		CtasSyncTick();
 
-		LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+		LWLockAcquire(CtasResolvers->lock, LW_EXCLUSIVE);
 		wake = slot->wake;
 		slot->wake = false;
-		LWLockRelease(rshared->lock);
+		LWLockRelease(CtasResolvers->lock);
 		if (wake)
 		{
 			next_round = 0;
@@ -1088,65 +613,17 @@ ctas_fed_resolver_main(Datum main_arg)
 static void
 resolver_on_exit(int code, Datum arg)
 {
-	ResolverSlot *slot = &rshared->slots[DatumGetInt32(arg)];
+	ResolverSlot *slot = &CtasResolvers->slots[DatumGetInt32(arg)];
 
-	LWLockAcquire(rshared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(CtasResolvers->lock, LW_EXCLUSIVE);
 	if (slot->pid == MyProcPid)
 	{
 		slot->pid = 0;
 		slot->latch = NULL;
 	}
-	LWLockRelease(rshared->lock);
-	if (rshared->launcher_latch)
-		SetLatch(rshared->launcher_latch);
-}
-
-/*
- * ctas_fed_notifier_main
- *		Deliver webhooks; push metrics when jobs ended.
- */
-void
-ctas_fed_notifier_main(Datum main_arg)
-{
-	MemoryContext cxt;
-	uint64		pushed_ended = 0;
-
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	BackgroundWorkerUnblockSignals();
-
-	cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed notifier",
-								ALLOCSET_DEFAULT_SIZES);
-	CtasJobsSetLatch(MyLatch, true);
-
-	while (!ShutdownRequestPending)
-	{
-		uint64		changes;
-		uint64		ended;
-
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
-
-		deliver_webhooks(cxt);
-
-		CtasJobsCounters(&changes, &ended);
-		if (ended != pushed_ended)
-		{
-			push_metrics(cxt);
-			pushed_ended = ended;
-		}
-
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 1000L, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
-	CtasJobsSetLatch(NULL, true);
-	proc_exit(0);
+	LWLockRelease(CtasResolvers->lock);
+	if (CtasResolvers->launcher_latch)
+		SetLatch(CtasResolvers->launcher_latch);
 }
 
 /* what one resolution round saw */
@@ -1378,3 +855,4 @@ decide_in_doubt_jobs(List *unresolved, List *scanned)
 	pfree(snap);
 	return left;
 }
+

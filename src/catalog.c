@@ -257,6 +257,50 @@ CtasCatalogOption(const CtasCatalog *catalog, const char *name)
 }
 
 /*
+ * CtasPasswordRequired
+ *		Must a connection to catalog authenticate with a password from its
+ *		user mapping (each target says what "used" means for it)?  The one
+ *		password rule of every catalog type, postgres_fdw's
+ *		password_required made stricter: yes, unless the mapping's user
+ *		and the server's owner are both superusers (a superuser's own
+ *		catalog), or a superuser set password_required 'false' on the
+ *		mapping (only a superuser may: options.c).  The owner of a server
+ *		chooses its host and options and can create a user mapping for any
+ *		role, superusers included, so a superuser's mapping on a server a
+ *		non-superuser owns follows the rule of a non-superuser: the server's
+ *		own credentials (.pgpass, peer, trust, a remote's default user let in
+ *		without a password from this host) are never borrowed.  When
+ *		owner_rule is not NULL, *owner_rule tells whether the rule applies
+ *		only because of the server's owner (for the message).  Can ERROR
+ *		only on a catalog lookup failure.
+ */
+bool
+CtasPasswordRequired(const CtasCatalog *catalog, bool *owner_rule)
+{
+	ListCell   *lc;
+
+	if (owner_rule)
+		*owner_rule = false;
+	if (superuser_arg(catalog->userid))
+	{
+		ForeignServer *server = GetForeignServer(catalog->serverid);
+
+		if (superuser_arg(server->owner))
+			return false;
+		if (owner_rule)
+			*owner_rule = true;
+	}
+	foreach(lc, catalog->user_options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+
+		if (strcmp(def->defname, "password_required") == 0)
+			return defGetBoolean(def);
+	}
+	return true;
+}
+
+/*
  * CtasListCatalogs
  *		Every catalog of this database: a List of CtasCatalogRef in name
  *		order.  With per_mapping, one entry per (server, user mapping) pair,

@@ -71,6 +71,8 @@ extern CtasCatalog *CtasGetCatalog(Oid serverid, Oid userid,
 								   bool check_usage, bool need_mapping);
 extern const char *CtasCatalogOption(const CtasCatalog *catalog,
 									 const char *name);
+extern bool CtasPasswordRequired(const CtasCatalog *catalog,
+								 bool *owner_rule);
 extern List *CtasListCatalogs(bool per_mapping);
 
 #endif							/* CTAS_FED_H */

@@ -32,9 +32,9 @@
  *	- Identifiers are backquoted and literals single-quoted, with
  *	  backslash escapes (CtasChAppendIdent, CtasChAppendLiteral): the
  *	  quoting of every SQL text of the target, these requests included.
- *	- A non-superuser's catalog needs a password (at the end of this file)
- *	  and, when the superuser setting ctas_fed.allowed_hosts is set, a
- *	  listed host (src/hosts.c).
+ *	- A non-superuser's catalog needs a password (the one password rule,
+ *	  CtasPasswordRequired in src/catalog.c) and, when the superuser
+ *	  setting ctas_fed.allowed_hosts is set, a listed host (src/hosts.c).
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -122,7 +122,6 @@ static void ch_raise(CtasHttp *http, const char *what, const char *sql,
 static void ch_after_interrupt(CtasHttp *http, const char *what,
 							   const char *sql) pg_attribute_noreturn();
 static void ch_stream_fail(CtasHttpStream *s, CtasCurlResult rr);
-static bool ch_password_required(const CtasCatalog *catalog);
 static void ch_stream_reset_cb(void *arg);
 
 /*
@@ -170,7 +169,7 @@ CtasHttpCreate(const CtasCatalog *catalog, MemoryContext cxt)
 	/* the rules of a non-superuser's catalog, checked on every use */
 	CtasCheckCatalogHosts(catalog);
 	if ((http->password == NULL || http->password[0] == '\0') &&
-		ch_password_required(catalog))
+		CtasPasswordRequired(catalog, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
 				 errmsg("password is required"),
@@ -1303,37 +1302,4 @@ CtasHttpStreamClose(CtasHttpStream *s)
 	CtasCurlRelease(s->xfer);
 	if (sent)
 		CtasHttpKillQuery(s->http, s->query_id);
-}
-
-
-/* ---- who may reach what: the password rule ---- */
-
-/*
- * ch_password_required
- *		Must the user mapping of catalog carry a non-empty password?  Yes,
- *		unless both the mapping's user and the server's owner are
- *		superusers (a superuser's own catalog), or a superuser set
- *		password_required 'false' on the mapping (only a superuser may:
- *		catalog.c).  ClickHouse's own users.xml may let "default" in
- *		without a password from this host: a non-superuser must not borrow
- *		the database server's network position, as postgres_fdw's
- *		password_required keeps them from borrowing its .pgpass or peer
- *		authentication.
- */
-static bool
-ch_password_required(const CtasCatalog *catalog)
-{
-	ForeignServer *server = GetForeignServer(catalog->serverid);
-	ListCell   *lc;
-
-	if (superuser_arg(catalog->userid) && superuser_arg(server->owner))
-		return false;
-	foreach(lc, catalog->user_options)
-	{
-		DefElem    *def = lfirst_node(DefElem, lc);
-
-		if (strcmp(def->defname, "password_required") == 0)
-			return defGetBoolean(def);
-	}
-	return true;
 }

@@ -43,7 +43,9 @@
  * by a non-superuser follows the rules of a non-superuser (password given
  * and used, unless password_required 'false', which only a superuser can
  * set).  The rule is the same for interactive sessions and background
- * work: nothing a worker does needs more than the session would.
+ * work: nothing a worker does needs more than the session would.  Whether
+ * it applies is decided in one place for every target
+ * (CtasPasswordRequired, src/catalog.c); what "used" means is libpq's.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  * Portions Copyright (c) 2012-2022, PostgreSQL Global Development Group
@@ -272,37 +274,6 @@ CtasPgCloseFresh(PGconn *conn)
 }
 
 /*
- * password_required
- *		Do the password rules apply to this connection?  See "Password
- *		rules" in the file header.  *owner_rule tells whether they apply
- *		only because the server's owner is not a superuser (for the
- *		message).  Can ERROR only on a catalog lookup failure.
- */
-static bool
-password_required(CtasCatalog *catalog, bool *owner_rule)
-{
-	ListCell   *lc;
-
-	*owner_rule = false;
-	if (superuser_arg(catalog->userid))
-	{
-		ForeignServer *server = GetForeignServer(catalog->serverid);
-
-		if (superuser_arg(server->owner))
-			return false;
-		*owner_rule = true;
-	}
-	foreach(lc, catalog->user_options)
-	{
-		DefElem    *def = lfirst_node(DefElem, lc);
-
-		if (strcmp(def->defname, "password_required") == 0)
-			return defGetBoolean(def);
-	}
-	return true;
-}
-
-/*
  * escape_notice_text
  *		text with every control character but tab escaped (\n, \r, \xNN)
  *		and a final newline dropped, so that it stays one log line.
@@ -436,7 +407,7 @@ connect_catalog(CtasCatalog *catalog)
 	int			timeout_secs = 10;
 	bool		have_password = false;
 	bool		owner_rule;
-	bool		pw_required = password_required(catalog, &owner_rule);
+	bool		pw_required = CtasPasswordRequired(catalog, &owner_rule);
 
 	size = list_length(catalog->server_options) +
 		list_length(catalog->user_options) + 4;

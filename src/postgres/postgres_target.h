@@ -101,6 +101,14 @@ extern bool CtasPgRollbackWorkers(CtasCatalog *catalog, PGconn *conn,
 								  List **pending, int level);
 extern void CtasPgSubCommitWorkers(List *pending, int level);
 
+/* in copy.c */
+extern void CtasPgCopyHeader(StringInfo buf, bool binary);
+extern void CtasPgCopyTrailer(StringInfo buf, bool binary);
+extern int	CtasPgCopyRowStart(StringInfo buf, bool binary, int ncolumns);
+extern void CtasPgCopyField(StringInfo buf, bool binary, int i,
+							FmgrInfo *func, Datum value, bool isnull);
+extern void CtasPgCopyRowEnd(StringInfo buf, bool binary, int nestlevel);
+
 /* in typemap.c */
 extern void CtasAppendCopyText(StringInfo buf, const char *s);
 extern char *CtasPostgresRemoteType(Oid typid, int32 typmod, bool *same_type);

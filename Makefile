@@ -42,6 +42,7 @@ OBJS = \
 	src/postgres/parallel.o \
 	src/postgres/resolve.o \
 	src/postgres/sync.o \
+	src/postgres/sync_sql.o \
 	src/postgres/typemap.o \
 	src/postgres/writer.o \
 	src/sqlfuncs.o \

@@ -26,7 +26,8 @@
  *				upsert of the job's progress row and COMMIT, send the
  *				queue in one pipeline (one round trip), check every result
  *
- * Applying a batch (apply_batch): what is queued is sent (BEGIN, the DELETE
+ * Applying a batch (apply_batch; its SQL comes from sync_sql.c): what is
+ * queued is sent (BEGIN, the DELETE
  * of a truncate); the batch's rows go by one COPY into the temporary
  * table; then, in one pipeline with whatever the caller queues after them
  * (the progress row and COMMIT at commit),
@@ -99,15 +100,11 @@
 #define BATCH_BYTES			(64 * 1024 * 1024)
 
 #define PROGRESS_TABLE	"_ctas_fed_sync_progress"
-#define BATCH_TABLE		"pg_temp._ctas_fed_sync_batch"
 /* first key of the remote advisory lock that guards its creation */
 #define PROGRESS_LOCK	0x43544153
 
-/* the batch table's columns after the remote table's */
+/* the batch table's columns after the remote table's (sync_sql.c) */
 #define BATCH_EXTRA		3
-#define KIND_COLUMN		"_ctas_fed_kind"
-#define ORDER_COLUMN	"_ctas_fed_order"
-#define UNCHANGED_COLUMN "_ctas_fed_unchanged"
 
 /* what the batch holds for a key: its net change */
 typedef enum PgSyncKind
@@ -139,23 +136,16 @@ typedef struct PgSyncState
 	PGconn	   *conn;
 	char	   *qualified;		/* "schema"."table" */
 	char	   *progress;		/* "schema"._ctas_fed_sync_progress */
-	char	   *column_list;	/* "a", "b", ... */
 	List	   *queue;			/* SQL strings not sent yet */
 	MemoryContext cxt;			/* the queue; reset after each send */
 	int		   *keycol;			/* column of each key */
-	bool	   *is_key;			/* whether each column is a key */
 	int16	   *typlen;			/* of each column */
 	bool	   *typbyval;
 	FmgrInfo   *out;			/* output function of each column */
 	FmgrInfo   *send;			/* send function of each column, if binary */
 	FmgrInfo	extra_out[BATCH_EXTRA]; /* of kind, order, unchanged */
 	FmgrInfo	extra_send[BATCH_EXTRA];
-	char	   *copy_sql;		/* COPY ... FROM STDIN of the initial copy */
-	char	   *batch_copy_sql; /* COPY into the batch table */
-	char	   *batch_source;	/* the batch as the statements read it */
-	char	   *apply_delete;	/* DELETE ... USING the batch */
-	char	   *apply_upsert;	/* INSERT ... SELECT ... ON CONFLICT */
-	char	   *key_match;		/* t.k = s.k AND ... */
+	CtasPgSyncSql sql;			/* the statements (sync_sql.c) */
 	bool		binary;			/* the remote has the local types */
 	bool		has_key;		/* the remote table has its primary key */
 	bool		in_copy;		/* the initial copy's COPY is open */
@@ -210,156 +200,6 @@ type_functions(Oid type, FmgrInfo *out, FmgrInfo *send)
 }
 
 /*
- * canonical_key_type
- *		Whether two values of type that the remote finds equal always have
- *		the same text output, so that the batch needs no DISTINCT ON.
- */
-static bool
-canonical_key_type(Oid type)
-{
-	switch (getBaseType(type))
-	{
-		case INT2OID:
-		case INT4OID:
-		case INT8OID:
-		case OIDOID:
-		case BOOLOID:
-		case TEXTOID:
-		case VARCHAROID:
-		case BPCHAROID:
-		case NAMEOID:
-		case BYTEAOID:
-		case UUIDOID:
-		case DATEOID:
-		case TIMESTAMPOID:
-		case TIMESTAMPTZOID:
-			return true;
-		default:
-			return false;
-	}
-}
-
-/* "a", "b", ... of the n names, each prefixed by prefix */
-static char *
-name_list(int n, char **names, const char *prefix)
-{
-	StringInfoData buf;
-	int			i;
-
-	initStringInfo(&buf);
-	for (i = 0; i < n; i++)
-		appendStringInfo(&buf, "%s%s%s", i ? ", " : "", prefix,
-						 quote_identifier(names[i]));
-	return buf.data;
-}
-
-/*
- * build_statements
- *		The SQL of the initial copy and of a batch's application, once, in
- *		the current memory context.
- */
-static void
-build_statements(CtasSyncTarget *t)
-{
-	PgSyncState *st = (PgSyncState *) t->private;
-	StringInfoData buf;
-	char	   *keys = name_list(t->nkeys, t->keys, "");
-	const char *format = st->binary ? " (FORMAT binary)" : "";
-	bool		dedupe = false;
-	bool		first = true;
-	int			i;
-
-	st->column_list = name_list(t->ncolumns, t->columns, "");
-	st->copy_sql = psprintf("COPY %s (%s) FROM STDIN%s", st->qualified,
-							st->column_list, format);
-	st->batch_copy_sql = psprintf("COPY " BATCH_TABLE " (%s, " KIND_COLUMN
-								  ", " ORDER_COLUMN ", " UNCHANGED_COLUMN
-								  ") FROM STDIN%s", st->column_list, format);
-
-	for (i = 0; i < t->nkeys; i++)
-		dedupe |= !canonical_key_type(t->key_types[i]);
-	if (dedupe)
-		st->batch_source = psprintf("(SELECT DISTINCT ON (%s) * FROM "
-									BATCH_TABLE " ORDER BY %s, "
-									ORDER_COLUMN " DESC)", keys, keys);
-	else
-		st->batch_source = BATCH_TABLE;
-
-	initStringInfo(&buf);
-	for (i = 0; i < t->nkeys; i++)
-		appendStringInfo(&buf, "%st.%s = s.%s", i ? " AND " : "",
-						 quote_identifier(t->keys[i]),
-						 quote_identifier(t->keys[i]));
-	st->key_match = buf.data;
-
-	st->apply_delete = psprintf("DELETE FROM %s t USING %s s WHERE s."
-								KIND_COLUMN " = 'd' AND %s",
-								st->qualified, st->batch_source,
-								st->key_match);
-
-	initStringInfo(&buf);
-	appendStringInfo(&buf, "INSERT INTO %s (%s) SELECT %s FROM %s s "
-					 "WHERE s." KIND_COLUMN " = 'u' ON CONFLICT (%s) DO ",
-					 st->qualified, st->column_list,
-					 name_list(t->ncolumns, t->columns, "s."),
-					 st->batch_source, keys);
-
-	/*
-	 * Where equal keys may differ (dedupe), the key takes the batch's value
-	 * too: the source deleted the old one and inserted the new one.
-	 */
-	if (t->ncolumns == t->nkeys && !dedupe)
-		appendStringInfoString(&buf, "NOTHING");
-	else
-		appendStringInfoString(&buf, "UPDATE SET ");
-	for (i = 0; i < t->ncolumns; i++)
-	{
-		if (st->is_key[i] && !dedupe)
-			continue;
-		appendStringInfo(&buf, "%s%s = EXCLUDED.%s", first ? "" : ", ",
-						 quote_identifier(t->columns[i]),
-						 quote_identifier(t->columns[i]));
-		first = false;
-	}
-	st->apply_upsert = buf.data;
-}
-
-/*
- * unchanged_update_sql
- *		The UPDATE of the batch's rows whose unchanged columns the remote
- *		keeps (kind 'm'): each other column takes the batch's value.  NULL
- *		when every column is a key.  Memory: current context.
- */
-static char *
-unchanged_update_sql(CtasSyncTarget *t)
-{
-	PgSyncState *st = (PgSyncState *) t->private;
-	StringInfoData buf;
-	bool		first = true;
-	int			i;
-
-	if (t->ncolumns == t->nkeys)
-		return NULL;
-	initStringInfo(&buf);
-	appendStringInfo(&buf, "UPDATE %s t SET ", st->qualified);
-	for (i = 0; i < t->ncolumns; i++)
-	{
-		const char *c = quote_identifier(t->columns[i]);
-
-		if (st->is_key[i])
-			continue;
-		appendStringInfo(&buf, "%s%s = CASE WHEN pg_catalog.substr(s."
-						 UNCHANGED_COLUMN ", %d, 1) OPERATOR(pg_catalog.=) 't' "
-						 "THEN t.%s ELSE s.%s END",
-						 first ? "" : ", ", c, i + 1, c, c);
-		first = false;
-	}
-	appendStringInfo(&buf, " FROM %s s WHERE s." KIND_COLUMN " = 'm' AND %s",
-					 st->batch_source, st->key_match);
-	return buf.data;
-}
-
-/*
  * pg_sync_open
  *		Connect, make sure the progress table exists, create the batch
  *		table.  The state lives in the current memory context.
@@ -384,7 +224,6 @@ pg_sync_open(CtasSyncTarget *t)
 										  ALLOCSET_DEFAULT_SIZES);
 
 	st->keycol = palloc0(sizeof(int) * Max(t->nkeys, 1));
-	st->is_key = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
 	for (i = 0; i < t->nkeys; i++)
 	{
 		int			c;
@@ -395,8 +234,7 @@ pg_sync_open(CtasSyncTarget *t)
 			if (strcmp(t->keys[i], t->columns[c]) == 0)
 			{
 				st->keycol[i] = c;
-				st->is_key[c] = true;
-			}
+		}
 		}
 		if (st->keycol[i] < 0)
 			elog(ERROR, "key column \"%s\" is not a column of the sync",
@@ -458,20 +296,13 @@ pg_sync_open(CtasSyncTarget *t)
 	type_functions(CHAROID, &st->extra_out[0], &st->extra_send[0]);
 	type_functions(INT4OID, &st->extra_out[1], &st->extra_send[1]);
 	type_functions(TEXTOID, &st->extra_out[2], &st->extra_send[2]);
-	build_statements(t);
+	CtasPgSyncBuildSql(&st->sql, t, st->qualified, st->binary);
 
 	/*
 	 * The batch table: the remote table's columns, with their remote types,
 	 * without constraints; emptied by every COMMIT.
 	 */
-	CtasPgExec(st->conn, t->catalog,
-			   psprintf("CREATE TEMP TABLE IF NOT EXISTS _ctas_fed_sync_batch "
-						"ON COMMIT DELETE ROWS AS SELECT %s, "
-						"NULL::pg_catalog.\"char\" AS " KIND_COLUMN ", "
-						"NULL::pg_catalog.int4 AS " ORDER_COLUMN ", "
-						"NULL::pg_catalog.text AS " UNCHANGED_COLUMN " "
-						"FROM %s WITH NO DATA",
-						st->column_list, st->qualified));
+	CtasPgExec(st->conn, t->catalog, st->sql.batch_create);
 }
 
 /*
@@ -792,7 +623,7 @@ batch_bound(CtasSyncTarget *t)
 
 		apply_batch(t);
 		/* the next part of the batch into an empty table */
-		enqueue(t, pstrdup("TRUNCATE " BATCH_TABLE));
+		enqueue(t, pstrdup(st->sql.batch_truncate));
 		MemoryContextSwitchTo(oldcxt);
 		send_queue(t);
 	}
@@ -918,13 +749,13 @@ apply_batch(CtasSyncTarget *t)
 		return;
 	}
 	send_queue(t);
-	if (!PQsendQuery(st->conn, st->batch_copy_sql))
+	if (!PQsendQuery(st->conn, st->sql.batch_copy))
 		CtasPgReportError(ERROR, NULL, st->conn, t->catalog,
-						  st->batch_copy_sql);
+						  st->sql.batch_copy);
 	res = CtasPgGetResult(st->conn, 0, NULL);
 	if (res == NULL || PQresultStatus(res) != PGRES_COPY_IN)
 		CtasPgReportError(ERROR, res, st->conn, t->catalog,
-						  st->batch_copy_sql);
+						  st->sql.batch_copy);
 	PQclear(res);
 
 	oldcxt = MemoryContextSwitchTo(st->cxt);
@@ -982,7 +813,7 @@ apply_batch(CtasSyncTarget *t)
 	resetStringInfo(&st->copy_buf);
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextReset(st->cxt);
-	received = CtasPgEndCopy(st->conn, t->catalog, st->batch_copy_sql);
+	received = CtasPgEndCopy(st->conn, t->catalog, st->sql.batch_copy);
 	if (received != rows)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
@@ -993,15 +824,10 @@ apply_batch(CtasSyncTarget *t)
 	oldcxt = MemoryContextSwitchTo(st->cxt);
 	if (unchanged_rows > 0)
 	{
-		char	   *sql = unchanged_update_sql(t);
 		uint64		found;
 
 		/* a value not sent cannot be made up: the row must be there */
-		res = CtasPgQuery(st->conn, t->catalog,
-						  psprintf("SELECT pg_catalog.count(*) FROM %s t, %s s "
-								   "WHERE s." KIND_COLUMN " = 'm' AND %s",
-								   st->qualified, st->batch_source,
-								   st->key_match));
+		res = CtasPgQuery(st->conn, t->catalog, st->sql.count_unchanged);
 		found = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
 		PQclear(res);
 		if (found != unchanged_rows)
@@ -1012,13 +838,13 @@ apply_batch(CtasSyncTarget *t)
 							unchanged_rows - found),
 					 errdetail("A change that did not carry every value of its row found no row to keep them from."),
 					 errhint("Set REPLICA IDENTITY FULL on the source table.")));
-		if (sql != NULL)
-			enqueue(t, sql);
+		if (st->sql.apply_unchanged != NULL)
+			enqueue(t, pstrdup(st->sql.apply_unchanged));
 	}
 	if (deletes > 0)
-		enqueue(t, pstrdup(st->apply_delete));
+		enqueue(t, pstrdup(st->sql.apply_delete));
 	if (rows > deletes + unchanged_rows)
-		enqueue(t, pstrdup(st->apply_upsert));
+		enqueue(t, pstrdup(st->sql.apply_upsert));
 	MemoryContextSwitchTo(oldcxt);
 }
 
@@ -1041,11 +867,11 @@ pg_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
 
 		apply_batch(t);
 		send_queue(t);
-		if (!PQsendQuery(st->conn, st->copy_sql))
-			CtasPgReportError(ERROR, NULL, st->conn, t->catalog, st->copy_sql);
+		if (!PQsendQuery(st->conn, st->sql.copy))
+			CtasPgReportError(ERROR, NULL, st->conn, t->catalog, st->sql.copy);
 		res = CtasPgGetResult(st->conn, 0, NULL);
 		if (res == NULL || PQresultStatus(res) != PGRES_COPY_IN)
-			CtasPgReportError(ERROR, res, st->conn, t->catalog, st->copy_sql);
+			CtasPgReportError(ERROR, res, st->conn, t->catalog, st->sql.copy);
 		PQclear(res);
 		st->in_copy = true;
 		st->copy_rows = 0;
@@ -1079,7 +905,7 @@ end_copy(CtasSyncTarget *t)
 		CtasPgPutCopyData(st->conn, t->catalog, st->copy_buf.data,
 						  st->copy_buf.len);
 	resetStringInfo(&st->copy_buf);
-	rows = CtasPgEndCopy(st->conn, t->catalog, st->copy_sql);
+	rows = CtasPgEndCopy(st->conn, t->catalog, st->sql.copy);
 	st->in_copy = false;
 	if (rows != st->copy_rows)
 		ereport(ERROR,

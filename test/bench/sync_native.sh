@@ -24,6 +24,8 @@
 #            it is applied too), polled every 20 ms in one remote session;
 #            then every row of both
 #            copies is compared with the source (not timed)
+#   decoding one peek of the whole backlog at the sync's slot, before the
+#            catch-ups (the decoding work of the sync's worker, done at once)
 #   CPU      CPU seconds of each cluster's processes during each catch-up
 #            (test/bench/lib.sh's cpu_watch): local (walsender, or the sync
 #            worker's decoding and encoding) and remote (apply worker, or the
@@ -179,6 +181,8 @@ best_ctas=
 : > "$work/rows.txt"
 
 lpid=$(head -1 "$work/local/postmaster.pid")
+slot=$(lsql -c "SELECT slot_name FROM ctas_fed.syncs WHERE remote_table = 'accounts'")
+pub=$(lsql -c "SELECT publication FROM ctas_fed.syncs WHERE remote_table = 'accounts'")
 rpid=$(head -1 "$work/remote/postmaster.pid")
 
 for run in $(seq 1 "$runs"); do
@@ -209,6 +213,16 @@ for run in $(seq 1 "$runs"); do
 	lsql -c "UPDATE pgbench_accounts SET abalance = $marker WHERE aid = 1" || die "marker"
 	want=$(digest lsql "SELECT aid, bid, abalance, filler FROM pgbench_accounts")
 	lsql -c "CHECKPOINT"; rsql -c "CHECKPOINT"
+
+	# the decoding alone: one peek of the whole backlog at the sync's slot
+	# (it consumes nothing), as the sync worker's peeks do in parts
+	cpu_watch_start "$work/cpu.decode.$run" local="$lpid" || die "cpu_watch"
+	t0=$(now)
+	lsql -c "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('$slot', NULL, NULL, 'proto_version', '1', 'publication_names', '$pub')" > /dev/null ||
+		die "peek"
+	t1=$(now)
+	cpu_watch_stop "$work/cpu.decode.$run" || die "cpu_watch"
+	decode=$(elapsed "$t0" "$t1")/$(cpu_field "$work/cpu.decode.$run" total:local)
 
 	# native alone
 	cpu_watch_start "$work/cpu.native.$run" local="$lpid" remote="$rpid" || die "cpu_watch"
@@ -243,7 +257,8 @@ for run in $(seq 1 "$runs"); do
 	cw=$(cpu_field "$work/cpu.ctas.$run" 'sum:local:ctas_fed sync')/$(cpu_field "$work/cpu.ctas.$run" 'sum:remote:loader')
 	echo "   native ${native} s (CPU local/remote ${n} s; walsender/apply worker ${nw} s)"
 	echo "   ctas_fed ${ctas} s (CPU local/remote ${c} s; sync worker/remote backend ${cw} s)"
-	echo "| $run | $native | $n | $nw | $ctas | $c | $cw | $(awk -v a="$native" -v b="$ctas" 'BEGIN { printf "%.2f", a / b }')x |" >> "$work/rows.txt"
+	echo "   one peek of the whole backlog at the sync's slot: ${decode} s (time/CPU)"
+	echo "| $run | $native | $n | $nw | $ctas | $c | $cw | $decode | $(awk -v a="$native" -v b="$ctas" 'BEGIN { printf "%.2f", a / b }')x |" >> "$work/rows.txt"
 	best_native=$(awk -v a="$native" -v b="${best_native:-1e9}" 'BEGIN { print (a < b ? a : b) }')
 	best_ctas=$(awk -v a="$ctas" -v b="${best_ctas:-1e9}" 'BEGIN { print (a < b ? a : b) }')
 done
@@ -254,8 +269,8 @@ echo
 echo "catch-up of a paused backlog: pgbench_accounts scale $scale ($naccounts rows),"
 echo "$single single-row updates from $clients clients + one $bulk-row UPDATE + a marker"
 echo
-echo "| round | native s | CPU local/remote s | walsender/apply worker s | ctas_fed s | CPU local/remote s | sync worker/remote backend s | native/ctas_fed |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| round | native s | CPU local/remote s | walsender/apply worker s | ctas_fed s | CPU local/remote s | sync worker/remote backend s | decoding alone s/CPU s | native/ctas_fed |"
+echo "|---|---|---|---|---|---|---|---|---|"
 cat "$work/rows.txt"
 echo
 echo "best: native ${best_native} s, ctas_fed ${best_ctas} s: ctas_fed at ${ratio}x native's catch-up speed (goal >= 1.2x: $met)"

@@ -37,10 +37,12 @@ OBJS = \
 	src/parallel.o \
 	src/parallel_worker.o \
 	src/postgres/connection.o \
+	src/postgres/copy.o \
 	src/postgres/deparse.o \
 	src/postgres/parallel.o \
 	src/postgres/resolve.o \
 	src/postgres/sync.o \
+	src/postgres/sync_sql.o \
 	src/postgres/typemap.o \
 	src/postgres/writer.o \
 	src/sqlfuncs.o \

@@ -101,6 +101,14 @@ extern bool CtasPgRollbackWorkers(CtasCatalog *catalog, PGconn *conn,
 								  List **pending, int level);
 extern void CtasPgSubCommitWorkers(List *pending, int level);
 
+/* in copy.c */
+extern void CtasPgCopyHeader(StringInfo buf, bool binary);
+extern void CtasPgCopyTrailer(StringInfo buf, bool binary);
+extern int	CtasPgCopyRowStart(StringInfo buf, bool binary, int ncolumns);
+extern void CtasPgCopyField(StringInfo buf, bool binary, int i,
+							FmgrInfo *func, Datum value, bool isnull);
+extern void CtasPgCopyRowEnd(StringInfo buf, bool binary, int nestlevel);
+
 /* in typemap.c */
 extern void CtasAppendCopyText(StringInfo buf, const char *s);
 extern char *CtasPostgresRemoteType(Oid typid, int32 typmod, bool *same_type);
@@ -116,6 +124,24 @@ extern char *CtasPgCopySql(CtasLoad *load, const char *qualified,
 
 /* in sync.c */
 extern const CtasSyncApply CtasPgSyncApply;
+
+/* in sync_sql.c: the statements of a sync's apply, see there */
+typedef struct CtasPgSyncSql
+{
+	char	   *column_list;	/* "a", "b", ... */
+	char	   *copy;			/* COPY of the initial copy */
+	char	   *batch_create;	/* CREATE TEMP TABLE of the batch table */
+	char	   *batch_copy;		/* COPY into it: columns, kind, order,
+								 * unchanged */
+	const char *batch_truncate; /* TRUNCATE it */
+	char	   *batch_source;	/* the batch as the statements read it */
+	char	   *apply_delete;	/* DELETE ... USING, kind 'd' */
+	char	   *apply_upsert;	/* INSERT ... ON CONFLICT, kind 'u' */
+	char	   *apply_unchanged;	/* UPDATE, kind 'm'; NULL: all keys */
+	char	   *count_unchanged;	/* rows of kind 'm' that have their row */
+} CtasPgSyncSql;
+extern void CtasPgSyncBuildSql(CtasPgSyncSql *sql, CtasSyncTarget *t,
+							   const char *qualified, bool binary);
 
 /* in resolve.c */
 extern void CtasPgResolve(CtasCatalog *catalog,

@@ -2,46 +2,72 @@
  *
  * sync.c
  *		  Continuous sync into a PostgreSQL catalog: the CtasSyncApply of
- *		  the PostgreSQL target.
+ *		  the PostgreSQL target, applying each batch as a set.
  *
  * Protocol (one connection per sync worker, of its own, not cached):
  *
  *	open		connect; CREATE TABLE IF NOT EXISTS
  *				"<schema>"._ctas_fed_sync_progress (job, lsn); read the
  *				remote table's column types and whether it has its
- *				primary key yet
+ *				primary key yet; CREATE TEMP TABLE _ctas_fed_sync_batch
+ *				ON COMMIT DELETE ROWS, the remote table's columns plus
+ *				the change's kind, order and unchanged columns
  *	applied_lsn	the lsn stored for the job, 0 if none
  *	begin		queue BEGIN
- *	upsert		queue INSERT ... ON CONFLICT (key) DO UPDATE
- *	delete		queue DELETE ... WHERE key = ...
- *	truncate	queue DELETE (MVCC-safe for readers, unlike TRUNCATE)
+ *	upsert		put the row in the batch, replacing what the batch held
+ *				for its key (the net change per key, below)
+ *	delete		the same with a delete of the key
+ *	truncate	forget the batch; queue DELETE (MVCC-safe for readers,
+ *				unlike TRUNCATE)
  *	copy_row	(the initial copy, after truncate) send the queue, open a
- *				COPY ... FROM STDIN, binary when every remote column has
- *				the local column's built-in type (as the CTAS writer does),
- *				else text; add the row to it
- *	commit		end the COPY if one is open; queue ALTER TABLE ... ADD
- *				PRIMARY KEY if the table has none yet, the upsert of the
- *				job's progress row and COMMIT, send the queue in one
- *				pipeline (one round trip), check every result
+ *				COPY ... FROM STDIN into the table; add the row to it
+ *	commit		end the COPY if one is open; apply the batch; queue ALTER
+ *				TABLE ... ADD PRIMARY KEY if the table has none yet, the
+ *				upsert of the job's progress row and COMMIT, send the
+ *				queue in one pipeline (one round trip), check every result
  *
- * The statement creates the remote table without its primary key
- * (writer.c); the initial copy fills it and adds the key in the remote
- * transaction that stores the consistent point, so that the index is built
- * once rather than row by row, and a copy interrupted at any point leaves a
- * table without rows or key, as it found it.  Streaming needs the key
- * (ON CONFLICT), and only begins after that transaction committed.
+ * Applying a batch (apply_batch; its SQL comes from sync_sql.c): what is
+ * queued is sent (BEGIN, the DELETE
+ * of a truncate); the batch's rows go by one COPY into the temporary
+ * table; then, in one pipeline with whatever the caller queues after them
+ * (the progress row and COMMIT at commit),
+ *		DELETE FROM t USING batch WHERE kind = 'd' AND key matches
+ *		INSERT INTO t SELECT ... FROM batch WHERE kind = 'u'
+ *			ON CONFLICT (key) DO UPDATE SET every other column
+ *		UPDATE t SET c = CASE WHEN unchanged THEN t.c ELSE batch.c END ...
+ *			FROM batch WHERE kind = 'm' AND key matches (only when the
+ *			batch holds such rows, checked first to all have their row)
+ * A batch that grows past BATCH_KEYS keys or BATCH_BYTES of memory is
+ * applied in the same remote transaction, and TRUNCATEd, before it takes
+ * more; only COMMIT ends the remote transaction.
  *
- * The queue is sent whenever it holds PIPELINE_STATEMENTS statements, so
- * that a long batch never piles up in memory; the remote transaction stays
- * open across these flushes and only COMMIT ends it.  Any error raises; the
- * worker then closes the connection, which rolls back the remote
- * transaction, and retries from the lsn stored remotely: rows and progress
- * commit together, so a restart applies each source transaction exactly
- * once.
+ * The net change per key.  The remote transaction holds every source
+ * transaction of the batch, in commit order, and is seen whole or not at
+ * all, so only the last state of each key matters: a key's later change
+ * replaces its earlier one (an upsert its full row, a delete the key's
+ * deletion), and a TRUNCATE forgets every change before it (its DELETE
+ * removes whatever they would have left).  Keys are told apart by the text
+ * output of their values, which never makes two remotely different keys
+ * one; where two different texts may be equal keys for the remote type
+ * (numeric 1.0 and 1.00, float -0 and 0), the batch is read through
+ * DISTINCT ON (key) ... ORDER BY the change's order, descending, so that
+ * the later change wins there too.  An upsert with unchanged columns
+ * (unchanged TOAST values, see target.h) takes them from the key's earlier
+ * upsert in the batch, when there is one; otherwise the remote row keeps
+ * its values (kind 'm'); the remote row must then exist, since a value
+ * not sent cannot be made up: a key deleted earlier in the batch, or
+ * missing on the remote (a TRUNCATE's DELETE has run by then), is an
+ * ERROR.
  *
- * Values are literals (quote_literal_cstr) of the local type's text output,
- * which the remote column (of the same type, or text: typemap.c) accepts;
- * identifiers go through quote_identifier.
+ * Rows and progress commit together: any error raises, the worker closes
+ * the connection, which rolls the remote transaction back, and retries
+ * from the lsn stored remotely, so a restart applies each source
+ * transaction exactly once.
+ *
+ * Values travel in COPY's binary format when every remote column has the
+ * local column's built-in type (read_remote_table), else as text made
+ * under pinned settings (copy.c, shared with the CTAS writer); identifiers
+ * go through quote_identifier.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -54,10 +80,13 @@
 
 #include "catalog/catalog.h"
 #include "catalog/pg_type.h"
-#include "libpq/pqformat.h"
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/pg_lsn.h"
 
 #include "postgres_target.h"
@@ -66,29 +95,66 @@
 #define PIPELINE_STATEMENTS	1000
 /* bytes of COPY data collected before they are handed to libpq */
 #define COPY_CHUNK			(64 * 1024)
+/* a batch larger than this is applied before it takes more */
+#define BATCH_KEYS			100000
+#define BATCH_BYTES			(64 * 1024 * 1024)
 
 #define PROGRESS_TABLE	"_ctas_fed_sync_progress"
 /* first key of the remote advisory lock that guards its creation */
 #define PROGRESS_LOCK	0x43544153
+
+/* the batch table's columns after the remote table's (sync_sql.c) */
+#define BATCH_EXTRA		3
+
+/* what the batch holds for a key: its net change */
+typedef enum PgSyncKind
+{
+	PG_SYNC_UPSERT = 'u',		/* the full row */
+	PG_SYNC_DELETE = 'd',		/* the key's deletion */
+	PG_SYNC_UNCHANGED = 'm'		/* the row, some columns kept remotely */
+} PgSyncKind;
+
+/* the identity of a key: the text of its values */
+typedef struct PgSyncKey
+{
+	const char *data;
+	Size		len;
+} PgSyncKey;
+
+typedef struct PgSyncEntry
+{
+	PgSyncKey	key;			/* hash key, first */
+	char		kind;			/* a PgSyncKind */
+	int32		order;			/* when it last changed in the batch */
+	Datum	   *values;			/* every column (keys only for a delete) */
+	bool	   *nulls;
+	bool	   *unchanged;		/* PG_SYNC_UNCHANGED: columns kept */
+} PgSyncEntry;
 
 typedef struct PgSyncState
 {
 	PGconn	   *conn;
 	char	   *qualified;		/* "schema"."table" */
 	char	   *progress;		/* "schema"._ctas_fed_sync_progress */
-	char	   *upsert_tail;	/* ON CONFLICT ... */
-	char	   *insert_head;	/* INSERT INTO ... VALUES ( */
 	List	   *queue;			/* SQL strings not sent yet */
 	MemoryContext cxt;			/* the queue; reset after each send */
+	int		   *keycol;			/* column of each key */
+	int16	   *typlen;			/* of each column */
+	bool	   *typbyval;
 	FmgrInfo   *out;			/* output function of each column */
-	FmgrInfo   *key_out;		/* and of each key column */
-	char	   *copy_sql;		/* COPY ... FROM STDIN of the initial copy */
-	bool		binary;			/* copy_sql is in binary format */
 	FmgrInfo   *send;			/* send function of each column, if binary */
+	FmgrInfo	extra_out[BATCH_EXTRA]; /* of kind, order, unchanged */
+	FmgrInfo	extra_send[BATCH_EXTRA];
+	CtasPgSyncSql sql;			/* the statements (sync_sql.c) */
+	bool		binary;			/* the remote has the local types */
 	bool		has_key;		/* the remote table has its primary key */
-	bool		in_copy;		/* that COPY is open */
+	bool		in_copy;		/* the initial copy's COPY is open */
 	uint64		copy_rows;
 	StringInfoData copy_buf;	/* COPY data not handed to libpq yet */
+	/* the batch */
+	MemoryContext batch_cxt;	/* entries and the hash table */
+	HTAB	   *batch;			/* PgSyncEntry by PgSyncKey, or NULL */
+	int32		order;			/* changes put in the batch */
 } PgSyncState;
 
 static void pg_sync_open(CtasSyncTarget *t);
@@ -102,6 +168,8 @@ static void pg_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls);
 static void pg_sync_truncate(CtasSyncTarget *t);
 static void pg_sync_commit(CtasSyncTarget *t, uint64 lsn);
 static void pg_sync_close(CtasSyncTarget *t);
+static void send_queue(CtasSyncTarget *t);
+static void apply_batch(CtasSyncTarget *t);
 
 const CtasSyncApply CtasPgSyncApply = {
 	.open = pg_sync_open,
@@ -115,42 +183,31 @@ const CtasSyncApply CtasPgSyncApply = {
 	.close = pg_sync_close,
 };
 
-/* the literal of a value in its type's text form, NULL for SQL NULL */
-static const char *
-literal(FmgrInfo *out, Datum value, bool isnull)
+/* functions of a type, in the current memory context */
+static void
+type_functions(Oid type, FmgrInfo *out, FmgrInfo *send)
 {
-	return isnull ? "NULL" :
-		quote_literal_cstr(OutputFunctionCall(out, value));
-}
+	Oid			func;
+	bool		isvarlena;
 
-/* output functions of types, in the current memory context */
-static FmgrInfo *
-output_functions(int n, Oid *types)
-{
-	FmgrInfo   *out = palloc0(sizeof(FmgrInfo) * Max(n, 1));
-	int			i;
-
-	for (i = 0; i < n; i++)
+	getTypeOutputInfo(type, &func, &isvarlena);
+	fmgr_info(func, out);
+	if (send != NULL)
 	{
-		Oid			func;
-		bool		isvarlena;
-
-		getTypeOutputInfo(types[i], &func, &isvarlena);
-		fmgr_info(func, &out[i]);
+		getTypeBinaryOutputInfo(type, &func, &isvarlena);
+		fmgr_info(func, send);
 	}
-	return out;
 }
 
 /*
  * pg_sync_open
- *		Connect and make sure the progress table exists.  The state lives
- *		in the current memory context.
+ *		Connect, make sure the progress table exists, create the batch
+ *		table.  The state lives in the current memory context.
  */
 static void
 pg_sync_open(CtasSyncTarget *t)
 {
 	PgSyncState *st = palloc0(sizeof(PgSyncState));
-	StringInfoData buf;
 	PGresult   *res;
 	int			i;
 
@@ -158,58 +215,35 @@ pg_sync_open(CtasSyncTarget *t)
 							 quote_identifier(t->table));
 	st->progress = psprintf("%s.%s", quote_identifier(t->schema),
 							PROGRESS_TABLE);
-
-	initStringInfo(&buf);
-	appendStringInfo(&buf, "INSERT INTO %s (", st->qualified);
-	for (i = 0; i < t->ncolumns; i++)
-		appendStringInfo(&buf, "%s%s", i ? ", " : "",
-						 quote_identifier(t->columns[i]));
-	appendStringInfoString(&buf, ") VALUES (");
-	st->insert_head = buf.data;
-
-	initStringInfo(&buf);
-	appendStringInfo(&buf, "COPY %s (", st->qualified);
-	for (i = 0; i < t->ncolumns; i++)
-		appendStringInfo(&buf, "%s%s", i ? ", " : "",
-						 quote_identifier(t->columns[i]));
-	appendStringInfoString(&buf, ") FROM STDIN");
-	st->copy_sql = buf.data;
 	initStringInfo(&st->copy_buf);
-
-	initStringInfo(&buf);
-	appendStringInfoString(&buf, ") ON CONFLICT (");
-	for (i = 0; i < t->nkeys; i++)
-		appendStringInfo(&buf, "%s%s", i ? ", " : "",
-						 quote_identifier(t->keys[i]));
-	appendStringInfoString(&buf, ") DO ");
-	if (t->ncolumns == t->nkeys)
-		appendStringInfoString(&buf, "NOTHING");
-	else
-	{
-		bool		first = true;
-
-		appendStringInfoString(&buf, "UPDATE SET ");
-		for (i = 0; i < t->ncolumns; i++)
-		{
-			int			k;
-			bool		is_key = false;
-
-			for (k = 0; k < t->nkeys; k++)
-				is_key |= strcmp(t->keys[k], t->columns[i]) == 0;
-			if (is_key)
-				continue;
-			appendStringInfo(&buf, "%s%s = EXCLUDED.%s", first ? "" : ", ",
-							 quote_identifier(t->columns[i]),
-							 quote_identifier(t->columns[i]));
-			first = false;
-		}
-	}
-	st->upsert_tail = buf.data;
 	st->cxt = AllocSetContextCreate(CurrentMemoryContext,
 									"ctas_fed sync queue",
 									ALLOCSET_DEFAULT_SIZES);
-	st->out = output_functions(t->ncolumns, t->types);
-	st->key_out = output_functions(t->nkeys, t->key_types);
+	st->batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
+										  "ctas_fed sync batch",
+										  ALLOCSET_DEFAULT_SIZES);
+
+	st->keycol = palloc0(sizeof(int) * Max(t->nkeys, 1));
+	for (i = 0; i < t->nkeys; i++)
+	{
+		int			c;
+
+		st->keycol[i] = -1;
+		for (c = 0; c < t->ncolumns; c++)
+		{
+			if (strcmp(t->keys[i], t->columns[c]) == 0)
+			{
+				st->keycol[i] = c;
+		}
+		}
+		if (st->keycol[i] < 0)
+			elog(ERROR, "key column \"%s\" is not a column of the sync",
+				 t->keys[i]);
+	}
+	st->typlen = palloc0(sizeof(int16) * Max(t->ncolumns, 1));
+	st->typbyval = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
+	for (i = 0; i < t->ncolumns; i++)
+		get_typlenbyval(t->types[i], &st->typlen[i], &st->typbyval[i]);
 	t->private = st;
 
 	st->conn = CtasPgConnectFresh(t->catalog);
@@ -254,19 +288,21 @@ pg_sync_open(CtasSyncTarget *t)
 	CtasPgExec(st->conn, t->catalog, "COMMIT");
 
 	read_remote_table(t);
-	if (st->binary)
-	{
-		st->copy_sql = psprintf("%s (FORMAT binary)", st->copy_sql);
-		st->send = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
-		for (i = 0; i < t->ncolumns; i++)
-		{
-			Oid			func;
-			bool		isvarlena;
+	st->out = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
+	st->send = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
+	for (i = 0; i < t->ncolumns; i++)
+		type_functions(t->types[i], &st->out[i],
+					   st->binary ? &st->send[i] : NULL);
+	type_functions(CHAROID, &st->extra_out[0], &st->extra_send[0]);
+	type_functions(INT4OID, &st->extra_out[1], &st->extra_send[1]);
+	type_functions(TEXTOID, &st->extra_out[2], &st->extra_send[2]);
+	CtasPgSyncBuildSql(&st->sql, t, st->qualified, st->binary);
 
-			getTypeBinaryOutputInfo(t->types[i], &func, &isvarlena);
-			fmgr_info(func, &st->send[i]);
-		}
-	}
+	/*
+	 * The batch table: the remote table's columns, with their remote types,
+	 * without constraints; emptied by every COMMIT.
+	 */
+	CtasPgExec(st->conn, t->catalog, st->sql.batch_create);
 }
 
 /*
@@ -446,47 +482,234 @@ pg_sync_begin(CtasSyncTarget *t)
 	MemoryContextSwitchTo(oldcxt);
 }
 
+/* ---- the batch ----------------------------------------------------------- */
+
+static uint32
+batch_key_hash(const void *key, Size keysize)
+{
+	const PgSyncKey *k = (const PgSyncKey *) key;
+
+	return hash_bytes((const unsigned char *) k->data, (int) k->len);
+}
+
+static int
+batch_key_match(const void *key1, const void *key2, Size keysize)
+{
+	const PgSyncKey *a = (const PgSyncKey *) key1;
+	const PgSyncKey *b = (const PgSyncKey *) key2;
+
+	if (a->len != b->len)
+		return 1;
+	return memcmp(a->data, b->data, a->len);
+}
+
+/*
+ * batch_entry
+ *		The entry of the key whose values (of the key types, in the order of
+ *		t->keys) are given, made empty (kind 0) if the batch has none, and
+ *		stamped with the batch's next order.  Memory: st->batch_cxt.
+ */
+static PgSyncEntry *
+batch_entry(CtasSyncTarget *t, Datum *keyvals)
+{
+	PgSyncState *st = (PgSyncState *) t->private;
+	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
+	StringInfoData buf;
+	PgSyncKey	key;
+	PgSyncEntry *entry;
+	bool		found;
+	int			k;
+
+	if (st->batch == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(PgSyncKey);
+		ctl.entrysize = sizeof(PgSyncEntry);
+		ctl.hash = batch_key_hash;
+		ctl.match = batch_key_match;
+		ctl.hcxt = st->batch_cxt;
+		st->batch = hash_create("ctas_fed sync batch", 1024, &ctl,
+								HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+								HASH_CONTEXT);
+	}
+
+	/* each value's text, with its length: never two keys in one */
+	initStringInfo(&buf);
+	for (k = 0; k < t->nkeys; k++)
+	{
+		char	   *text = OutputFunctionCall(&st->out[st->keycol[k]],
+											  keyvals[k]);
+		uint32		len = strlen(text);
+
+		appendBinaryStringInfo(&buf, (char *) &len, sizeof(len));
+		appendBinaryStringInfo(&buf, text, len);
+	}
+	key.data = buf.data;
+	key.len = buf.len;
+	entry = hash_search(st->batch, &key, HASH_ENTER, &found);
+	if (!found)
+	{
+		entry->kind = 0;
+		entry->values = NULL;
+		entry->nulls = NULL;
+		entry->unchanged = NULL;
+	}
+	entry->order = ++st->order;
+	MemoryContextSwitchTo(oldcxt);
+	return entry;
+}
+
+/*
+ * batch_put_row
+ *		Keep a copy of the row's values in entry (in st->batch_cxt), the
+ *		columns in unchanged (if not NULL) taken from the entry's earlier
+ *		row.
+ */
+static void
+batch_put_row(CtasSyncTarget *t, PgSyncEntry *entry, Datum *values,
+			  bool *nulls, const bool *unchanged)
+{
+	PgSyncState *st = (PgSyncState *) t->private;
+	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
+	Datum	   *v = palloc(sizeof(Datum) * t->ncolumns);
+	bool	   *n = palloc(sizeof(bool) * t->ncolumns);
+	bool	   *u = palloc0(sizeof(bool) * t->ncolumns);
+	bool		any_unchanged = false;
+	int			i;
+
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		if (unchanged != NULL && unchanged[i])
+		{
+			/* the earlier row of the batch has it, or the remote keeps it */
+			if (entry->kind == PG_SYNC_UPSERT ||
+				(entry->kind == PG_SYNC_UNCHANGED && !entry->unchanged[i]))
+			{
+				v[i] = entry->values[i];
+				n[i] = entry->nulls[i];
+			}
+			else
+			{
+				v[i] = (Datum) 0;
+				n[i] = true;
+				u[i] = true;
+				any_unchanged = true;
+			}
+			continue;
+		}
+		n[i] = nulls[i];
+		v[i] = nulls[i] ? (Datum) 0 :
+			datumCopy(values[i], st->typbyval[i], st->typlen[i]);
+	}
+	entry->values = v;
+	entry->nulls = n;
+	entry->unchanged = any_unchanged ? u : NULL;
+	entry->kind = any_unchanged ? PG_SYNC_UNCHANGED : PG_SYNC_UPSERT;
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/* apply the batch now if it is large, in the same remote transaction */
+static void
+batch_bound(CtasSyncTarget *t)
+{
+	PgSyncState *st = (PgSyncState *) t->private;
+
+	if (hash_get_num_entries(st->batch) >= BATCH_KEYS ||
+		((st->order & 1023) == 0 &&
+		 MemoryContextMemAllocated(st->batch_cxt, true) >= BATCH_BYTES))
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(st->cxt);
+
+		apply_batch(t);
+		/* the next part of the batch into an empty table */
+		enqueue(t, pstrdup(st->sql.batch_truncate));
+		MemoryContextSwitchTo(oldcxt);
+		send_queue(t);
+	}
+}
+
+/*
+ * pg_sync_upsert
+ *		The row as it is now becomes the net change of its key.  Columns in
+ *		unchanged (NULL: none) keep their value: the batch's earlier row of
+ *		the key, else the remote row's.
+ */
 static void
 pg_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
 			   const bool *unchanged)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
-	MemoryContext oldcxt;
-	StringInfoData sql;
-	int			i;
+	Datum		keyvals[INDEX_MAX_KEYS];
+	PgSyncEntry *entry;
+	int			k;
 
-	if (unchanged != NULL)
-		elog(ERROR, "unchanged values are not supported by this target yet");
-	oldcxt = MemoryContextSwitchTo(st->cxt);
+	Assert(t->nkeys <= INDEX_MAX_KEYS);
+	for (k = 0; k < t->nkeys; k++)
+		keyvals[k] = values[st->keycol[k]];
+	entry = batch_entry(t, keyvals);
+	/* a key deleted earlier in the batch (a truncate: see apply_batch) */
+	if (unchanged != NULL && entry->kind == PG_SYNC_DELETE)
+	{
+		int			i;
 
-	initStringInfo(&sql);
-	appendStringInfoString(&sql, st->insert_head);
-	for (i = 0; i < t->ncolumns; i++)
-		appendStringInfo(&sql, "%s%s", i ? ", " : "",
-						 literal(&st->out[i], values[i], nulls[i]));
-	appendStringInfoString(&sql, st->upsert_tail);
-	MemoryContextSwitchTo(oldcxt);
-	enqueue_and_maybe_send(t, sql.data);
+		for (i = 0; i < t->ncolumns; i++)
+		{
+			if (unchanged[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("the unchanged value of column \"%s\" cannot be kept in table %s of catalog \"%s\"",
+								t->columns[i], st->qualified, t->catalog->name),
+						 errdetail("The row was deleted earlier in the same batch, and the change did not carry the value."),
+						 errhint("Set REPLICA IDENTITY FULL on the source table.")));
+		}
+	}
+	batch_put_row(t, entry, values, nulls, unchanged);
+	batch_bound(t);
 }
 
+/*
+ * pg_sync_delete
+ *		The deletion of the key becomes its net change.
+ */
 static void
 pg_sync_delete(CtasSyncTarget *t, Datum *keys)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
-	MemoryContext oldcxt = MemoryContextSwitchTo(st->cxt);
-	StringInfoData sql;
-	int			i;
+	PgSyncEntry *entry = batch_entry(t, keys);
+	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
+	int			k;
 
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "DELETE FROM %s WHERE ", st->qualified);
-	for (i = 0; i < t->nkeys; i++)
-		appendStringInfo(&sql, "%s%s = %s", i ? " AND " : "",
-						 quote_identifier(t->keys[i]),
-						 literal(&st->key_out[i], keys[i], false));
+	entry->kind = PG_SYNC_DELETE;
+	entry->values = palloc0(sizeof(Datum) * t->ncolumns);
+	entry->nulls = palloc(sizeof(bool) * t->ncolumns);
+	memset(entry->nulls, true, sizeof(bool) * t->ncolumns);
+	entry->unchanged = NULL;
+	for (k = 0; k < t->nkeys; k++)
+	{
+		int			c = st->keycol[k];
+
+		entry->values[c] = datumCopy(keys[k], st->typbyval[c],
+									 st->typlen[c]);
+		entry->nulls[c] = false;
+	}
 	MemoryContextSwitchTo(oldcxt);
-	enqueue_and_maybe_send(t, sql.data);
+	batch_bound(t);
 }
 
+/* forget the batch */
+static void
+batch_reset(PgSyncState *st)
+{
+	st->batch = NULL;
+	st->order = 0;
+	MemoryContextReset(st->batch_cxt);
+}
+
+/*
+ * pg_sync_truncate
+ *		Every change before it is void: forget the batch, queue the DELETE.
+ */
 static void
 pg_sync_truncate(CtasSyncTarget *t)
 {
@@ -495,7 +718,134 @@ pg_sync_truncate(CtasSyncTarget *t)
 	char	   *sql = psprintf("DELETE FROM %s", st->qualified);
 
 	MemoryContextSwitchTo(oldcxt);
+	batch_reset(st);
 	enqueue_and_maybe_send(t, sql);
+}
+
+/*
+ * apply_batch
+ *		Send the queue, then the batch's rows by COPY into the batch table,
+ *		and queue the statements that apply them (sent by the caller, with
+ *		what it queues after them).  A batch with rows whose unchanged
+ *		columns the remote keeps is first checked to find each row.  The
+ *		batch is empty after.  Can ERROR.
+ */
+static void
+apply_batch(CtasSyncTarget *t)
+{
+	PgSyncState *st = (PgSyncState *) t->private;
+	MemoryContext oldcxt;
+	HASH_SEQ_STATUS scan;
+	PgSyncEntry *entry;
+	PGresult   *res;
+	uint64		rows = 0;
+	uint64		unchanged_rows = 0;
+	uint64		deletes = 0;
+	uint64		received;
+
+	if (st->batch == NULL || hash_get_num_entries(st->batch) == 0)
+	{
+		batch_reset(st);
+		return;
+	}
+	send_queue(t);
+	if (!PQsendQuery(st->conn, st->sql.batch_copy))
+		CtasPgReportError(ERROR, NULL, st->conn, t->catalog,
+						  st->sql.batch_copy);
+	res = CtasPgGetResult(st->conn, 0, NULL);
+	if (res == NULL || PQresultStatus(res) != PGRES_COPY_IN)
+		CtasPgReportError(ERROR, res, st->conn, t->catalog,
+						  st->sql.batch_copy);
+	PQclear(res);
+
+	oldcxt = MemoryContextSwitchTo(st->cxt);
+	resetStringInfo(&st->copy_buf);
+	CtasPgCopyHeader(&st->copy_buf, st->binary);
+	hash_seq_init(&scan, st->batch);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		StringInfo	buf = &st->copy_buf;
+		bool		binary = st->binary;
+		int			nestlevel;
+		char		kind = entry->kind;
+		int			i;
+
+		nestlevel = CtasPgCopyRowStart(buf, binary,
+									   t->ncolumns + BATCH_EXTRA);
+		for (i = 0; i < t->ncolumns; i++)
+			CtasPgCopyField(buf, binary, i,
+							binary ? &st->send[i] : &st->out[i],
+							entry->values[i], entry->nulls[i]);
+		CtasPgCopyField(buf, binary, i++,
+						binary ? &st->extra_send[0] : &st->extra_out[0],
+						CharGetDatum(kind), false);
+		CtasPgCopyField(buf, binary, i++,
+						binary ? &st->extra_send[1] : &st->extra_out[1],
+						Int32GetDatum(entry->order), false);
+		if (entry->unchanged != NULL)
+		{
+			char	   *mask = palloc(t->ncolumns + 1);
+			int			c;
+
+			for (c = 0; c < t->ncolumns; c++)
+				mask[c] = entry->unchanged[c] ? 't' : 'f';
+			mask[c] = '\0';
+			CtasPgCopyField(buf, binary, i,
+							binary ? &st->extra_send[2] : &st->extra_out[2],
+							CStringGetTextDatum(mask), false);
+			unchanged_rows++;
+		}
+		else
+			CtasPgCopyField(buf, binary, i, NULL, (Datum) 0, true);
+		CtasPgCopyRowEnd(buf, binary, nestlevel);
+		deletes += kind == PG_SYNC_DELETE;
+		rows++;
+		if (buf->len >= COPY_CHUNK)
+		{
+			CtasPgPutCopyData(st->conn, t->catalog, buf->data, buf->len);
+			resetStringInfo(buf);
+			MemoryContextReset(st->cxt);
+		}
+	}
+	CtasPgCopyTrailer(&st->copy_buf, st->binary);
+	CtasPgPutCopyData(st->conn, t->catalog, st->copy_buf.data,
+					  st->copy_buf.len);
+	resetStringInfo(&st->copy_buf);
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextReset(st->cxt);
+	received = CtasPgEndCopy(st->conn, t->catalog, st->sql.batch_copy);
+	if (received != rows)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("catalog \"%s\" received " UINT64_FORMAT " rows, but " UINT64_FORMAT " were sent",
+						t->catalog->name, received, rows)));
+	batch_reset(st);
+
+	oldcxt = MemoryContextSwitchTo(st->cxt);
+	if (unchanged_rows > 0)
+	{
+		uint64		found;
+
+		/* a value not sent cannot be made up: the row must be there */
+		res = CtasPgQuery(st->conn, t->catalog, st->sql.count_unchanged);
+		found = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+		PQclear(res);
+		if (found != unchanged_rows)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("unchanged values cannot be kept in table %s of catalog \"%s\": " UINT64_FORMAT " of its rows are missing",
+							st->qualified, t->catalog->name,
+							unchanged_rows - found),
+					 errdetail("A change that did not carry every value of its row found no row to keep them from."),
+					 errhint("Set REPLICA IDENTITY FULL on the source table.")));
+		if (st->sql.apply_unchanged != NULL)
+			enqueue(t, pstrdup(st->sql.apply_unchanged));
+	}
+	if (deletes > 0)
+		enqueue(t, pstrdup(st->sql.apply_delete));
+	if (rows > deletes + unchanged_rows)
+		enqueue(t, pstrdup(st->sql.apply_upsert));
+	MemoryContextSwitchTo(oldcxt);
 }
 
 /*
@@ -508,62 +858,32 @@ static void
 pg_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
+	int			nestlevel;
 	int			i;
 
 	if (!st->in_copy)
 	{
 		PGresult   *res;
 
+		apply_batch(t);
 		send_queue(t);
-		if (!PQsendQuery(st->conn, st->copy_sql))
-			CtasPgReportError(ERROR, NULL, st->conn, t->catalog, st->copy_sql);
+		if (!PQsendQuery(st->conn, st->sql.copy))
+			CtasPgReportError(ERROR, NULL, st->conn, t->catalog, st->sql.copy);
 		res = CtasPgGetResult(st->conn, 0, NULL);
 		if (res == NULL || PQresultStatus(res) != PGRES_COPY_IN)
-			CtasPgReportError(ERROR, res, st->conn, t->catalog, st->copy_sql);
+			CtasPgReportError(ERROR, res, st->conn, t->catalog, st->sql.copy);
 		PQclear(res);
 		st->in_copy = true;
 		st->copy_rows = 0;
 		resetStringInfo(&st->copy_buf);
-		if (st->binary)
-		{
-			/* signature, flags, header extension length */
-			appendBinaryStringInfo(&st->copy_buf, "PGCOPY\n\377\r\n\0", 11);
-			pq_sendint32(&st->copy_buf, 0);
-			pq_sendint32(&st->copy_buf, 0);
-		}
+		CtasPgCopyHeader(&st->copy_buf, st->binary);
 	}
-	if (st->binary)
-	{
-		pq_sendint16(&st->copy_buf, t->ncolumns);
-		for (i = 0; i < t->ncolumns; i++)
-		{
-			bytea	   *b;
-
-			if (nulls[i])
-			{
-				pq_sendint32(&st->copy_buf, -1);
-				continue;
-			}
-			b = SendFunctionCall(&st->send[i], values[i]);
-			pq_sendint32(&st->copy_buf, VARSIZE(b) - VARHDRSZ);
-			appendBinaryStringInfo(&st->copy_buf, VARDATA(b),
-								   VARSIZE(b) - VARHDRSZ);
-		}
-	}
-	else
-	{
-		for (i = 0; i < t->ncolumns; i++)
-		{
-			if (i > 0)
-				appendStringInfoChar(&st->copy_buf, '\t');
-			if (nulls[i])
-				appendStringInfoString(&st->copy_buf, "\\N");
-			else
-				CtasAppendCopyText(&st->copy_buf,
-								   OutputFunctionCall(&st->out[i], values[i]));
-		}
-		appendStringInfoChar(&st->copy_buf, '\n');
-	}
+	nestlevel = CtasPgCopyRowStart(&st->copy_buf, st->binary, t->ncolumns);
+	for (i = 0; i < t->ncolumns; i++)
+		CtasPgCopyField(&st->copy_buf, st->binary, i,
+						st->binary ? &st->send[i] : &st->out[i],
+						values[i], nulls[i]);
+	CtasPgCopyRowEnd(&st->copy_buf, st->binary, nestlevel);
 	st->copy_rows++;
 	if (st->copy_buf.len >= COPY_CHUNK)
 	{
@@ -580,13 +900,12 @@ end_copy(CtasSyncTarget *t)
 	PgSyncState *st = (PgSyncState *) t->private;
 	uint64		rows;
 
-	if (st->binary)
-		pq_sendint16(&st->copy_buf, -1);
+	CtasPgCopyTrailer(&st->copy_buf, st->binary);
 	if (st->copy_buf.len > 0)
 		CtasPgPutCopyData(st->conn, t->catalog, st->copy_buf.data,
 						  st->copy_buf.len);
 	resetStringInfo(&st->copy_buf);
-	rows = CtasPgEndCopy(st->conn, t->catalog, st->copy_sql);
+	rows = CtasPgEndCopy(st->conn, t->catalog, st->sql.copy);
 	st->in_copy = false;
 	if (rows != st->copy_rows)
 		ereport(ERROR,
@@ -597,9 +916,10 @@ end_copy(CtasSyncTarget *t)
 
 /*
  * pg_sync_commit
- *		Store lsn as the job's progress and commit the remote transaction,
- *		with whatever is still queued, in one round trip.  The first commit
- *		of a table without its primary key (the initial copy's) adds it.
+ *		Apply the batch, store lsn as the job's progress and commit the
+ *		remote transaction, the statements in one round trip.  The first
+ *		commit of a table without its primary key (the initial copy's) adds
+ *		it.
  */
 static void
 pg_sync_commit(CtasSyncTarget *t, uint64 lsn)
@@ -609,6 +929,7 @@ pg_sync_commit(CtasSyncTarget *t, uint64 lsn)
 
 	if (st->in_copy)
 		end_copy(t);
+	apply_batch(t);
 	oldcxt = MemoryContextSwitchTo(st->cxt);
 
 	if (!st->has_key)
@@ -637,7 +958,8 @@ pg_sync_commit(CtasSyncTarget *t, uint64 lsn)
 
 /*
  * pg_sync_close
- *		Close the connection; a remote transaction still open rolls back.
+ *		Close the connection; a remote transaction still open rolls back,
+ *		and the batch is forgotten.
  */
 static void
 pg_sync_close(CtasSyncTarget *t)
@@ -649,5 +971,6 @@ pg_sync_close(CtasSyncTarget *t)
 	CtasPgCloseFresh(st->conn);
 	st->conn = NULL;
 	st->queue = NIL;
+	st->batch = NULL;
 	t->private = NULL;
 }

@@ -487,13 +487,7 @@ start_copy(CtasLoad *load, PgLoadState *ls)
 		ls->entry->in_copy = true;
 
 	resetStringInfo(&ls->buf);
-	if (ls->binary)
-	{
-		/* signature, flags, header extension length */
-		appendBinaryStringInfo(&ls->buf, "PGCOPY\n\377\r\n\0", 11);
-		pq_sendint32(&ls->buf, 0);
-		pq_sendint32(&ls->buf, 0);
-	}
+	CtasPgCopyHeader(&ls->buf, ls->binary);
 	ls->chunk_rows = 0;
 }
 
@@ -508,8 +502,7 @@ finish_copy(CtasLoad *load, PgLoadState *ls)
 {
 	uint64		rows;
 
-	if (ls->binary)
-		pq_sendint16(&ls->buf, -1);
+	CtasPgCopyTrailer(&ls->buf, ls->binary);
 	if (ls->buf.len > 0)
 		CtasPgPutCopyData(ls->conn, load->catalog, ls->buf.data, ls->buf.len);
 	resetStringInfo(&ls->buf);
@@ -652,46 +645,18 @@ pg_put_row(CtasLoad *load, TupleTableSlot *slot)
 {
 	PgLoadState *ls = (PgLoadState *) load->private;
 	int			start = ls->buf.len;
+	int			nestlevel;
 	int			i;
 
 	slot_getallattrs(slot);
 
-	if (ls->binary)
-	{
-		pq_sendint16(&ls->buf, load->ncolumns);
-		for (i = 0; i < load->ncolumns; i++)
-		{
-			if (slot->tts_isnull[i])
-				pq_sendint32(&ls->buf, -1);
-			else
-			{
-				bytea	   *b = SendFunctionCall(&load->columns[i].send_func,
-												 slot->tts_values[i]);
-
-				pq_sendint32(&ls->buf, VARSIZE(b) - VARHDRSZ);
-				appendBinaryStringInfo(&ls->buf, VARDATA(b),
-									   VARSIZE(b) - VARHDRSZ);
-			}
-		}
-	}
-	else
-	{
-		int			nestlevel = CtasBeginTextOutput();
-
-		for (i = 0; i < load->ncolumns; i++)
-		{
-			if (i > 0)
-				appendStringInfoChar(&ls->buf, '\t');
-			if (slot->tts_isnull[i])
-				appendBinaryStringInfo(&ls->buf, "\\N", 2);
-			else
-				CtasAppendCopyText(&ls->buf,
-								   OutputFunctionCall(&load->columns[i].out_func,
-													  slot->tts_values[i]));
-		}
-		appendStringInfoChar(&ls->buf, '\n');
-		CtasEndTextOutput(nestlevel);
-	}
+	nestlevel = CtasPgCopyRowStart(&ls->buf, ls->binary, load->ncolumns);
+	for (i = 0; i < load->ncolumns; i++)
+		CtasPgCopyField(&ls->buf, ls->binary, i,
+						ls->binary ? &load->columns[i].send_func :
+						&load->columns[i].out_func,
+						slot->tts_values[i], slot->tts_isnull[i]);
+	CtasPgCopyRowEnd(&ls->buf, ls->binary, nestlevel);
 	load->bytes += ls->buf.len - start;
 	ls->chunk_rows++;
 

@@ -9,6 +9,8 @@
 #   BENCH_TARGETS=postgres bash test/bench/run.sh   only test/bench/postgres.sh
 #   BENCH_TARGETS=sync BENCH_SECONDS=30        continuous sync (test/bench/sync.sh;
 #                        BENCH_SYNC_TARGETS=clickhouse: only its ClickHouse runs)
+#   BENCH_TARGETS=sync_native  a sync's catch-up against a native subscription
+#                        (test/bench/sync_native.sh; BENCH_NATIVE_RUNS=3 rounds)
 #   BENCH_ROWS=100000 bash test/bench/run.sh   quick smoke check
 #   BENCH_ROWS="1000000 5000000" BENCH_RUNS=3 bash test/bench/run.sh
 #   BENCH_SKIP_BOOTSTRAP=1 bash test/bench/run.sh
@@ -84,13 +86,14 @@ echo "== ctas_fed: source $(git describe --always --dirty 2> /dev/null || echo '
 # the targets: test/bench/<target>.sh, each in a folder of its own
 targets=${BENCH_TARGETS:-}
 if [ -z "$targets" ]; then
-	for t in postgres clickhouse sync; do
+	for t in postgres clickhouse sync sync_native; do
 		[ -f "test/bench/$t.sh" ] && targets+=" $t"
 	done
 fi
 # only what the user set: each script has its own defaults
 pass=()
-for v in BENCH_ROWS BENCH_RUNS BENCH_METHODS BENCH_SECONDS BENCH_CLIENTS BENCH_SYNC_TARGETS; do
+for v in BENCH_ROWS BENCH_RUNS BENCH_METHODS BENCH_SECONDS BENCH_CLIENTS BENCH_SYNC_TARGETS \
+	BENCH_SCALE BENCH_SINGLE BENCH_BULK BENCH_NATIVE_RUNS; do
 	[ -n "${!v:-}" ] && pass+=("$v=${!v}")
 done
 

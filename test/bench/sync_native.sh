@@ -1,0 +1,281 @@
+#!/bin/bash
+# test/bench/sync_native.sh - catch-up of a paused backlog: a ctas_fed sync
+# into a PostgreSQL catalog against PostgreSQL's own logical replication
+# (CREATE SUBSCRIPTION), on the same source table and the same remote
+# server, measured in one run as a ratio (issue 22, item 5):
+#
+#   source   pgbench_accounts of pgbench -i -s BENCH_SCALE on the local
+#            cluster, followed at once by
+#            - a native subscription on the remote (table
+#              public.pgbench_accounts, copy_data), and
+#            - CREATE TABLE wh.public.accounts WITH (sync = 'continuous')
+#              AS SELECT * FROM pgbench_accounts
+#   pause    native: ALTER SUBSCRIPTION ... DISABLE (its apply worker and
+#            walsender end); ctas_fed: a remote session holds LOCK TABLE
+#            public.accounts IN ACCESS EXCLUSIVE MODE and one change is made,
+#            so that the sync worker waits on the lock in its remote
+#            transaction (its slot is neither peeked nor advanced meanwhile)
+#   backlog  BENCH_SINGLE single-row UPDATEs of random accounts from
+#            BENCH_CLIENTS pgbench clients, then one UPDATE of BENCH_BULK
+#            rows, then a marker UPDATE of aid 1 (the last change)
+#   resume   each alone, native first: ENABLE the subscription, or end the
+#            locking session; timed until the remote row of aid 1 holds
+#            the marker (applied in source commit order, so everything before
+#            it is applied too), polled every 20 ms in one remote session;
+#            then every row of both
+#            copies is compared with the source (not timed)
+#   decoding one peek of the whole backlog at the sync's slot, before the
+#            catch-ups (the decoding work of the sync's worker, done at once)
+#   CPU      CPU seconds of each cluster's processes during each catch-up
+#            (test/bench/lib.sh's cpu_watch): local (walsender, or the sync
+#            worker's decoding and encoding) and remote (apply worker, or the
+#            backend that applies ctas_fed's batches)
+#
+# Prints the times, the ratio native time / ctas_fed time (goal of issue 22:
+# >= 1.2x) and the CPU seconds.  BENCH_NATIVE_RUNS rounds (default 1), each
+# with a fresh backlog; the best time of each side is compared.
+#
+#   bash test/bench/sync_native.sh WORKDIR      (as the OS user of the servers;
+#   BENCH_TARGETS=sync_native bash test/bench/run.sh does that)
+#
+# Environment: BENCH_SCALE (default 5), BENCH_SINGLE (40000), BENCH_BULK
+# (50000), BENCH_CLIENTS (4), BENCH_NATIVE_RUNS (1), CTAS_PG_BINDIR.
+# Exit status 0 when every step worked and both copies equalled the source
+# after each catch-up, 3 when the goal was not met, 1 otherwise.
+
+set -u -o pipefail
+
+work=${1:?usage: sync_native.sh WORKDIR}
+bindir=${CTAS_PG_BINDIR:-/usr/lib/postgresql/15/bin}
+scale=${BENCH_SCALE:-5}
+single=${BENCH_SINGLE:-40000}
+bulk=${BENCH_BULK:-50000}
+clients=${BENCH_CLIENTS:-4}
+runs=${BENCH_NATIVE_RUNS:-1}
+testdir=$(cd "$(dirname "$0")/.." && pwd)
+conf_file=$testdir/ctas_fed.conf
+marker_base=700000000
+
+export PATH=$bindir:$PATH
+unset PGHOST PGHOSTADDR PGPORT PGDATABASE PGUSER PGPASSWORD PGPASSFILE \
+	PGSERVICE PGSERVICEFILE PGOPTIONS PGDATA PGAPPNAME PGSSLMODE
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+started=()
+lock_pid=
+cleanup()
+{
+	local d
+	trap - EXIT INT TERM HUP
+	[ -n "$lock_pid" ] && kill "$lock_pid" 2> /dev/null
+	for d in "${started[@]}"; do
+		[ -f "$d/postmaster.pid" ] &&
+			pg_ctl -D "$d" -m fast -w -t 60 stop > /dev/null 2>&1
+	done
+}
+trap cleanup EXIT
+trap 'echo "interrupted" >&2; exit 130' INT TERM HUP
+
+# pg_init NAME PORT EXTRA_CONF: initdb, configure, start
+pg_init()
+{
+	local dir=$work/$1
+	initdb -D "$dir" -A trust -E UTF8 --locale=C.UTF-8 > "$work/$1.initdb.log" 2>&1 ||
+		{ cat "$work/$1.initdb.log"; return 1; }
+	cat >> "$dir/postgresql.conf" <<EOF
+
+# added by test/bench/sync_native.sh
+port = $2
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$work'
+ssl = off
+shared_buffers = 256MB
+max_wal_size = 8GB
+$3
+EOF
+	cat > "$dir/pg_hba.conf" <<EOF
+local all all                trust
+local replication all        trust
+host  all all 127.0.0.1/32   scram-sha-256
+EOF
+	started+=("$dir")
+	pg_ctl -D "$dir" -l "$work/$1.log" -w -t 120 start > /dev/null ||
+		{ tail -n 30 "$work/$1.log"; return 1; }
+}
+
+lport=$(free_port) || die "no free port"
+rport=$(free_port) || die "no free port"
+lsql() { psql -X -q -At -h "$work" -p "$lport" -d bench -v ON_ERROR_STOP=1 "$@"; }
+rsql() { psql -X -q -At -h "$work" -p "$rport" -d dw -v ON_ERROR_STOP=1 "$@"; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+digest() { "$1" -c "COPY ($2) TO STDOUT" | LC_ALL=C sort | md5sum | cut -c1-32; }
+
+pg_init local "$lport" "$(cat "$conf_file")
+wal_level = logical" || die "local cluster did not start"
+pg_init remote "$rport" "max_prepared_transactions = 10" || die "remote cluster did not start"
+psql -X -q -h "$work" -p "$lport" -d postgres -c "CREATE DATABASE bench" || die "CREATE DATABASE"
+psql -X -q -h "$work" -p "$rport" -d postgres \
+	-c "CREATE ROLE loader LOGIN PASSWORD 'secret'" \
+	-c "CREATE DATABASE dw OWNER loader" || die "remote set-up"
+pgbench -i -q -s "$scale" -h "$work" -p "$lport" bench > "$work/pgbench-init.log" 2>&1 ||
+	{ cat "$work/pgbench-init.log"; die "pgbench -i"; }
+naccounts=$(lsql -c "SELECT count(*) FROM pgbench_accounts")
+lsql <<EOF || die "local set-up"
+CREATE EXTENSION ctas_fed;
+CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');
+CREATE USER MAPPING FOR CURRENT_USER SERVER wh
+  OPTIONS (user 'loader', password 'secret');
+CREATE PUBLICATION native_pub FOR TABLE pgbench_accounts;
+EOF
+rsql <<EOF || die "remote table of the subscription"
+CREATE TABLE public.pgbench_accounts
+  (aid int PRIMARY KEY, bid int, abalance int, filler char(84));
+CREATE SUBSCRIPTION native
+  CONNECTION 'host=$work port=$lport dbname=bench'
+  PUBLICATION native_pub;
+EOF
+lsql -c "CREATE TABLE wh.public.accounts WITH (sync = 'continuous') AS SELECT * FROM pgbench_accounts" ||
+	die "the sync"
+
+# wait_marker TABLE MARKER: until the remote row of aid 1 in TABLE holds
+# MARKER (600 s), polled every 20 ms in one session (a psql started every
+# 20 ms would cost the remote more CPU than the catch-up measured)
+wait_marker()
+{
+	rsql -c "SET statement_timeout = '600s'" -c "DO \$\$
+BEGIN
+	WHILE (SELECT abalance FROM $1 WHERE aid = 1) IS DISTINCT FROM $2 LOOP
+		PERFORM pg_catalog.pg_sleep(0.02);
+	END LOOP;
+END \$\$" > /dev/null
+}
+
+# until: wait up to $1 s for the query $3 on side $2 to print $4
+until_equal()
+{
+	local secs=$1 side=$2 q=$3 want=$4
+	for _ in $(seq 1 $((secs * 20))); do
+		[ "$($side -c "$q")" = "$want" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+until_equal 600 rsql "SELECT count(*) FILTER (WHERE srsubstate <> 'r') FROM pg_subscription_rel" 0 ||
+	die "the subscription's initial copy did not end"
+until_equal 600 lsql "SELECT state FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'public.accounts'" streaming ||
+	die "the sync did not reach streaming"
+rsql -c "ALTER TABLE public.accounts SET (autovacuum_enabled = on)" > /dev/null
+
+cat > "$work/single.sql" <<EOF
+\set aid random(1, 100000 * $scale)
+\set delta random(-5000, 5000)
+UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
+EOF
+
+status=0
+best_native=
+best_ctas=
+: > "$work/rows.txt"
+
+lpid=$(head -1 "$work/local/postmaster.pid")
+slot=$(lsql -c "SELECT slot_name FROM ctas_fed.syncs WHERE remote_table = 'accounts'")
+pub=$(lsql -c "SELECT publication FROM ctas_fed.syncs WHERE remote_table = 'accounts'")
+rpid=$(head -1 "$work/remote/postmaster.pid")
+
+for run in $(seq 1 "$runs"); do
+	marker=$((marker_base + run))
+	echo "== round $run: pause both, make a backlog"
+	# native: disable, wait until its apply worker and walsender are gone
+	rsql -c "ALTER SUBSCRIPTION native DISABLE" || die "disable"
+	until_equal 60 rsql "SELECT count(*) FROM pg_stat_subscription WHERE pid IS NOT NULL" 0 ||
+		die "the apply worker did not stop"
+	until_equal 60 lsql "SELECT count(*) FROM pg_stat_replication" 0 ||
+		die "the walsender did not stop"
+	# ctas_fed: a session holding the remote table's lock, then one change
+	# that the worker takes into its remote transaction, where it waits
+	PGAPPNAME=bench_lock psql -X -q -h "$work" -p "$rport" -d dw \
+		-c "BEGIN; LOCK TABLE public.accounts IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3600)" \
+		> /dev/null 2>&1 &
+	lock_pid=$!
+	until_equal 60 rsql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'bench_lock' AND l.relation = 'public.accounts'::regclass AND l.granted" 1 ||
+		die "the lock was not taken"
+	lsql -c "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = 2"
+	until_equal 60 rsql "SELECT count(*) FROM pg_locks WHERE relation = 'public.accounts'::regclass AND NOT granted" 1 ||
+		die "the sync worker did not wait on the lock"
+
+	pgbench -n -c "$clients" -j "$clients" -t $((single / clients)) -f "$work/single.sql" \
+		-h "$work" -p "$lport" bench > "$work/pgbench.log" 2>&1 ||
+		{ cat "$work/pgbench.log"; die "pgbench"; }
+	lsql -c "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid <= $bulk" || die "bulk update"
+	lsql -c "UPDATE pgbench_accounts SET abalance = $marker WHERE aid = 1" || die "marker"
+	want=$(digest lsql "SELECT aid, bid, abalance, filler FROM pgbench_accounts")
+	lsql -c "CHECKPOINT"; rsql -c "CHECKPOINT"
+
+	# the decoding alone: one peek of the whole backlog at the sync's slot
+	# (it consumes nothing), as the sync worker's peeks do in parts
+	cpu_watch_start "$work/cpu.decode.$run" local="$lpid" || die "cpu_watch"
+	t0=$(now)
+	lsql -c "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('$slot', NULL, NULL, 'proto_version', '1', 'publication_names', '$pub')" > /dev/null ||
+		die "peek"
+	t1=$(now)
+	cpu_watch_stop "$work/cpu.decode.$run" || die "cpu_watch"
+	decode=$(elapsed "$t0" "$t1")/$(cpu_field "$work/cpu.decode.$run" total:local)
+
+	# native alone
+	cpu_watch_start "$work/cpu.native.$run" local="$lpid" remote="$rpid" || die "cpu_watch"
+	t0=$(now)
+	rsql -c "ALTER SUBSCRIPTION native ENABLE"
+	wait_marker public.pgbench_accounts "$marker" ||
+		{ echo "native: the marker did not arrive"; status=1; }
+	t1=$(now)
+	cpu_watch_stop "$work/cpu.native.$run" || die "cpu_watch"
+	native=$(elapsed "$t0" "$t1")
+	[ "$(digest rsql "SELECT aid, bid, abalance, filler FROM public.pgbench_accounts")" = "$want" ] ||
+		{ echo "native: the copy differs from the source"; status=1; }
+	rsql -c "ALTER SUBSCRIPTION native DISABLE" || die "disable"
+
+	# ctas_fed alone
+	cpu_watch_start "$work/cpu.ctas.$run" local="$lpid" remote="$rpid" || die "cpu_watch"
+	t0=$(now)
+	rsql -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'bench_lock'" > /dev/null
+	wait_marker public.accounts "$marker" ||
+		{ echo "ctas_fed: the marker did not arrive"; status=1; }
+	t1=$(now)
+	cpu_watch_stop "$work/cpu.ctas.$run" || die "cpu_watch"
+	wait "$lock_pid" 2> /dev/null
+	lock_pid=
+	ctas=$(elapsed "$t0" "$t1")
+	[ "$(digest rsql "SELECT aid, bid, abalance, filler FROM public.accounts")" = "$want" ] ||
+		{ echo "ctas_fed: the copy differs from the source"; status=1; }
+
+	n=$(cpu_field "$work/cpu.native.$run" total:local)/$(cpu_field "$work/cpu.native.$run" total:remote)
+	nw=$(cpu_field "$work/cpu.native.$run" 'sum:local:walsender')/$(cpu_field "$work/cpu.native.$run" 'sum:remote:logical replication')
+	c=$(cpu_field "$work/cpu.ctas.$run" total:local)/$(cpu_field "$work/cpu.ctas.$run" total:remote)
+	cw=$(cpu_field "$work/cpu.ctas.$run" 'sum:local:ctas_fed sync')/$(cpu_field "$work/cpu.ctas.$run" 'sum:remote:loader')
+	echo "   native ${native} s (CPU local/remote ${n} s; walsender/apply worker ${nw} s)"
+	echo "   ctas_fed ${ctas} s (CPU local/remote ${c} s; sync worker/remote backend ${cw} s)"
+	echo "   one peek of the whole backlog at the sync's slot: ${decode} s (time/CPU)"
+	echo "| $run | $native | $n | $nw | $ctas | $c | $cw | $decode | $(awk -v a="$native" -v b="$ctas" 'BEGIN { printf "%.2f", a / b }')x |" >> "$work/rows.txt"
+	best_native=$(awk -v a="$native" -v b="${best_native:-1e9}" 'BEGIN { print (a < b ? a : b) }')
+	best_ctas=$(awk -v a="$ctas" -v b="${best_ctas:-1e9}" 'BEGIN { print (a < b ? a : b) }')
+done
+
+ratio=$(awk -v a="$best_native" -v b="$best_ctas" 'BEGIN { printf "%.2f", a / b }')
+met=$(awk -v r="$ratio" 'BEGIN { print (r >= 1.2 ? "met" : "NOT met") }')
+echo
+echo "catch-up of a paused backlog: pgbench_accounts scale $scale ($naccounts rows),"
+echo "$single single-row updates from $clients clients + one $bulk-row UPDATE + a marker"
+echo
+echo "| round | native s | CPU local/remote s | walsender/apply worker s | ctas_fed s | CPU local/remote s | sync worker/remote backend s | decoding alone s/CPU s | native/ctas_fed |"
+echo "|---|---|---|---|---|---|---|---|---|"
+cat "$work/rows.txt"
+echo
+echo "best: native ${best_native} s, ctas_fed ${best_ctas} s: ctas_fed at ${ratio}x native's catch-up speed (goal >= 1.2x: $met)"
+echo "(load average $(cut -d' ' -f1-3 /proc/loadavg))"
+lsql -c "SELECT ctas_fed.stop_sync('wh.public.accounts')" > /dev/null
+rsql -c "DROP SUBSCRIPTION native" > /dev/null
+[ "$status" = 0 ] && [ "$met" != met ] && exit 3
+exit $status

@@ -21,7 +21,9 @@ F<test/pgversions.sh>), started once and used by every case:
 
 =over
 
-=item * EXPLAIN names the remote version;
+=item * EXPLAIN (VERBOSE) names the remote version, and the DDL is the
+one for that version; a catalog that cannot be reached still has an
+EXPLAIN;
 
 =item * every type of the type map through the binary COPY format (the
 types the remote has) and the text format (all of them, an enum forcing
@@ -47,7 +49,8 @@ not own the database (public schema: open before 15, closed from 15).
 
 =back
 
-Every case asserts the remote state (check_invariant: no prepared
+Every case runs as a remote role that is not a superuser (loader, which
+owns the database dw).  Every case asserts the remote state (check_invariant: no prepared
 transaction of ours left).  The time of each run is printed with note().
 
 =cut
@@ -133,7 +136,7 @@ my @types = (
 # CtasPgBinarySafe)
 my %binary_from = (tsq => 99, num => 14, nm => 14, na => 14, nr => 14);
 
-# a psql session's stderr and status for $sql on $node
+# exit status, stdout and stderr of psql running $sql on $node
 sub run_sql
 {
 	my ($node, $sql) = @_;

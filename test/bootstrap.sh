@@ -2,7 +2,8 @@
 # test/run.sh and test/demo.sh
 #
 #   bash test/bootstrap.sh    ("make deps") as root: apt-get install the
-#                             Debian packages that are missing
+#                             Debian packages that are missing, then fetch
+#                             the remote PostgreSQL versions (pgversions.sh)
 #
 # Sourced (bash) from the repository root:
 #
@@ -242,5 +243,6 @@ ctas_stop_leftovers()
 
 # "make deps": run, not sourced
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
-	ctas_install_packages && ctas_check_runner
+	ctas_install_packages && ctas_check_runner &&
+		bash "$(dirname "${BASH_SOURCE[0]}")/pgversions.sh"
 fi

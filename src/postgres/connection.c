@@ -204,6 +204,40 @@ CtasPgGetConnection(CtasCatalog *catalog)
 }
 
 /*
+ * CtasPgTryGetConnection
+ *		CtasPgGetConnection for EXPLAIN, which works without the remote:
+ *		NULL when the catalog cannot be reached (the connection could not
+ *		be established: refused, timed out, authentication failed).  Any
+ *		other error, a cancel included, is raised.
+ */
+CtasConn *
+CtasPgTryGetConnection(CtasCatalog *catalog)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	CtasConn   *volatile entry = NULL;
+
+	PG_TRY();
+	{
+		entry = CtasPgGetConnection(catalog);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode !=
+			ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION)
+			PG_RE_THROW();
+		/* connect_catalog released the connection and its descriptor */
+		FlushErrorState();
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	return entry;
+}
+
+/*
  * CtasPgBrokenAtStart
  *		Called in a PG_CATCH block around the first commands of a remote
  *		transaction on entry's connection (BEGIN, and what precedes it),

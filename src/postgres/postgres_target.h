@@ -8,7 +8,8 @@
  *
  *	connection.c	libpq connections: cache, interruptible waits, remote
  *					errors, COPY with back-pressure
- *	typemap.c		PostgreSQL -> PostgreSQL type map, COPY text encoding
+ *	typemap.c		PostgreSQL -> PostgreSQL type map (adapted to the
+ *					remote's version), COPY text encoding
  *	deparse.c		the SQL text of a load: CREATE TABLE, ADD PRIMARY KEY,
  *					COPY, the remote types of column_types
  *	writer.c		the writer and its transaction steps; the routine
@@ -69,6 +70,7 @@ extern const CtasTargetRoutine CtasPostgresTarget;
 
 /* in connection.c */
 extern CtasConn *CtasPgGetConnection(CtasCatalog *catalog);
+extern CtasConn *CtasPgTryGetConnection(CtasCatalog *catalog);
 extern void CtasPgDisconnect(CtasConn *entry);
 extern bool CtasPgBrokenAtStart(CtasConn *entry, CtasCatalog *catalog);
 extern PGconn *CtasPgConnectFresh(CtasCatalog *catalog);
@@ -112,6 +114,9 @@ extern void CtasPgCopyRowEnd(StringInfo buf, bool binary, int nestlevel);
 /* in typemap.c */
 extern void CtasAppendCopyText(StringInfo buf, const char *s);
 extern char *CtasPostgresRemoteType(Oid typid, int32 typmod, bool *same_type);
+extern char *CtasPgRemoteVersion(PGconn *conn);
+extern void CtasPgAdaptColumns(CtasLoad *load, PGconn *conn);
+extern bool CtasPgBinarySafe(Oid typid, int version);
 extern int	CtasBeginTextOutput(void);
 extern void CtasEndTextOutput(int nestlevel);
 

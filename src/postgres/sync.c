@@ -311,7 +311,9 @@ pg_sync_open(CtasSyncTarget *t)
  *		whether every column has the built-in type of the local column, so
  *		that the binary form of the local type is the remote's
  *		(st->binary).  A column_types option, or a type that is not
- *		built-in, makes the remote type text: the copy is then in text.
+ *		built-in, makes the remote type text: the copy is then in text; so
+ *		does a type that the remote's version cannot take in binary
+ *		(CtasPgBinarySafe).
  *		Can ERROR.
  */
 static void
@@ -345,7 +347,8 @@ read_remote_table(CtasSyncTarget *t)
 		}
 		/* money (refused by pg_map_column anyway): lc_monetary's units */
 		if (local >= FirstGenbkiObjectId || local == CASHOID ||
-			remote != local)
+			remote != local ||
+			!CtasPgBinarySafe(local, PQserverVersion(st->conn)))
 			st->binary = false;
 	}
 	PQclear(res);

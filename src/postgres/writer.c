@@ -291,15 +291,32 @@ two_phase_setting(CtasCatalog *catalog)
 	return v ? v : "auto";
 }
 
+/*
+ * pg_explain
+ *		Target, DDL, load and commit of the load, and with VERBOSE the
+ *		remote's version.  The remote DDL depends on that version
+ *		(CtasPgAdaptColumns), so EXPLAIN connects (the cached connection;
+ *		nothing runs there but a catalog query for an older remote), unless
+ *		the load did already (ANALYZE).  A catalog that cannot be reached
+ *		gets the DDL of a remote of our version, as EXPLAIN needs no
+ *		remote.
+ */
 static void
 pg_explain(CtasLoad *load, ExplainState *es)
 {
 	char	   *pk = CtasPgPrimaryKeySql(load);
 	char	   *qualified = CtasPgQualifiedName(load);
+	CtasConn   *entry = CtasPgTryGetConnection(load->catalog);
 
+	if (entry != NULL && load->private == NULL)
+		CtasPgAdaptColumns(load, entry->conn);
 	ExplainPropertyText("Target", psprintf("catalog \"%s\" (postgres): %s",
 										   load->catalog->name, qualified),
 						es);
+	if (es->verbose)
+		ExplainPropertyText("Remote Server", entry ?
+							CtasPgRemoteVersion(entry->conn) :
+							"not reachable", es);
 	ExplainPropertyText("Remote DDL", CtasPgCreateTableSql(load, qualified),
 						es);
 	if (pk)
@@ -589,6 +606,8 @@ pg_begin_load(CtasLoad *load)
 		MemoryContextRegisterResetCallback(load->cxt, cb);
 	}
 
+	/* the remote may be older than us: types it lacks become text */
+	CtasPgAdaptColumns(load, ls->conn);
 	return remote_table_exists(ls->conn, load->catalog, load->schema,
 							   load->table);
 }

@@ -1676,4 +1676,239 @@ sub postgres_catalog
 push @EXPORT, qw(clickhouse_catalog postgres_catalog);
 
 
+#############################################################################
+# Remote PostgreSQL servers of other major versions (issue 21).  Added as one
+# block so that it merges apart from the rest of the package.
+#############################################################################
+
+package CtasFed::Test;
+
+=pod
+
+=head2 Other PostgreSQL versions
+
+=over
+
+=item new_versioned_remote_cluster($major, %opts)
+
+A plain PostgreSQL of major version $major (12, 13, 14, 16, 17, 18) to be
+a remote target, from the binaries that F<test/pgversions.sh> (C<make
+deps>) unpacked into F<$CTAS_PG_VERSIONS_DIR/$major> (default
+F</var/cache/ctas_fed/pg-versions>); dies saying so when they are not
+there.  initdb and pg_ctl of that version, as the OS user running the test,
+data in a PostgreSQL::Test::Utils::tempdir; the server listens on
+127.0.0.1 (a port from C<free_port>) and on a private unix socket, with
+C<max_prepared_transactions> (option of that name, default 10).
+Other options: C<host_auth> (TCP from 127.0.0.1, default scram-sha-256; the
+socket is trusted), C<roles> and C<databases> (as for C<new_cluster>),
+C<conf> (more postgresql.conf lines).
+
+Returns a CtasFed::Test::VersionedPg handle with the methods of
+PostgreSQL::Test::Cluster that the helpers here use: C<name>, C<port>,
+C<host>, C<connstr($db)>, C<psql($db, $sql)> (list context: exit status,
+stdout, stderr), C<safe_psql($db, $sql)> (dies on error), C<data_dir>,
+C<logfile>; and C<version_num> (server_version_num), C<restart(%opts)>
+(option C<conf>: lines appended first) and C<stop>, which stops the
+postmaster by its pid (SIGINT, a fast shutdown; SIGKILL after 60 s).
+Statements run with the system's psql (15), which talks to every version.
+
+=back
+
+=cut
+
+sub new_versioned_remote_cluster
+{
+	my ($major, %opts) = @_;
+	my $mpt       = delete $opts{max_prepared_transactions} // 10;
+	my $host_auth = delete $opts{host_auth} // 'scram-sha-256';
+	my $roles     = delete $opts{roles} // {};
+	my $databases = delete $opts{databases} // {};
+	my $extra     = delete $opts{conf} // '';
+	croak "unknown option(s): " . join(', ', sort keys %opts) if %opts;
+	$databases = { map { $_ => undef } @$databases }
+	  if ref $databases eq 'ARRAY';
+
+	my $root = ($ENV{CTAS_PG_VERSIONS_DIR} // '/var/cache/ctas_fed/pg-versions')
+	  . "/$major";
+	croak "PostgreSQL $major is not in $root: run \"make deps\" (test/pgversions.sh)"
+	  unless -x "$root/bin/postgres" && -x "$root/bin/initdb";
+
+	my $dir = PostgreSQL::Test::Utils::tempdir("pg$major");
+	my $self = bless {
+		name    => "pg$major",
+		major   => $major,
+		bindir  => "$root/bin",
+		data    => "$dir/data",
+		log     => "$dir/server.log",
+		sockdir => PostgreSQL::Test::Utils::tempdir_short(),
+		port    => free_port(),
+		pid     => undef,
+		owner   => $$,
+	}, 'CtasFed::Test::VersionedPg';
+
+	IPC::Run::run(
+		[
+			"$root/bin/initdb", '-D', $self->{data}, '-U', 'postgres',
+			'-E', 'UTF8', '--locale=C', '--no-sync', '-A', 'trust'
+		],
+		'>', "$dir/initdb.log", '2>&1')
+	  or croak "initdb of PostgreSQL $major failed:\n" . _tail("$dir/initdb.log", 30);
+	open my $conf, '>>', "$self->{data}/postgresql.conf"
+	  or croak "could not write postgresql.conf: $!";
+	print $conf "\n# added by CtasFed::Test\n"
+	  . "listen_addresses = '127.0.0.1'\n"
+	  . "port = $self->{port}\n"
+	  . "unix_socket_directories = '$self->{sockdir}'\n"
+	  . "max_prepared_transactions = $mpt\n"
+	  . "password_encryption = 'scram-sha-256'\n"
+	  . "fsync = off\nshared_buffers = 32MB\nmax_connections = 50\n"
+	  . "timezone = 'UTC'\nlog_line_prefix = '%m [%p] %q%u@%d '\n"
+	  . "$extra\n";
+	close $conf;
+	open my $hba, '>', "$self->{data}/pg_hba.conf"
+	  or croak "could not write pg_hba.conf: $!";
+	print $hba "# written by CtasFed::Test\n"
+	  . "local all all               trust\n"
+	  . "host  all all  127.0.0.1/32 $host_auth\n";
+	close $hba;
+
+	$self->_start;
+	_register($self);
+
+	my @sql;
+	foreach my $role (sort keys %$roles)
+	{
+		my $pw = $roles->{$role};
+		push @sql, "CREATE ROLE " . _sql_ident($role) . " LOGIN"
+		  . (defined $pw ? " PASSWORD " . _sql_literal($pw) : '') . ";";
+	}
+	$self->safe_psql('postgres', join("\n", @sql)) if @sql;
+	foreach my $db (sort keys %$databases)
+	{
+		my $owner = $databases->{$db};
+		$self->safe_psql('postgres', "CREATE DATABASE " . _sql_ident($db)
+			  . (defined $owner ? " OWNER " . _sql_ident($owner) : ''));
+	}
+	return $self;
+}
+
+push @EXPORT, qw(new_versioned_remote_cluster);
+
+
+package CtasFed::Test::VersionedPg;
+
+use strict;
+use warnings;
+
+use Carp;
+use IPC::Run ();
+use Time::HiRes qw(time usleep);
+
+sub name        { return $_[0]->{name}; }
+sub port        { return $_[0]->{port}; }
+sub host        { return '127.0.0.1'; }
+sub data_dir    { return $_[0]->{data}; }
+sub logfile     { return $_[0]->{log}; }
+
+sub connstr
+{
+	my ($self, $db) = @_;
+	return "host=$self->{sockdir} port=$self->{port} user=postgres dbname="
+	  . CtasFed::Test::_conninfo_value($db // 'postgres');
+}
+
+# pg_ctl start -w, then the postmaster's pid from its pid file
+sub _start
+{
+	my ($self) = @_;
+	my $out = '';
+	IPC::Run::run(
+		[
+			"$self->{bindir}/pg_ctl", '-D', $self->{data}, '-l', $self->{log},
+			'-w', '-t', '60', 'start'
+		],
+		'>', \$out, '2>&1')
+	  or croak "PostgreSQL $self->{major} did not start:\n$out"
+	  . CtasFed::Test::_tail($self->{log}, 30);
+	open my $fh, '<', "$self->{data}/postmaster.pid"
+	  or croak "no postmaster.pid: $!";
+	my $pid = <$fh>;
+	close $fh;
+	chomp $pid;
+	$self->{pid} = $pid;
+	return;
+}
+
+sub psql
+{
+	my ($self, $db, $sql) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $self->connstr($db), '-f', '-' ],
+		'<', \$sql, '>', \$out, '2>', \$err, IPC::Run::timeout(180));
+	my $rc = $? >> 8;
+	chomp $out;
+	return wantarray ? ($rc, $out, $err) : $rc;
+}
+
+sub safe_psql
+{
+	my ($self, $db, $sql) = @_;
+	my ($rc, $out, $err) = $self->psql($db, $sql);
+	croak "psql on $self->{name} failed (exit $rc): $err\nstatement: $sql"
+	  if $rc != 0;
+	return $out;
+}
+
+sub version_num
+{
+	my ($self) = @_;
+	return $self->safe_psql('postgres', 'SHOW server_version_num');
+}
+
+# fast shutdown by pid: SIGINT, then SIGKILL after $timeout s
+sub stop
+{
+	my ($self, $timeout) = @_;
+	return 1 unless $self->{pid} && $self->{owner} == $$;
+	my $pid = $self->{pid};
+	kill 'INT', $pid;
+	my $deadline = time + ($timeout // 60);
+	while (CtasFed::Test::_alive($pid) && time < $deadline)
+	{
+		usleep(50_000);
+	}
+	kill 'KILL', $pid if CtasFed::Test::_alive($pid);
+	usleep(50_000) while CtasFed::Test::_alive($pid) && time < $deadline + 10;
+	return 0 if CtasFed::Test::_alive($pid);
+	CtasFed::Test::_unregister($self);
+	$self->{pid} = undef;
+	return 1;
+}
+
+sub restart
+{
+	my ($self, %opts) = @_;
+	$self->stop or croak "PostgreSQL $self->{major} did not stop";
+	if (defined $opts{conf})
+	{
+		open my $conf, '>>', "$self->{data}/postgresql.conf"
+		  or croak "could not write postgresql.conf: $!";
+		print $conf "$opts{conf}\n";
+		close $conf;
+	}
+	$self->_start;
+	CtasFed::Test::_register($self);
+	return;
+}
+
+sub DESTROY
+{
+	my ($self) = @_;
+	local ($?, $@, $!);
+	$self->stop;
+	return;
+}
+
+
 1;

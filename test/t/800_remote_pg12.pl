@@ -1,0 +1,16 @@
+
+# Copyright (c) 2026, ctas_fed developers
+
+# The PostgreSQL target against a remote PostgreSQL 12: the cases of
+# CtasFed::RemoteMatrix (test/lib/CtasFed/RemoteMatrix.pm), on binaries
+# that test/pgversions.sh fetched ("make deps").
+
+use strict;
+use warnings;
+
+use Test::More;
+
+use CtasFed::RemoteMatrix;
+
+run_remote_matrix(12);
+done_testing();

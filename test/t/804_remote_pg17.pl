@@ -5,6 +5,8 @@
 # CtasFed::RemoteMatrix (test/lib/CtasFed/RemoteMatrix.pm), on binaries
 # that test/pgversions.sh fetched ("make deps").
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

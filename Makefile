@@ -34,6 +34,11 @@ OBJS = \
 	src/metrics.o \
 	src/options.o \
 	src/multi.o \
+	src/mysql/conn.o \
+	src/mysql/resolve.o \
+	src/mysql/types.o \
+	src/mysql/writer.o \
+	src/mysql/xact.o \
 	src/parallel.o \
 	src/parallel_worker.o \
 	src/postgres/connection.o \
@@ -74,7 +79,8 @@ ifeq ($(CTAS_WERROR),1)
 PG_CFLAGS = -Werror
 endif
 SHLIB_LINK_INTERNAL = $(libpq)
-SHLIB_LINK = -lcurl
+SHLIB_LINK = -lcurl $(shell pkg-config --libs libmariadb 2>/dev/null || mariadb_config --libs)
+PG_CPPFLAGS += $(shell pkg-config --cflags libmariadb 2>/dev/null || mariadb_config --include)
 
 # "make deps" (and "make test" or "make demo" on a fresh machine) must work
 # before pg_config is installed

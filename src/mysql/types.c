@@ -174,7 +174,7 @@ CtasMyMapColumn(CtasLoad *load, CtasColumn *col)
 					ereport(ERROR,
 							(errcode(ERRCODE_DATATYPE_MISMATCH),
 							 errmsg("column \"%s\" of type %s cannot be mapped to a MySQL DECIMAL",
-									col->name, format_type_be(col->typid)),
+									col->name, format_type_with_typemod(col->typid, col->typmod)),
 							 errdetail("MySQL's DECIMAL holds at most %d digits, %d of them after the point, and no negative scale.",
 									   MY_MAX_DECIMAL_PRECISION, MY_MAX_DECIMAL_SCALE),
 							 errhint("Choose the remote type with WITH (column_types = '%s DOUBLE'), or cast the column.",

@@ -231,10 +231,12 @@ my_flush(MyLoad *ml)
 
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("MySQL catalog \"%s\" took " UINT64_FORMAT " of " UINT64_FORMAT " rows sent to \"%s\" with %u warnings",
-						ml->load->catalog->name, n, ml->chunk_rows,
-						CtasMyDisplay(ml->db, ml->load->table), warnings),
-				 w ? errdetail_internal("%s", w) : 0));
+				 errmsg("MySQL catalog \"%s\" did not take the rows sent to \"%s\" exactly",
+						ml->load->catalog->name,
+						CtasMyDisplay(ml->db, ml->load->table)),
+				 errdetail_internal("It took " UINT64_FORMAT " of " UINT64_FORMAT " rows with %u warning(s)%s%s.",
+									n, ml->chunk_rows, warnings,
+									w ? "; the first: " : "", w ? w : "")));
 	}
 	ml->sent += n;
 	ml->chunk_rows = 0;

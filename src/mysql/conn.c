@@ -549,6 +549,12 @@ my_run(MyConn *conn, const char *sql, bool cleanup, MYSQL_RES **res)
 		}
 		status = mysql_real_query_cont(&ret, conn->my, status);
 	}
+	if (conn->refused)
+	{
+		/* a server that asks for a file it was not offered is not trusted */
+		my_mark_broken(conn);
+		return false;
+	}
 	if (ret != 0)
 	{
 		unsigned int e = mysql_errno(conn->my);
@@ -714,6 +720,12 @@ CtasMyLoadData(MyConn *conn, const char *sql, const char *data, size_t len,
 			my_local_infile(conn, false);
 	}
 	PG_END_TRY();
+	if (conn->refused)
+	{
+		/* the server asked for something else: never trust it again */
+		my_mark_broken(conn);
+		my_raise(conn, "load the rows");
+	}
 	if (!ok)
 		my_raise(conn, "load the rows");
 	if (conn->pos != len)

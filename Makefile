@@ -63,7 +63,7 @@ EXTENSION = ctas_fed
 DATA = ctas_fed--0.1.sql
 PGFILEDESC = "ctas_fed - federated CREATE TABLE AS into external catalogs"
 
-REGRESS = catalog postgres types clickhouse
+REGRESS = catalog postgres types clickhouse mysql
 REGRESS_OPTS = --temp-config=$(srcdir)/test/ctas_fed.conf
 
 PG_CONFIG ?= pg_config

@@ -68,6 +68,8 @@ struct MyConn
 	MYSQL	   *my;
 	char	   *catalog;		/* name, for messages */
 	bool		broken;			/* interrupted or lost: never used again */
+	bool		busy;			/* a statement was sent and not finished */
+	unsigned long thread_id;	/* the server's id of the session */
 	bool		fd_reserved;
 	/* the stream the local-infile handler may serve */
 	bool		armed;
@@ -392,6 +394,7 @@ CtasMyConnect(const CtasCatalog *catalog, MemoryContext cxt, bool cleanup)
 		return NULL;
 	}
 	my_local_infile(conn, false);
+	conn->thread_id = mysql_thread_id(conn->my);
 
 	if (!CtasMyTryQuery(conn,
 						"SET SESSION sql_mode = '" MY_SQL_MODE "', time_zone = '+00:00', "
@@ -416,7 +419,7 @@ CtasMyClose(MyConn *conn)
 {
 	if (conn == NULL || conn->my == NULL)
 		return;
-	if (!conn->broken)
+	if (!CtasMyBroken(conn))
 	{
 		int			status = mysql_close_start(conn->my);
 		TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 2000);
@@ -450,10 +453,36 @@ CtasMyCatalogName(MyConn *conn)
 	return conn->catalog;
 }
 
+/*
+ * CtasMyKill
+ *		When victim broke in the middle of a statement (an interrupt, a
+ *		deadline), the server may still run it, or wait for the rest of a
+ *		LOAD DATA stream, holding its locks: end that session through via.
+ *		Never an ERROR.
+ */
+void
+CtasMyKill(MyConn *victim, MyConn *via)
+{
+	if (victim == NULL || via == NULL || victim == via || !victim->busy ||
+		victim->thread_id == 0 || CtasMyBroken(via))
+		return;
+	(void) CtasMyTryQuery(via, psprintf("KILL CONNECTION %lu", victim->thread_id),
+						  "end a broken session", MY_Q_CLEANUP, NULL, NULL, NULL);
+	my_mark_broken(victim);
+	victim->busy = false;
+}
+
+/*
+ * CtasMyBroken
+ *		Is the session unusable?  Also when a statement of it never finished:
+ *		a FATAL (pg_terminate_backend) leaves my_wait without the PG_CATCH
+ *		that marks the session broken, and the abort path must not talk on
+ *		it.
+ */
 bool
 CtasMyBroken(MyConn *conn)
 {
-	return conn == NULL || conn->broken || conn->my == NULL;
+	return conn == NULL || conn->broken || conn->busy || conn->my == NULL;
 }
 
 /* ------------------------------------------------------------------------
@@ -538,6 +567,7 @@ my_run(MyConn *conn, const char *sql, bool cleanup, MYSQL_RES **res)
 	if (cleanup)
 		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 											   MY_CLEANUP_TIMEOUT_MS);
+	conn->busy = true;
 	status = mysql_real_query_start(&ret, conn->my, sql, strlen(sql));
 	while (status)
 	{
@@ -549,6 +579,7 @@ my_run(MyConn *conn, const char *sql, bool cleanup, MYSQL_RES **res)
 		}
 		status = mysql_real_query_cont(&ret, conn->my, status);
 	}
+	conn->busy = false;
 	if (conn->refused)
 	{
 		/* a server that asks for a file it was not offered is not trusted */

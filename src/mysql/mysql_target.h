@@ -174,6 +174,7 @@ extern uint64 CtasMyLoadData(MyConn *conn, const char *sql,
 							 unsigned int *warnings);
 extern char *CtasMyFirstWarning(MyConn *conn);
 extern bool CtasMyBroken(MyConn *conn);
+extern void CtasMyKill(MyConn *victim, MyConn *via);
 extern char *CtasMyQuoteIdent(const char *s);
 extern char *CtasMyQname(const char *db, const char *table);
 extern char *CtasMyLiteral(const char *s);

@@ -504,13 +504,21 @@ CtasMyUndoChecked(MyConn *conn, MyAction *a, char **why)
 	return true;
 }
 
-/* a live session for a commit or abort path: xs->conn, or a new one */
+/*
+ * A live session for a commit or abort path: xs->conn, or a new one in cxt.
+ * Sessions of the transaction that broke in the middle of a statement are
+ * ended first (their statements hold locks on what is to be undone).
+ */
 static MyConn *
 my_cleanup_conn(CtasParticipant *part, MyXact *xs, MemoryContext cxt)
 {
-	if (xs->conn && !CtasMyBroken(xs->conn))
-		return xs->conn;
-	return CtasMyConnect(part->catalog, cxt, true);
+	MyConn	   *conn = xs->conn;
+
+	if (conn == NULL || CtasMyBroken(conn))
+		conn = CtasMyConnect(part->catalog, cxt, true);
+	CtasMyKill(xs->conn, conn);
+	CtasMyKill(xs->xa_conn, conn);
+	return conn;
 }
 
 /* ------------------------------------------------------------------------
@@ -627,8 +635,10 @@ my_xa_finish(CtasParticipant *part, MyXact *xs, bool commit,
 		CtasMyTryQuery(xs->xa_conn, sql, "finish the XA transaction",
 					   MY_Q_CLEANUP, NULL, NULL, NULL))
 		return true;
-	CtasMyClose(xs->xa_conn);
 	c = CtasMyConnect(part->catalog, cxt, true);
+	/* a session the server still runs would keep the branch to itself */
+	CtasMyKill(xs->xa_conn, c);
+	CtasMyClose(xs->xa_conn);
 	if (c == NULL)
 		return false;
 	if (CtasMyTryQuery(c, sql, "finish the XA transaction", MY_Q_CLEANUP,
@@ -732,6 +742,8 @@ CtasMyAbort(CtasParticipant *part)
 	if (xs->xa_state == MY_XA_ACTIVE)
 	{
 		/* an unprepared branch dies with its session */
+		if (CtasMyBroken(xs->xa_conn))
+			(void) my_cleanup_conn(part, xs, cxt);
 		CtasMyClose(xs->xa_conn);
 		xs->xa_conn = NULL;
 	}

@@ -13,9 +13,9 @@
  * Local files.  A MySQL server may answer any statement with a request for
  * a local file of its choosing.  The handler installed here serves one
  * thing only: the in-memory stream of the LOAD DATA statement that
- * CtasMyLoadData is running at that moment, under a random name that this
- * statement chose; every other request (another name, or a request at any
- * other time) is refused and nothing is read.  Outside CtasMyLoadData the
+ * CtasMyLoadStart sent, under a random name that this statement chose,
+ * until CtasMyLoadFinish; every other request (another name, or a request
+ * at any other time) is refused and nothing is read.  Outside a load the
  * client's local-infile capability is switched off as well.  No client
  * file is ever opened.
  *
@@ -31,6 +31,7 @@
  */
 #include "postgres.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 /* libmariadb's ma_list.h declares functions of the names of pg_list.h's */
@@ -69,6 +70,8 @@ struct MyConn
 	char	   *catalog;		/* name, for messages */
 	bool		broken;			/* interrupted or lost: never used again */
 	bool		busy;			/* a statement was sent and not finished */
+	int			q_ret;			/* result of the running statement */
+	int			q_status;		/* what it waits for (MYSQL_WAIT_*), 0: done */
 	unsigned long thread_id;	/* the server's id of the session */
 	bool		fd_reserved;
 	/* the stream the local-infile handler may serve */
@@ -297,20 +300,55 @@ CtasMyConnect(const CtasCatalog *catalog, MemoryContext cxt, bool cleanup)
 	int			status;
 	TimestampTz deadline;
 
-	/* the rules of a non-superuser's catalog, checked on every use */
-	CtasCheckCatalogHosts(catalog);
+	/*
+	 * The rules of a non-superuser's catalog, checked on every use; on a
+	 * cleanup path a refusal is a WARNING (what is left stays for the
+	 * resolver, which applies the same rules).
+	 */
+	if (cleanup)
+	{
+		MemoryContext ecxt = CurrentMemoryContext;
+		bool		refused = false;
+
+		PG_TRY();
+		{
+			CtasCheckCatalogHosts(catalog);
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(ecxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			ereport(WARNING,
+					(errcode(edata->sqlerrcode),
+					 errmsg_internal("%s", edata->message)));
+			FreeErrorData(edata);
+			refused = true;
+		}
+		PG_END_TRY();
+		if (refused)
+			return NULL;
+	}
+	else
+		CtasCheckCatalogHosts(catalog);
 	if ((password == NULL || password[0] == '\0') &&
 		my_password_required(catalog))
-		ereport(ERROR,
+		ereport(cleanup ? WARNING : ERROR,
 				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
 				 errmsg("password is required"),
 				 errdetail("Non-superusers must provide a password in the user mapping of MySQL catalog \"%s\".",
 						   catalog->name),
 				 errhint("Set the password option of the user mapping, or have a superuser set password_required 'false' on it.")));
 	if (host == NULL)
-		ereport(ERROR,
+		ereport(cleanup ? WARNING : ERROR,
 				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
 				 errmsg("MySQL catalog \"%s\" has no host", catalog->name)));
+	if (host == NULL ||
+		((password == NULL || password[0] == '\0') &&
+		 my_password_required(catalog)))
+		return NULL;			/* cleanup: refused above with a WARNING */
 	if ((v = CtasCatalogOption(catalog, "port")) != NULL)
 		port = (unsigned int) atoi(v);
 	if ((v = CtasCatalogOption(catalog, "connect_timeout")) != NULL)
@@ -544,6 +582,76 @@ my_raise(MyConn *conn, const char *what)
 			 errdetail_internal("%s (MySQL error %u)", msg, e)));
 }
 
+/* send sql; the answer is read by my_query_poll and my_query_finish */
+static void
+my_query_start(MyConn *conn, const char *sql)
+{
+	conn->refused = false;
+	conn->busy = true;
+	conn->q_ret = 0;
+	conn->q_status = mysql_real_query_start(&conn->q_ret, conn->my, sql,
+											strlen(sql));
+}
+
+/*
+ * my_query_poll
+ *		Let the running statement make the progress the socket allows now,
+ *		without waiting.  Never an ERROR.
+ */
+static void
+my_query_poll(MyConn *conn)
+{
+	struct pollfd p;
+
+	if (!conn->busy || conn->broken || conn->q_status == 0 ||
+		!(conn->q_status & (MYSQL_WAIT_READ | MYSQL_WAIT_WRITE)))
+		return;
+	p.fd = mysql_get_socket(conn->my);
+	p.events = ((conn->q_status & MYSQL_WAIT_READ) ? POLLIN : 0) |
+		((conn->q_status & MYSQL_WAIT_WRITE) ? POLLOUT : 0);
+	p.revents = 0;
+	while (poll(&p, 1, 0) > 0 && p.revents != 0)
+	{
+		int			ready = 0;
+
+		if (p.revents & (POLLIN | POLLERR | POLLHUP))
+			ready |= MYSQL_WAIT_READ;
+		if (p.revents & (POLLOUT | POLLERR | POLLHUP))
+			ready |= MYSQL_WAIT_WRITE;
+		conn->q_status = mysql_real_query_cont(&conn->q_ret, conn->my,
+											   ready & conn->q_status ? ready & conn->q_status : ready);
+		if (conn->q_status == 0 ||
+			!(conn->q_status & (MYSQL_WAIT_READ | MYSQL_WAIT_WRITE)))
+			return;
+		p.events = ((conn->q_status & MYSQL_WAIT_READ) ? POLLIN : 0) |
+			((conn->q_status & MYSQL_WAIT_WRITE) ? POLLOUT : 0);
+		p.revents = 0;
+	}
+}
+
+/*
+ * my_query_finish
+ *		Wait until the running statement has its answer (conn->q_ret).
+ *		false when the deadline passed (the session is then broken).
+ */
+static bool
+my_query_finish(MyConn *conn, TimestampTz deadline, bool cleanup)
+{
+	while (conn->q_status)
+	{
+		int			status = my_wait(conn, conn->q_status, deadline, cleanup);
+
+		if (status < 0)
+		{
+			my_mark_broken(conn);
+			return false;
+		}
+		conn->q_status = mysql_real_query_cont(&conn->q_ret, conn->my, status);
+	}
+	conn->busy = false;
+	return true;
+}
+
 /*
  * my_run
  *		Send sql and read its answer (a result set into *res when res is
@@ -563,23 +671,13 @@ my_run(MyConn *conn, const char *sql, bool cleanup, MYSQL_RES **res)
 		*res = NULL;
 	if (CtasMyBroken(conn))
 		return false;
-	conn->refused = false;
 	if (cleanup)
 		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 											   MY_CLEANUP_TIMEOUT_MS);
-	conn->busy = true;
-	status = mysql_real_query_start(&ret, conn->my, sql, strlen(sql));
-	while (status)
-	{
-		status = my_wait(conn, status, deadline, cleanup);
-		if (status < 0)
-		{
-			my_mark_broken(conn);
-			return false;
-		}
-		status = mysql_real_query_cont(&ret, conn->my, status);
-	}
-	conn->busy = false;
+	my_query_start(conn, sql);
+	if (!my_query_finish(conn, deadline, cleanup))
+		return false;
+	ret = conn->q_ret;
 	if (conn->refused)
 	{
 		/* a server that asks for a file it was not offered is not trusted */
@@ -712,21 +810,21 @@ CtasMyTryQuery(MyConn *conn, const char *sql, const char *what, int flags,
 }
 
 /*
- * CtasMyLoadData
- *		Run LOAD DATA LOCAL INFILE '<name>' followed by sql (INTO TABLE
- *		...), and serve it data[0..len-1] from memory under <name>, a
- *		random name chosen here.  Returns the rows the server took and
- *		the warnings it counted.  ERROR when it fails, or when the server
- *		asks for any other file.
+ * CtasMyLoadStart
+ *		Send LOAD DATA LOCAL INFILE '<name>' followed by sql (INTO TABLE
+ *		...), to be served data[0..len-1] from memory under <name>, a
+ *		random name chosen here.  data must stay as it is until
+ *		CtasMyLoadFinish.  The server reads it while the caller goes on
+ *		(CtasMyLoadPoll moves it along).  ERROR when it cannot be sent.
  */
-uint64
-CtasMyLoadData(MyConn *conn, const char *sql, const char *data, size_t len,
-			   unsigned int *warnings)
+void
+CtasMyLoadStart(MyConn *conn, const char *sql, const char *data, size_t len)
 {
 	uint32		r[2];
 	char	   *stmt;
-	bool		ok;
 
+	if (CtasMyBroken(conn))
+		my_raise(conn, "load the rows");
 	if (!pg_strong_random(r, sizeof(r)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
@@ -739,9 +837,32 @@ CtasMyLoadData(MyConn *conn, const char *sql, const char *data, size_t len,
 	conn->pos = 0;
 	conn->armed = true;
 	my_local_infile(conn, true);
+	my_query_start(conn, stmt);
+	pfree(stmt);
+}
+
+/* Let a load started by CtasMyLoadStart progress, without waiting */
+void
+CtasMyLoadPoll(MyConn *conn)
+{
+	if (conn->armed)
+		my_query_poll(conn);
+}
+
+/*
+ * CtasMyLoadFinish
+ *		Wait for the end of the load CtasMyLoadStart began.  Returns the rows
+ *		the server took and the warnings it counted.  ERROR when it failed,
+ *		or when the server asked for any other file.
+ */
+uint64
+CtasMyLoadFinish(MyConn *conn, unsigned int *warnings)
+{
+	bool		ok;
+
 	PG_TRY();
 	{
-		ok = my_run(conn, stmt, false, NULL);
+		ok = my_query_finish(conn, 0, false);
 	}
 	PG_FINALLY();
 	{
@@ -757,15 +878,21 @@ CtasMyLoadData(MyConn *conn, const char *sql, const char *data, size_t len,
 		my_mark_broken(conn);
 		my_raise(conn, "load the rows");
 	}
-	if (!ok)
+	if (!ok || conn->q_ret != 0)
+	{
+		unsigned int e = conn->my ? mysql_errno(conn->my) : 0;
+
+		if (e >= 2000 && e < 3000)
+			conn->broken = true;
 		my_raise(conn, "load the rows");
-	if (conn->pos != len)
+	}
+	if (conn->pos != conn->len)
 	{
 		my_mark_broken(conn);
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_ERROR),
 				 errmsg("MySQL catalog \"%s\" read %zu of %zu bytes of a row stream",
-						conn->catalog, conn->pos, len)));
+						conn->catalog, conn->pos, conn->len)));
 	}
 	*warnings = mysql_warning_count(conn->my);
 	return (uint64) mysql_affected_rows(conn->my);

@@ -145,8 +145,12 @@ typedef struct MyLoad
 	char	   *into;			/* table the rows go into */
 	char	   *load_sql;		/* LOAD DATA ... (columns) */
 	MyColumn   *cols;
-	StringInfoData buf;			/* rows of the current chunk */
-	uint64		chunk_rows;
+	StringInfoData bufs[2];		/* chunks: one being filled, one that the
+								 * server may be reading */
+	int			cur;			/* the one being filled */
+	uint64		chunk_rows;		/* rows in it */
+	bool		inflight;		/* the other one is being loaded */
+	uint64		inflight_rows;
 	uint64		block_rows;		/* streaming: rows since the last COMMIT */
 	uint64		sent;			/* rows the server took */
 } MyLoad;
@@ -169,9 +173,10 @@ extern List *CtasMyQuery(MyConn *conn, const char *sql, const char *what,
 extern bool CtasMyTryQuery(MyConn *conn, const char *sql, const char *what,
 						   int flags, List **rows, char **detail,
 						   unsigned int *errnum);
-extern uint64 CtasMyLoadData(MyConn *conn, const char *sql,
-							 const char *data, size_t len,
-							 unsigned int *warnings);
+extern void CtasMyLoadStart(MyConn *conn, const char *sql,
+							const char *data, size_t len);
+extern void CtasMyLoadPoll(MyConn *conn);
+extern uint64 CtasMyLoadFinish(MyConn *conn, unsigned int *warnings);
 extern char *CtasMyFirstWarning(MyConn *conn);
 extern bool CtasMyBroken(MyConn *conn);
 extern void CtasMyKill(MyConn *victim, MyConn *via);

@@ -15,7 +15,8 @@
  *				(xact.c), and the rows go straight into the target in it.
  *	put_row		the row is encoded into the chunk buffer; every 4 MB the
  *				chunk is sent by one LOAD DATA LOCAL INFILE whose "file" is
- *				served from memory (conn.c): memory stays flat.
+ *				served from memory (conn.c), while the next chunk is encoded
+ *				into a second buffer: memory stays flat (two chunks).
  *	end_load	the last chunk is sent.  Every chunk is checked: the server
  *				must report exactly the rows sent and no warning (LOAD DATA
  *				LOCAL turns data errors into warnings).
@@ -210,22 +211,22 @@ my_check_columns(MyLoad *ml, const char *db, const char *table)
 }
 
 /*
- * my_flush
- *		Send the chunk buffer as one LOAD DATA and check that the server
- *		took every row without a warning.  ERROR otherwise, with the first
+ * my_finish_inflight
+ *		Wait for the chunk the server is loading, and check that it took
+ *		every row without a warning.  ERROR otherwise, with the first
  *		warning (which names the column and the row).
  */
 static void
-my_flush(MyLoad *ml)
+my_finish_inflight(MyLoad *ml)
 {
 	unsigned int warnings = 0;
 	uint64		n;
 
-	if (ml->chunk_rows == 0)
+	if (!ml->inflight)
 		return;
-	n = CtasMyLoadData(ml->conn, ml->load_sql, ml->buf.data, ml->buf.len,
-					   &warnings);
-	if (warnings > 0 || n != ml->chunk_rows)
+	ml->inflight = false;
+	n = CtasMyLoadFinish(ml->conn, &warnings);
+	if (warnings > 0 || n != ml->inflight_rows)
 	{
 		char	   *w = warnings > 0 ? CtasMyFirstWarning(ml->conn) : NULL;
 
@@ -235,12 +236,33 @@ my_flush(MyLoad *ml)
 						ml->load->catalog->name,
 						CtasMyDisplay(ml->db, ml->load->table)),
 				 errdetail_internal("It took " UINT64_FORMAT " of " UINT64_FORMAT " rows with %u warning(s)%s%s.",
-									n, ml->chunk_rows, warnings,
+									n, ml->inflight_rows, warnings,
 									w ? "; the first: " : "", w ? w : "")));
 	}
 	ml->sent += n;
+}
+
+/*
+ * my_flush
+ *		Hand the chunk being filled to the server as one LOAD DATA, once
+ *		the previous one is done, and go on filling the other buffer while
+ *		the server reads it: encoding and loading overlap, as the two
+ *		processes of a pipe do.  Memory: two chunks.
+ */
+static void
+my_flush(MyLoad *ml)
+{
+	StringInfo	buf = &ml->bufs[ml->cur];
+
+	my_finish_inflight(ml);
+	if (ml->chunk_rows == 0)
+		return;
+	CtasMyLoadStart(ml->conn, ml->load_sql, buf->data, buf->len);
+	ml->inflight = true;
+	ml->inflight_rows = ml->chunk_rows;
 	ml->chunk_rows = 0;
-	resetStringInfo(&ml->buf);
+	ml->cur = 1 - ml->cur;
+	resetStringInfo(&ml->bufs[ml->cur]);
 }
 
 /* streaming: commit what was sent */
@@ -248,6 +270,7 @@ static void
 my_stream_commit(MyLoad *ml)
 {
 	my_flush(ml);
+	my_finish_inflight(ml);
 	CtasMyExec(ml->conn, "COMMIT", "commit the rows");
 	ml->load->rows_committed = ml->sent;
 	ml->block_rows = 0;
@@ -345,7 +368,8 @@ my_create_table(CtasLoad *load, bool exists)
 		ml->into = pstrdup(a->stage);
 	}
 	ml->load_sql = my_load_sql(load, db, ml->into, ml->cols);
-	initStringInfo(&ml->buf);
+	initStringInfo(&ml->bufs[0]);
+	initStringInfo(&ml->bufs[1]);
 	return true;
 }
 
@@ -353,7 +377,7 @@ static void
 my_put_row(CtasLoad *load, TupleTableSlot *slot)
 {
 	MyLoad	   *ml = (MyLoad *) load->private;
-	StringInfo	buf = &ml->buf;
+	StringInfo	buf = &ml->bufs[ml->cur];
 	int			before = buf->len;
 	int			i;
 
@@ -373,6 +397,8 @@ my_put_row(CtasLoad *load, TupleTableSlot *slot)
 		my_stream_commit(ml);
 	else if (buf->len >= MY_CHUNK_BYTES)
 		my_flush(ml);
+	else if (ml->inflight && (ml->chunk_rows & 63) == 0)
+		CtasMyLoadPoll(ml->conn);	/* keep the server fed */
 }
 
 static void
@@ -388,6 +414,7 @@ my_end_load(CtasLoad *load)
 		return;
 	}
 	my_flush(ml);
+	my_finish_inflight(ml);
 	if (ml->action)
 		ml->action->state = MY_ACTION_LOADED;
 }

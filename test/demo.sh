@@ -8,8 +8,7 @@
 #   remote   PostgreSQL, max_prepared_transactions = 10, database dw owned by
 #            role loader (password secret), password auth over TCP
 #   ClickHouse, user default with a generated password
-#   MariaDB, database shop, user loader (password secret), as "mysql" when
-#            we are root
+#   MariaDB, database shop, user loader (password secret)
 # Everything started here is stopped on exit, failure and Ctrl-C included;
 # the folder is removed on success and kept (path printed) on failure.
 #
@@ -149,14 +148,11 @@ if [ "$(curl -s --max-time 2 "$ch_url/ping")" != "Ok." ]; then
 fi
 
 echo "== MariaDB on 127.0.0.1:$my_port (database shop, user loader)"
-my_runas=()
-ctas_is_root && my_runas=(runuser -u mysql --)
-mkdir -p "$work/mariadb/data" && chmod 755 "$work/mariadb" || exit 1
-ctas_is_root && chown mysql: "$work/mariadb/data"
-"${my_runas[@]}" mariadb-install-db --no-defaults --datadir="$work/mariadb/data" \
+ctas_as_runner mkdir -p "$work/mariadb/data" || exit 1
+ctas_as_runner mariadb-install-db --no-defaults --datadir="$work/mariadb/data" \
 	--auth-root-authentication-method=normal --skip-test-db > "$work/mariadb.install.log" 2>&1 || {
 	cat "$work/mariadb.install.log"; exit 1; }
-"${my_runas[@]}" mariadbd --no-defaults --datadir="$work/mariadb/data" \
+ctas_as_runner mariadbd --no-defaults --datadir="$work/mariadb/data" \
 	--socket="$work/mariadb/data/sock" --port="$my_port" --bind-address=127.0.0.1 \
 	--pid-file="$work/mariadb/data/pid" --log-error="$work/mariadb/data/error.log" \
 	--skip-name-resolve --skip-log-bin < /dev/null > /dev/null 2>&1 &

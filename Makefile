@@ -34,6 +34,11 @@ OBJS = \
 	src/metrics.o \
 	src/options.o \
 	src/multi.o \
+	src/mysql/conn.o \
+	src/mysql/resolve.o \
+	src/mysql/types.o \
+	src/mysql/writer.o \
+	src/mysql/xact.o \
 	src/parallel.o \
 	src/parallel_worker.o \
 	src/postgres/connection.o \
@@ -63,7 +68,7 @@ EXTENSION = ctas_fed
 DATA = ctas_fed--0.1.sql ctas_fed--0.1--0.2.sql
 PGFILEDESC = "ctas_fed - federated CREATE TABLE AS into external catalogs"
 
-REGRESS = catalog postgres types clickhouse
+REGRESS = catalog postgres types clickhouse mysql
 REGRESS_OPTS = --temp-config=$(srcdir)/test/ctas_fed.conf
 
 PG_CONFIG ?= pg_config
@@ -79,7 +84,8 @@ ifeq ($(CTAS_WERROR),1)
 PG_CFLAGS = -Werror
 endif
 SHLIB_LINK_INTERNAL = $(libpq)
-SHLIB_LINK = -lcurl
+SHLIB_LINK = -lcurl $(shell pkg-config --libs libmariadb 2>/dev/null || mariadb_config --libs)
+PG_CPPFLAGS += $(shell pkg-config --cflags libmariadb 2>/dev/null || mariadb_config --include)
 
 # "make deps" (and "make test" or "make demo" on a fresh machine) must work
 # before pg_config is installed

@@ -15,6 +15,7 @@
 #include "target.h"
 #include "postgres/postgres_target.h"
 #include "clickhouse/clickhouse.h"
+#include "mysql/mysql_target.h"
 
 /*
  * Every target, NULL-terminated.  The first entry's options are listed
@@ -23,6 +24,7 @@
 const CtasTargetRoutine *const CtasTargets[] = {
 	&CtasPostgresTarget,
 	&CtasClickHouseTarget,
+	&CtasMysqlTarget,
 	NULL
 };
 

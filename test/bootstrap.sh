@@ -29,7 +29,8 @@ CTAS_PG_CONFIG=${CTAS_PG_CONFIG:-$CTAS_PG_BINDIR/pg_config}
 CTAS_RUNNER=postgres
 CTAS_PACKAGES=(build-essential postgresql-15 postgresql-server-dev-15 libpq-dev
 	libcurl4-openssl-dev clickhouse-server clickhouse-client libipc-run-perl
-	prometheus-pushgateway prometheus curl)
+	prometheus-pushgateway prometheus curl
+	mariadb-server mariadb-client libmariadb-dev)
 
 ctas_is_root()
 {

@@ -8,6 +8,7 @@
 #   remote   PostgreSQL, max_prepared_transactions = 10, database dw owned by
 #            role loader (password secret), password auth over TCP
 #   ClickHouse, user default with a generated password
+#   MariaDB, database shop, user loader (password secret)
 # Everything started here is stopped on exit, failure and Ctrl-C included;
 # the folder is removed on success and kept (path printed) on failure.
 #
@@ -21,6 +22,7 @@ cd "$(dirname "$0")/.." || exit 2
 
 work=
 ch_pid=
+my_pid=
 status=1
 started_pg=()
 
@@ -37,6 +39,13 @@ cleanup()
 		kill -TERM "$ch_pid"
 		for _ in $(seq 1 300); do
 			kill -0 "$ch_pid" 2>/dev/null || break
+			sleep 0.2
+		done
+	fi
+	if [ -n "$my_pid" ] && kill -0 "$my_pid" 2>/dev/null; then
+		kill -TERM "$my_pid"
+		for _ in $(seq 1 300); do
+			kill -0 "$my_pid" 2>/dev/null || break
 			sleep 0.2
 		done
 	fi
@@ -57,14 +66,15 @@ work=$(mktemp -d /tmp/ctas_fed_demo.XXXXXX) || exit 1
 ctas_stage "$work" || exit 1
 cd "$work" || exit 1
 
-# ports: four different free ones
+# ports: five different free ones
 ports=()
-while [ "${#ports[@]}" -lt 4 ]; do
+while [ "${#ports[@]}" -lt 5 ]; do
 	p=$(ctas_free_port) || { echo "no free port found"; exit 1; }
 	case " ${ports[*]} " in *" $p "*) continue ;; esac
 	ports+=("$p")
 done
 local_port=${ports[0]} remote_port=${ports[1]} ch_http=${ports[2]} ch_tcp=${ports[3]}
+my_port=${ports[4]}
 ch_password=chpw$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 
 # pg_init NAME PORT EXTRA_CONF HOST_AUTH: initdb and configure $work/NAME
@@ -137,10 +147,29 @@ if [ "$(curl -s --max-time 2 "$ch_url/ping")" != "Ok." ]; then
 	exit 1
 fi
 
+echo "== MariaDB on 127.0.0.1:$my_port (database shop, user loader)"
+ctas_as_runner mkdir -p "$work/mariadb/data" || exit 1
+ctas_as_runner mariadb-install-db --no-defaults --datadir="$work/mariadb/data" \
+	--auth-root-authentication-method=normal --skip-test-db > "$work/mariadb.install.log" 2>&1 || {
+	cat "$work/mariadb.install.log"; exit 1; }
+ctas_as_runner mariadbd --no-defaults --datadir="$work/mariadb/data" \
+	--socket="$work/mariadb/data/sock" --port="$my_port" --bind-address=127.0.0.1 \
+	--pid-file="$work/mariadb/data/pid" --log-error="$work/mariadb/data/error.log" \
+	--skip-name-resolve --skip-log-bin < /dev/null > /dev/null 2>&1 &
+my_pid=$!
+my_root() { mariadb --no-defaults --socket="$work/mariadb/data/sock" -uroot "$@"; }
+for _ in $(seq 1 300); do
+	my_root -e 'SELECT 1' > /dev/null 2>&1 && break
+	sleep 0.2
+done
+my_root -e "DROP USER IF EXISTS ''@'localhost'; CREATE USER loader@'%' IDENTIFIED BY 'secret';
+GRANT ALL ON *.* TO loader@'%'; CREATE DATABASE shop;" || {
+	tail -n 30 "$work/mariadb/data/error.log"; exit 1; }
+
 echo "== test/demo.sql"
 psql_at "$local_port" -d postgres --echo-all -v ON_ERROR_STOP=1 \
 	-v remote_port="$remote_port" -v ch_url="$ch_url" -v ch_password="$ch_password" \
-	-f test/demo.sql || exit 1
+	-v my_port="$my_port" -f test/demo.sql || exit 1
 
 echo "== the rows, read on the remote PostgreSQL itself (as loader)"
 psql_at "$remote_port" -d dw -U loader -c "SELECT * FROM public.daily_sales ORDER BY day" || exit 1
@@ -152,6 +181,11 @@ curl -sS --fail -H 'X-ClickHouse-User: default' -H "X-ClickHouse-Key: $ch_passwo
 	"$ch_url/" --data-binary 'SELECT * FROM default.daily_sales ORDER BY day FORMAT PrettyCompactNoEscapes' || exit 1
 curl -sS --fail -H 'X-ClickHouse-User: default' -H "X-ClickHouse-Key: $ch_password" \
 	"$ch_url/" --data-binary "SELECT count() AS staging_tables_left FROM system.tables WHERE startsWith(name, '_ctas_fed_') FORMAT PrettyCompactNoEscapes" || exit 1
+
+echo "== the rows, read on MariaDB itself"
+my_root -t -e "SELECT * FROM shop.daily_sales ORDER BY day;
+SELECT count(*) AS staging_tables_left FROM information_schema.tables WHERE table_name LIKE '\\_ctas\\_fed\\_%';
+XA RECOVER;" || exit 1
 
 if [ "${KEEP_RUNNING:-0}" = 1 ]; then
 	cat <<EOF

@@ -5,6 +5,8 @@
 --                 role loader / secret, max_prepared_transactions = 10)
 --   ch_url        http://127.0.0.1:PORT of the ClickHouse server
 --   ch_password   password of the ClickHouse user "default"
+--   my_port       port of the MariaDB server on 127.0.0.1 (database shop,
+--                 user loader / secret)
 
 CREATE EXTENSION ctas_fed;
 
@@ -139,3 +141,25 @@ SELECT ctas_fed.metrics();
 
 -- stop the sync: its slot and publication go, the remote rows stay
 SELECT ctas_fed.stop_sync('warehouse.public.eu_orders');
+
+-- a MariaDB / MySQL catalog: three-part names are catalog.database.table
+CREATE SERVER shop FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'mysql', host '127.0.0.1', port :'my_port');
+CREATE USER MAPPING FOR CURRENT_USER SERVER shop
+  OPTIONS (user 'loader', password 'secret');
+EXPLAIN (COSTS OFF)
+CREATE TABLE shop.shop.daily_sales AS
+  SELECT day, sum(amount) AS total, count(*) AS n FROM sales GROUP BY day;
+-- a staging table filled by LOAD DATA LOCAL INFILE from memory, published by
+-- one RENAME TABLE when the local transaction commits
+CREATE TABLE shop.shop.daily_sales AS
+  SELECT day, sum(amount) AS total, count(*) AS n FROM sales GROUP BY day;
+-- an append is an XA transaction: XA PREPARE before the local commit,
+-- XA COMMIT after it; a rollback leaves nothing
+BEGIN;
+CREATE TABLE shop.shop.daily_sales WITH (if_exists = 'append') AS
+  SELECT date '2026-12-01' AS day, 0.00 AS total, 0 AS n;
+ROLLBACK;
+SELECT * FROM ctas_fed.remote_columns('shop', 'shop', 'daily_sales');
+SELECT job_id, catalog, target, state, rows FROM ctas_fed.jobs
+ WHERE catalog = 'shop' ORDER BY job_id;

@@ -54,6 +54,7 @@ my @layer_table = (
 	# L2: one folder per target
 	['postgres/*' => 2, 'postgres'],
 	['clickhouse/*' => 2, 'clickhouse'],
+	['mysql/*' => 2, 'mysql'],
 
 	# L1: the generic libcurl engine
 	['http/*' => 1],

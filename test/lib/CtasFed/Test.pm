@@ -1911,4 +1911,245 @@ sub DESTROY
 }
 
 
+
+
+#############################################################################
+# MariaDB: a private server and the MySQL catalog of a test.  Added as one
+# block so that it merges apart from the rest of the package.
+#############################################################################
+
+package CtasFed::Test;
+
+=pod
+
+=head2 MariaDB
+
+=over
+
+=item start_mariadb(%opts)
+
+Start a private MariaDB server (C<mariadbd --no-defaults>) with its own
+datadir, socket and port on 127.0.0.1, as the OS user C<mysql> when the
+test runs as root, else as the user running the test (C<postgres> under
+F<test/run.sh>, which cannot switch users).  Waits (60 s at most, option
+C<timeout>) until it answers; dies with its error log otherwise.  Drops the
+anonymous accounts and creates the account C<loader> (password C<secret>,
+or option C<password>) with every privilege, and the database C<shop>.
+Returns a CtasFed::Test::MariaDB handle: a hash with C<port>, C<socket>,
+C<dir>, C<pid>, C<user> and C<password> (of C<loader>), and the methods
+C<sql($sql)> (runs as root over the socket, returns the rows as text, tab
+separated, dies on error), C<try_sql($sql)> (returns (exit code, output)),
+C<kill9>, C<is_running> and C<stop> (SIGTERM by pid, then SIGKILL).
+
+=back
+
+=cut
+
+sub start_mariadb
+{
+	my (%opts) = @_;
+	my $timeout  = $opts{timeout}  // 60;
+	my $password = $opts{password} // 'secret';
+
+	my $server = _find_program('mariadbd', '/usr/sbin')
+	  or croak "mariadbd not found: apt-get install mariadb-server mariadb-client";
+	my $install = _find_program('mariadb-install-db', '/usr/bin')
+	  or croak "mariadb-install-db not found: apt-get install mariadb-server";
+
+	my $dir  = PostgreSQL::Test::Utils::tempdir('mariadb');
+	my $port = $opts{port} // free_port();
+	my $as_root = $> == 0;
+	my @runas = $as_root ? ('runuser', '-u', 'mysql', '--') : ();
+	chmod 0755, $dir;
+	mkdir "$dir/data" or croak "mkdir $dir/data: $!";
+	system('chown', 'mysql:mysql', "$dir/data") if $as_root;
+
+	my $self = bless {
+		port     => $port,
+		dir      => $dir,
+		datadir  => "$dir/data",
+		socket   => "$dir/data/mariadb.sock",
+		pid_file => "$dir/data/mariadb.pid",
+		user     => 'loader',
+		password => $password,
+		pid      => undef,
+		owner    => $$,
+		runas    => \@runas,
+		server   => $server,
+	}, 'CtasFed::Test::MariaDB';
+
+	IPC::Run::run([ @runas, $install, '--no-defaults',
+			"--datadir=$self->{datadir}",
+			'--auth-root-authentication-method=normal', '--skip-test-db' ],
+		'>', "$dir/install.log", '2>&1', '<', \undef)
+	  or croak "mariadb-install-db failed:\n" . _tail("$dir/install.log", 30);
+	$self->_start($timeout);
+
+	$self->sql(
+		"DROP USER IF EXISTS ''\@'localhost'; "
+		  . "CREATE USER 'loader'\@'%' IDENTIFIED BY '$password'; "
+		  . "GRANT ALL ON *.* TO 'loader'\@'%'; "
+		  . "CREATE DATABASE shop;");
+	return $self;
+}
+
+=pod
+
+=item mysql_catalog($node, $my, %opts)
+
+A catalog of type C<mysql> on host 127.0.0.1, port $my->{port}, and a user
+mapping FOR PUBLIC with user C<loader> and $my's password.  Options as for
+C<postgres_catalog>: C<name> (default C<shop>), C<port>, C<options>,
+C<user>, C<password>, C<extension>, C<dbname>.
+
+=cut
+
+sub mysql_catalog
+{
+	my ($node, $my, %opts) = @_;
+	my $port = $opts{port} // $my->{port};
+
+	_create_catalog(
+		$node, \%opts,
+		$opts{name} // 'shop',
+		{
+			%{ $opts{options} // {} },
+			type => 'mysql',
+			host => '127.0.0.1',
+			port => $port,
+		},
+		[ 'type', 'host', 'port' ],
+		[
+			[ user => $opts{user} // 'loader' ],
+			[ password => $opts{password} // $my->{password} ]
+		]);
+	return;
+}
+
+push @EXPORT, qw(start_mariadb mysql_catalog);
+
+package CtasFed::Test::MariaDB;
+
+use strict;
+use warnings;
+
+use Carp;
+use IPC::Run ();
+use Time::HiRes qw(time usleep);
+
+sub _start
+{
+	my ($self, $timeout) = @_;
+	my $dir = $self->{dir};
+	my $h = IPC::Run::start(
+		[
+			@{ $self->{runas} }, $self->{server},
+			'--no-defaults',                   "--datadir=$self->{datadir}",
+			"--socket=$self->{socket}",        "--port=$self->{port}",
+			'--bind-address=127.0.0.1',        "--pid-file=$self->{pid_file}",
+			"--log-error=$dir/data/error.log", '--skip-name-resolve',
+			'--innodb-buffer-pool-size=64M',   '--max-connections=200',
+			'--skip-log-bin'
+		],
+		'<', \undef, '>', "$dir/server.out", '2>', "$dir/server.err");
+	$self->{run} = $h;
+	my $deadline = time + $timeout;
+	while (time < $deadline)
+	{
+		$self->_read_pid unless $self->{pid};
+		if ($self->{pid} && -S $self->{socket})
+		{
+			my ($rc) = $self->try_sql('SELECT 1');
+			if ($rc == 0)
+			{
+				CtasFed::Test::_register($self);
+				return;
+			}
+		}
+		last unless $h->pumpable;
+		usleep(200_000);
+	}
+	my $log = CtasFed::Test::_tail("$dir/data/error.log", 40)
+	  . CtasFed::Test::_tail("$dir/server.err", 10);
+	$self->{pid} //= ($h->{KIDS}[0]{PID} // undef);
+	$self->stop;
+	croak "MariaDB did not answer on $self->{socket} within $timeout s:\n$log";
+}
+
+sub _read_pid
+{
+	my ($self) = @_;
+	open my $fh, '<', $self->{pid_file} or return;
+	my $pid = <$fh>;
+	close $fh;
+	$self->{pid} = $1 if defined $pid && $pid =~ /^\s*(\d+)/;
+	return;
+}
+
+sub try_sql
+{
+	my ($self, $sql) = @_;
+	my ($out, $err) = ('', '');
+	my $ok = IPC::Run::run(
+		[
+			'mariadb', '--no-defaults', "--socket=$self->{socket}", '-uroot',
+			'-N', '-B', '-e', $sql
+		],
+		'<', \undef, '>', \$out, '2>', \$err);
+	return ($ok ? 0 : ($? >> 8 || 1), $out . $err);
+}
+
+sub sql
+{
+	my ($self, $sql) = @_;
+	my ($rc, $out) = $self->try_sql($sql);
+	croak "MariaDB: $sql\n$out" if $rc != 0;
+	chomp $out;
+	return $out;
+}
+
+sub is_running
+{
+	my ($self) = @_;
+	return CtasFed::Test::_alive($self->{pid});
+}
+
+# kill -9 (a server that dies mid-load); restart with ->restart
+sub kill9
+{
+	my ($self) = @_;
+	kill 'KILL', $self->{pid} if $self->{pid};
+	usleep(100_000) while CtasFed::Test::_alive($self->{pid});
+	$self->{run}->finish if $self->{run};
+	CtasFed::Test::_unregister($self);
+	$self->{pid} = undef;
+	unlink $self->{pid_file};
+	return;
+}
+
+sub restart
+{
+	my ($self) = @_;
+	$self->kill9 if $self->is_running;
+	$self->_start(60);
+	return;
+}
+
+sub stop
+{
+	my ($self) = @_;
+	my $gone = CtasFed::Test::_stop_server($self, 60, $self->{pid_file});
+	$self->{run}->finish if $gone && $self->{run} && !$self->{run}->pumpable;
+	return $gone;
+}
+
+sub DESTROY
+{
+	my ($self) = @_;
+	local ($?, $@, $!);
+	$self->stop;
+	return;
+}
+
+
 1;

@@ -1,0 +1,845 @@
+/*-------------------------------------------------------------------------
+ *
+ * xact.c
+ *		  The transaction steps of the MySQL target and its durable records.
+ *
+ * A participant (one user mapping in one local transaction) holds up to
+ * two sessions: "conn", in autocommit, for DDL and the staging tables
+ * (MySQL commits DDL by itself, and allows none inside XA), and "xa_conn",
+ * the XA transaction that carries appended rows.
+ *
+ *	pre_commit	(commit order "last resource") XA END + XA PREPARE of the
+ *				appends, then one multi-pair RENAME TABLE that publishes
+ *				every create, replace and drop of the transaction at once:
+ *				create: stage -> target, marker -> old; replace: target ->
+ *				old, stage -> target; drop: target -> old.  MySQL applies
+ *				all pairs or none.
+ *	post_commit	XA COMMIT; the "old" tables are dropped.
+ *	abort		XA ROLLBACK (or the session closed, which rolls back an
+ *				unprepared branch); staging tables dropped; after a sent
+ *				RENAME, what to revert is read from the server: "old"
+ *				exists iff the rename took effect.
+ *	subxact		savepoints of the XA session follow the local ones; the
+ *				actions of a rolled-back subtransaction (never published)
+ *				are undone.
+ *
+ * Durable records: before the first remote effect of each action and
+ * before XA START, the participant's actions, their table names and its XA
+ * gid are written to pg_ctas_fed/my_<full xid>_<server>_<user mapping>
+ * (a new file, fsync'd, renamed over the old one), flock'd by its backend
+ * until the transaction is over, removed when it is finished or undone.
+ * The resolver (resolve.c) acts on nothing else.
+ *
+ * Format: tab-separated lines with the escapes \\ \t \n \r and \N for a
+ * missing name; first line
+ *		ctas_fed mysql	1	<full xid>	<database oid>	<server oid>
+ *		<user mapping oid>	<xa gid>
+ * then one line per action: <kind>	<db>	<table>	<stage>	<marker>	<old>
+ * and last "crc32c	<CRC-32C of the lines before, 8 hex digits>".
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/mysql/xact.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/file.h>
+
+#include "access/transam.h"
+#include "access/xact.h"
+#include "common/file_perm.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "utils/memutils.h"
+
+#include "gid.h"
+#include "mysql_target.h"
+
+/* MySQL's "unknown XID" (XAER_NOTA) */
+#define MY_ER_XAER_NOTA		1397
+
+/* by MyActionKind */
+const char *const CtasMyActionNames[MY_APPEND + 1] = {
+	"create", "replace", "drop", "append"
+};
+
+/* ------------------------------------------------------------------------
+ * Durable records
+ * ------------------------------------------------------------------------
+ */
+
+static void
+my_record_field(StringInfo buf, const char *s, bool last)
+{
+	if (s == NULL)
+		appendStringInfoString(buf, "\\N");
+	else
+	{
+		for (; *s; s++)
+		{
+			switch (*s)
+			{
+				case '\\':
+					appendStringInfoString(buf, "\\\\");
+					break;
+				case '\t':
+					appendStringInfoString(buf, "\\t");
+					break;
+				case '\n':
+					appendStringInfoString(buf, "\\n");
+					break;
+				case '\r':
+					appendStringInfoString(buf, "\\r");
+					break;
+				default:
+					appendStringInfoChar(buf, *s);
+					break;
+			}
+		}
+	}
+	appendStringInfoChar(buf, last ? '\n' : '\t');
+}
+
+pg_crc32c
+CtasMyRecordCrc(const char *data, size_t len)
+{
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, data, len);
+	FIN_CRC32C(crc);
+	return crc;
+}
+
+/* close the record's descriptor (drops its lock); never fails */
+static void
+my_record_release(void *arg)
+{
+	MyXact	   *xs = (MyXact *) arg;
+
+	if (xs->record_fd >= 0)
+	{
+		close(xs->record_fd);
+		ReleaseExternalFD();
+	}
+	xs->record_fd = -1;
+}
+
+/*
+ * CtasMyRecordWrite
+ *		Write the durable record of part with the actions and XA gid of xs
+ *		as they are now.  ERROR on an I/O failure, before the remote effect
+ *		it is written for.
+ */
+void
+CtasMyRecordWrite(CtasParticipant *part, MyXact *xs)
+{
+	StringInfoData buf;
+	char		tmp[MAXPGPATH];
+	ListCell   *lc;
+	int			fd;
+
+	if (xs->record_path[0] == '\0')
+	{
+		if (MakePGDirectory(MY_RECORD_DIR) == 0)
+		{
+			fsync_fname(MY_RECORD_DIR, true);
+			fsync_fname(".", true);
+		}
+		else if (errno != EEXIST)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not create directory \"%s\": %m",
+							MY_RECORD_DIR)));
+		snprintf(xs->record_path, MAXPGPATH,
+				 MY_RECORD_DIR "/" MY_RECORD_PREFIX UINT64_FORMAT "_%u_%u",
+				 U64FromFullTransactionId(GetTopFullTransactionId()),
+				 part->serverid, part->umid);
+	}
+
+	initStringInfo(&buf);
+	my_record_field(&buf, MY_RECORD_MAGIC, false);
+	my_record_field(&buf, MY_RECORD_VERSION, false);
+	appendStringInfo(&buf, UINT64_FORMAT "\t%u\t%u\t%u\t",
+					 U64FromFullTransactionId(GetTopFullTransactionId()),
+					 MyDatabaseId, part->serverid, part->umid);
+	my_record_field(&buf, xs->xa_gid, true);
+	foreach(lc, xs->actions)
+	{
+		MyAction   *a = lfirst(lc);
+
+		my_record_field(&buf, CtasMyActionNames[a->kind], false);
+		my_record_field(&buf, a->db, false);
+		my_record_field(&buf, a->table, false);
+		my_record_field(&buf, a->stage, false);
+		my_record_field(&buf, a->marker, false);
+		my_record_field(&buf, a->old, true);
+	}
+	appendStringInfo(&buf, "crc32c\t%08X\n", CtasMyRecordCrc(buf.data, buf.len));
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", xs->record_path);
+	ReserveExternalFD();
+	fd = BasicOpenFilePerm(tmp, O_RDWR | O_CREAT | O_TRUNC | PG_BINARY,
+						   pg_file_create_mode);
+	if (fd < 0)
+	{
+		ReleaseExternalFD();
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", tmp)));
+	}
+	errno = 0;
+	if (flock(fd, LOCK_EX) != 0 ||
+		write(fd, buf.data, buf.len) != buf.len ||
+		pg_fsync(fd) != 0 ||
+		durable_rename(tmp, xs->record_path, LOG) != 0)
+	{
+		int			save_errno = errno ? errno : ENOSPC;
+
+		close(fd);
+		ReleaseExternalFD();
+		(void) unlink(tmp);
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", xs->record_path)));
+	}
+	my_record_release(xs);
+	xs->record_fd = fd;
+	pfree(buf.data);
+}
+
+static void
+my_record_remove(MyXact *xs)
+{
+	if (xs->record_path[0] != '\0')
+		(void) durable_unlink(xs->record_path, WARNING);
+	xs->record_path[0] = '\0';
+	my_record_release(xs);
+}
+
+/* ------------------------------------------------------------------------
+ * Transaction state
+ * ------------------------------------------------------------------------
+ */
+
+/* The transaction state of part, with its session, created on first use */
+MyXact *
+CtasMyXact(CtasParticipant *part)
+{
+	MyXact	   *xs = (MyXact *) part->private;
+
+	if (xs == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(part->cxt);
+		MemoryContextCallback *cb;
+
+		xs = palloc0(sizeof(MyXact));
+		xs->record_fd = -1;
+		cb = palloc(sizeof(MemoryContextCallback));
+		cb->func = my_record_release;
+		cb->arg = xs;
+		MemoryContextRegisterResetCallback(part->cxt, cb);
+		part->private = xs;
+		MemoryContextSwitchTo(old);
+	}
+	if (xs->conn == NULL || CtasMyBroken(xs->conn))
+		xs->conn = CtasMyConnect(part->catalog, part->cxt, false);
+	return xs;
+}
+
+/*
+ * Eight random hex digits for scratch names: the rest of such a name can be
+ * guessed, and a table planted under it must not pass for ours.
+ */
+static char *
+my_token(void)
+{
+	uint32		r;
+
+	if (!pg_strong_random(&r, sizeof(r)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate a random name for a MySQL scratch table")));
+	return psprintf("%08x", r);
+}
+
+/*
+ * CtasMyNewAction
+ *		A new action at the current nesting level, with its scratch names
+ *		(at most 64 characters, MySQL's limit: no target name in them),
+ *		written to the durable record before it returns.
+ */
+MyAction *
+CtasMyNewAction(CtasParticipant *part, MyXact *xs, MyActionKind kind,
+				const char *db, const char *table)
+{
+	MemoryContext old = MemoryContextSwitchTo(part->cxt);
+	MyAction   *a = palloc0(sizeof(MyAction));
+	int			serial = CtasScratchSerial();
+
+	a->kind = kind;
+	a->db = pstrdup(db);
+	a->table = pstrdup(table);
+	a->level = GetCurrentTransactionNestLevel();
+	a->state = MY_ACTION_STAGING;
+	if (kind == MY_CREATE || kind == MY_REPLACE)
+		a->stage = CtasScratchName("stage", serial, my_token());
+	if (kind == MY_CREATE)
+		a->marker = CtasScratchName("new", serial, my_token());
+	if (kind != MY_APPEND)
+		a->old = CtasScratchName("old", serial, my_token());
+	xs->actions = lappend(xs->actions, a);
+	MemoryContextSwitchTo(old);
+
+	CtasMyRecordWrite(part, xs);
+	return a;
+}
+
+/*
+ * CtasMyXaBegin
+ *		The XA session of the transaction, with XA START done and one
+ *		savepoint per open subtransaction level.  The gid
+ *		(CtasGidMake) is recorded durably before XA START.  ERROR on
+ *		failure.
+ */
+MyConn *
+CtasMyXaBegin(CtasParticipant *part, MyXact *xs)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (xs->xa_state == MY_XA_NONE)
+	{
+		xs->xa_gid = MemoryContextStrdup(part->cxt, CtasGidMake(part->serial));
+		CtasMyRecordWrite(part, xs);
+		xs->xa_conn = CtasMyConnect(part->catalog, part->cxt, false);
+		CtasMyExec(xs->xa_conn,
+				   psprintf("XA START %s", CtasMyLiteral(xs->xa_gid)),
+				   "start the XA transaction");
+		xs->xa_state = MY_XA_ACTIVE;
+		xs->xa_depth = 1;
+		part->gid = xs->xa_gid;
+	}
+	if (CtasMyBroken(xs->xa_conn))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("the XA transaction on MySQL catalog \"%s\" was lost",
+						part->catalog->name),
+				 errdetail("Its session broke earlier in this transaction; the server rolled it back.")));
+	while (xs->xa_depth < level)
+	{
+		xs->xa_depth++;
+		CtasMyExec(xs->xa_conn, psprintf("SAVEPOINT s%d", xs->xa_depth),
+				   "set a savepoint");
+	}
+	return xs->xa_conn;
+}
+
+/* ------------------------------------------------------------------------
+ * Cleanup helpers
+ * ------------------------------------------------------------------------
+ */
+
+bool		CtasMyCleanupFailed = false;
+
+/*
+ * CtasMyCleanup
+ *		Run sql on a commit/abort/resolve path: WARNING,
+ *		CtasMyCleanupFailed and false on failure.
+ */
+bool
+CtasMyCleanup(MyConn *conn, const char *sql, const char *what,
+			  const char *object)
+{
+	char	   *detail;
+
+	if (conn != NULL &&
+		CtasMyTryQuery(conn, sql, what, MY_Q_CLEANUP, NULL, &detail, NULL))
+		return true;
+	CtasMyCleanupFailed = true;
+	ereport(WARNING,
+			(errcode(ERRCODE_FDW_ERROR),
+			 errmsg("could not %s \"%s\" on MySQL catalog \"%s\"",
+					what, object, conn ? CtasMyCatalogName(conn) : "?"),
+			 errdetail_internal("%s", conn && detail ? detail : "no connection"),
+			 errhint("ctas_fed.resolve_in_doubt() cleans up what this leaves behind.")));
+	return false;
+}
+
+static bool
+my_drop(MyConn *conn, const char *db, const char *table, const char *what)
+{
+	return CtasMyCleanup(conn,
+						 psprintf("DROP TABLE IF EXISTS %s", CtasMyQname(db, table)),
+						 what, CtasMyDisplay(db, table));
+}
+
+/*
+ * my_exist
+ *		Which of names[0..n-1] (NULL skipped) exist in db: exists[i].
+ *		false (WARNING) when the server cannot be asked.
+ */
+static bool
+my_exist(MyConn *conn, const char *db, const char **names, int n,
+		 bool *exists)
+{
+	StringInfoData sql;
+	List	   *rows;
+	ListCell   *lc;
+	char	   *detail;
+	int			i;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT table_name FROM information_schema.tables WHERE table_schema = %s AND table_name IN (''",
+					 CtasMyLiteral(db));
+	for (i = 0; i < n; i++)
+	{
+		exists[i] = false;
+		if (names[i])
+			appendStringInfo(&sql, ", %s", CtasMyLiteral(names[i]));
+	}
+	appendStringInfoChar(&sql, ')');
+	if (conn == NULL ||
+		!CtasMyTryQuery(conn, sql.data, "check the tables", MY_Q_CLEANUP,
+						&rows, &detail, NULL))
+	{
+		CtasMyCleanupFailed = true;
+		ereport(WARNING,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("could not check the tables of database \"%s\" on MySQL catalog \"%s\"",
+						db, conn ? CtasMyCatalogName(conn) : "?"),
+				 errdetail_internal("%s", conn && detail ? detail : "no connection")));
+		return false;
+	}
+	foreach(lc, rows)
+	{
+		char	  **f = lfirst(lc);
+
+		for (i = 0; i < n; i++)
+			if (f[0] && names[i] && strcmp(f[0], names[i]) == 0)
+				exists[i] = true;
+	}
+	return true;
+}
+
+/*
+ * CtasMyUndoChecked
+ *		Undo create, replace or drop action a from what the server shows:
+ *		"old" exists iff the publishing RENAME took effect (it is atomic).
+ *		Then the rename is reverted in one statement, and the scratch tables
+ *		are dropped.  Repeatable after a failure or a crash.  false, with a
+ *		WARNING and *why, when something is left.
+ */
+bool
+CtasMyUndoChecked(MyConn *conn, MyAction *a, char **why)
+{
+	const char *names[4] = {a->table, a->stage, a->marker, a->old};
+	bool		ex[4];
+	char	   *sql = NULL;
+
+	*why = NULL;
+	if (a->kind == MY_APPEND)
+		return true;
+	if (!my_exist(conn, a->db, names, 4, ex))
+	{
+		*why = psprintf("could not check the tables of \"%s\"",
+						CtasMyDisplay(a->db, a->table));
+		return false;
+	}
+	if (ex[3])
+	{
+		/* published: take it back */
+		if (a->kind == MY_DROP)
+		{
+			if (!ex[0])
+				sql = psprintf("RENAME TABLE %s TO %s",
+							   CtasMyQname(a->db, a->old), CtasMyQname(a->db, a->table));
+		}
+		else if (ex[0] && !ex[1])
+		{
+			if (a->kind == MY_CREATE)
+				sql = psprintf("RENAME TABLE %s TO %s, %s TO %s",
+							   CtasMyQname(a->db, a->table), CtasMyQname(a->db, a->stage),
+							   CtasMyQname(a->db, a->old), CtasMyQname(a->db, a->marker));
+			else
+				sql = psprintf("RENAME TABLE %s TO %s, %s TO %s",
+							   CtasMyQname(a->db, a->table), CtasMyQname(a->db, a->stage),
+							   CtasMyQname(a->db, a->old), CtasMyQname(a->db, a->table));
+		}
+		if (sql == NULL)
+		{
+			*why = psprintf("table \"%s\" changed after it was published; \"%s\" was left",
+							CtasMyDisplay(a->db, a->table), CtasMyDisplay(a->db, a->old));
+			CtasMyCleanupFailed = true;
+			ereport(WARNING,
+					(errcode(ERRCODE_DUPLICATE_TABLE),
+					 errmsg("could not take back table \"%s\" of MySQL catalog \"%s\"",
+							CtasMyDisplay(a->db, a->table), CtasMyCatalogName(conn)),
+					 errdetail("The table changed after it was published; \"%s\" is kept.",
+							   CtasMyDisplay(a->db, a->old))));
+			return false;
+		}
+		if (!CtasMyCleanup(conn, sql, "take back the publication of",
+						   CtasMyDisplay(a->db, a->table)))
+		{
+			*why = psprintf("could not take back \"%s\"", CtasMyDisplay(a->db, a->table));
+			return false;
+		}
+		if (a->kind == MY_DROP)
+			return true;
+	}
+	if (a->stage && !my_drop(conn, a->db, a->stage, "drop the staging table"))
+	{
+		*why = pstrdup("could not drop the staging table");
+		return false;
+	}
+	if (a->marker && !my_drop(conn, a->db, a->marker, "drop the commit marker"))
+	{
+		*why = pstrdup("could not drop the commit marker");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * A live session for a commit or abort path: xs->conn, or a new one in cxt.
+ * Sessions of the transaction that broke in the middle of a statement are
+ * ended first (their statements hold locks on what is to be undone).
+ */
+static MyConn *
+my_cleanup_conn(CtasParticipant *part, MyXact *xs, MemoryContext cxt)
+{
+	MyConn	   *conn = xs->conn;
+
+	if (conn == NULL || CtasMyBroken(conn))
+		conn = CtasMyConnect(part->catalog, cxt, true);
+	CtasMyKill(xs->conn, conn);
+	CtasMyKill(xs->xa_conn, conn);
+	return conn;
+}
+
+/* ------------------------------------------------------------------------
+ * Transaction events
+ * ------------------------------------------------------------------------
+ */
+
+/*
+ * CtasMyPreCommit
+ *		pre_commit of the writer: XA PREPARE, then one RENAME that publishes
+ *		every other action.  An ERROR aborts the local transaction and
+ *		CtasMyAbort undoes.
+ */
+void
+CtasMyPreCommit(CtasParticipant *part)
+{
+	MyXact	   *xs = (MyXact *) part->private;
+	StringInfoData sql;
+	ListCell   *lc;
+	bool		any = false;
+
+	if (xs == NULL)
+		return;
+	if (xs->xa_state == MY_XA_ACTIVE)
+	{
+		if (CtasMyBroken(xs->xa_conn))
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("the XA transaction on MySQL catalog \"%s\" was lost",
+							part->catalog->name)));
+		xs->xa_state = MY_XA_PREPARING;
+		CtasMyExec(xs->xa_conn, psprintf("XA END %s", CtasMyLiteral(xs->xa_gid)),
+				   "end the XA transaction");
+		CtasMyExec(xs->xa_conn, psprintf("XA PREPARE %s", CtasMyLiteral(xs->xa_gid)),
+				   "prepare the XA transaction");
+		xs->xa_state = MY_XA_PREPARED;
+		part->gid = xs->xa_gid;
+	}
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "RENAME TABLE ");
+	foreach(lc, xs->actions)
+	{
+		MyAction   *a = lfirst(lc);
+		const char *sep = any ? ", " : "";
+
+		if (a->kind == MY_APPEND)
+			continue;
+		if (a->state != MY_ACTION_LOADED)
+			elog(ERROR, "MySQL staging table \"%s\" was never completed",
+				 a->stage ? a->stage : a->table);
+		switch (a->kind)
+		{
+			case MY_CREATE:
+				appendStringInfo(&sql, "%s%s TO %s, %s TO %s", sep,
+								 CtasMyQname(a->db, a->stage), CtasMyQname(a->db, a->table),
+								 CtasMyQname(a->db, a->marker), CtasMyQname(a->db, a->old));
+				break;
+			case MY_REPLACE:
+				appendStringInfo(&sql, "%s%s TO %s, %s TO %s", sep,
+								 CtasMyQname(a->db, a->table), CtasMyQname(a->db, a->old),
+								 CtasMyQname(a->db, a->stage), CtasMyQname(a->db, a->table));
+				break;
+			case MY_DROP:
+				appendStringInfo(&sql, "%s%s TO %s", sep,
+								 CtasMyQname(a->db, a->table), CtasMyQname(a->db, a->old));
+				break;
+			case MY_APPEND:
+				break;
+		}
+		any = true;
+	}
+	if (!any)
+		return;
+	if (part->gid == NULL)
+		part->gid = MemoryContextStrdup(part->cxt,
+										((MyAction *) linitial(xs->actions))->old);
+	foreach(lc, xs->actions)
+	{
+		MyAction   *a = lfirst(lc);
+
+		if (a->kind != MY_APPEND)
+			a->state = MY_ACTION_PUBLISHING;
+	}
+	CtasMyExec(xs->conn, sql.data, "publish the tables");
+	foreach(lc, xs->actions)
+	{
+		MyAction   *a = lfirst(lc);
+
+		if (a->kind != MY_APPEND)
+			a->state = MY_ACTION_PUBLISHED;
+	}
+}
+
+/*
+ * my_xa_finish
+ *		XA COMMIT or XA ROLLBACK of the prepared (or preparing) branch,
+ *		on its session or, if that is gone, on a new one.  Unknown XID on
+ *		a new session: it is finished unless it was prepared (then a
+ *		session the server has not yet noticed may still hold it: the
+ *		resolver looks again).  false, with a WARNING, when in doubt.
+ */
+static bool
+my_xa_finish(CtasParticipant *part, MyXact *xs, bool commit,
+			 MemoryContext cxt)
+{
+	char	   *sql = psprintf("XA %s %s", commit ? "COMMIT" : "ROLLBACK",
+							   CtasMyLiteral(xs->xa_gid));
+	MyConn	   *c;
+	unsigned int err;
+	char	   *detail;
+
+	if (xs->xa_conn && !CtasMyBroken(xs->xa_conn) &&
+		CtasMyTryQuery(xs->xa_conn, sql, "finish the XA transaction",
+					   MY_Q_CLEANUP, NULL, NULL, NULL))
+		return true;
+	c = CtasMyConnect(part->catalog, cxt, true);
+	/* a session the server still runs would keep the branch to itself */
+	CtasMyKill(xs->xa_conn, c);
+	CtasMyClose(xs->xa_conn);
+	if (c == NULL)
+		return false;
+	if (CtasMyTryQuery(c, sql, "finish the XA transaction", MY_Q_CLEANUP,
+					   NULL, &detail, &err))
+		return true;
+	if (err == MY_ER_XAER_NOTA && xs->xa_state == MY_XA_ACTIVE)
+		return true;
+	ereport(WARNING,
+			(errcode(ERRCODE_FDW_ERROR),
+			 errmsg("could not %s XA transaction \"%s\" on MySQL catalog \"%s\"",
+					commit ? "commit" : "roll back", xs->xa_gid, part->catalog->name),
+			 errdetail_internal("%s", detail ? detail : ""),
+			 errhint("ctas_fed.resolve_in_doubt() finishes it.")));
+	return false;
+}
+
+/*
+ * CtasMyPostCommit
+ *		post_commit of the writer: XA COMMIT, then drop what was moved away.
+ *		Never an ERROR; what fails stays in the record for the resolver.
+ */
+void
+CtasMyPostCommit(CtasParticipant *part)
+{
+	MyXact	   *xs = (MyXact *) part->private;
+	MemoryContext cxt;
+	MemoryContext old;
+	MyConn	   *conn;
+	ListCell   *lc;
+
+	if (xs == NULL || in_error_recursion_trouble())
+		return;
+	cxt = AllocSetContextCreate(part->cxt, "ctas_fed mysql commit",
+								ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	CtasMyCleanupFailed = false;
+	if (xs->xa_state == MY_XA_PREPARED && !my_xa_finish(part, xs, true, cxt))
+	{
+		CtasMyCleanupFailed = true;
+		part->in_doubt = true;
+	}
+	conn = my_cleanup_conn(part, xs, cxt);
+	foreach(lc, xs->actions)
+	{
+		MyAction   *a = lfirst(lc);
+
+		if (a->state == MY_ACTION_PUBLISHED && a->old &&
+			!my_drop(conn, a->db, a->old, "drop the old table"))
+			CtasMyCleanupFailed = true;
+	}
+	if (!CtasMyCleanupFailed)
+		my_record_remove(xs);
+	my_record_release(xs);
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+}
+
+/* undo one action whatever stage it reached; WARNINGs only */
+static void
+my_undo(CtasParticipant *part, MyConn *conn, MyAction *a)
+{
+	char	   *why;
+
+	switch (a->state)
+	{
+		case MY_ACTION_STAGING:
+		case MY_ACTION_LOADED:
+			if (a->stage)
+				my_drop(conn, a->db, a->stage, "drop the staging table");
+			if (a->marker)
+				my_drop(conn, a->db, a->marker, "drop the commit marker");
+			break;
+		case MY_ACTION_PUBLISHING:
+		case MY_ACTION_PUBLISHED:
+			if (!CtasMyUndoChecked(conn, a, &why))
+				part->in_doubt = true;
+			break;
+	}
+}
+
+/*
+ * CtasMyAbort
+ *		abort of the writer: roll the XA branch back, undo every action in
+ *		reverse order.  Never an ERROR.
+ */
+void
+CtasMyAbort(CtasParticipant *part)
+{
+	MyXact	   *xs = (MyXact *) part->private;
+	MemoryContext cxt;
+	MemoryContext old;
+	MyConn	   *conn;
+	int			i;
+
+	if (xs == NULL || in_error_recursion_trouble())
+		return;
+	cxt = AllocSetContextCreate(part->cxt, "ctas_fed mysql abort",
+								ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	CtasMyCleanupFailed = false;
+	if (xs->xa_state == MY_XA_ACTIVE)
+	{
+		/* an unprepared branch dies with its session */
+		if (CtasMyBroken(xs->xa_conn))
+			(void) my_cleanup_conn(part, xs, cxt);
+		CtasMyClose(xs->xa_conn);
+		xs->xa_conn = NULL;
+	}
+	else if (xs->xa_state != MY_XA_NONE &&
+			 !my_xa_finish(part, xs, false, cxt))
+	{
+		CtasMyCleanupFailed = true;
+		part->in_doubt = true;
+	}
+	xs->xa_state = MY_XA_NONE;
+	if (xs->actions != NIL)
+	{
+		conn = my_cleanup_conn(part, xs, cxt);
+		for (i = list_length(xs->actions) - 1; i >= 0; i--)
+			my_undo(part, conn, list_nth(xs->actions, i));
+	}
+	xs->actions = NIL;
+	if (!CtasMyCleanupFailed && !part->in_doubt)
+		my_record_remove(xs);
+	my_record_release(xs);
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+}
+
+/*
+ * CtasMySubxact
+ *		subxact of the writer: a committed subtransaction hands its actions
+ *		to the parent; an aborted one rolls the XA session back to its
+ *		savepoint and undoes its actions (never published yet).  Never an
+ *		ERROR.
+ */
+void
+CtasMySubxact(CtasParticipant *part, SubXactEvent event, int level)
+{
+	MyXact	   *xs = (MyXact *) part->private;
+	ListCell   *lc;
+
+	if (xs == NULL)
+		return;
+	if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
+	{
+		foreach(lc, xs->actions)
+		{
+			MyAction   *a = lfirst(lc);
+
+			if (a->level >= level)
+				a->level = level - 1;
+		}
+		if (xs->xa_depth >= level)
+			xs->xa_depth = level - 1;
+	}
+	else if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		MemoryContext cxt;
+		MemoryContext old;
+		List	   *keep = NIL;
+		MyConn	   *conn = NULL;
+		int			i;
+
+		if (in_error_recursion_trouble())
+			return;
+		cxt = AllocSetContextCreate(part->cxt, "ctas_fed mysql rollback",
+									ALLOCSET_SMALL_SIZES);
+		old = MemoryContextSwitchTo(cxt);
+		if (xs->xa_state == MY_XA_ACTIVE && xs->xa_depth >= level)
+		{
+			/* a broken session stays broken: pre_commit then fails */
+			if (!CtasMyBroken(xs->xa_conn) &&
+				!CtasMyTryQuery(xs->xa_conn,
+								psprintf("ROLLBACK TO SAVEPOINT s%d", level),
+								"roll back to a savepoint", MY_Q_CLEANUP,
+								NULL, NULL, NULL))
+				CtasMyClose(xs->xa_conn);
+			xs->xa_depth = level - 1;
+		}
+		for (i = list_length(xs->actions) - 1; i >= 0; i--)
+		{
+			MyAction   *a = list_nth(xs->actions, i);
+
+			if (a->level >= level && a->kind != MY_APPEND)
+			{
+				if (conn == NULL)
+					conn = my_cleanup_conn(part, xs, cxt);
+				my_undo(part, conn, a);
+			}
+		}
+		MemoryContextSwitchTo(part->cxt);
+		foreach(lc, xs->actions)
+		{
+			MyAction   *a = lfirst(lc);
+
+			if (a->level < level)
+				keep = lappend(keep, a);
+		}
+		xs->actions = keep;
+		MemoryContextSwitchTo(old);
+		MemoryContextDelete(cxt);
+	}
+}

@@ -1,0 +1,244 @@
+#!/bin/bash
+# test/bench/mysql.sh - ctas_fed against what a user would write instead to
+# load a PostgreSQL table into MariaDB / MySQL:
+#
+#   ctas_fed    CREATE TABLE shop.bench.t AS SELECT * FROM src
+#               (staging table, LOAD DATA LOCAL INFILE chunks of 4 MB served
+#               from memory, one RENAME TABLE at commit: one statement)
+#   pipe        psql -c "COPY (SELECT ...) TO STDOUT" |
+#               mariadb --local-infile=1 -e "LOAD DATA LOCAL INFILE '/dev/stdin' ..."
+#               (the SELECT converts what LOAD DATA cannot read from
+#               PostgreSQL's text: booleans to 0/1, arrays to JSON,
+#               timestamptz to UTC)
+#   insert      multi-row INSERT statements of 1000 rows each, rendered by
+#               PostgreSQL (format(... %L ...)) and piped into mariadb: what
+#               DuckDB's mysql extension sends (for reference)
+#
+# Run by test/bench/run.sh (BENCH_TARGETS=mysql) as the OS user that runs
+# the servers, or by hand:  bash test/bench/mysql.sh WORKDIR
+#
+# Environment: BENCH_ROWS (default "1000000"), BENCH_RUNS (default 1; the
+# best run is reported), BENCH_METHODS (subset of "ctas_fed pipe insert"),
+# CTAS_PG_BINDIR.
+#
+# It starts a throwaway PostgreSQL (ctas_fed preloaded) and a throwaway
+# mariadbd (its own datadir, socket and port on 127.0.0.1, as the user
+# running the script) in WORKDIR and stops both, by pid, on exit.  Every
+# method writes a fresh table bench.t of the same definition (the pipe's
+# and the insert's are created, untimed, from the DDL EXPLAIN shows).
+#
+# Timed (wall clock): ctas_fed, the statement (psql's \timing); the others,
+# the whole pipeline.  CPU (user + system seconds, lib.sh's cpu_watch): the
+# PostgreSQL cluster's process tree, mariadbd, and the clients (psql and
+# mariadb of a pipeline, /usr/bin/time).  Memory: the peak RssAnon of the
+# ctas_fed backend (sampled every 50 ms).
+#
+# Output: one line per run, then a table with the ratio of each method's
+# time to the pipe's (above 1: faster than the pipe).  Exit status 0 when
+# every run succeeded and ctas_fed was at least 1.2x the pipe, 3 when it
+# was not, 1 on a failure.
+
+set -u -o pipefail
+
+work=${1:?usage: mysql.sh WORKDIR}
+mkdir -p "$work" || exit 1
+work=$(cd "$work" && pwd)
+testdir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+conf_file=$testdir/ctas_fed.conf
+. "$testdir/bench/lib.sh"
+
+rows_list=${BENCH_ROWS:-1000000}
+runs=${BENCH_RUNS:-1}
+methods=${BENCH_METHODS:-ctas_fed pipe insert}
+
+pgdir=$work/my_bench_pg
+mydir=$work/my_bench_mariadb
+pg_started=0
+my_pid=
+
+cleanup()
+{
+	trap - EXIT INT TERM HUP
+	if [ "$pg_started" = 1 ] && [ -f "$pgdir/postmaster.pid" ]; then
+		pg_ctl -D "$pgdir" -m fast -w -t 60 stop > /dev/null 2>&1
+	fi
+	if [ -n "$my_pid" ] && kill -0 "$my_pid" 2> /dev/null; then
+		kill -TERM "$my_pid"
+		for _ in $(seq 1 300); do
+			kill -0 "$my_pid" 2> /dev/null || break
+			sleep 0.2
+		done
+		kill -KILL "$my_pid" 2> /dev/null
+	fi
+}
+trap cleanup EXIT
+trap 'echo "interrupted" >&2; exit 130' INT TERM HUP
+
+lport=$(free_port) || die "no free port"
+myport=$(free_port) || die "no free port"
+
+# ---- MariaDB ---------------------------------------------------------------
+echo "== MariaDB on 127.0.0.1:$myport"
+mkdir -p "$mydir/data"
+mariadb-install-db --no-defaults --datadir="$mydir/data" \
+	--auth-root-authentication-method=normal --skip-test-db \
+	> "$mydir/install.log" 2>&1 || { cat "$mydir/install.log"; die "mariadb-install-db"; }
+mariadbd --no-defaults --datadir="$mydir/data" --socket="$mydir/sock" \
+	--port="$myport" --bind-address=127.0.0.1 --pid-file="$mydir/pid" \
+	--log-error="$work/my_bench_mariadb.log" --skip-name-resolve --skip-log-bin \
+	--innodb-buffer-pool-size=512M --innodb-log-file-size=512M \
+	--innodb-flush-log-at-trx-commit=2 ${BENCH_MARIADB_OPTS:-} < /dev/null > /dev/null 2>&1 &
+my_pid=$!
+myroot() { mariadb --no-defaults --socket="$mydir/sock" -uroot -N -B "$@"; }
+for _ in $(seq 1 300); do
+	myroot -e 'SELECT 1' > /dev/null 2>&1 && break
+	kill -0 "$my_pid" 2> /dev/null || break
+	sleep 0.2
+done
+myroot -e "DROP USER IF EXISTS ''@'localhost';
+CREATE USER loader@'%' IDENTIFIED BY 'secret'; GRANT ALL ON *.* TO loader@'%';
+CREATE DATABASE bench;" || { tail -n 30 "$work/my_bench_mariadb.log"; die "MariaDB did not start"; }
+echo "   version $(myroot -e 'SELECT version()')"
+myc() { mariadb --no-defaults -h127.0.0.1 -P"$myport" -uloader -psecret "$@"; }
+
+# ---- PostgreSQL ------------------------------------------------------------
+echo "== local PostgreSQL on 127.0.0.1:$lport (ctas_fed preloaded)"
+initdb -D "$pgdir" -A trust -E UTF8 --locale=C.UTF-8 > "$work/my_bench_pg.initdb.log" 2>&1 ||
+	{ cat "$work/my_bench_pg.initdb.log"; die "initdb"; }
+cat >> "$pgdir/postgresql.conf" <<EOF
+
+# added by test/bench/mysql.sh
+port = $lport
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$work'
+shared_buffers = 256MB
+max_wal_size = 8GB
+autovacuum = off
+$(cat "$conf_file")
+EOF
+pg_started=1
+pg_ctl -D "$pgdir" -l "$work/my_bench_pg.log" -w -t 120 start > /dev/null ||
+	{ tail -n 30 "$work/my_bench_pg.log"; die "PostgreSQL did not start"; }
+lsql() { psql -X -q -h "$work" -p "$lport" -d bench -v ON_ERROR_STOP=1 "$@"; }
+psql -X -q -h "$work" -p "$lport" -d postgres -c "CREATE DATABASE bench" || die "CREATE DATABASE"
+lsql <<EOF || die "local set-up"
+CREATE EXTENSION ctas_fed;
+CREATE SERVER shop FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'mysql', host '127.0.0.1', port '$myport');
+CREATE USER MAPPING FOR CURRENT_USER SERVER shop
+  OPTIONS (user 'loader', password 'secret');
+EOF
+
+cols="id, label, amount, ratio, ts, flag, arr, doc"
+pipe_select="id, label, amount, ratio, ts AT TIME ZONE 'UTC', flag::int, array_to_json(arr), doc"
+insert_select="format('(%s,%L,%s,%s,%L,%s,%L,%L)', id, label, amount, ratio,
+  ts AT TIME ZONE 'UTC', coalesce(flag::int::text, 'NULL'), array_to_json(arr), doc)"
+
+# the peak RssAnon (kB) of a process until it exits, into a file
+sample_mem()
+{
+	local pid=$1 out=$2 max=0 v
+	while [ -d "/proc/$pid" ]; do
+		v=$(awk '/^RssAnon:/ { print $2 }' "/proc/$pid/status" 2> /dev/null)
+		[ -n "$v" ] && [ "$v" -gt "$max" ] && max=$v
+		echo "$max" > "$out.tmp" && mv "$out.tmp" "$out"
+		sleep 0.05
+	done
+}
+
+results=$work/mysql_results.txt
+: > "$results"
+
+# run_method METHOD ROWS: one timed run; appends
+# "METHOD ROWS WALL PG_CPU MY_CPU CLIENT_CPU PEAK_KB" to $results
+run_method()
+{
+	local m=$1 n=$2 t0 t1 wall client=0 peak=0 out=$work/cpu.$m.$n cnt
+	myc -e "DROP TABLE IF EXISTS bench.t" || return 1
+	if [ "$m" != ctas_fed ]; then
+		myc -e "$ddl" || return 1
+	fi
+	cpu_watch_start "$out" "pg=$(head -n 1 "$pgdir/postmaster.pid")" "my=$my_pid" || return 1
+	case $m in
+		ctas_fed)
+			rm -f "$work/backend.pid" "$work/mem"
+			(
+				lsql -At -c "SELECT pg_backend_pid()" -c '\o /dev/null' \
+					-c "SELECT pg_sleep(0.5)" -c '\o' -c '\timing on' \
+					-c "CREATE TABLE shop.bench.t AS SELECT * FROM src_$n" > "$work/ctas.out" 2>&1
+			) &
+			local ps=$!
+			for _ in $(seq 1 100); do
+				[ -s "$work/ctas.out" ] && break
+				sleep 0.02
+			done
+			sample_mem "$(head -n 1 "$work/ctas.out")" "$work/mem" &
+			local sampler=$!
+			wait "$ps" || { cat "$work/ctas.out" >&2; return 1; }
+			wall=$(awk '/^Time:/ { t = $2 } END { printf "%.3f", t / 1000 }' "$work/ctas.out")
+			wait "$sampler"
+			peak=$(cat "$work/mem" 2> /dev/null || echo 0)
+			;;
+		pipe | insert)
+			local cmd
+			if [ "$m" = pipe ]; then
+				cmd="psql -X -q -h '$work' -p $lport -d bench -c \"COPY (SELECT $pipe_select FROM src_$n) TO STDOUT\" |
+  mariadb --no-defaults -h127.0.0.1 -P$myport -uloader -psecret --local-infile=1 -e \"LOAD DATA LOCAL INFILE '/dev/stdin' INTO TABLE bench.t CHARACTER SET utf8mb4 ($cols)\""
+			else
+				cmd="psql -X -q -At -h '$work' -p $lport -d bench -c \"SELECT 'INSERT INTO bench.t ($cols) VALUES ' || string_agg($insert_select, ',') || ';' FROM src_$n GROUP BY (id - 1) / 1000\" |
+  mariadb --no-defaults -h127.0.0.1 -P$myport -uloader -psecret bench"
+			fi
+			t0=$(date +%s.%N)
+			/usr/bin/time -f '%U %S' -o "$work/time.out" bash -o pipefail -c "$cmd" || return 1
+			t1=$(date +%s.%N)
+			wall=$(echo "$t1 - $t0" | bc)
+			client=$(awk '{ printf "%.2f", $1 + $2 }' "$work/time.out")
+			;;
+	esac
+	cpu_watch_stop "$out" || return 1
+	cnt=$(myc -N -B -e "SELECT count(*) FROM bench.t") || return 1
+	[ "$cnt" = "$n" ] || { echo "$m: $cnt rows instead of $n" >&2; return 1; }
+	echo "$m $n $wall $(cpu_field "$out" total:pg) $(cpu_field "$out" total:my) $client $peak" | tee -a "$results"
+}
+
+status=0
+for n in $rows_list; do
+	echo "== $n rows"
+	make_source "$n" | lsql > /dev/null || die "source table"
+	ddl=$(lsql -At -c "EXPLAIN (COSTS OFF) CREATE TABLE shop.bench.t AS SELECT * FROM src_$n" |
+		sed -n 's/^Remote DDL: //p')
+	[ -n "$ddl" ] || die "no DDL from EXPLAIN"
+	echo "   method rows wall_s pg_cpu_s mariadb_cpu_s client_cpu_s peak_rss_kb"
+	for r in $(seq 1 "$runs"); do
+		for m in $methods; do
+			run_method "$m" "$n" || { echo "$m failed" >&2; status=1; }
+		done
+	done
+done
+
+# ---- summary: the best run of each method, ratio to the pipe -----------------
+echo
+echo "| rows | method | wall s | rows/s | vs pipe | CPU s (PostgreSQL + MariaDB + clients) | peak RssAnon |"
+echo "|---:|---|---:|---:|---:|---:|---:|"
+awk '
+	{ k = $2 " " $1; if (!(k in best) || $3 < best[k]) { best[k] = $3; line[k] = $0 } }
+	END {
+		for (k in line) {
+			split(line[k], f, " ")
+			pipe = best[f[2] " pipe"]
+			ratio = (pipe > 0 && f[3] > 0) ? sprintf("%.2fx", pipe / f[3]) : "-"
+			printf "| %s | %s | %.2f | %.0f | %s | %.2f + %.2f + %.2f = %.2f | %s |\n",
+				f[2], f[1], f[3], f[2] / f[3], ratio, f[4], f[5], f[6],
+				f[4] + f[5] + f[6], f[1] == "ctas_fed" ? int(f[7] / 1024) " MB" : "-"
+			if (f[1] == "ctas_fed" && pipe > 0 && pipe / f[3] < 1.2)
+				print "goal NOT met: ctas_fed below 1.2x the pipe at " f[2] " rows" > "/dev/stderr"
+		}
+	}' "$results" | sort -t'|' -k2,2n -k3,3 | tee "$work/summary.txt"
+if [ "$status" = 0 ] && awk '
+	{ k = $2 " " $1; if (!(k in best) || $3 < best[k]) best[k] = $3 }
+	END { for (k in best) { split(k, f, " "); p = best[f[1] " pipe"];
+		if (f[2] == "ctas_fed" && p > 0 && p / best[k] < 1.2) exit 1 } }' "$results"; then
+	exit 0
+fi
+[ "$status" = 0 ] && exit 3
+exit 1

@@ -251,30 +251,6 @@ my_close_cb(void *arg)
 }
 
 /*
- * my_password_required
- *		Must the user mapping carry a non-empty password?  As for the other
- *		targets: yes, unless both the mapping's user and the server's owner
- *		are superusers, or a superuser set password_required 'false'.
- */
-static bool
-my_password_required(const CtasCatalog *catalog)
-{
-	ForeignServer *server = GetForeignServer(catalog->serverid);
-	ListCell   *lc;
-
-	if (superuser_arg(catalog->userid) && superuser_arg(server->owner))
-		return false;
-	foreach(lc, catalog->user_options)
-	{
-		DefElem    *def = lfirst_node(DefElem, lc);
-
-		if (strcmp(def->defname, "password_required") == 0)
-			return defGetBoolean(def);
-	}
-	return true;
-}
-
-/*
  * CtasMyConnect
  *		A session on the MySQL catalog, allocated in cxt and closed when cxt
  *		is reset or deleted.  ereport(ERROR) on any failure unless cleanup,
@@ -334,7 +310,7 @@ CtasMyConnect(const CtasCatalog *catalog, MemoryContext cxt, bool cleanup)
 	else
 		CtasCheckCatalogHosts(catalog);
 	if ((password == NULL || password[0] == '\0') &&
-		my_password_required(catalog))
+		CtasPasswordRequired(catalog, NULL))
 		ereport(cleanup ? WARNING : ERROR,
 				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
 				 errmsg("password is required"),
@@ -347,7 +323,7 @@ CtasMyConnect(const CtasCatalog *catalog, MemoryContext cxt, bool cleanup)
 				 errmsg("MySQL catalog \"%s\" has no host", catalog->name)));
 	if (host == NULL ||
 		((password == NULL || password[0] == '\0') &&
-		 my_password_required(catalog)))
+		 CtasPasswordRequired(catalog, NULL)))
 		return NULL;			/* cleanup: refused above with a WARNING */
 	if ((v = CtasCatalogOption(catalog, "port")) != NULL)
 		port = (unsigned int) atoi(v);

@@ -521,7 +521,8 @@ CtasChIsKey(CtasLoad *load, const CtasColumn *col)
 
 	return col->is_key ||
 		ch_expr_mentions(o->order_by, col->name) ||
-		ch_expr_mentions(o->partition_by, col->name);
+		ch_expr_mentions(o->partition_by, col->name) ||
+		ch_expr_mentions(o->sharding_key, col->name);	/* a cluster's */
 }
 
 /*

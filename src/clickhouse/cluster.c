@@ -480,59 +480,123 @@ CtasChClusterBeginLoad(ChLoad *cl)
 	return any;
 }
 
+/* Parse a single-quoted literal with backslash escapes at *p; or NULL */
+static char *
+ch_parse_literal(const char **p)
+{
+	const char *s = *p;
+	StringInfoData buf;
+
+	if (*s != '\'')
+		return NULL;
+	initStringInfo(&buf);
+	for (s++; *s && *s != '\''; s++)
+	{
+		if (*s == '\\' && s[1])
+			s++;
+		appendStringInfoChar(&buf, *s);
+	}
+	if (*s != '\'')
+		return NULL;
+	*p = s + 1;
+	return buf.data;
+}
+
+/*
+ * ch_read_dist
+ *		The definition of Distributed table db.name on the server http
+ *		talks to, from its engine_full: Distributed('cluster', 'db',
+ *		'local', key).  Returns the local table's name and, unless key is
+ *		NULL, parses the key into *key (ERROR if we cannot compute it);
+ *		NULL when the table is
+ *		not a Distributed table of this cluster and database with a
+ *		sharding key.  Palloc'd.
+ */
+static char *
+ch_read_dist(ChCluster *c, CtasHttp *http, const char *db, const char *name,
+			 ChShardKey *key)
+{
+	char	   *body;
+	List	   *rows;
+	int			nf;
+	const char *p;
+	char	   *args[3];
+	char	   *expr;
+	int			depth = 0;
+	int			i;
+
+	body = CtasHttpQuery(http,
+						 psprintf("SELECT engine_full FROM system.tables WHERE database = %s AND name = %s",
+								  CtasChLit(db), CtasChLit(name)),
+						 "read the Distributed table");
+	rows = CtasChTsv(body, &nf);
+	if (rows == NIL || nf != 1 || ((char **) linitial(rows))[0] == NULL)
+		return NULL;
+	p = ((char **) linitial(rows))[0];
+	if (strncmp(p, "Distributed(", 12) != 0)
+		return NULL;
+	p += 12;
+	for (i = 0; i < 3; i++)
+	{
+		CtasChSkipWs(&p);
+		args[i] = ch_parse_literal(&p);
+		CtasChSkipWs(&p);
+		if (args[i] == NULL || *p++ != ',')
+			return NULL;
+	}
+	if (strcmp(args[0], c->name) != 0 || strcmp(args[1], db) != 0)
+		return NULL;
+	/* the key: what follows, up to the engine's closing bracket */
+	expr = pstrdup(p);
+	for (i = 0; expr[i]; i++)
+	{
+		if (expr[i] == '(')
+			depth++;
+		else if (expr[i] == ')' && depth-- == 0)
+			break;
+	}
+	if (expr[i] != ')')
+		return NULL;
+	expr[i] = '\0';
+	if (key)
+		ch_parse_shard_key(expr, key);
+	return args[2];
+}
+
 /*
  * ch_append_key
- *		Append: the rows must go where the existing Distributed table sends
- *		them.  Its engine_full on shard 1 gives the cluster, the database,
- *		the local table and the sharding key; they must be ours, and the key
- *		one we can compute (it replaces a sharding_key of the statement,
- *		which must agree).  ERROR otherwise.
+ *		Append: the rows must go where the existing Distributed table dist
+ *		(on shard 1) sends them, into the local tables it reads.  Its
+ *		cluster and database must be ours, its key one we can compute; it
+ *		gives cl->local and cl->key (a sharding_key or local_table of the
+ *		statement must agree).  ERROR otherwise.
  */
 static void
 ch_append_key(ChLoad *cl, const char *dist)
 {
 	CtasLoad   *load = cl->load;
-	ChCluster  *c = cl->cluster;
-	char	   *body;
-	List	   *rows;
-	int			nf;
-	char	   *engine;
-	char	   *expect;
+	const ChOptions *o = CtasChOptions(load);
 	ChShardKey	given;
-	const char *p;
-	int			depth = 0;
+	char	   *local;
 
-	body = CtasHttpQuery(c->http[0],
-						 psprintf("SELECT engine_full FROM system.tables WHERE database = %s AND name = %s",
-								  CtasChLit(cl->db), CtasChLit(dist)),
-						 "read the Distributed table");
-	rows = CtasChTsv(body, &nf);
-	engine = rows != NIL && nf == 1 ? ((char **) linitial(rows))[0] : "";
-	expect = psprintf("Distributed(%s, %s, %s, ", CtasChLit(c->name),
-					  CtasChLit(cl->db), CtasChLit(cl->local));
-	if (engine == NULL || strncmp(engine, expect, strlen(expect)) != 0)
+	local = ch_read_dist(cl->cluster, cl->cluster->http[0], cl->db, dist,
+						 &cl->key);
+	if (local == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot append to table \"%s\" of cluster catalog \"%s\"",
 						CtasChDisplay(cl->db, load->table), load->catalog->name),
-				 errdetail("It is not a Distributed table over \"%s\" of cluster \"%s\" with a sharding key: its engine is \"%s\".",
-						   cl->local, c->name, engine ? engine : ""),
-				 errhint("Name the local tables with the option local_table.")));
-	/* the key: what follows, up to the engine's closing bracket */
-	p = engine + strlen(expect);
-	body = pstrdup(p);
-	for (p = body; *p; p++)
+				 errdetail("It is not a Distributed table of cluster \"%s\" over a table of database \"%s\" with a sharding key.",
+						   cl->cluster->name, cl->db)));
+	if (o->local_table && strcmp(local, cl->local) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("local table \"%s\" differs from \"%s\", that of table \"%s\"",
+						cl->local, local, CtasChDisplay(cl->db, load->table))));
+	cl->local = local;
+	if (o->sharding_key)
 	{
-		if (*p == '(')
-			depth++;
-		else if (*p == ')' && depth-- == 0)
-			break;
-	}
-	body[p - body] = '\0';
-	ch_parse_shard_key(body, &cl->key);
-	if (CtasChOptions(load)->sharding_key)
-	{
-		ch_parse_shard_key(CtasChOptions(load)->sharding_key, &given);
+		ch_parse_shard_key(o->sharding_key, &given);
 		if (strcmp(ch_shard_key_sql(&given), ch_shard_key_sql(&cl->key)) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -580,11 +644,18 @@ CtasChClusterCreateTable(ChLoad *cl, bool exists)
 
 		/* append: the whole cluster table must be there */
 		if (!CtasChLogicalExists(sub->http, cl->xs, i + 1, cl->db,
+								 load->table, &dist))
+			missing = load->table;
+		else if (i == 0)
+		{
+			/* its local tables and key, from shard 1's Distributed table */
+			ch_append_key(cl, dist);
+			sub->local = cl->local;
+		}
+		if (missing == NULL &&
+			!CtasChLogicalExists(sub->http, cl->xs, i + 1, cl->db,
 								 cl->local, &sub->phys))
 			missing = cl->local;
-		else if (!CtasChLogicalExists(sub->http, cl->xs, i + 1, cl->db,
-									  load->table, &dist))
-			missing = load->table;
 		if (missing)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_TABLE),
@@ -594,10 +665,7 @@ CtasChClusterCreateTable(ChLoad *cl, bool exists)
 							CtasChDisplay(cl->db, missing))));
 		sub->types = CtasChTargetTypes(sub, CH_APPEND);
 		if (i == 0)
-		{
 			types = sub->types;
-			ch_append_key(cl, dist);
-		}
 		else
 		{
 			int			j;
@@ -654,6 +722,7 @@ CtasChClusterCreateTable(ChLoad *cl, bool exists)
 		sub->ncols = cl->ncols;
 		sub->types = cl->types;
 		sub->cols = cl->cols;
+		sub->local = cl->local;
 		if (append)
 			kind = CH_APPEND;
 		else
@@ -805,9 +874,10 @@ CtasChClusterEndLoad(ChLoad *cl)
 
 /*
  * CtasChClusterDrop
- *		drop_table for a cluster catalog: the Distributed table and the
- *		local table are dropped on every shard that has them.  Returns
- *		false when no shard has either.
+ *		drop_table for a cluster catalog: on every shard, the Distributed
+ *		table and the local table it reads (from its definition; else the
+ *		default name) are dropped where they exist.  Returns false when no
+ *		shard has either.
  */
 bool
 CtasChClusterDrop(CtasLoad *load)
@@ -820,13 +890,19 @@ CtasChClusterDrop(CtasLoad *load)
 	int			j;
 
 	CtasChClusterCheck(c, xs->http);
-	names[0] = load->table;
-	names[1] = ch_local_name(load);
 	for (i = 0; i < c->nshards; i++)
 	{
+		char	   *phys;
+
+		names[0] = load->table;
+		names[1] = NULL;
+		if (CtasChLogicalExists(c->http[i], xs, i + 1, load->schema,
+								load->table, &phys))
+			names[1] = ch_read_dist(c, c->http[i], load->schema, phys, NULL);
+		if (names[1] == NULL)
+			names[1] = ch_local_name(load);
 		for (j = 0; j < 2; j++)
 		{
-			char	   *phys;
 			ChAction   *a;
 
 			if (!CtasChLogicalExists(c->http[i], xs, i + 1, load->schema,

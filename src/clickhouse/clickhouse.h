@@ -375,6 +375,7 @@ CtasChOptions(CtasLoad *load)
 
 /* in types.c */
 extern void CtasChSkipWs(const char **p);
+extern char *CtasChParseString(const char **p);
 extern ChType *CtasChParseType(const char *text, bool *too_deep);
 extern void CtasChAppendType(StringInfo buf, const ChType *t);
 extern char *CtasChTypeText(const ChType *t);

@@ -480,28 +480,6 @@ CtasChClusterBeginLoad(ChLoad *cl)
 	return any;
 }
 
-/* Parse a single-quoted literal with backslash escapes at *p; or NULL */
-static char *
-ch_parse_literal(const char **p)
-{
-	const char *s = *p;
-	StringInfoData buf;
-
-	if (*s != '\'')
-		return NULL;
-	initStringInfo(&buf);
-	for (s++; *s && *s != '\''; s++)
-	{
-		if (*s == '\\' && s[1])
-			s++;
-		appendStringInfoChar(&buf, *s);
-	}
-	if (*s != '\'')
-		return NULL;
-	*p = s + 1;
-	return buf.data;
-}
-
 /*
  * ch_read_dist
  *		The definition of Distributed table db.name on the server http
@@ -539,7 +517,7 @@ ch_read_dist(ChCluster *c, CtasHttp *http, const char *db, const char *name,
 	for (i = 0; i < 3; i++)
 	{
 		CtasChSkipWs(&p);
-		args[i] = ch_parse_literal(&p);
+		args[i] = CtasChParseString(&p);
 		CtasChSkipWs(&p);
 		if (args[i] == NULL || *p++ != ',')
 			return NULL;

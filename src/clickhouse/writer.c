@@ -23,6 +23,10 @@
  *				exactly the rows sent (a dropped connection makes ClickHouse
  *				keep what it got, so the count is the proof).
  *
+ * A cluster catalog (server options cluster and shard_urls) does each
+ * step on every shard, with a Distributed table over them: cluster.c.  The
+ * steps on one server are in stage.c.
+ *
  * Streaming mode (atomic = false) creates the target directly and sends
  * one INSERT per commit_every rows; what is committed stays.
  *

@@ -21,6 +21,12 @@
  *				Failures are WARNINGs; resolve (ctas_fed.resolve_in_doubt)
  *				finishes the job later from the durable record.
  *
+ * On a cluster catalog (cluster.c) every action is on one shard
+ * (ChAction.shard, its client from CtasChActionHttp): the steps above run
+ * for every shard's actions in turn, and one record holds them all, so
+ * that the shards are finished or undone as a set.  The fault point
+ * ch_after_shard_<n> (tests) stops pre-commit once shard n is published.
+ *
  * Durable records: before the first remote effect of each action, the
  * participant's actions and every table name they use are written to a
  * file in the data directory (see "Durable records"), removed when the

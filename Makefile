@@ -19,9 +19,11 @@ OBJS = \
 	src/ctas.o \
 	src/targets.o \
 	src/clickhouse/client.o \
+	src/clickhouse/cluster.o \
 	src/clickhouse/ddl.o \
 	src/clickhouse/resolve.o \
 	src/clickhouse/rowbinary.o \
+	src/clickhouse/stage.o \
 	src/clickhouse/sync.o \
 	src/clickhouse/types.o \
 	src/clickhouse/writer.o \

@@ -61,6 +61,7 @@ extern char *CtasPushgatewayUrl;
 extern bool CtasProgress;
 extern int	CtasProgressInterval;
 extern char *CtasFaultPoint;
+extern void CtasFaultPointWait(const char *name);
 extern int	CtasMaxSyncsPerRole;
 extern void CtasDefineSettings(void);
 extern void CtasCheckPreloaded(void);

@@ -19,7 +19,11 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "utils/guc.h"
+#include "utils/timestamp.h"
 
 #include "ctas_fed.h"
 #include "hosts.h"
@@ -124,4 +128,40 @@ CtasCheckPreloaded(void)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("ctas_fed must be loaded via shared_preload_libraries"),
 				 errhint("Add ctas_fed to shared_preload_libraries in postgresql.conf and restart the server: shared_preload_libraries = 'ctas_fed'.")));
+}
+
+/*
+ * CtasFaultPointWait
+ *		Test support.  When ctas_fed.fault_point is "name", log it and wait
+ *		here until the server is stopped (immediate) or the backend is
+ *		killed; when it is "name:N", wait N seconds and go on (so that a
+ *		test can stop a remote server at that point).  Interrupts are not
+ *		serviced while waiting; this is how crash tests stop at exact
+ *		points of the commit protocol.  Here, beside the setting, so that
+ *		every layer can have fault points.
+ */
+void
+CtasFaultPointWait(const char *name)
+{
+	size_t		len = strlen(name);
+	long		secs = -1;
+	TimestampTz start;
+
+	if (CtasFaultPoint == NULL || strncmp(CtasFaultPoint, name, len) != 0)
+		return;
+	if (CtasFaultPoint[len] == ':')
+		secs = atol(CtasFaultPoint + len + 1);
+	else if (CtasFaultPoint[len] != '\0')
+		return;
+
+	ereport(LOG,
+			(errmsg("ctas_fed: stopped at fault point \"%s\"", name)));
+	start = GetCurrentTimestamp();
+	while (secs < 0 ||
+		   !TimestampDifferenceExceeds(start, GetCurrentTimestamp(), secs * 1000))
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 100L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
 }

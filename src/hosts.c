@@ -453,3 +453,53 @@ CtasNotifyHostRefused(const char *url)
 	}
 	return host;
 }
+
+/*
+ * CtasSplitUrlList
+ *		The URLs of a comma-separated list (a server option of kind
+ *		CTAS_OPT_SERVICE_URL_LIST), blanks trimmed, as a List of palloc'd
+ *		strings in list order; NIL when the list is empty or has an empty
+ *		entry.  Never ERRORs (but out of memory).
+ */
+List *
+CtasSplitUrlList(const char *value)
+{
+	List	   *urls = NIL;
+	const char *p = value;
+
+	for (;;)
+	{
+		const char *e = strchr(p, ',');
+		const char *s = p;
+		const char *end = e ? e : p + strlen(p);
+
+		while (s < end && (*s == ' ' || *s == '\t'))
+			s++;
+		while (end > s && (end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+		if (end == s)
+			return NIL;
+		urls = lappend(urls, pnstrdup(s, end - s));
+		if (e == NULL)
+			return urls;
+		p = e + 1;
+	}
+}
+
+/*
+ * CtasCheckCatalogUrl
+ *		Connect side of ctas_fed.allowed_hosts for a URL that a catalog's
+ *		option names beside url (each entry of a list of URLs): ERROR as
+ *		CtasCheckCatalogHosts when the setting is not empty, the catalog's
+ *		server belongs to a non-superuser and the URL's host is not listed.
+ */
+void
+CtasCheckCatalogUrl(const CtasCatalog *catalog, const char *option,
+					const char *url)
+{
+	if (!hosts_limited())
+		return;
+	if (superuser_arg(GetForeignServer(catalog->serverid)->owner))
+		return;
+	hosts_check_host(catalog, option, hosts_url_host(url));
+}

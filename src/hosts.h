@@ -14,6 +14,7 @@
 #ifndef CTAS_HOSTS_H
 #define CTAS_HOSTS_H
 
+#include "nodes/pg_list.h"
 #include "utils/guc.h"
 
 #include "ctas_fed.h"
@@ -25,5 +26,8 @@ extern bool CtasAllowedHostsCheck(char **newval, void **extra,
 extern void CtasCheckHostOption(const char *option, const char *value);
 extern void CtasCheckCatalogHosts(const CtasCatalog *catalog);
 extern char *CtasNotifyHostRefused(const char *url);
+extern List *CtasSplitUrlList(const char *value);
+extern void CtasCheckCatalogUrl(const CtasCatalog *catalog,
+								const char *option, const char *url);
 
 #endif							/* CTAS_HOSTS_H */

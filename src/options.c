@@ -168,6 +168,21 @@ check_option_value(const CtasOption *opt, const char *value)
 		case CTAS_OPT_HOOK_URL:
 			check_url(opt, value);
 			break;
+		case CTAS_OPT_SERVICE_URL_LIST:
+			{
+				List	   *urls = CtasSplitUrlList(value);
+				ListCell   *lc;
+
+				if (urls == NIL)
+					ereport(ERROR,
+							(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+							 errmsg("invalid value for option \"%s\": \"%s\"",
+									opt->name, value),
+							 errdetail("The value must be a comma-separated list of http or https URLs.")));
+				foreach(lc, urls)
+					check_url(opt, lfirst(lc));
+				break;
+			}
 	}
 }
 
@@ -271,7 +286,8 @@ check_url(const CtasOption *opt, const char *value)
 				 errdetail("URL scheme \"%s\" is not supported; only http and https are.",
 						   scheme)));
 
-	if (opt->kind == CTAS_OPT_SERVICE_URL && (has_path || has_query))
+	if ((opt->kind == CTAS_OPT_SERVICE_URL ||
+		 opt->kind == CTAS_OPT_SERVICE_URL_LIST) && (has_path || has_query))
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 				 errmsg("invalid value for option \"%s\": \"%s\"",
@@ -400,7 +416,15 @@ ctas_fed_validator(PG_FUNCTION_ARGS)
 
 		check_option_value(opt, value);
 
-		if (opt->names_host && !superuser())
+		if (opt->names_host && !superuser() &&
+			opt->kind == CTAS_OPT_SERVICE_URL_LIST)
+		{
+			ListCell   *ulc;
+
+			foreach(ulc, CtasSplitUrlList(value))
+				CtasCheckHostOption(opt->name, lfirst(ulc));
+		}
+		else if (opt->names_host && !superuser())
 			CtasCheckHostOption(opt->name, value);
 
 		if (strcmp(opt->name, "password_required") == 0 &&

@@ -60,7 +60,8 @@ typedef enum CtasOptionKind
 	CTAS_OPT_BOOL,				/* anything parse_bool accepts */
 	CTAS_OPT_ENUM,				/* one of choices */
 	CTAS_OPT_SERVICE_URL,		/* http(s) URL of a service: no path/query */
-	CTAS_OPT_HOOK_URL			/* http(s) URL of a webhook: path, query ok */
+	CTAS_OPT_HOOK_URL,			/* http(s) URL of a webhook: path, query ok */
+	CTAS_OPT_SERVICE_URL_LIST	/* comma-separated service URLs */
 } CtasOptionKind;
 
 typedef struct CtasOption

@@ -209,39 +209,11 @@ set_jobs_state(CtasParticipant *part, CtasJobState state)
 	}
 }
 
-/*
- * fault_point
- *		Test support.  When ctas_fed.fault_point is "name", log it and wait
- *		here until the server is stopped (immediate) or the backend is
- *		killed; when it is "name:N", wait N seconds and go on (so that a
- *		test can stop a remote server at that point).  Interrupts are not
- *		serviced while waiting; this is how crash tests stop at exact
- *		points of the commit protocol.
- */
+/* ctas_fed.fault_point (tests only): see CtasFaultPointWait in guc.c */
 static void
 fault_point(const char *name)
 {
-	size_t		len = strlen(name);
-	long		secs = -1;
-	TimestampTz start;
-
-	if (CtasFaultPoint == NULL || strncmp(CtasFaultPoint, name, len) != 0)
-		return;
-	if (CtasFaultPoint[len] == ':')
-		secs = atol(CtasFaultPoint + len + 1);
-	else if (CtasFaultPoint[len] != '\0')
-		return;
-
-	ereport(LOG,
-			(errmsg("ctas_fed: stopped at fault point \"%s\"", name)));
-	start = GetCurrentTimestamp();
-	while (secs < 0 ||
-		   !TimestampDifferenceExceeds(start, GetCurrentTimestamp(), secs * 1000))
-	{
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 100L, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-	}
+	CtasFaultPointWait(name);
 }
 
 /*

@@ -6,12 +6,17 @@
  * The target is split by concern; the extern blocks below, headed by the
  * file that defines them, are its map:
  *
- *	client.c	the HTTP protocol of ClickHouse over src/http/curl.c; quoting
+ *	client.c	the HTTP protocol of ClickHouse over src/http/curl.c; quoting;
+ *				the clients of a cluster's shards
  *	types.c		ClickHouse type names and the type map
  *	ddl.c		quoted names, small results, table options, CREATE TABLE
  *	rowbinary.c	the RowBinary encoder
+ *	stage.c		the steps of a load on one server: actions, staging
+ *				tables, the INSERT stream, the count
  *	writer.c	begin_load, create_table, put_row, end_load, DROP TABLE,
  *				EXPLAIN, listing, and the routine CtasClickHouseTarget
+ *	cluster.c	cluster catalogs: shards, the sharding key, routing, the
+ *				per-shard and Distributed tables of a load
  *	xact.c		pre_commit, post_commit, abort, subxact; durable records
  *	resolve.c	recovery from the durable records
  *	sync.c		continuous sync: the apply side (CtasChSyncApply)
@@ -33,6 +38,7 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
+#include "executor/tuptable.h"
 #include "port/pg_crc32c.h"
 
 #include "target.h"
@@ -65,6 +71,11 @@ extern const CtasSyncApply CtasChSyncApply;
 /* in client.c */
 extern CtasHttp *CtasHttpCreate(const CtasCatalog *catalog,
 								MemoryContext cxt);
+extern CtasHttp *CtasHttpCreateShard(const CtasCatalog *catalog,
+									 const char *url, int shard,
+									 MemoryContext cxt);
+extern struct ChCluster *CtasChClusterOpen(const CtasCatalog *catalog,
+										   MemoryContext cxt);
 extern const char *CtasHttpCatalogName(CtasHttp *http);
 extern const CtasHttpVersion *CtasHttpServerVersion(CtasHttp *http);
 extern bool CtasHttpServerVersionKnown(CtasHttp *http);
@@ -221,27 +232,66 @@ typedef struct ChAction
 	char	   *old;			/* replace/drop: where the target goes */
 	char	   *marker;			/* create: commit marker, see CtasChPreCommit */
 	char	   *source;			/* append: table the stage copies */
+	int			shard;			/* cluster: shard (from 1) it is on; 0: the
+								 * server of the catalog's url */
 	int			level;			/* subtransaction nesting level */
 	ChActionState state;
 	uint64		rows;
 } ChAction;
 
+/* Most shards a cluster catalog may have */
+#define CH_MAX_SHARDS		64
+
+/*
+ * The cluster of a catalog with the server options cluster and
+ * shard_urls (cluster.c), in part->cxt (or the resolver's context).
+ */
+typedef struct ChCluster
+{
+	char	   *name;			/* of remote_servers */
+	int			nshards;
+	char	  **urls;			/* [nshards], shard_num order */
+	CtasHttp  **http;			/* [nshards] */
+	int			nslots;			/* sum of the shards' weights */
+	int		   *slot_shard;		/* [nslots]: slot -> shard, from 1 */
+	bool		checked;		/* against system.clusters */
+} ChCluster;
+
 /* Per transaction and user mapping: part->private */
 typedef struct ChXact
 {
 	CtasHttp   *http;			/* in part->cxt */
+	ChCluster  *cluster;		/* cluster catalog, or NULL */
 	List	   *actions;		/* ChAction *, oldest first */
-	CtasHttpStream *stream;		/* open INSERT, watched; or NULL */
-	char	   *stream_qid;		/* its query_id until it is closed */
+	/* open INSERTs, watched, by shard (0: url); or NULL */
+	CtasHttpStream *stream[CH_MAX_SHARDS + 1];
+	char	   *stream_qid[CH_MAX_SHARDS + 1];	/* until they are closed */
 	int			stream_level;
 	char		record_path[MAXPGPATH]; /* durable record, or "" */
 	int			record_fd;		/* open on it, flock'd; or -1 */
 } ChXact;
 
+/* A sharding expression ctas_fed can compute (cluster.c) */
+typedef enum ChShardFunc
+{
+	CH_SHARD_RAND,				/* rand() */
+	CH_SHARD_VALUE,				/* an integer column */
+	CH_SHARD_INTHASH64,			/* intHash64(column) */
+	CH_SHARD_CITYHASH64			/* cityHash64(column) */
+} ChShardFunc;
+
+typedef struct ChShardKey
+{
+	ChShardFunc func;
+	char	   *column;			/* NULL for rand() */
+} ChShardKey;
+
 /* Per statement: load->private */
 typedef struct ChLoad
 {
 	CtasHttp   *http;
+	int			shard;			/* cluster: this shard's part of the load,
+								 * from 1; 0 otherwise */
 	ChXact	   *xs;				/* NULL in streaming mode */
 	ChAction   *action;			/* atomic mode */
 	bool		streaming;
@@ -262,6 +312,15 @@ typedef struct ChLoad
 	uint64		block_rows;		/* streaming: rows in the open INSERT */
 	uint64		count_before;	/* streaming append: rows already there */
 	CtasLoad   *load;
+
+	/* a load into a cluster catalog (cluster.c) */
+	ChCluster  *cluster;		/* or NULL */
+	struct ChLoad **shards;		/* [nshards]: each shard's part */
+	char	   *local;			/* name of the shards' local tables */
+	ChShardKey	key;
+	int			key_col;		/* index of key.column, or -1 */
+	StringInfoData key_buf;		/* the key's encoding, for routing */
+	bool	   *shard_exists;	/* [nshards]: target exists there */
 } ChLoad;
 
 /*
@@ -275,6 +334,8 @@ typedef struct ChOptions
 	char	   *order_by;
 	char	   *partition_by;
 	char	   *settings;
+	char	   *sharding_key;	/* cluster: the Distributed table's key */
+	char	   *local_table;	/* cluster: pattern of the local tables */
 } ChOptions;
 
 /*
@@ -309,11 +370,12 @@ CtasChOptions(CtasLoad *load)
 /* Durable records of a transaction (xact.c, read by resolve.c) */
 #define CH_RECORD_DIR		"pg_ctas_fed"
 #define CH_RECORD_MAGIC		"ctas_fed clickhouse"
-#define CH_RECORD_VERSION	"1"
+#define CH_RECORD_VERSION	"2"	/* "1": no shard field */
 #define CH_RECORD_MAX_SIZE	(64 * 1024 * 1024)
 
 /* in types.c */
 extern void CtasChSkipWs(const char **p);
+extern char *CtasChParseString(const char **p);
 extern ChType *CtasChParseType(const char *text, bool *too_deep);
 extern void CtasChAppendType(StringInfo buf, const ChType *t);
 extern char *CtasChTypeText(const ChType *t);
@@ -338,6 +400,33 @@ extern int	CtasChCountCheckMode(const char *engine);
 extern char *CtasChCreateSql(CtasLoad *load, ChColumn *cols, const char *db,
 							 const char *name);
 
+/* in stage.c */
+extern bool CtasChRemoteExists(CtasHttp *http, const char *db,
+							   const char *table);
+extern char *CtasChLoadEngine(CtasLoad *load);
+extern bool CtasChLogicalExists(CtasHttp *http, ChXact *xs, int shard,
+								const char *db, const char *table,
+								char **phys);
+extern ChAction *CtasChNewAction(CtasParticipant *part, ChXact *xs,
+								 ChActionKind kind, int shard,
+								 const char *db, const char *table);
+extern char **CtasChTargetTypes(ChLoad *cl, ChActionKind kind);
+extern void CtasChStage(ChLoad *cl, ChActionKind kind);
+extern void CtasChStageCheck(ChLoad *cl);
+extern void CtasChInsertSql(ChLoad *cl);
+extern void CtasChStreamOpen(ChLoad *cl);
+extern void CtasChStreamStep(ChLoad *cl, bool finish);
+
+/* in cluster.c */
+extern void CtasChClusterCheck(ChCluster *c, CtasHttp *http);
+extern void CtasChClusterCheckOptions(CtasLoad *load);
+extern bool CtasChClusterBeginLoad(ChLoad *cl);
+extern void CtasChClusterCreateTable(ChLoad *cl, bool exists);
+extern void CtasChClusterPutRow(ChLoad *cl, TupleTableSlot *slot);
+extern void CtasChClusterEndLoad(ChLoad *cl);
+extern bool CtasChClusterDrop(CtasLoad *load);
+extern void CtasChClusterExplain(CtasLoad *load, ExplainState *es);
+
 /* in rowbinary.c */
 extern ChColumn *CtasChSetupColumns(CtasLoad *load, char **types);
 extern void CtasChPutValue(ChEnc *e, StringInfo buf, Datum v, bool isnull);
@@ -348,6 +437,7 @@ extern const char *const CtasChActionNames[CH_DROP + 1];
 extern pg_crc32c CtasChRecordCrc(const char *data, size_t len);
 extern void CtasChRecordWrite(CtasParticipant *part, ChXact *xs);
 extern ChXact *CtasChXact(CtasParticipant *part);
+extern CtasHttp *CtasChActionHttp(ChXact *xs, ChAction *a);
 extern bool CtasChCleanupFailed;
 extern bool CtasChCleanupDrop(CtasHttp *http, const char *db,
 							  const char *table, const char *what);

@@ -123,6 +123,8 @@ static void ch_after_interrupt(CtasHttp *http, const char *what,
 							   const char *sql) pg_attribute_noreturn();
 static void ch_stream_fail(CtasHttpStream *s, CtasCurlResult rr);
 static void ch_stream_reset_cb(void *arg);
+static CtasHttp *ch_http_create(const CtasCatalog *catalog, const char *url,
+								MemoryContext cxt);
 
 /*
  * CtasHttpCreate
@@ -139,19 +141,97 @@ static void ch_stream_reset_cb(void *arg);
 CtasHttp *
 CtasHttpCreate(const CtasCatalog *catalog, MemoryContext cxt)
 {
-	MemoryContext old = MemoryContextSwitchTo(cxt);
-	CtasHttp   *http;
-	const char *url;
-	const char *v;
-	size_t		len;
+	const char *url = CtasCatalogOption(catalog, "url");
 
-	CtasCurlInit();
-
-	url = CtasCatalogOption(catalog, "url");
 	if (url == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
 				 errmsg("ClickHouse catalog \"%s\" has no url", catalog->name)));
+	return ch_http_create(catalog, url, cxt);
+}
+
+/*
+ * CtasHttpCreateShard
+ *		A client for one shard of a cluster catalog: as CtasHttpCreate, on
+ *		url (entry shard, from 1, of the catalog's shard_urls), which must
+ *		also be a host that ctas_fed.allowed_hosts lists when that applies.
+ */
+CtasHttp *
+CtasHttpCreateShard(const CtasCatalog *catalog, const char *url, int shard,
+					MemoryContext cxt)
+{
+	CtasHttp   *http;
+
+	CtasCheckCatalogUrl(catalog, "shard_urls", url);
+	http = ch_http_create(catalog, url, cxt);
+	/* messages name the shard: "lake (shard 2)" */
+	http->catalog = MemoryContextStrdup(cxt,
+										psprintf("%s (shard %d)",
+												 catalog->name, shard));
+	return http;
+}
+
+/*
+ * CtasChClusterOpen
+ *		The cluster of a catalog, with a client per shard, in cxt; NULL when
+ *		the catalog names no cluster.  Nothing is sent yet.  ERROR when
+ *		only one of cluster and shard_urls is set, when there are too many
+ *		shards, or when a shard's host is not allowed.
+ */
+ChCluster *
+CtasChClusterOpen(const CtasCatalog *catalog, MemoryContext cxt)
+{
+	const char *name = CtasCatalogOption(catalog, "cluster");
+	const char *urls = CtasCatalogOption(catalog, "shard_urls");
+	MemoryContext old;
+	ChCluster  *c;
+	List	   *list;
+	ListCell   *lc;
+	int			i = 0;
+
+	if (name == NULL && urls == NULL)
+		return NULL;
+	if (name == NULL || urls == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("ClickHouse catalog \"%s\" has option \"%s\" but not \"%s\"",
+						catalog->name, name ? "cluster" : "shard_urls",
+						name ? "shard_urls" : "cluster"),
+				 errhint("A cluster catalog needs both: the cluster's name in remote_servers, and the HTTP URL of each shard.")));
+	old = MemoryContextSwitchTo(cxt);
+	list = CtasSplitUrlList(urls);
+	if (list == NIL || list_length(list) > CH_MAX_SHARDS)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"shard_urls\" of ClickHouse catalog \"%s\"",
+						catalog->name),
+				 errdetail("A cluster catalog has from 1 to %d shards.",
+						   CH_MAX_SHARDS)));
+	c = palloc0(sizeof(ChCluster));
+	c->name = pstrdup(name);
+	c->nshards = list_length(list);
+	c->urls = palloc(sizeof(char *) * c->nshards);
+	c->http = palloc(sizeof(CtasHttp *) * c->nshards);
+	foreach(lc, list)
+	{
+		c->urls[i] = lfirst(lc);
+		c->http[i] = CtasHttpCreateShard(catalog, c->urls[i], i + 1, cxt);
+		i++;
+	}
+	MemoryContextSwitchTo(old);
+	return c;
+}
+
+static CtasHttp *
+ch_http_create(const CtasCatalog *catalog, const char *url,
+			   MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	CtasHttp   *http;
+	const char *v;
+	size_t		len;
+
+	CtasCurlInit();
 
 	http = palloc0(sizeof(CtasHttp));
 	http->cxt = cxt;

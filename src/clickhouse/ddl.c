@@ -540,7 +540,8 @@ ch_check_settings(const char *settings)
 
 /* the statement options of a ClickHouse table, for the routine */
 const char *const CtasChStatementOptions[] = {
-	"engine", "order_by", "partition_by", "settings", NULL
+	"engine", "order_by", "partition_by", "settings", "sharding_key",
+	"local_table", NULL
 };
 
 /*
@@ -572,6 +573,10 @@ CtasChParseOption(CtasLoad *load, DefElem *def)
 		o->order_by = defGetString(def);
 	else if (strcmp(def->defname, "partition_by") == 0)
 		o->partition_by = defGetString(def);
+	else if (strcmp(def->defname, "sharding_key") == 0)
+		o->sharding_key = defGetString(def);
+	else if (strcmp(def->defname, "local_table") == 0)
+		o->local_table = defGetString(def);
 	else
 		o->settings = defGetString(def);
 	return true;

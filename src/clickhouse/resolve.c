@@ -47,7 +47,8 @@ ch_all_digits(const char *s)
  * ch_record_read
  *		The content of the record at fd, checked and parsed: a List of
  *		char ** rows (see "Durable records"), the header first (seven
- *		fields), then the actions (six fields each).  NIL, with *why set,
+ *		fields), then the actions (seven fields each; six in a record of
+ *		version 1, whose actions are all on the catalog's url).  NIL, with *why set,
  *		for a file that is not a whole, intact record of ours.  ERROR when
  *		the file cannot be read.  Palloc'd.
  */
@@ -128,7 +129,7 @@ ch_record_read(int fd, const char *path, const char **why)
 	h = linitial(rows);
 	if (h[0] == NULL || h[1] == NULL ||
 		strcmp(h[0], CH_RECORD_MAGIC) != 0 ||
-		strcmp(h[1], CH_RECORD_VERSION) != 0 ||
+		(strcmp(h[1], CH_RECORD_VERSION) != 0 && strcmp(h[1], "1") != 0) ||
 		!ch_all_digits(h[2]) || !ch_all_digits(h[3]) ||
 		!ch_all_digits(h[4]) || !ch_all_digits(h[5]))
 	{
@@ -137,10 +138,13 @@ ch_record_read(int fd, const char *path, const char **why)
 	}
 	if (body_end[1] != '\0')
 	{
+		int			want = strcmp(h[1], "1") == 0 ? 6 : 7;
+
 		actions = CtasChTsv(body_end + 1, &nf);
-		if (nf != 6)
+		if (nf != want)
 		{
-			*why = "an action line does not have six fields";
+			*why = want == 6 ? "an action line does not have six fields" :
+				"an action line does not have seven fields";
 			return NIL;
 		}
 	}
@@ -149,11 +153,11 @@ ch_record_read(int fd, const char *path, const char **why)
 
 /*
  * ch_record_action
- *		The action of one line of a record, or NULL when the line is
- *		malformed.  Palloc'd.
+ *		The action of one line of a record (nf fields), or NULL when the
+ *		line is malformed.  Palloc'd.
  */
 static ChAction *
-ch_record_action(char **f)
+ch_record_action(char **f, int nf)
 {
 	ChAction   *a = palloc0(sizeof(ChAction));
 	int			k;
@@ -173,6 +177,13 @@ ch_record_action(char **f)
 	a->stage = f[3];
 	a->old = f[4];
 	a->marker = f[5];
+	if (nf == 7)
+	{
+		if (!ch_all_digits(f[6]) || strlen(f[6]) > 3 ||
+			atoi(f[6]) > CH_MAX_SHARDS)
+			return NULL;
+		a->shard = atoi(f[6]);
+	}
 	if ((a->kind != CH_DROP && a->stage == NULL) ||
 		((a->kind == CH_REPLACE || a->kind == CH_DROP) && a->old == NULL) ||
 		(a->kind == CH_CREATE && a->marker == NULL))
@@ -206,10 +217,11 @@ ch_finish_recorded(CtasHttp *http, ChAction *a)
  *		Resolve the transaction of the record at path, if it is one of
  *		this database and catalog: finish it (committed) or undo it as a
  *		whole in reverse order (aborted), then remove the record.  Emits one
- *		action for it, on the object its jobs know it by (the gid).
+ *		action for it, on the object its jobs know it by (the gid).  xs
+ *		holds the clients (url, and shards of a cluster), nothing else.
  */
 static void
-ch_resolve_record(CtasCatalog *catalog, CtasHttp *http, const char *path,
+ch_resolve_record(CtasCatalog *catalog, ChXact *xs, const char *path,
 				  void (*emit) (void *arg, const char *object,
 								const char *action),
 				  void *arg)
@@ -278,11 +290,21 @@ ch_resolve_record(CtasCatalog *catalog, CtasHttp *http, const char *path,
 	}
 	for_each_from(lc, rows, 1)
 	{
-		ChAction   *a = ch_record_action(lfirst(lc));
+		ChAction   *a = ch_record_action(lfirst(lc),
+										 strcmp(h[1], "1") == 0 ? 6 : 7);
 
 		if (a == NULL)
 		{
 			emit(arg, object, "left: its record is malformed");
+			CloseTransientFile(fd);
+			return;
+		}
+		if (a->shard > 0 &&
+			(xs->cluster == NULL || a->shard > xs->cluster->nshards))
+		{
+			emit(arg, object,
+				 psprintf("left: it names shard %d, which the catalog's shard_urls do not list",
+						  a->shard));
 			CloseTransientFile(fd);
 			return;
 		}
@@ -339,7 +361,8 @@ ch_resolve_record(CtasCatalog *catalog, CtasHttp *http, const char *path,
 			 */
 			foreach(lc, actions)
 			{
-				if (!ch_finish_recorded(http, lfirst(lc)))
+				if (!ch_finish_recorded(CtasChActionHttp(xs, lfirst(lc)),
+										lfirst(lc)))
 				{
 					emit(arg, object, "left: could not drop what the transaction replaced");
 					CloseTransientFile(fd);
@@ -357,6 +380,7 @@ ch_resolve_record(CtasCatalog *catalog, CtasHttp *http, const char *path,
 			for (i = list_length(actions) - 1; i >= 0; i--)
 			{
 				ChAction   *a = list_nth(actions, i);
+				CtasHttp   *http = CtasChActionHttp(xs, a);
 				char	   *why = NULL;
 				bool		ok;
 
@@ -411,7 +435,7 @@ CtasChResolve(CtasCatalog *catalog,
 		   void (*emit) (void *arg, const char *object, const char *action),
 		   void *arg)
 {
-	CtasHttp   *http;
+	ChXact		xs;
 	DIR		   *dir;
 	struct dirent *de;
 	List	   *paths = NIL;
@@ -449,7 +473,10 @@ CtasChResolve(CtasCatalog *catalog,
 		return;
 	list_sort(paths, ch_cmp_names);
 
-	http = CtasHttpCreate(catalog, CurrentMemoryContext);
+	/* only the clients of xs are used: of the url and of each shard */
+	memset(&xs, 0, sizeof(xs));
+	xs.http = CtasHttpCreate(catalog, CurrentMemoryContext);
+	xs.cluster = CtasChClusterOpen(catalog, CurrentMemoryContext);
 	foreach(lc, paths)
-		ch_resolve_record(catalog, http, lfirst(lc), emit, arg);
+		ch_resolve_record(catalog, &xs, lfirst(lc), emit, arg);
 }

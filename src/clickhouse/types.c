@@ -59,9 +59,13 @@ CtasChSkipWs(const char **p)
 		(*p)++;
 }
 
-/* a quoted ClickHouse string literal at *p, unescaped; NULL if malformed */
-static char *
-ch_parse_string(const char **p)
+/*
+ * CtasChParseString
+ *		A quoted ClickHouse string literal at *p, unescaped, and *p moved
+ *		past it; NULL if malformed.  Palloc'd.
+ */
+char *
+CtasChParseString(const char **p)
 {
 	StringInfoData buf;
 	const char *s = *p;
@@ -216,7 +220,7 @@ ch_parse_type_at(const char **p, int depth, bool *too_deep)
 			int			v;
 
 			CtasChSkipWs(&s);
-			ename = ch_parse_string(&s);
+			ename = CtasChParseString(&s);
 			if (ename == NULL || !ch_expect(&s, '=') || !ch_parse_int(&s, &v))
 				return NULL;
 			if (t->nenum == cap)
@@ -247,7 +251,7 @@ ch_parse_type_at(const char **p, int depth, bool *too_deep)
 		{
 			s++;
 			CtasChSkipWs(&s);
-			t->tz = ch_parse_string(&s);
+			t->tz = CtasChParseString(&s);
 			if (t->tz == NULL || !ch_expect(&s, ')'))
 				return NULL;
 		}
@@ -521,7 +525,8 @@ CtasChIsKey(CtasLoad *load, const CtasColumn *col)
 
 	return col->is_key ||
 		ch_expr_mentions(o->order_by, col->name) ||
-		ch_expr_mentions(o->partition_by, col->name);
+		ch_expr_mentions(o->partition_by, col->name) ||
+		ch_expr_mentions(o->sharding_key, col->name);	/* a cluster's */
 }
 
 /*

@@ -21,6 +21,12 @@
  *				Failures are WARNINGs; resolve (ctas_fed.resolve_in_doubt)
  *				finishes the job later from the durable record.
  *
+ * On a cluster catalog (cluster.c) every action is on one shard
+ * (ChAction.shard, its client from CtasChActionHttp): the steps above run
+ * for every shard's actions in turn, and one record holds them all, so
+ * that the shards are finished or undone as a set.  The fault point
+ * ch_after_shard_<n> (tests) stops pre-commit once shard n is published.
+ *
  * Durable records: before the first remote effect of each action, the
  * participant's actions and every table name they use are written to a
  * file in the data directory (see "Durable records"), removed when the
@@ -115,8 +121,11 @@ CtasChCheckVersion(CtasHttp *http)
  *		ctas_fed clickhouse	1	<full xid>	<database oid>	<server oid>
  *		<user mapping oid>	<gid>
  * and each action is
- *		<kind>	<database>	<table>	<stage>	<old>	<marker>
- * with \N for a name the action does not have.  The last line is
+ *		<kind>	<database>	<table>	<stage>	<old>	<marker>	<shard>
+ * with \N for a name the action does not have; shard is 0 for the
+ * catalog's url, else the shard (from 1) of a cluster catalog
+ * (shard_urls) the action is on.  Version 1 records, written before
+ * clusters, have no shard field.  The last line is
  *		crc32c	<CRC-32C of every byte before this line, 8 hex digits>
  * A record that does not end so, or whose lines do not have these fields,
  * is damaged (a disk, a copy or a hand went wrong): the resolver does not
@@ -261,7 +270,8 @@ CtasChRecordWrite(CtasParticipant *part, ChXact *xs)
 		ch_record_field(&buf, a->table, false);
 		ch_record_field(&buf, a->stage, false);
 		ch_record_field(&buf, a->old, false);
-		ch_record_field(&buf, a->marker, true);
+		ch_record_field(&buf, a->marker, false);
+		appendStringInfo(&buf, "%d\n", a->shard);
 	}
 	appendStringInfo(&buf, "crc32c\t%08X\n", CtasChRecordCrc(buf.data, buf.len));
 
@@ -326,6 +336,7 @@ CtasChXact(CtasParticipant *part)
 
 		xs = palloc0(sizeof(ChXact));
 		xs->http = CtasHttpCreate(part->catalog, part->cxt);
+		xs->cluster = CtasChClusterOpen(part->catalog, part->cxt);
 		xs->record_fd = -1;
 		cb = palloc(sizeof(MemoryContextCallback));
 		cb->func = ch_record_release;
@@ -336,6 +347,20 @@ CtasChXact(CtasParticipant *part)
 	}
 	CtasChCheckVersion(xs->http);
 	return xs;
+}
+
+/*
+ * CtasChActionHttp
+ *		The client of the server action a is on: a shard of the cluster, or
+ *		the catalog's url.  Never an ERROR.
+ */
+CtasHttp *
+CtasChActionHttp(ChXact *xs, ChAction *a)
+{
+	if (a->shard > 0 && xs->cluster && a->shard <= xs->cluster->nshards)
+		return xs->cluster->http[a->shard - 1];
+	Assert(a->shard == 0);
+	return xs->http;
 }
 
 /* Did a ch_cleanup_query fail since the flag was last cleared? */
@@ -695,11 +720,15 @@ CtasChPreCommit(CtasParticipant *part)
 {
 	ChXact	   *xs = (ChXact *) part->private;
 	ListCell   *lc;
+	int			i;
 
 	if (xs == NULL)
 		return;
-	if (xs->stream)
-		elog(ERROR, "ClickHouse INSERT still open at commit");
+	for (i = 0; i <= CH_MAX_SHARDS; i++)
+	{
+		if (xs->stream[i])
+			elog(ERROR, "ClickHouse INSERT still open at commit");
+	}
 
 	/*
 	 * Every action is in the durable record already (ch_new_action in writer.c), and
@@ -716,6 +745,7 @@ CtasChPreCommit(CtasParticipant *part)
 	foreach(lc, xs->actions)
 	{
 		ChAction   *a = lfirst(lc);
+		CtasHttp   *http = CtasChActionHttp(xs, a);
 
 		if (a->state != CH_ACTION_LOADED)
 			elog(ERROR, "ClickHouse staging table \"%s\" was never completed",
@@ -736,29 +766,35 @@ CtasChPreCommit(CtasParticipant *part)
 				 * local commit record: resolve then finds it and, the local
 				 * transaction having aborted, drops the published table.
 				 */
-				CtasHttpQuery(xs->http,
+				CtasHttpQuery(http,
 							  psprintf("CREATE TABLE %s (x UInt8) ENGINE = TinyLog",
 									   CtasChQname(a->db, a->marker)),
 							  "record the publication");
-				CtasHttpQuery(xs->http, ch_rename_sql(a->db, a->stage, a->table),
+				CtasHttpQuery(http, ch_rename_sql(a->db, a->stage, a->table),
 							  "publish the new table");
 				break;
 			case CH_REPLACE:
-				CtasHttpQuery(xs->http, ch_rename_sql(a->db, a->table, a->old),
+				CtasHttpQuery(http, ch_rename_sql(a->db, a->table, a->old),
 							  "move the replaced table away");
-				CtasHttpQuery(xs->http, ch_rename_sql(a->db, a->stage, a->table),
+				CtasHttpQuery(http, ch_rename_sql(a->db, a->stage, a->table),
 							  "publish the new table");
 				break;
 			case CH_APPEND:
-				ch_append_move(xs->http, a);
+				ch_append_move(http, a);
 				break;
 			case CH_DROP:
-				CtasHttpQuery(xs->http, ch_rename_sql(a->db, a->table, a->old),
+				CtasHttpQuery(http, ch_rename_sql(a->db, a->table, a->old),
 							  "drop the table");
 				break;
 		}
 		if (a->state == CH_ACTION_PUBLISHING)
 			a->state = CH_ACTION_PUBLISHED;
+
+		/* tests: a crash between the shards of a cluster */
+		if (a->shard > 0 &&
+			(lnext(xs->actions, lc) == NULL ||
+			 ((ChAction *) lfirst(lnext(xs->actions, lc)))->shard != a->shard))
+			CtasFaultPointWait(psprintf("ch_after_shard_%d", a->shard));
 	}
 }
 
@@ -796,16 +832,16 @@ CtasChPostCommit(CtasParticipant *part)
 				 * the staging table of an append.
 				 */
 				if (a->kind == CH_REPLACE || a->kind == CH_DROP)
-					CtasChCleanupDrop(xs->http, a->db, a->old, "drop the old table");
+					CtasChCleanupDrop(CtasChActionHttp(xs, a), a->db, a->old, "drop the old table");
 				else if (a->kind == CH_CREATE)
-					CtasChCleanupDrop(xs->http, a->db, a->marker, "drop the commit marker");
+					CtasChCleanupDrop(CtasChActionHttp(xs, a), a->db, a->marker, "drop the commit marker");
 				else
-					CtasChCleanupDrop(xs->http, a->db, a->stage, "drop the staging table");
+					CtasChCleanupDrop(CtasChActionHttp(xs, a), a->db, a->stage, "drop the staging table");
 				break;
 			case CH_ACTION_LOADED:
 				/* an append with no rows to move: its staging table is left */
 				if (a->kind == CH_APPEND)
-					CtasChCleanupDrop(xs->http, a->db, a->stage, "drop the staging table");
+					CtasChCleanupDrop(CtasChActionHttp(xs, a), a->db, a->stage, "drop the staging table");
 				break;
 			case CH_ACTION_STAGING:
 			case CH_ACTION_PUBLISHING:
@@ -831,7 +867,7 @@ CtasChPostCommit(CtasParticipant *part)
 static void
 ch_undo(CtasParticipant *part, ChXact *xs, ChAction *a)
 {
-	CtasHttp   *http = xs->http;
+	CtasHttp   *http = CtasChActionHttp(xs, a);
 	char	   *why;
 
 	switch (a->state)
@@ -870,16 +906,52 @@ ch_undo(CtasParticipant *part, ChXact *xs, ChAction *a)
 	}
 }
 
-/* Stop the open INSERT, if any (abort paths) */
+/* Stop the open INSERTs, if any, on every shard (abort paths) */
 static void
 ch_kill_stream(ChXact *xs)
 {
-	if (xs->stream)
-		CtasHttpStreamClose(xs->stream);	/* kills, clears xs->stream */
-	else if (xs->stream_qid)
-		CtasHttpKillQuery(xs->http, xs->stream_qid);
-	xs->stream = NULL;
-	xs->stream_qid = NULL;
+	int			i;
+
+	for (i = 0; i <= CH_MAX_SHARDS; i++)
+	{
+		if (xs->stream[i])
+			CtasHttpStreamClose(xs->stream[i]);	/* kills, clears the slot */
+		else if (xs->stream_qid[i])
+			CtasHttpKillQuery(i == 0 || xs->cluster == NULL ||
+							  i > xs->cluster->nshards ?
+							  xs->http : xs->cluster->http[i - 1],
+							  xs->stream_qid[i]);
+		xs->stream[i] = NULL;
+		xs->stream_qid[i] = NULL;
+	}
+}
+
+/* Forget the open INSERTs without touching them (error recursion) */
+static void
+ch_unwatch_streams(ChXact *xs)
+{
+	int			i;
+
+	for (i = 0; i <= CH_MAX_SHARDS; i++)
+	{
+		if (xs->stream[i])
+			CtasHttpStreamUnwatch(xs->stream[i]);
+		xs->stream[i] = NULL;
+	}
+}
+
+/* Is an INSERT open or unfinished on any shard? */
+static bool
+ch_any_stream(ChXact *xs)
+{
+	int			i;
+
+	for (i = 0; i <= CH_MAX_SHARDS; i++)
+	{
+		if (xs->stream[i] || xs->stream_qid[i])
+			return true;
+	}
+	return false;
 }
 
 /*
@@ -899,10 +971,8 @@ CtasChAbort(CtasParticipant *part)
 		return;
 	if (in_error_recursion_trouble())
 	{
-		/* the stream must not touch xs, which goes away now */
-		if (xs->stream)
-			CtasHttpStreamUnwatch(xs->stream);
-		xs->stream = NULL;
+		/* the streams must not touch xs, which goes away now */
+		ch_unwatch_streams(xs);
 		return;					/* resolve will clean up */
 	}
 	cxt = AllocSetContextCreate(part->cxt, "ctas_fed clickhouse abort",
@@ -946,7 +1016,7 @@ CtasChSubxact(CtasParticipant *part, SubXactEvent event, int level)
 			if (a->level >= level)
 				a->level = level - 1;
 		}
-		if (xs->stream_qid && xs->stream_level >= level)
+		if (ch_any_stream(xs) && xs->stream_level >= level)
 			xs->stream_level = level - 1;
 	}
 	else if (event == SUBXACT_EVENT_ABORT_SUB)
@@ -958,17 +1028,14 @@ CtasChSubxact(CtasParticipant *part, SubXactEvent event, int level)
 
 		if (in_error_recursion_trouble())
 		{
-			if (xs->stream && xs->stream_level >= level)
-			{
-				CtasHttpStreamUnwatch(xs->stream);
-				xs->stream = NULL;
-			}
+			if (xs->stream_level >= level)
+				ch_unwatch_streams(xs);
 			return;
 		}
 		cxt = AllocSetContextCreate(part->cxt, "ctas_fed clickhouse rollback",
 									ALLOCSET_SMALL_SIZES);
 		old = MemoryContextSwitchTo(cxt);
-		if (xs->stream_qid && xs->stream_level >= level)
+		if (ch_any_stream(xs) && xs->stream_level >= level)
 			ch_kill_stream(xs);
 		for (i = list_length(xs->actions) - 1; i >= 0; i--)
 		{

@@ -452,6 +452,9 @@ tail of its logs otherwise.  Options: C<password> (default: generated).
 Returns a CtasFed::Test::ClickHouse handle, a hash with
 C<http_port>, C<tcp_port>, C<user> ('default'), C<password>, C<url>
 (C<http://127.0.0.1:PORT>), C<pid>, C<dir> and the methods described below.
+More options: C<http_port>, C<tcp_port> (default: free ones) and
+C<config_d> (C<< { 'file.xml' => $xml } >>, written to F<config.d/>, which
+the server merges into its configuration).
 
 =cut
 
@@ -466,12 +469,20 @@ sub start_clickhouse
 	  or croak "clickhouse-server not found: apt-get install clickhouse-server clickhouse-client";
 
 	my $dir = PostgreSQL::Test::Utils::tempdir('clickhouse');
-	my $http_port = free_port();
-	my $tcp_port  = free_port();
+	my $http_port = $opts{http_port} // free_port();
+	my $tcp_port  = $opts{tcp_port}  // free_port();
 
 	system('bash', "$libdir/clickhouse-config.sh", $dir, $http_port,
 		$tcp_port, $password) == 0
 	  or croak "clickhouse-config.sh failed (exit status $?)";
+	# more configuration, merged by the server from config.d/*.xml
+	foreach my $file (sort keys %{ $opts{config_d} // {} })
+	{
+		mkdir "$dir/config.d";
+		open my $fh, '>', "$dir/config.d/$file" or croak "$dir/config.d/$file: $!";
+		print $fh $opts{config_d}{$file};
+		close $fh;
+	}
 
 	my $self = bless {
 		http_port => $http_port,
@@ -1674,6 +1685,143 @@ sub postgres_catalog
 }
 
 push @EXPORT, qw(clickhouse_catalog postgres_catalog);
+
+# ClickHouse clusters (issue 20).  Added as one block so that it merges
+# apart from the rest of the package.
+
+=pod
+
+=head2 ClickHouse clusters
+
+=over
+
+=item start_clickhouse_cluster($n, %opts)
+
+Start $n ClickHouse servers on 127.0.0.1 that know each other as the
+cluster C<name> (default C<ctas_cluster>) of their C<remote_servers>: one
+shard per server, in order, one replica each, no ZooKeeper; all with the
+same password.  Option C<weights> (a list, default all 1).  Returns the
+handles, shard 1 first; each has C<cluster> and C<shard>.
+
+=item clickhouse_cluster_catalog($node, \@shards, %opts)
+
+A catalog of type C<clickhouse> (default name C<ring>) with C<url> of
+shard 1, C<cluster> and C<shard_urls> of every shard (options C<url> and
+C<shard_urls>, a list, to go through proxies), a user mapping, and
+database C<dw> on every shard.  C<options>: more server options.
+
+=item $ch->crash
+
+SIGKILL to the server, and wait until it is gone.
+
+=item $ch->restart(%opts)
+
+Start a stopped or crashed server again, with its folder, ports and
+configuration; wait (C<timeout>, 30 s) until it answers C<GET /ping>.
+
+=back
+
+=cut
+
+sub start_clickhouse_cluster
+{
+	my ($n, %opts) = @_;
+	my $name = $opts{name} // 'ctas_cluster';
+	my $password = $opts{password} // sprintf('chpw%08x%08x',
+		int(rand(0xffffffff)), int(rand(0xffffffff)));
+	my @weights = @{ $opts{weights} // [ (1) x $n ] };
+	my @ports = map { [ free_port(), free_port() ] } 1 .. $n;
+	my $xml = "<?xml version=\"1.0\"?>\n<yandex><remote_servers><$name>\n";
+	foreach my $i (0 .. $n - 1)
+	{
+		$xml .= "<shard><weight>$weights[$i]</weight><replica><host>127.0.0.1</host>"
+		  . "<port>$ports[$i][1]</port><user>default</user>"
+		  . "<password>$password</password></replica></shard>\n";
+	}
+	$xml .= "</$name></remote_servers></yandex>\n";
+	my @chs;
+	foreach my $i (0 .. $n - 1)
+	{
+		my $ch = start_clickhouse(
+			password  => $password,
+			http_port => $ports[$i][0],
+			tcp_port  => $ports[$i][1],
+			config_d  => { 'ctas_fed_cluster.xml' => $xml });
+		$ch->{cluster} = $name;
+		$ch->{shard}   = $i + 1;
+		push @chs, $ch;
+	}
+	return @chs;
+}
+
+sub clickhouse_cluster_catalog
+{
+	my ($node, $chs, %opts) = @_;
+	my @urls = @{ $opts{shard_urls} // [ map { $_->{url} } @$chs ] };
+	_create_catalog($node, \%opts, $opts{name} // 'ring',
+		{
+			%{ $opts{options} // {} },
+			type       => 'clickhouse',
+			url        => $opts{url} // $chs->[0]{url},
+			cluster    => $opts{cluster} // $chs->[0]{cluster},
+			shard_urls => join(', ', @urls)
+		},
+		[ 'type', 'url', 'cluster', 'shard_urls' ],
+		[ [ user => 'default' ], [ password => $chs->[0]{password} ] ]);
+	$_->query('CREATE DATABASE IF NOT EXISTS dw') foreach @$chs;
+	return;
+}
+
+push @EXPORT, qw(start_clickhouse_cluster clickhouse_cluster_catalog);
+
+package CtasFed::Test::ClickHouse;
+
+sub crash
+{
+	my ($self) = @_;
+	return 1 unless $self->{pid};
+	kill 'KILL', $self->{pid};
+	my $deadline = time + 30;
+	while (time < $deadline && CtasFed::Test::_alive($self->{pid}))
+	{
+		Time::HiRes::usleep(50_000);
+	}
+	CtasFed::Test::_unregister($self);
+	unlink $self->{pid_file};
+	$self->{pid} = undef;
+	return 1;
+}
+
+sub restart
+{
+	my ($self, %opts) = @_;
+	my $timeout = $opts{timeout} // 30;
+	my $server = CtasFed::Test::_find_program('clickhouse-server', '/usr/sbin',
+		'/usr/bin')
+	  or Carp::croak 'clickhouse-server not found';
+	Carp::croak 'restart: the server is still running'
+	  if $self->{pid} && CtasFed::Test::_alive($self->{pid});
+	system($server, "--config-file=$self->{dir}/config.xml",
+		"--pid-file=$self->{pid_file}", '--daemon') == 0
+	  or Carp::croak "clickhouse-server --daemon failed (exit status $?)";
+	my $http = HTTP::Tiny->new(timeout => 5, keep_alive => 0);
+	my $deadline = time + $timeout;
+	while (time < $deadline)
+	{
+		$self->_read_pid unless $self->{pid};
+		my $res = $http->get("$self->{url}/ping");
+		if ($res->{status} == 200 && $res->{content} eq "Ok.\n")
+		{
+			CtasFed::Test::_register($self);
+			return $self;
+		}
+		Time::HiRes::usleep(200_000);
+	}
+	Carp::croak "ClickHouse did not come back on $self->{url}:\n"
+	  . $self->log_tail(20);
+}
+
+package CtasFed::Test;
 
 
 #############################################################################

@@ -24,6 +24,7 @@ OBJS = \
 	src/clickhouse/rowbinary.o \
 	src/clickhouse/sync.o \
 	src/clickhouse/types.o \
+	src/clickhouse/verify.o \
 	src/clickhouse/writer.o \
 	src/clickhouse/xact.o \
 	src/gid.o \
@@ -46,6 +47,7 @@ OBJS = \
 	src/sqlfuncs.o \
 	src/sync/apply.o \
 	src/sync/copy.o \
+	src/sync/resync.o \
 	src/sync/statement.o \
 	src/sync/status.o \
 	src/sync/worker.o \

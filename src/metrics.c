@@ -284,6 +284,13 @@ append_sync_metrics(StringInfo buf)
 		sync_sample(buf, "ctas_fed_sync_changes_total", &m[i]);
 		appendStringInfo(buf, UINT64_FORMAT "\n", m[i].changes);
 	}
+	header(buf, "ctas_fed_sync_resyncs_total", "counter",
+		   "Resyncs (the remote table copied again from a new snapshot) a sync worker ran since it started.");
+	for (i = 0; i < n; i++)
+	{
+		sync_sample(buf, "ctas_fed_sync_resyncs_total", &m[i]);
+		appendStringInfo(buf, UINT64_FORMAT "\n", m[i].resyncs);
+	}
 }
 
 /*

@@ -193,6 +193,25 @@ typedef struct CtasSyncApply
 	void		(*truncate) (CtasSyncTarget *t);
 	void		(*commit) (CtasSyncTarget *t, uint64 lsn);
 	void		(*close) (CtasSyncTarget *t);	/* never ERROR */
+
+	/*
+	 * Optional members (NULL: not provided), see sync/resync.c.
+	 *
+	 * A copy into a table that already holds applied rows (a resync, by
+	 * ctas_fed.resync() or after the slot was lost) must leave it readable
+	 * until the copy replaces it.  When rebuild is NULL, the worker calls
+	 * truncate as for a first copy: the target must then make the
+	 * truncate and the copied rows visible together, at commit (a target
+	 * with transactions: the truncate and the copy in one remote
+	 * transaction).  Otherwise rebuild is called instead of truncate,
+	 * after begin and before the copy_rows, and rebuilt after the copy's
+	 * commit: together they leave the table holding exactly the copied
+	 * rows, with readers seeing each key's old or new row meanwhile.
+	 * rebuilt must be idempotent: the worker copies again after any
+	 * failure until the job is streaming.
+	 */
+	void		(*rebuild) (CtasSyncTarget *t);
+	void		(*rebuilt) (CtasSyncTarget *t);
 } CtasSyncApply;
 
 /* One federated CTAS statement */

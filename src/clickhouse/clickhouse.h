@@ -15,6 +15,7 @@
  *	xact.c		pre_commit, post_commit, abort, subxact; durable records
  *	resolve.c	recovery from the durable records
  *	sync.c		continuous sync: the apply side (CtasChSyncApply)
+ *	verify.c	continuous sync: the rebuild of a resync
  *
  * At most once: every request that changes something is sent once (client.c
  * never lets libcurl resend it); after a failure whose outcome is unknown
@@ -61,6 +62,10 @@ extern const CtasTargetRoutine CtasClickHouseTarget;
 
 /* in sync.c: continuous sync */
 extern const CtasSyncApply CtasChSyncApply;
+
+/* in verify.c: resync of a continuous sync */
+extern void CtasChSyncRebuild(CtasSyncTarget *t);
+extern void CtasChSyncRebuilt(CtasSyncTarget *t);
 
 /* in client.c */
 extern CtasHttp *CtasHttpCreate(const CtasCatalog *catalog,

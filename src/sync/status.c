@@ -63,6 +63,8 @@ typedef struct SyncStatus
 	char		slot_name[NAMEDATALEN];
 	uint64		rows;			/* rows copied plus changes applied */
 	uint64		changes;		/* source changes applied by the stream */
+	uint64		resyncs;		/* copies into a table that held rows
+								 * (sync/resync.c) */
 	TimestampTz caught_up_at;	/* everything committed before this had
 								 * been applied */
 } SyncStatus;
@@ -224,6 +226,7 @@ CtasSyncStatusAttach(int64 id)
 		/* counters are those of this worker */
 		my_status->rows = 0;
 		my_status->changes = 0;
+		my_status->resyncs = 0;
 	}
 	LWLockRelease(sync_shared->lock);
 	if (my_status != NULL)
@@ -323,6 +326,20 @@ CtasSyncStatusReport(uint64 rows, uint64 changes, TimestampTz caught_up_at)
 }
 
 /*
+ * CtasSyncStatusResynced
+ *		In a sync worker: count a resync of its job.
+ */
+void
+CtasSyncStatusResynced(void)
+{
+	if (my_status == NULL)
+		return;
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	my_status->resyncs++;
+	LWLockRelease(sync_shared->lock);
+}
+
+/*
  * CtasSyncStatusLabels
  *		In a sync worker: the metric labels and the slot of its job, once
  *		loaded.
@@ -382,6 +399,7 @@ CtasSyncMetricsSnapshot(CtasSyncMetric **out)
 		strlcpy(m[n].target, e->target, CTAS_SYNC_TARGET_LEN);
 		strlcpy(m[n].slot_name, e->slot_name, NAMEDATALEN);
 		m[n].changes = e->changes;
+		m[n].resyncs = e->resyncs;
 		m[n].lag_seconds = e->caught_up_at == 0 ? -1 :
 			(double) (now - e->caught_up_at) / USECS_PER_SEC;
 		n++;

@@ -57,6 +57,7 @@ typedef struct CtasSyncMetric
 	double		lag_bytes;		/* -1: no slot */
 	double		lag_seconds;	/* -1: not streaming yet */
 	uint64		changes;		/* since the worker started */
+	uint64		resyncs;		/* since the worker started */
 } CtasSyncMetric;
 
 /* in sync/statement.c */
@@ -91,6 +92,7 @@ extern void CtasSyncStatusReport(uint64 rows, uint64 changes,
 extern void CtasSyncStatusLabels(const char *catalog, const char *schema,
 								 const char *table, const char *slot_name);
 extern uint64 CtasSyncStatusRows(void);
+extern void CtasSyncStatusResynced(void);
 extern int	CtasSyncMetricsSnapshot(CtasSyncMetric **out);
 extern void CtasSyncStopDatabase(Oid dboid);
 

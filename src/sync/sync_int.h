@@ -101,4 +101,9 @@ extern bool CtasSyncEvaluate(SyncEval *ev, TupleTableSlot *slot);
 extern void CtasSyncApplyPeek(List *jobs, Portal portal,
 							  SyncPeekResult *result);
 
+/* in sync/resync.c */
+extern char *CtasSyncResyncIfLost(List *jobs);
+extern bool CtasSyncCopyStart(SyncJob *job);
+extern void CtasSyncCopyEnd(SyncJob *job, bool rebuilding);
+
 #endif							/* CTAS_SYNC_INT_H */

@@ -43,6 +43,7 @@ OBJS = \
 	src/postgres/resolve.o \
 	src/postgres/sync.o \
 	src/postgres/typemap.o \
+	src/postgres/verify.o \
 	src/postgres/writer.o \
 	src/sqlfuncs.o \
 	src/sync/apply.o \
@@ -50,6 +51,7 @@ OBJS = \
 	src/sync/resync.o \
 	src/sync/statement.o \
 	src/sync/status.o \
+	src/sync/verify.o \
 	src/sync/worker.o \
 	src/typemap.o \
 	src/utility.o \

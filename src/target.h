@@ -212,6 +212,28 @@ typedef struct CtasSyncApply
 	 */
 	void		(*rebuild) (CtasSyncTarget *t);
 	void		(*rebuilt) (CtasSyncTarget *t);
+
+	/*
+	 * Verify (sync/verify.c, "Canonical text"), both or neither.  Both
+	 * sides hash the same canonical text of each row, built from the text
+	 * of each column's value.  verify_local returns the local SQL
+	 * expression over expr (a value of column col's local type), evaluated
+	 * under the settings verify pins, whose text equals what the target
+	 * computes from the value it stored; NULL when the column cannot be
+	 * compared.  verify_remote computes one step on the remote table as
+	 * the local side does (level, prefixes and rows as in sync/verify.c)
+	 * and calls emit once per result row, its fields as text: with rows
+	 * false (bucket, count, sum) per bucket of the rows whose key hash
+	 * begins with one of prefixes (NIL: all rows), else (key hash, key
+	 * text, row text) of the rows whose bucket is one of prefixes, ordered
+	 * by key hash, at most 10000.  In the sync worker, the target open;
+	 * both may ERROR.
+	 */
+	char	   *(*verify_local) (CtasSyncTarget *t, int col, const char *expr);
+	void		(*verify_remote) (CtasSyncTarget *t, int level, List *prefixes,
+								  bool rows,
+								  void (*emit) (void *arg, char **fields),
+								  void *arg);
 } CtasSyncApply;
 
 /* One federated CTAS statement */

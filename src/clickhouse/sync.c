@@ -169,6 +169,8 @@ const CtasSyncApply CtasChSyncApply = {
 	.close = ch_sync_close,
 	.rebuild = CtasChSyncRebuild,	/* verify.c */
 	.rebuilt = CtasChSyncRebuilt,
+	.verify_local = CtasChSyncVerifyLocal,
+	.verify_remote = CtasChSyncVerifyRemote,
 };
 
 /*

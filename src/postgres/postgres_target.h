@@ -17,6 +17,7 @@
  *					the workers' prepared transactions
  *	resolve.c		recovery of prepared transactions
  *	sync.c			continuous sync: the apply side (CtasPgSyncApply)
+ *	verify.c		continuous sync: the remote side of verify_sync()
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -116,6 +117,14 @@ extern char *CtasPgCopySql(CtasLoad *load, const char *qualified,
 
 /* in sync.c */
 extern const CtasSyncApply CtasPgSyncApply;
+
+/* in verify.c: verify of a continuous sync */
+extern char *CtasPgSyncVerifyLocal(CtasSyncTarget *t, int col,
+								   const char *expr);
+extern void CtasPgSyncVerifyRemote(CtasSyncTarget *t, int level,
+								   List *prefixes, bool rows,
+								   void (*emit) (void *arg, char **fields),
+								   void *arg);
 
 /* in resolve.c */
 extern void CtasPgResolve(CtasCatalog *catalog,

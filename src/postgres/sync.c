@@ -113,6 +113,8 @@ const CtasSyncApply CtasPgSyncApply = {
 	.truncate = pg_sync_truncate,
 	.commit = pg_sync_commit,
 	.close = pg_sync_close,
+	.verify_local = CtasPgSyncVerifyLocal,	/* verify.c */
+	.verify_remote = CtasPgSyncVerifyRemote,
 };
 
 /* the literal of a value in its type's text form, NULL for SQL NULL */

@@ -974,6 +974,8 @@ do_stream(List **jobs)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		/* a check that ctas_fed.verify_sync() asked for (sync/verify.c) */
+		CtasSyncVerifyIfAsked(*jobs);
 
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();

@@ -26,6 +26,7 @@ OBJS = \
 	src/clickhouse/stage.o \
 	src/clickhouse/sync.o \
 	src/clickhouse/types.o \
+	src/clickhouse/verify.o \
 	src/clickhouse/writer.o \
 	src/clickhouse/xact.o \
 	src/gid.o \
@@ -51,12 +52,15 @@ OBJS = \
 	src/postgres/sync.o \
 	src/postgres/sync_sql.o \
 	src/postgres/typemap.o \
+	src/postgres/verify.o \
 	src/postgres/writer.o \
 	src/sqlfuncs.o \
 	src/sync/apply.o \
 	src/sync/copy.o \
+	src/sync/resync.o \
 	src/sync/statement.o \
 	src/sync/status.o \
+	src/sync/verify.o \
 	src/sync/worker.o \
 	src/typemap.o \
 	src/utility.o \

@@ -284,6 +284,31 @@ append_sync_metrics(StringInfo buf)
 		sync_sample(buf, "ctas_fed_sync_changes_total", &m[i]);
 		appendStringInfo(buf, UINT64_FORMAT "\n", m[i].changes);
 	}
+	header(buf, "ctas_fed_sync_resyncs_total", "counter",
+		   "Resyncs (the remote table copied again from a new snapshot) a sync worker ran since it started.");
+	for (i = 0; i < n; i++)
+	{
+		sync_sample(buf, "ctas_fed_sync_resyncs_total", &m[i]);
+		appendStringInfo(buf, UINT64_FORMAT "\n", m[i].resyncs);
+	}
+	header(buf, "ctas_fed_sync_verify_differences", "gauge",
+		   "Keys that the last ctas_fed.verify_sync() of a sync found differing (at most 10).");
+	for (i = 0; i < n; i++)
+	{
+		if (m[i].verify_differences < 0)
+			continue;
+		sync_sample(buf, "ctas_fed_sync_verify_differences", &m[i]);
+		appendStringInfo(buf, INT64_FORMAT "\n", m[i].verify_differences);
+	}
+	header(buf, "ctas_fed_sync_verified_timestamp_seconds", "gauge",
+		   "Unix time of the last ctas_fed.verify_sync() of a sync.");
+	for (i = 0; i < n; i++)
+	{
+		if (m[i].verify_differences < 0)
+			continue;
+		sync_sample(buf, "ctas_fed_sync_verified_timestamp_seconds", &m[i]);
+		appendStringInfo(buf, "%.3f\n", m[i].verified_at);
+	}
 }
 
 /*

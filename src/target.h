@@ -194,6 +194,47 @@ typedef struct CtasSyncApply
 	void		(*truncate) (CtasSyncTarget *t);
 	void		(*commit) (CtasSyncTarget *t, uint64 lsn);
 	void		(*close) (CtasSyncTarget *t);	/* never ERROR */
+
+	/*
+	 * Optional members (NULL: not provided), see sync/resync.c.
+	 *
+	 * A copy into a table that already holds applied rows (a resync, by
+	 * ctas_fed.resync() or after the slot was lost) must leave it readable
+	 * until the copy replaces it.  When rebuild is NULL, the worker calls
+	 * truncate as for a first copy: the target must then make the
+	 * truncate and the copied rows visible together, at commit (a target
+	 * with transactions: the truncate and the copy in one remote
+	 * transaction).  Otherwise rebuild is called instead of truncate,
+	 * after begin and before the copy_rows, and rebuilt after the copy's
+	 * commit: together they leave the table holding exactly the copied
+	 * rows, with readers seeing each key's old or new row meanwhile.
+	 * rebuilt must be idempotent: the worker copies again after any
+	 * failure until the job is streaming.
+	 */
+	void		(*rebuild) (CtasSyncTarget *t);
+	void		(*rebuilt) (CtasSyncTarget *t);
+
+	/*
+	 * Verify (sync/verify.c, "Canonical text"), both or neither.  Both
+	 * sides hash the same canonical text of each row, built from the text
+	 * of each column's value.  verify_local returns the local SQL
+	 * expression over expr (a value of column col's local type), evaluated
+	 * under the settings verify pins, whose text equals what the target
+	 * computes from the value it stored; NULL when the column cannot be
+	 * compared.  verify_remote computes one step on the remote table as
+	 * the local side does (level, prefixes and rows as in sync/verify.c)
+	 * and calls emit once per result row, its fields as text: with rows
+	 * false (bucket, count, sum) per bucket of the rows whose key hash
+	 * begins with one of prefixes (NIL: all rows), else (key hash, key
+	 * text, row text) of the rows whose bucket is one of prefixes, ordered
+	 * by key hash, at most 10000.  In the sync worker, the target open;
+	 * both may ERROR.
+	 */
+	char	   *(*verify_local) (CtasSyncTarget *t, int col, const char *expr);
+	void		(*verify_remote) (CtasSyncTarget *t, int level, List *prefixes,
+								  bool rows,
+								  void (*emit) (void *arg, char **fields),
+								  void *arg);
 } CtasSyncApply;
 
 /* One federated CTAS statement */

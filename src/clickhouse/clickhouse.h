@@ -20,6 +20,7 @@
  *	xact.c		pre_commit, post_commit, abort, subxact; durable records
  *	resolve.c	recovery from the durable records
  *	sync.c		continuous sync: the apply side (CtasChSyncApply)
+ *	verify.c	continuous sync: the rebuild of a resync, verify_sync()
  *
  * At most once: every request that changes something is sent once (client.c
  * never lets libcurl resend it); after a failure whose outcome is unknown
@@ -67,6 +68,16 @@ extern const CtasTargetRoutine CtasClickHouseTarget;
 
 /* in sync.c: continuous sync */
 extern const CtasSyncApply CtasChSyncApply;
+
+/* in verify.c: resync of a continuous sync */
+extern void CtasChSyncRebuild(CtasSyncTarget *t);
+extern void CtasChSyncRebuilt(CtasSyncTarget *t);
+extern char *CtasChSyncVerifyLocal(CtasSyncTarget *t, int col,
+								   const char *expr);
+extern void CtasChSyncVerifyRemote(CtasSyncTarget *t, int level,
+								   List *prefixes, bool rows,
+								   void (*emit) (void *arg, char **fields),
+								   void *arg);
 
 /* in client.c */
 extern CtasHttp *CtasHttpCreate(const CtasCatalog *catalog,

@@ -167,6 +167,10 @@ const CtasSyncApply CtasChSyncApply = {
 	.truncate = ch_sync_truncate,
 	.commit = ch_sync_commit,
 	.close = ch_sync_close,
+	.rebuild = CtasChSyncRebuild,	/* verify.c */
+	.rebuilt = CtasChSyncRebuilt,
+	.verify_local = CtasChSyncVerifyLocal,
+	.verify_remote = CtasChSyncVerifyRemote,
 };
 
 /*

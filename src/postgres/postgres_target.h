@@ -18,6 +18,7 @@
  *					the workers' prepared transactions
  *	resolve.c		recovery of prepared transactions
  *	sync.c			continuous sync: the apply side (CtasPgSyncApply)
+ *	verify.c		continuous sync: the remote side of verify_sync()
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -147,6 +148,14 @@ typedef struct CtasPgSyncSql
 } CtasPgSyncSql;
 extern void CtasPgSyncBuildSql(CtasPgSyncSql *sql, CtasSyncTarget *t,
 							   const char *qualified, bool binary);
+
+/* in verify.c: verify of a continuous sync */
+extern char *CtasPgSyncVerifyLocal(CtasSyncTarget *t, int col,
+								   const char *expr);
+extern void CtasPgSyncVerifyRemote(CtasSyncTarget *t, int level,
+								   List *prefixes, bool rows,
+								   void (*emit) (void *arg, char **fields),
+								   void *arg);
 
 /* in resolve.c */
 extern void CtasPgResolve(CtasCatalog *catalog,

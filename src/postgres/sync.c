@@ -181,6 +181,8 @@ const CtasSyncApply CtasPgSyncApply = {
 	.truncate = pg_sync_truncate,
 	.commit = pg_sync_commit,
 	.close = pg_sync_close,
+	.verify_local = CtasPgSyncVerifyLocal,	/* verify.c */
+	.verify_remote = CtasPgSyncVerifyRemote,
 };
 
 /* functions of a type, in the current memory context */

@@ -36,6 +36,8 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/builtins.h"
@@ -63,6 +65,13 @@ typedef struct SyncStatus
 	char		slot_name[NAMEDATALEN];
 	uint64		rows;			/* rows copied plus changes applied */
 	uint64		changes;		/* source changes applied by the stream */
+	uint64		resyncs;		/* copies into a table that held rows
+								 * (sync/resync.c) */
+	uint64		verify_asked;	/* verify_sync() tickets given out */
+	uint64		verify_done;	/* the last one answered */
+	int64		verify_check;	/* its row in ctas_fed.sync_checks, or 0 */
+	int64		verify_differences; /* keys it found differing */
+	TimestampTz verified_at;	/* when, or 0 */
 	TimestampTz caught_up_at;	/* everything committed before this had
 								 * been applied */
 } SyncStatus;
@@ -224,6 +233,7 @@ CtasSyncStatusAttach(int64 id)
 		/* counters are those of this worker */
 		my_status->rows = 0;
 		my_status->changes = 0;
+		my_status->resyncs = 0;
 	}
 	LWLockRelease(sync_shared->lock);
 	if (my_status != NULL)
@@ -323,6 +333,148 @@ CtasSyncStatusReport(uint64 rows, uint64 changes, TimestampTz caught_up_at)
 }
 
 /*
+ * CtasSyncStatusResynced
+ *		In a sync worker: count a resync of its job.
+ */
+void
+CtasSyncStatusResynced(void)
+{
+	if (my_status == NULL)
+		return;
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	my_status->resyncs++;
+	LWLockRelease(sync_shared->lock);
+}
+
+/*
+ * CtasSyncStatusAskVerify
+ *		In a backend (sync/verify.c): ask the worker of job id for a check,
+ *		setting its latch.  Returns false when no worker runs the job;
+ *		else *ticket is the answer to wait for (CtasSyncStatusVerifyDone)
+ *		and *pid the worker's.
+ */
+bool
+CtasSyncStatusAskVerify(int64 id, uint64 *ticket, pid_t *pid)
+{
+	int			i;
+	bool		found = false;
+
+	if (sync_shared == NULL)
+		return false;
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < sync_shared->nentries; i++)
+	{
+		SyncStatus *e = &sync_shared->entries[i];
+
+		if (e->dboid == MyDatabaseId && e->id == id && e->pid != 0)
+		{
+			*ticket = ++e->verify_asked;
+			*pid = e->pid;
+			found = true;
+			break;
+		}
+	}
+	LWLockRelease(sync_shared->lock);
+	if (found)
+	{
+		PGPROC	   *proc = BackendPidGetProc(*pid);
+
+		if (proc != NULL)
+			SetLatch(&proc->procLatch);
+	}
+	return found;
+}
+
+/*
+ * CtasSyncStatusVerifyDone
+ *		In a backend: has the worker of job id answered ticket?  Then
+ *		*check is the row of the answer (0: none, the job left the worker).
+ *		*pid is the worker's now (0: none).
+ */
+bool
+CtasSyncStatusVerifyDone(int64 id, uint64 ticket, int64 *check, pid_t *pid)
+{
+	int			i;
+	bool		done = false;
+
+	*pid = 0;
+	LWLockAcquire(sync_shared->lock, LW_SHARED);
+	for (i = 0; i < sync_shared->nentries; i++)
+	{
+		SyncStatus *e = &sync_shared->entries[i];
+
+		if (e->dboid == MyDatabaseId && e->id == id)
+		{
+			*pid = e->pid;
+			if (e->verify_done >= ticket)
+			{
+				done = true;
+				*check = e->verify_check;
+			}
+		}
+	}
+	LWLockRelease(sync_shared->lock);
+	return done;
+}
+
+/*
+ * CtasSyncStatusVerifyWanted
+ *		In a sync worker: a job of its stream whose check was asked for and
+ *		not answered yet, with the ticket to answer; 0 when none.
+ */
+int64
+CtasSyncStatusVerifyWanted(uint64 *ticket)
+{
+	ListCell   *lc;
+	int64		id = 0;
+
+	LWLockAcquire(sync_shared->lock, LW_SHARED);
+	foreach(lc, my_entries)
+	{
+		SyncStatus *e = (SyncStatus *) lfirst(lc);
+
+		if (e->verify_asked > e->verify_done)
+		{
+			id = e->id;
+			*ticket = e->verify_asked;
+			break;
+		}
+	}
+	LWLockRelease(sync_shared->lock);
+	return id;
+}
+
+/*
+ * CtasSyncStatusVerified
+ *		In a sync worker: answer ticket of job id with row check of
+ *		ctas_fed.sync_checks (0: none) that found differences keys
+ *		differing (-1: no answer).
+ */
+void
+CtasSyncStatusVerified(int64 id, uint64 ticket, int64 check,
+					   int64 differences)
+{
+	ListCell   *lc;
+
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	foreach(lc, my_entries)
+	{
+		SyncStatus *e = (SyncStatus *) lfirst(lc);
+
+		if (e->id != id)
+			continue;
+		e->verify_done = ticket;
+		e->verify_check = check;
+		if (differences >= 0)
+		{
+			e->verify_differences = differences;
+			e->verified_at = GetCurrentTimestamp();
+		}
+	}
+	LWLockRelease(sync_shared->lock);
+}
+
+/*
  * CtasSyncStatusLabels
  *		In a sync worker: the metric labels and the slot of its job, once
  *		loaded.
@@ -382,6 +534,11 @@ CtasSyncMetricsSnapshot(CtasSyncMetric **out)
 		strlcpy(m[n].target, e->target, CTAS_SYNC_TARGET_LEN);
 		strlcpy(m[n].slot_name, e->slot_name, NAMEDATALEN);
 		m[n].changes = e->changes;
+		m[n].resyncs = e->resyncs;
+		m[n].verify_differences = e->verified_at == 0 ? -1 :
+			e->verify_differences;
+		m[n].verified_at = e->verified_at == 0 ? 0 :
+			(double) (e->verified_at - SetEpochTimestamp()) / USECS_PER_SEC;
 		m[n].lag_seconds = e->caught_up_at == 0 ? -1 :
 			(double) (now - e->caught_up_at) / USECS_PER_SEC;
 		n++;

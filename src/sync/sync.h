@@ -57,6 +57,9 @@ typedef struct CtasSyncMetric
 	double		lag_bytes;		/* -1: no slot */
 	double		lag_seconds;	/* -1: not streaming yet */
 	uint64		changes;		/* since the worker started */
+	uint64		resyncs;		/* since the worker started */
+	int64		verify_differences; /* of its last check, -1: none */
+	double		verified_at;	/* Unix time of that check */
 } CtasSyncMetric;
 
 /* in sync/statement.c */
@@ -91,6 +94,13 @@ extern void CtasSyncStatusReport(uint64 rows, uint64 changes,
 extern void CtasSyncStatusLabels(const char *catalog, const char *schema,
 								 const char *table, const char *slot_name);
 extern uint64 CtasSyncStatusRows(void);
+extern void CtasSyncStatusResynced(void);
+extern bool CtasSyncStatusAskVerify(int64 id, uint64 *ticket, pid_t *pid);
+extern bool CtasSyncStatusVerifyDone(int64 id, uint64 ticket, int64 *check,
+									 pid_t *pid);
+extern int64 CtasSyncStatusVerifyWanted(uint64 *ticket);
+extern void CtasSyncStatusVerified(int64 id, uint64 ticket, int64 check,
+								   int64 differences);
 extern int	CtasSyncMetricsSnapshot(CtasSyncMetric **out);
 extern void CtasSyncStopDatabase(Oid dboid);
 

@@ -101,4 +101,24 @@ extern bool CtasSyncEvaluate(SyncEval *ev, TupleTableSlot *slot);
 extern void CtasSyncApplyPeek(List *jobs, Portal portal,
 							  SyncPeekResult *result);
 
+/* SPI as the owner of ctas_fed.syncs (sync/resync.c) */
+typedef struct CtasSyncAs
+{
+	Oid			save_userid;
+	int			save_sec;
+	int			nestlevel;
+} CtasSyncAs;
+
+/* in sync/resync.c */
+extern char *CtasSyncResyncIfLost(List *jobs);
+extern void CtasSyncAsOwnerBegin(CtasSyncAs *as);
+extern void CtasSyncAsOwnerEnd(CtasSyncAs *as);
+extern int64 CtasSyncFindRunning(text *target, const char *verb, bool lock,
+								 int64 *stream_id, char **state);
+extern bool CtasSyncCopyStart(SyncJob *job);
+extern void CtasSyncCopyEnd(SyncJob *job, bool rebuilding);
+
+/* in sync/verify.c */
+extern void CtasSyncVerifyIfAsked(List *jobs);
+
 #endif							/* CTAS_SYNC_INT_H */

@@ -716,6 +716,7 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 	int			gucnest;
 	uint64		rows = 0;
 	AttrNumber *plain;
+	bool		rebuilding;
 	TimestampTz at[5];			/* start, slot, catalog, rows, commit */
 
 	at[0] = started;
@@ -728,7 +729,8 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 
 	job->target.change_lsn = consistent;
 	job->apply->begin(&job->target);
-	job->apply->truncate(&job->target);
+	/* empty it, or rebuild a table readers read (sync/resync.c) */
+	rebuilding = CtasSyncCopyStart(job);
 	at[2] = GetCurrentTimestamp();
 
 	GetUserIdAndSecContext(&save_userid, &save_sec);
@@ -764,6 +766,7 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 	at[3] = GetCurrentTimestamp();
 
 	job->apply->commit(&job->target, consistent);
+	CtasSyncCopyEnd(job, rebuilding);
 	at[4] = GetCurrentTimestamp();
 	job->applied = consistent;
 	CtasSyncStatusUse(job->id);
@@ -972,6 +975,8 @@ do_stream(List **jobs)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		/* a check that ctas_fed.verify_sync() asked for (sync/verify.c) */
+		CtasSyncVerifyIfAsked(*jobs);
 
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
@@ -1149,6 +1154,7 @@ ctas_fed_sync_main(Datum main_arg)
 	{
 		List	   *loaded;
 		bool		copying = false;
+		char	   *lost;
 		ListCell   *lc;
 
 		SetCurrentStatementStartTimestamp();
@@ -1172,6 +1178,14 @@ ctas_fed_sync_main(Datum main_arg)
 				copying = true;
 		}
 
+		/* a lost slot: copy again (sync/resync.c) */
+		if (!copying && loaded != NIL &&
+			(lost = CtasSyncResyncIfLost(loaded)) != NULL)
+		{
+			foreach(lc, loaded)
+				job_event(lfirst(lc), "resyncing", lost);
+			copying = true;
+		}
 		/* a job to copy copies them all, under one new slot */
 		if (copying)
 		{

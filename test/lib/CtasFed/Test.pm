@@ -2300,4 +2300,68 @@ sub DESTROY
 }
 
 
+#############################################################################
+# A webhook receiver of a test.  Added as one block so that it merges apart
+# from the rest of the package.
+#############################################################################
+
+package CtasFed::Test;
+
+=pod
+
+=head2 Webhooks
+
+=over
+
+=item start_hook_receiver()
+
+A webhook receiver on 127.0.0.1, in a child process that ends with the
+test (without running the test's END blocks): it answers every request 200 and appends its body, one per line, to
+a file.  Returns the URL to give as C<notify_url> and the file's path.
+
+=back
+
+=cut
+
+my @hook_receivers;
+END { kill 'TERM', @hook_receivers if @hook_receivers; }
+
+sub start_hook_receiver
+{
+	my $log = PostgreSQL::Test::Utils::tempdir() . '/hooks.log';
+	my $sock = IO::Socket::INET->new(
+		LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 20, ReuseAddr => 1)
+	  or croak "could not listen: $!";
+	my $port = $sock->sockport;
+	my $pid = fork();
+	croak 'fork failed' unless defined $pid;
+	if ($pid == 0)
+	{
+		$SIG{TERM} = sub { POSIX::_exit(0) };
+		while (my $c = $sock->accept)
+		{
+			my ($head, $body) = ('', '');
+			while (my $line = <$c>)
+			{
+				$head .= $line;
+				last if $line eq "\r\n";
+			}
+			my ($len) = $head =~ /Content-Length:\s*(\d+)/i;
+			read($c, $body, $len // 0);
+			open my $f, '>>', $log or die;
+			print $f "$body\n";
+			close $f;
+			print $c "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+			close $c;
+		}
+		POSIX::_exit(0);
+	}
+	close $sock;
+	push @hook_receivers, $pid;
+	return ("http://127.0.0.1:$port/hook", $log);
+}
+
+push @EXPORT, qw(start_hook_receiver);
+
+
 1;

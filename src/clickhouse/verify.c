@@ -1,0 +1,298 @@
+/*-------------------------------------------------------------------------
+ *
+ * verify.c
+ *		  Resync and verify of a continuous sync into a ClickHouse catalog:
+ *		  the optional rebuild, rebuilt, verify_local and verify_remote
+ *		  members of CtasChSyncApply (target.h, sync/resync.c,
+ *		  sync/verify.c).
+ *
+ * Resync.
+ * A synced table is a ReplacingMergeTree(_version) read with FINAL
+ * (sync.c), and ClickHouse 18.16 has no transaction and no atomic exchange
+ * of two tables (two RENAMEs leave a moment with no table at all, and a
+ * crash between them leaves it gone).  A copy into a table that readers
+ * already read therefore goes into the table itself, by version, without
+ * the delete rows that a first copy's truncate writes:
+ *
+ *	rebuild		nothing: the copy's rows (version C - 2, sync.c) win over
+ *				every older row of their key, one key at a time, so that a
+ *				reader sees each key's old or new row, never none
+ *	rebuilt		after the copy's rows are in: a delete row of version
+ *				C - 2 for every key whose newest row is older than C - 2,
+ *				that is every key the copy did not have (gone from the
+ *				source since, or never there)
+ *
+ * The job is "streaming" again only after rebuilt (sync/worker.c records it
+ * after the copy), so a failure anywhere copies again with a new slot and a
+ * new C, which rebuilt then cleans up after: it is idempotent.
+ *
+ * Verify.  The text of a value is toString() of the remote column, which
+ * the local side reproduces by type (verify_local): integers, strings,
+ * dates and floats print as PostgreSQL prints them (a float of a large or
+ * small exponent may not: 1e+20 against 100000000000000000000, reported
+ * as a difference), a boolean is 1 or 0, a Decimal(P, S) has S digits, a
+ * DateTime (whole seconds) is the UTC time without its fraction.  Other
+ * remote types cannot be compared yet.  Rows are read as readers read
+ * them: FINAL WHERE _deleted = 0.  halfMD5 is MD5's first 8 bytes
+ * big-endian, as sync/verify.c reads them; sum() of UInt64 wraps modulo
+ * 2^64, as it takes them.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/clickhouse/verify.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "clickhouse.h"
+
+/*
+ * CtasChSyncRebuild
+ *		Before the rows of a resync: they go into the table as they are.
+ */
+void
+CtasChSyncRebuild(CtasSyncTarget *t)
+{
+}
+
+/*
+ * CtasChSyncRebuilt
+ *		After the copy committed at consistent point t->change_lsn: delete
+ *		every key the copy did not write.  Its own HTTP client, freed with
+ *		a memory context of its own.  ERROR on a failed request.
+ */
+void
+CtasChSyncRebuilt(CtasSyncTarget *t)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+											  "ctas_fed sync rebuilt",
+											  ALLOCSET_SMALL_SIZES);
+	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+	CtasHttp   *http = CtasHttpCreate(t->catalog, cxt);
+	char	   *qtable = CtasChQname(t->schema, t->table);
+	uint64		version = t->change_lsn - 2;
+	StringInfoData keys;
+	int			i;
+
+	initStringInfo(&keys);
+	for (i = 0; i < t->nkeys; i++)
+	{
+		CtasChAppendIdent(&keys, t->keys[i]);
+		appendStringInfoString(&keys, ", ");
+	}
+	CtasHttpQuery(http,
+				  psprintf("INSERT INTO %s (%s_version, _deleted) "
+						   "SELECT %stoUInt64(" UINT64_FORMAT "), 1 FROM %s FINAL "
+						   "WHERE _deleted = 0 AND _version < " UINT64_FORMAT,
+						   qtable, keys.data, keys.data, version, qtable,
+						   version),
+				  "delete the rows a resync did not copy");
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(cxt);
+}
+
+/* hex digits of the key hash per level, as sync/verify.c */
+#define VERIFY_HEX	3
+
+/*
+ * remote_type
+ *		The type of remote column col, without Nullable( ) or
+ *		LowCardinality( ), read from system.columns.  ERROR when missing.
+ */
+static char *
+remote_type(CtasHttp *http, CtasSyncTarget *t, int col)
+{
+	char	   *body;
+	List	   *rows;
+	int			nf;
+	char	   *type;
+	size_t		len;
+
+	body = CtasHttpQuery(http,
+						 psprintf("SELECT type FROM system.columns WHERE database = %s "
+								  "AND table = %s AND name = %s",
+								  CtasChLit(t->schema), CtasChLit(t->table),
+								  CtasChLit(t->columns[col])),
+						 "read the type of a synced column");
+	rows = CtasChTsv(body, &nf);
+	if (rows == NIL || nf != 1 || ((char **) linitial(rows))[0] == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of the synced table %s is missing on catalog \"%s\"",
+						t->columns[col], CtasChDisplay(t->schema, t->table),
+						t->catalog->name)));
+	type = ((char **) linitial(rows))[0];
+	while (true)
+	{
+		len = strlen(type);
+		if (strncmp(type, "Nullable(", 9) == 0 && type[len - 1] == ')')
+			type = pnstrdup(type + 9, len - 10);
+		else if (strncmp(type, "LowCardinality(", 15) == 0 && type[len - 1] == ')')
+			type = pnstrdup(type + 15, len - 16);
+		else
+			return type;
+	}
+}
+
+/*
+ * CtasChSyncVerifyLocal
+ *		The local expression over expr that prints as toString() of the
+ *		remote column col, or NULL when its type cannot be compared.
+ */
+char *
+CtasChSyncVerifyLocal(CtasSyncTarget *t, int col, const char *expr)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+											  "ctas_fed sync verify",
+											  ALLOCSET_SMALL_SIZES);
+	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+	char	   *type = remote_type(CtasHttpCreate(t->catalog, cxt), t, col);
+	Oid			local = getBaseType(t->types[col]);
+	const char *scale;
+	char	   *result = NULL;
+
+	MemoryContextSwitchTo(oldcxt);
+	if (local == BYTEAOID)
+		result = NULL;			/* raw bytes remotely */
+	else if (strcmp(type, "String") == 0 || strcmp(type, "Date") == 0 ||
+			 strncmp(type, "Float", 5) == 0)
+		result = psprintf("(%s)::text", expr);
+	else if (strncmp(type, "Int", 3) == 0 || strncmp(type, "UInt", 4) == 0)
+		result = local == BOOLOID ?
+			psprintf("CASE WHEN %s THEN '1' ELSE '0' END", expr) :
+			psprintf("(%s)::text", expr);
+	else if (strncmp(type, "Decimal", 7) == 0 &&
+			 ((scale = strrchr(type, ',')) != NULL ||
+			  (scale = strchr(type, '(')) != NULL))
+		result = psprintf("round((%s)::numeric, %d)::text", expr,
+						  atoi(scale + 1));
+	else if (strncmp(type, "DateTime", 8) == 0 && local == TIMESTAMPTZOID)
+		result = psprintf("to_char((%s) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')",
+						  expr);
+	else if (strncmp(type, "DateTime", 8) == 0 && local == TIMESTAMPOID)
+		result = psprintf("to_char(%s, 'YYYY-MM-DD HH24:MI:SS')", expr);
+	MemoryContextDelete(cxt);
+	return result;
+}
+
+/* the canonical text of the columns idx[0..n-1], as sync/verify.c's */
+static char *
+canonical(CtasSyncTarget *t, char **types, int n, const int *idx)
+{
+	StringInfoData buf;
+	int			i;
+
+	initStringInfo(&buf);
+	for (i = 0; i < n; i++)
+	{
+		StringInfoData c;
+		char	   *v;
+
+		initStringInfo(&c);
+		CtasChAppendIdent(&c, t->columns[idx[i]]);
+		if (strcmp(types[idx[i]], "String") == 0)
+			v = psprintf("assumeNotNull(%s)", c.data);
+		else if (strncmp(types[idx[i]], "DateTime", 8) == 0)
+			v = psprintf("toString(assumeNotNull(%s), 'UTC')", c.data);
+		else
+			v = psprintf("toString(assumeNotNull(%s))", c.data);
+		appendStringInfo(&buf, "%sif(isNull(%s), 'N', concat(toString(length(%s)), ':', %s))",
+						 i ? ", " : "", c.data, v, v);
+	}
+	return n > 1 ? psprintf("concat(%s)", buf.data) : buf.data;
+}
+
+/* 'a', 'b', ... */
+static char *
+in_list(List *prefixes)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, prefixes)
+	{
+		if (buf.len)
+			appendStringInfoString(&buf, ", ");
+		CtasChAppendLiteral(&buf, lfirst(lc));
+	}
+	return buf.data;
+}
+
+/*
+ * CtasChSyncVerifyRemote
+ *		One step of a check on the remote table (target.h), as readers see
+ *		it.  Its own HTTP client, freed with a memory context of its own.
+ */
+void
+CtasChSyncVerifyRemote(CtasSyncTarget *t, int level, List *prefixes,
+					   bool rows, void (*emit) (void *arg, char **fields),
+					   void *arg)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+											  "ctas_fed sync verify",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+	CtasHttp   *http = CtasHttpCreate(t->catalog, cxt);
+	char	  **types = palloc(sizeof(char *) * Max(t->ncolumns, 1));
+	int		   *all = palloc(sizeof(int) * Max(t->ncolumns, 1));
+	int		   *keys = palloc(sizeof(int) * Max(t->nkeys, 1));
+	char	   *inner;
+	char	   *sql;
+	List	   *result;
+	ListCell   *lc;
+	int			nf;
+	int			i;
+	int			k;
+
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		types[i] = remote_type(http, t, i);
+		all[i] = i;
+	}
+	for (k = 0; k < t->nkeys; k++)
+	{
+		keys[k] = 0;
+		for (i = 0; i < t->ncolumns; i++)
+		{
+			if (strcmp(t->columns[i], t->keys[k]) == 0)
+				keys[k] = i;
+		}
+	}
+	inner = psprintf("SELECT lower(hex(MD5(%s))) AS kh, %s AS kt, %s AS rt "
+					 "FROM %s FINAL WHERE _deleted = 0",
+					 canonical(t, types, t->nkeys, keys),
+					 canonical(t, types, t->nkeys, keys),
+					 canonical(t, types, t->ncolumns, all),
+					 CtasChQname(t->schema, t->table));
+	if (rows)
+		sql = psprintf("SELECT kh, kt, rt FROM (%s) WHERE substring(kh, 1, %d) IN (%s) "
+					   "ORDER BY kh LIMIT 10000 FORMAT TabSeparated",
+					   inner, VERIFY_HEX * level, in_list(prefixes));
+	else
+		sql = psprintf("SELECT substring(kh, 1, %d) AS b, toString(count()), "
+					   "toString(sum(halfMD5(rt))) FROM (%s) %s GROUP BY b "
+					   "FORMAT TabSeparated",
+					   VERIFY_HEX * level, inner,
+					   prefixes ? psprintf("WHERE substring(kh, 1, %d) IN (%s)",
+										   VERIFY_HEX * (level - 1),
+										   in_list(prefixes)) : "");
+	result = CtasChTsv(CtasHttpQuery(http, sql, "hash the synced table"), &nf);
+	if (result != NIL && nf != 3)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("unexpected result from catalog \"%s\" while hashing the synced table",
+						t->catalog->name)));
+	/* what emit keeps is the caller's */
+	MemoryContextSwitchTo(oldcxt);
+	foreach(lc, result)
+		emit(arg, (char **) lfirst(lc));
+	MemoryContextDelete(cxt);
+}

@@ -1,0 +1,327 @@
+/*-------------------------------------------------------------------------
+ *
+ * resync.c
+ *		  Resync of a continuous sync: the remote table rebuilt from a new
+ *		  snapshot, and the stream going on from there in the same job
+ *		  (DESIGN.md section 1.7, "Verify and resync").
+ *
+ * A resync is the initial copy again.  The jobs of the stream are marked
+ * "copying"; their worker leaves them at its next round (they no longer
+ * stream) and ends, and the resolver starts it again, which creates a new
+ * slot, copies every job's table under the slot's snapshot and streams
+ * from the slot's consistent point (sync/worker.c): no gap and no
+ * duplicate, by the same argument as the first copy's.  Every job of the
+ * stream is copied, because the stream has one slot: a resync of one table
+ * of a create_tables_as call copies all of them.
+ *
+ * What differs from the first copy is that readers already read the
+ * remote table: the copy must leave it readable until the new rows replace
+ * the old (CtasSyncCopyStart, CtasSyncCopyEnd, and the target's optional
+ * rebuild and rebuilt, target.h).
+ *
+ * A resync starts
+ *
+ *	by ctas_fed.resync(target), run by the job's owner (or a member of
+ *		that role, or a superuser), as ctas_fed.stop_sync();
+ *	by itself (CtasSyncResyncIfLost), when a worker starts on a stream
+ *		whose jobs stream but whose slot is gone (dropped, or not in a
+ *		restored backup) or was invalidated (max_slot_wal_keep_size): the
+ *		WAL it needed is gone, so nothing but a new copy can tell what the
+ *		remote misses.  The worker sends a webhook event "resyncing"
+ *		that names the reason.
+ *		A slot invalidated while the worker streams makes its peek fail;
+ *		the worker ends on that error and the next one finds the slot
+ *		lost.
+ *
+ * Each resync is counted in the job's status entry (sync/status.c), shown
+ * as the metric ctas_fed_sync_resyncs_total.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/sync/resync.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "replication/slot.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/varlena.h"
+
+#include "sync/sync_int.h"
+
+/*
+ * slot_lost
+ *		Why the slot slot_name can no longer stream, or NULL when it can:
+ *		gone, or invalidated (pg_replication_slots.wal_status 'lost').
+ */
+static char *
+slot_lost(const char *slot_name)
+{
+	ReplicationSlot *s;
+	XLogRecPtr	restart = InvalidXLogRecPtr;
+	XLogRecPtr	invalidated = InvalidXLogRecPtr;
+
+	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+	s = SearchNamedReplicationSlot(slot_name, false);
+	if (s != NULL)
+	{
+		SpinLockAcquire(&s->mutex);
+		restart = s->data.restart_lsn;
+		invalidated = s->data.invalidated_at;
+		SpinLockRelease(&s->mutex);
+	}
+	LWLockRelease(ReplicationSlotControlLock);
+
+	if (s == NULL)
+		return psprintf("replication slot \"%s\" is missing", slot_name);
+	if (XLogRecPtrIsInvalid(restart) && !XLogRecPtrIsInvalid(invalidated))
+		return psprintf("replication slot \"%s\" was invalidated (max_slot_wal_keep_size)",
+						slot_name);
+	if (!XLogRecPtrIsInvalid(restart) &&
+		GetWALAvailability(restart) == WALAVAIL_REMOVED)
+		return psprintf("the WAL that replication slot \"%s\" needs was removed",
+						slot_name);
+	return NULL;
+}
+
+/*
+ * CtasSyncResyncIfLost
+ *		In a sync worker, before it streams the jobs of a stream (a List of
+ *		SyncJob, all streaming): when their slot is lost, mark them
+ *		"copying" in a transaction of its own, tell it in the log, and
+ *		return why (palloc'd), for the webhook event the worker sends: it
+ *		then copies them again under a new slot.  NULL when the slot is
+ *		sound.  Outside a transaction.  Can ERROR.
+ */
+char *
+CtasSyncResyncIfLost(List *jobs)
+{
+	SyncJob    *first = linitial(jobs);
+	char	   *why = slot_lost(first->slot_name);
+	Datum		args[1];
+	ListCell   *lc;
+
+	if (why == NULL)
+		return NULL;
+
+	args[0] = Int64GetDatum(first->stream_id);
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET state = 'copying', "
+							  "error = NULL WHERE stream_id = $1 "
+							  "AND state = 'streaming'",
+							  1, (Oid[]) {INT8OID}, args, NULL, false, 0) < 0)
+		elog(ERROR, "could not mark stream " INT64_FORMAT " for a resync",
+			 first->stream_id);
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+
+	foreach(lc, jobs)
+	{
+		SyncJob    *job = lfirst(lc);
+
+		ereport(LOG,
+				(errmsg("ctas_fed sync " INT64_FORMAT ": %s, resyncing the remote table from a new snapshot",
+						job->id, why)));
+		job->state = "copying";
+	}
+	return why;
+}
+
+/*
+ * CtasSyncCopyStart
+ *		In copy_job (sync/worker.c), after the target's begin: empty the
+ *		remote table for the copy, or, when it already holds applied rows
+ *		(job->applied, read from the remote), start a rebuild that keeps it
+ *		readable until the copy replaces it (target.h), and count the
+ *		resync.  Returns whether it rebuilds, for CtasSyncCopyEnd.
+ */
+bool
+CtasSyncCopyStart(SyncJob *job)
+{
+	if (job->applied == InvalidXLogRecPtr)
+	{
+		job->apply->truncate(&job->target);
+		return false;
+	}
+	CtasSyncStatusUse(job->id);
+	CtasSyncStatusResynced();
+	if (job->apply->rebuild == NULL)
+	{
+		job->apply->truncate(&job->target);
+		return false;
+	}
+	job->apply->rebuild(&job->target);
+	return true;
+}
+
+/*
+ * CtasSyncCopyEnd
+ *		In copy_job, after the copy's commit: finish the rebuild that
+ *		CtasSyncCopyStart began, if it did.
+ */
+void
+CtasSyncCopyEnd(SyncJob *job, bool rebuilding)
+{
+	if (rebuilding)
+		job->apply->rebuilt(&job->target);
+}
+
+/*
+ * CtasSyncAsOwnerBegin / CtasSyncAsOwnerEnd
+ *		Run SPI as the owner of ctas_fed.syncs (the extension's owner) with
+ *		search_path pg_catalog, pg_temp, as sync/statement.c does for
+ *		stop_sync: the table is not readable by PUBLIC.  Begin connects to
+ *		SPI; End finishes and restores the caller's user and settings.
+ */
+void
+CtasSyncAsOwnerBegin(CtasSyncAs *as)
+{
+	Oid			nsp = get_namespace_oid("ctas_fed", false);
+	Oid			syncs = get_relname_relid("syncs", nsp);
+	HeapTuple	tup;
+	Oid			owner;
+
+	if (!OidIsValid(syncs))
+		elog(ERROR, "table ctas_fed.syncs is missing");
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(syncs));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", syncs);
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+
+	GetUserIdAndSecContext(&as->save_userid, &as->save_sec);
+	SetUserIdAndSecContext(owner, as->save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	as->nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+}
+
+void
+CtasSyncAsOwnerEnd(CtasSyncAs *as)
+{
+	SPI_finish();
+	AtEOXact_GUC(true, as->nestlevel);
+	SetUserIdAndSecContext(as->save_userid, as->save_sec);
+}
+
+/*
+ * CtasSyncFindRunning
+ *		The running sync (copying or streaming) into target
+ *		(catalog.schema.table), locked FOR UPDATE in the current
+ *		transaction when lock: its id, stream and state (palloc'd).  The
+ *		current user must be allowed to stop it (its owner, a member of the
+ *		owner's role, or a superuser), as stop_sync checks; verb names
+ *		what is refused.  ERROR when there is none or it is not allowed.
+ */
+int64
+CtasSyncFindRunning(text *target, const char *verb, bool lock,
+					int64 *stream_id, char **state)
+{
+	List	   *names = textToQualifiedNameList(target);
+	ForeignServer *server;
+	CtasSyncAs	as;
+	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+	Oid			owner;
+	int64		id;
+	bool		isnull;
+	MemoryContext outer = CurrentMemoryContext;
+
+	if (list_length(names) != 3)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid sync target \"%s\"", text_to_cstring(target)),
+				 errhint("Write the target as catalog.schema.table.")));
+	server = GetForeignServerByName(strVal(linitial(names)), false);
+	values[0] = ObjectIdGetDatum(server->serverid);
+	values[1] = CStringGetTextDatum(strVal(lsecond(names)));
+	values[2] = CStringGetTextDatum(strVal(lthird(names)));
+
+	CtasSyncAsOwnerBegin(&as);
+	if (SPI_execute_with_args(psprintf("SELECT owner, stream_id, sync_id, state "
+									   "FROM ctas_fed.syncs "
+									   "WHERE server = $1 AND remote_schema = $2 "
+									   "AND remote_table = $3 "
+									   "AND state IN ('copying', 'streaming')%s",
+									   lock ? " FOR UPDATE" : ""),
+							  3, argtypes, values, NULL, !lock, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read ctas_fed.syncs");
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("there is no running sync into \"%s\"",
+						text_to_cstring(target))));
+	owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+										   SPI_tuptable->tupdesc, 1, &isnull));
+	*stream_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											 SPI_tuptable->tupdesc, 2,
+											 &isnull));
+	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+									 SPI_tuptable->tupdesc, 3, &isnull));
+	*state = MemoryContextStrdup(outer, SPI_getvalue(SPI_tuptable->vals[0],
+													 SPI_tuptable->tupdesc, 4));
+	if (!has_privs_of_role(as.save_userid, owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be a member of role \"%s\" to %s its sync into \"%s\"",
+						GetUserNameFromId(owner, false), verb,
+						text_to_cstring(target))));
+	CtasSyncAsOwnerEnd(&as);
+	return id;
+}
+
+PG_FUNCTION_INFO_V1(ctas_fed_resync);
+
+/*
+ * ctas_fed_resync
+ *		ctas_fed.resync(target text): copy the remote table of the running
+ *		sync into catalog.schema.table again from a new snapshot, then
+ *		stream on, in the same job.  Marks the jobs of its stream "copying"
+ *		in the caller's transaction; the worker acts after commit.  Who may
+ *		stop the sync may resync it.  ERROR when there is no running sync
+ *		into target.
+ */
+Datum
+ctas_fed_resync(PG_FUNCTION_ARGS)
+{
+	int64		stream_id;
+	char	   *state;
+	CtasSyncAs	as;
+	Datum		values[1];
+
+	(void) CtasSyncFindRunning(PG_GETARG_TEXT_PP(0), "resync", true,
+							   &stream_id, &state);
+	values[0] = Int64GetDatum(stream_id);
+	CtasSyncAsOwnerBegin(&as);
+	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET state = 'copying', "
+							  "error = NULL WHERE stream_id = $1 "
+							  "AND state IN ('copying', 'streaming')",
+							  1, (Oid[]) {INT8OID}, values, NULL, false,
+							  0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not mark stream " INT64_FORMAT " for a resync",
+			 stream_id);
+	CtasSyncAsOwnerEnd(&as);
+	PG_RETURN_VOID();
+}

@@ -62,6 +62,7 @@ extern bool CtasProgress;
 extern int	CtasProgressInterval;
 extern char *CtasFaultPoint;
 extern int	CtasMaxSyncsPerRole;
+extern int	CtasSyncPeekChanges;
 extern void CtasDefineSettings(void);
 extern void CtasCheckPreloaded(void);
 

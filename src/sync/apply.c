@@ -70,6 +70,7 @@
 #include "utils/memutils.h"
 
 #include "sync/sync_int.h"
+#include "xact.h"
 
 /* rows of the peek fetched from its cursor at once */
 #define SYNC_FETCH_ROWS		1000
@@ -633,6 +634,7 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 	SyncPeekState peek;
 	ListCell   *lc;
 	int			j;
+	bool		committed = false;
 
 	memset(&peek, 0, sizeof(peek));
 	peek.njobs = list_length(jobs);
@@ -711,6 +713,10 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 	{
 		SyncApplyState *st = &peek.jobs[j];
 
+		/* tests: a crash after some jobs of the stream committed */
+		if (committed && st->began)
+			CtasXactFaultPoint("sync_between_commits");
+		committed |= st->began && st->last_end != InvalidXLogRecPtr;
 		finish_remote(st);
 		/* read again, and the DDL did not show: nothing to hold back */
 		st->job->stop_at = InvalidXLogRecPtr;

@@ -11,7 +11,8 @@
 # boundary, and the workers are killed and the server crashed between the
 # remote commit of one and the slot's advance (fault point
 # sync_before_advance), so that each boundary is met after a peek, after a
-# restart and after a crash.  Every row is written once by the source, and
+# restart and after a crash; a stream of two jobs is crashed between the
+# remote commits of its jobs (fault point sync_between_commits).  Every row is written once by the source, and
 # each remote logs every write the sync makes into it (sync_write_log): the
 # remote must hold every row, each written exactly once.
 
@@ -89,16 +90,23 @@ my $K = 4;
 my @w = map { session_start($local, 'postgres') } 1 .. $K;
 my $next = 0;
 
-# One round: every writer opens a transaction and inserts rows (their
-# transactions overlap), then each commits, one right after the other.
+# One round: every writer opens a transaction and inserts rows into each
+# table of @tables (default wlog), so that their transactions overlap, then
+# each commits, one right after the other.
 sub round
 {
-	my ($r) = @_;
+	my ($r, @tables) = @_;
+	@tables = ('wlog') unless @tables;
 	for my $i (0 .. $K - 1)
 	{
-		my $rows = join(', ',
-			map { $next++; "($next, $i, $r, 'w$i r$r')" } 1 .. 1 + $i % 2);
-		my ($out, $err) = session_run($w[$i], "BEGIN; INSERT INTO wlog VALUES $rows;");
+		my $sql = 'BEGIN;';
+		for my $t (@tables)
+		{
+			my $rows = join(', ',
+				map { $next++; "($next, $i, $r, 'w$i r$r')" } 1 .. 1 + $i % 2);
+			$sql .= " INSERT INTO $t VALUES $rows;";
+		}
+		my ($out, $err) = session_run($w[$i], $sql);
 		die "writer $i: $err" if $err =~ /ERROR/;
 	}
 	for my $i (0 .. $K - 1)
@@ -191,12 +199,76 @@ is(sync_writes($remote, 'wlog'), "$next $next 0",
 is(sync_writes($ch, 'wlog'), "$next $next 0",
 	'crash, ClickHouse: every row written exactly once');
 is(sync_writes_conflicts($ch, 'wlog'), 0, 'ClickHouse: no version written with two rows');
+
+# 4. a stream of two jobs (create_tables_as), each with its own applied lsn:
+# a crash after the first job's remote commit and before the second's; the
+# worker started again skips, for each job, what that job applied
+$local->safe_psql('postgres', q{
+CREATE TABLE pa (id bigint PRIMARY KEY, writer int, round int, note text);
+CREATE TABLE pb (id bigint PRIMARY KEY, writer int, round int, note text);
+SELECT count(*) FROM ctas_fed.create_tables_as('wh', 'public',
+  tables => ARRAY['pa', 'pb']::regclass[], options => '{"sync": "continuous"}');
+SELECT count(*) FROM ctas_fed.create_tables_as('lake', 'dw',
+  tables => ARRAY['pa', 'pb']::regclass[], options => '{"sync": "continuous"}');
+});
+ok(wait_until(120, sub { streaming() eq '6' }), 'two streams of two jobs reach streaming');
+for my $t ('pa', 'pb')
+{
+	sync_write_log($remote, $t, 'id');
+	sync_write_log($ch, $t, 'id');
+}
+
+sub stream_caught_up
+{
+	for my $t ('pa', 'pb')
+	{
+		my $want = $local->safe_psql('postgres',
+			"SELECT count(*) || coalesce(sum(id)::text, '') FROM $t");
+		return 0 unless $remote->safe_psql('dw',
+			"SELECT count(*) || coalesce(sum(id)::text, '') FROM public.$t") eq $want;
+		my $r = $ch->query("SELECT count(), sum(id) FROM dw.$t FINAL WHERE _deleted = 0 FORMAT TabSeparated");
+		chomp $r;
+		my ($n, $sum) = split /\t/, $r;
+		return 0 unless $n . ($n ? $sum : '') eq $want;
+	}
+	return 1;
+}
+
+round($_, 'pa', 'pb') for 17 .. 18;
+ok(wait_until(60, \&stream_caught_up), 'two jobs: both tables on both remotes hold every row');
+$local->safe_psql('postgres', q{
+  ALTER SYSTEM SET ctas_fed.fault_point = 'sync_between_commits';
+  SELECT pg_reload_conf();});
+sleep 1;
+$log_offset = -s $local->logfile;
+round(19, 'pa', 'pb');
+ok(wait_until(60, sub {
+	my @hits = slurp_file($local->logfile, $log_offset) =~ /stopped at fault point "sync_between_commits"/g;
+	@hits == 2 }), 'both two-job workers stopped between the commits of their jobs');
+$local->safe_psql('postgres', 'ALTER SYSTEM RESET ctas_fed.fault_point');
+is($remote->safe_psql('dw', q{
+  SELECT (SELECT count(*) FROM public.pa WHERE round = 19) + (SELECT count(*) FROM public.pb WHERE round = 19)}),
+	'1', 'PostgreSQL: one job committed the first transaction of the round, the other not');
+$_->quit for @w;
+$local->stop('immediate');
+$local->start;
+@w = map { session_start($local, 'postgres') } 1 .. $K;
+round(20, 'pa', 'pb');
+ok(wait_until(90, \&stream_caught_up), 'two jobs, crash between their commits: every row on both remotes');
+for my $t ('pa', 'pb')
+{
+	my $n = $local->safe_psql('postgres', "SELECT count(*) FROM $t");
+	is(sync_writes($remote, $t), "$n $n 0",
+		"two jobs, crash between their commits, PostgreSQL: every row of $t written once");
+	is(sync_writes($ch, $t), "$n $n 0",
+		"two jobs, crash between their commits, ClickHouse: every row of $t written once");
+}
 $_->quit for @w;
 
 # nothing left behind
 $local->safe_psql('postgres', q{
-  SELECT ctas_fed.stop_sync('wh.public.wlog');
-  SELECT ctas_fed.stop_sync('lake.dw.wlog');});
+  SELECT ctas_fed.stop_sync(t) FROM unnest(ARRAY['wh.public.wlog', 'lake.dw.wlog',
+    'wh.public.pa', 'wh.public.pb', 'lake.dw.pa', 'lake.dw.pb']) AS t});
 ok(wait_until(30, sub { $local->safe_psql('postgres',
 	"SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'ctas_fed_sync_%'") eq '0' }),
 	'stopped: no slot left');

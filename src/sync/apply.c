@@ -490,6 +490,12 @@ apply_message(SyncPeekState *peek, uint64 i)
 					if (job->stop_at != InvalidXLogRecPtr &&
 						begin.final_lsn >= job->stop_at)
 						st->held = true;
+					/*
+					 * Applied before iff its commit record begins before
+					 * the end of the last applied one's: one committed
+					 * right after it begins exactly there, and is new
+					 * (docs/sync-exactly-once.md).
+					 */
 					st->skipping = begin.final_lsn < job->applied;
 					job->target.change_lsn = begin.final_lsn;
 				}

@@ -935,8 +935,10 @@ do_stream(List **jobs)
 	char	   *pubs = pstrdup(quote_identifier(first->publication));
 	ListCell   *lc;
 
-	/* $2: ctas_fed.sync_peek_changes, read at each peek (a transaction is
-	 * never split) */
+	/*
+	 * $2: ctas_fed.sync_peek_changes, read at each peek; a peek never splits
+	 * a transaction
+	 */
 	peek_sql = psprintf("SELECT lsn, data FROM "
 						"pg_catalog.pg_logical_slot_peek_binary_changes($1, NULL, $2, "
 						"'proto_version', '1', 'publication_names', %s)",

@@ -63,6 +63,7 @@ extern int	CtasProgressInterval;
 extern char *CtasFaultPoint;
 extern void CtasFaultPointWait(const char *name);
 extern int	CtasMaxSyncsPerRole;
+extern int	CtasSyncPeekChanges;
 extern void CtasDefineSettings(void);
 extern void CtasCheckPreloaded(void);
 

@@ -48,6 +48,9 @@ int			CtasProgressInterval = 10;
 /* sync/statement.c */
 int			CtasMaxSyncsPerRole = 10;
 
+/* sync/worker.c: pgoutput messages asked of one peek at a sync's slot */
+int			CtasSyncPeekChanges = 10000;
+
 /* xact.c: ctas_fed.fault_point (tests only, superuser only) */
 char	   *CtasFaultPoint = NULL;
 
@@ -97,9 +100,14 @@ CtasDefineSettings(void)
 							PGC_USERSET, GUC_UNIT_S, NULL, NULL, NULL);
 	DefineCustomStringVariable("ctas_fed.fault_point",
 							   "For tests only: stop the backend at this point of the commit protocol.",
-							   "after_workers, after_prepare, after_rename, after_commit_record or sync_worker_attach, optionally followed by :N (seconds).",
+							   "after_workers, after_prepare, after_rename, after_commit_record, sync_worker_attach, sync_between_commits or sync_before_advance, optionally followed by :N (seconds).",
 							   &CtasFaultPoint, "",
 							   PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomIntVariable("ctas_fed.sync_peek_changes",
+							"Messages a sync worker asks of one peek at its replication slot.",
+							"A peek never splits a source transaction: it ends after the transaction that reaches this number.  Tests set 1, so that every transaction boundary is a peek boundary.",
+							&CtasSyncPeekChanges, 10000, 1, 1000000,
+							PGC_SIGHUP, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	DefineCustomIntVariable("ctas_fed.max_syncs_per_role",
 							"Maximum number of continuous syncs one non-superuser role may run in a database.",
 							"-1 means no limit; 0 allows continuous syncs to superusers only.",

@@ -104,7 +104,6 @@
 
 #include "jobs.h"
 #include "parallel_dsm.h"
-#include "xact.h"
 
 /* chunks per worker: enough that the workers finish close together */
 #define CHUNKS_PER_WORKER	8
@@ -745,7 +744,7 @@ run_set(CtasParallelSet *set)
 	PopActiveSnapshot();
 
 	/* every stream has ended (a worker's may be prepared): tests stop here */
-	CtasXactFaultPoint("after_workers");
+	CtasFaultPointWait("after_workers");
 	CHECK_FOR_INTERRUPTS();
 
 	/* the tables that were not handed to loaded while the workers ran */

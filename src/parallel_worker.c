@@ -41,7 +41,6 @@
 #include "utils/snapmgr.h"
 
 #include "parallel_dsm.h"
-#include "xact.h"
 
 /* rows between two additions of a worker's counters to the DSM */
 #define PUBLISH_EVERY_ROWS	1000
@@ -290,7 +289,7 @@ begin_table(CtasParallelShared *shared, ParallelSource *sources, int t,
 	pg_atomic_fetch_add_u32(&table->attached, 1);
 
 	/* attached, nothing sent yet: tests see who loads which table here */
-	CtasXactFaultPoint("parallel_table");
+	CtasFaultPointWait("parallel_table");
 }
 
 /*

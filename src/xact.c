@@ -209,24 +209,6 @@ set_jobs_state(CtasParticipant *part, CtasJobState state)
 	}
 }
 
-/* ctas_fed.fault_point (tests only): see CtasFaultPointWait in guc.c */
-static void
-fault_point(const char *name)
-{
-	CtasFaultPointWait(name);
-}
-
-/*
- * CtasXactFaultPoint
- *		fault_point for the other files of the extension (parallel.c,
- *		the sync workers).  Test support only.
- */
-void
-CtasXactFaultPoint(const char *name)
-{
-	fault_point(name);
-}
-
 static void
 forget_participants(void)
 {
@@ -289,7 +271,7 @@ ctas_xact_callback(XactEvent event, void *arg)
 					part->prepared = true;
 					set_jobs_state(part, CTAS_JOB_PREPARED);
 				}
-				fault_point(pre_commit_fault_points[order]);
+				CtasFaultPointWait(pre_commit_fault_points[order]);
 			}
 			break;
 
@@ -303,7 +285,7 @@ ctas_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_COMMIT:
 			/* the local commit record is durable here */
-			fault_point("after_commit_record");
+			CtasFaultPointWait("after_commit_record");
 			end_participants(true);
 			break;
 

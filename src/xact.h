@@ -22,6 +22,5 @@
 extern void CtasXactInit(void);
 extern CtasParticipant *CtasJoinTransaction(CtasCatalog *catalog);
 extern void CtasXactAddJob(CtasParticipant *part, CtasJobRef job);
-extern void CtasXactFaultPoint(const char *name);
 
 #endif							/* CTAS_XACT_H */

@@ -489,6 +489,12 @@ apply_message(SyncPeekState *peek, uint64 i)
 					if (job->stop_at != InvalidXLogRecPtr &&
 						begin.final_lsn >= job->stop_at)
 						st->held = true;
+					/*
+					 * Applied before iff its commit record begins before
+					 * the end of the last applied one's: one committed
+					 * right after it begins exactly there, and is new
+					 * (docs/sync-exactly-once.md).
+					 */
 					st->skipping = begin.final_lsn < job->applied;
 					job->target.change_lsn = begin.final_lsn;
 				}
@@ -633,6 +639,7 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 	SyncPeekState peek;
 	ListCell   *lc;
 	int			j;
+	bool		committed = false;
 
 	memset(&peek, 0, sizeof(peek));
 	peek.njobs = list_length(jobs);
@@ -711,6 +718,10 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 	{
 		SyncApplyState *st = &peek.jobs[j];
 
+		/* tests: a crash after some jobs of the stream committed */
+		if (committed && st->began)
+			CtasFaultPointWait("sync_between_commits");
+		committed |= st->began && st->last_end != InvalidXLogRecPtr;
 		finish_remote(st);
 		/* read again, and the DDL did not show: nothing to hold back */
 		st->job->stop_at = InvalidXLogRecPtr;

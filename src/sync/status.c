@@ -45,7 +45,6 @@
 #include "utils/wait_event.h"
 
 #include "sync/sync.h"
-#include "xact.h"
 
 /* status entries per possible background worker (a worker runs a stream) */
 #define SYNC_STATUS_PER_WORKER	4
@@ -188,7 +187,7 @@ CtasSyncStatusAttach(int64 id)
 	int			i;
 
 	/* tests: a worker connected to its database but not attached yet */
-	CtasXactFaultPoint("sync_worker_attach");
+	CtasFaultPointWait("sync_worker_attach");
 
 	now = GetCurrentTimestamp();
 	if (!registered)

@@ -143,8 +143,6 @@
 #include "sync/sync_int.h"
 #include "workers/workers.h"
 
-/* changes asked of one peek; a transaction is never split */
-#define SYNC_PEEK_CHANGES	10000
 /* sleep when the slot had nothing new, ms */
 #define SYNC_IDLE_MS		100
 /* advance the slot over WAL without our changes at most this often, ms */
@@ -940,10 +938,14 @@ do_stream(List **jobs)
 	char	   *pubs = pstrdup(quote_identifier(first->publication));
 	ListCell   *lc;
 
+	/*
+	 * $2: ctas_fed.sync_peek_changes, read at each peek; a peek never splits
+	 * a transaction
+	 */
 	peek_sql = psprintf("SELECT lsn, data FROM "
-						"pg_catalog.pg_logical_slot_peek_binary_changes($1, NULL, %d, "
+						"pg_catalog.pg_logical_slot_peek_binary_changes($1, NULL, $2, "
 						"'proto_version', '1', 'publication_names', %s)",
-						SYNC_PEEK_CHANGES, quote_literal_cstr(pubs));
+						quote_literal_cstr(pubs));
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -958,8 +960,9 @@ do_stream(List **jobs)
 
 	for (;;)
 	{
-		Oid			types[2] = {NAMEOID, PG_LSNOID};
+		Oid			types[2] = {NAMEOID, INT4OID};
 		Datum		args[2];
+		int			peek_changes = CtasSyncPeekChanges;
 		XLogRecPtr	flush;
 		XLogRecPtr	insert;
 		XLogRecPtr	advance_to = InvalidXLogRecPtr;
@@ -1010,7 +1013,8 @@ do_stream(List **jobs)
 			(void) set_config_option("log_min_messages", "warning",
 									 PGC_SUSET, PGC_S_SESSION,
 									 GUC_ACTION_LOCAL, true, 0, false);
-			portal = SPI_cursor_open_with_args(NULL, peek_sql, 1, types, args,
+			args[1] = Int32GetDatum(peek_changes);
+			portal = SPI_cursor_open_with_args(NULL, peek_sql, 2, types, args,
 											   NULL, true, 0);
 			CtasSyncApplyPeek(*jobs, portal, &peek);
 			SPI_cursor_close(portal);
@@ -1058,17 +1062,28 @@ do_stream(List **jobs)
 			}
 		}
 
-		/* only after the remote COMMITs: what they hold may be confirmed */
+		/*
+		 * Only after the remote COMMITs: what they hold may be confirmed.
+		 * The slot goes to the end lsn of the last source transaction read
+		 * (its commit record's end): the decoder returns again every
+		 * transaction whose commit record begins at or after the slot's
+		 * confirmed position, and a transaction whose commit record begins
+		 * exactly at that end is one not yet applied
+		 * (docs/sync-exactly-once.md).
+		 */
 		if (advance_to != InvalidXLogRecPtr &&
 			advance_to > slot_confirmed(slot_name))
 		{
+			/* tests: a crash between the remote commits and the advance */
+			if (!idle)
+				CtasFaultPointWait("sync_before_advance");
 			args[1] = LSNGetDatum(advance_to);
 			spi_exec("SELECT pg_catalog.pg_replication_slot_advance($1, $2)",
-					 2, types, args, false);
+					 2, (Oid[]) {NAMEOID, PG_LSNOID}, args, false);
 		}
 
 		/* a peek that read to the end: all before it is applied */
-		if (idle || (nrows < SYNC_PEEK_CHANGES && !peek.redo))
+		if (idle || (nrows < (uint64) peek_changes && !peek.redo))
 		{
 			foreach(lc, *jobs)
 			{

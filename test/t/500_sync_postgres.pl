@@ -237,6 +237,10 @@ ok(wait_until(120, sub {
 	$local->safe_psql('postgres',
 		"SELECT count(*) = 2 FROM ctas_fed.syncs WHERE state = 'streaming'") eq 't' }),
 	'both syncs reach streaming');
+# every write into the whole-table copy logged on the remote: a source
+# transaction applied twice would write a row it already wrote
+# (docs/sync-exactly-once.md)
+sync_write_log($remote, 'eu_orders2', 'id');
 # the initial copy built the key in the transaction of its rows
 is($remote->safe_psql('dw', q{
   SELECT string_agg(a.attname, ',' ORDER BY a.attnum)
@@ -326,6 +330,8 @@ $want_all = sql_digest($local, 'postgres', 'SELECT * FROM orders');
 ok(wait_until(60, sub { sql_digest($remote, 'dw', $eu_remote) eq $want
 	  && sql_digest($remote, 'dw', 'SELECT * FROM public.eu_orders2') eq $want_all }),
 	'killed worker: both remotes equal their queries');
+like(sync_writes($remote, 'eu_orders2'), qr/^[1-9]\d* [1-9]\d* 0$/,
+	'writer, killed worker: no row written twice (exactly once)');
 
 # the remote down for a while: changes wait in the slot, the error shows
 # in the job, and the sync catches up once the remote is back

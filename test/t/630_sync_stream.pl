@@ -259,6 +259,8 @@ END $$;
 CREATE TRIGGER a_log AFTER INSERT OR UPDATE ON public.a
   FOR EACH ROW EXECUTE FUNCTION log_a();
 });
+# and every write into b, whose rows the writer updates (a new n each time)
+sync_write_log($remote, 'b', 'id');
 $local->safe_psql('postgres', 'UPDATE churn_ctl SET stop = false');
 ($churn) = start_psql($local, 'CALL churn(1000000)');
 $lsn = $local->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
@@ -315,6 +317,8 @@ is($remote->safe_psql('dw', q{
 	  SELECT count(DISTINCT id) || ' ' || count(*) FROM a_log WHERE id >= 1100000}),
 	"$inserted $inserted",
 	'failure between commits, killed worker: every row inserted once was written once (nothing applied twice)');
+like(sync_writes($remote, 'b'), qr/^[1-9]\d* [1-9]\d* 0$/,
+	'failure between commits, killed worker: no updated row of b written twice');
 is(our_slots(), '1', 'killed worker: still one slot');
 
 # the local server crashes: the stream resumes by itself after the restart

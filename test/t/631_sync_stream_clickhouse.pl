@@ -86,6 +86,7 @@ ok(wait_until(120, sub {
 	$local->safe_psql('postgres',
 		"SELECT count(*) FROM ctas_fed.syncs WHERE state = 'streaming'") eq '2' }),
 	'both jobs reach streaming');
+sync_write_log($ch, $_, 'id') for 'p', 'q';
 is(our_slots(), '1', 'one replication slot for both tables');
 is(workers(), '1', 'one sync worker for both tables');
 $churn->finish;
@@ -93,6 +94,10 @@ ok($local->safe_psql('postgres', 'SELECT count(*) FROM shop.p WHERE id > 100000'
 	'the writer made its changes');
 ok(wait_until(60, sub { same('p') && same('q') }),
 	'FINAL WHERE _deleted = 0 of both tables equals the source (every row)');
+like(sync_writes($ch, $_), qr/^[1-9]\d* [1-9]\d* 0$/,
+	"$_: no key and version written twice (exactly once)") for 'p', 'q';
+is(sync_writes_conflicts($ch, $_), 0, "$_: no key and version written with two rows")
+  for 'p', 'q';
 
 # stop one: the other goes on, on the same slot
 $local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('lake.dw.p')");

@@ -2364,4 +2364,120 @@ sub start_hook_receiver
 push @EXPORT, qw(start_hook_receiver);
 
 
+#############################################################################
+# Exactly once: the per-change write log of a synced table.  Added as one
+# block so that it merges apart from the rest of the package.
+#############################################################################
+
+package CtasFed::Test;
+
+=pod
+
+=head2 Exactly once: the per-change write log of a synced table
+
+A replayed upsert leaves the same table, so comparing the remote table with
+its source cannot see a source transaction applied twice.  These helpers log
+every write that the sync makes into a remote table, on the remote itself,
+so that a test can count them (docs/sync-exactly-once.md).
+
+=over
+
+=item sync_write_log($target, $table, $keys)
+
+Start logging the writes into remote table C<$table> (schema public of
+database dw on a PostgreSQL remote, a C<PostgreSQL::Test::Cluster>;
+database dw on ClickHouse, a handle of C<start_clickhouse>); C<$keys> is its
+key, comma-separated column names.  PostgreSQL: an AFTER INSERT OR UPDATE
+trigger appends (key, md5 of the row) to C<${table}_writes>, in the remote
+transaction of the write (a rolled back apply leaves nothing).  ClickHouse:
+a materialized view C<${table}_writes> receives (key, _version, _deleted,
+hash of the row) of every row inserted, which the merges of the
+ReplacingMergeTree cannot hide.  Writes made before the call are not seen.
+
+=item sync_writes($target, $table, $where)
+
+The write log as C<"writes keys repeated">: rows written, distinct keys
+written, and writes that repeat an earlier one (PostgreSQL: the same key
+with the same row; ClickHouse: the same key and _version).  C<$where>, a
+condition on C<k> (the key as text) and, on PostgreSQL, C<n> (the write's
+order), limits it.  An exactly-once sync has C<repeated> 0 where the source
+wrote each row once.  On ClickHouse a worker that dies between a batch's
+rows and its progress row writes the batch again by design (the versions
+make it harmless): only a test without such a death may expect 0 there.
+C<sync_writes_conflicts($ch, $table)> counts the (key, _version) written
+with two different rows, which must be 0 always.
+
+=back
+
+=cut
+
+sub _ch_key_expr
+{
+	my ($keys) = @_;
+	my @k = map { s/^\s+|\s+$//gr } split /,/, $keys;
+	return @k == 1 ? "toString($k[0])" : 'toString(tuple(' . join(', ', @k) . '))';
+}
+
+sub sync_write_log
+{
+	my ($target, $table, $keys) = @_;
+	my $log = "${table}_writes";
+
+	if ($target->isa('PostgreSQL::Test::Cluster'))
+	{
+		my $k = join(', ', map { 'NEW.' . (s/^\s+|\s+$//gr) } split /,/, $keys);
+		$k = "ROW($k)::text" if $keys =~ /,/;
+		$k = "($k)::text" unless $keys =~ /,/;
+		$target->safe_psql('dw', qq{
+CREATE TABLE public."$log" (n bigserial, k text, img text);
+CREATE FUNCTION public."$log"() RETURNS trigger LANGUAGE plpgsql
+  SECURITY DEFINER SET search_path = public AS \$\$
+BEGIN
+  INSERT INTO public."$log" (k, img) VALUES ($k, md5(NEW::text));
+  RETURN NULL;
+END \$\$;
+CREATE TRIGGER "$log" AFTER INSERT OR UPDATE ON public."$table"
+  FOR EACH ROW EXECUTE FUNCTION public."$log"();});
+		return;
+	}
+	my @cols = grep { $_ ne '' } split /\n/, $target->query(
+		"SELECT name FROM system.columns WHERE database = 'dw' AND table = '$table' "
+		  . "FORMAT TabSeparated");
+	croak "sync_write_log: no table dw.$table in ClickHouse" unless @cols;
+	$target->query("CREATE MATERIALIZED VIEW dw.`$log` ENGINE = MergeTree ORDER BY tuple() AS "
+		  . 'SELECT ' . _ch_key_expr($keys) . ' AS k, _version AS v, _deleted AS d, '
+		  . 'cityHash64(' . join(', ', map { "`$_`" } @cols) . ") AS h FROM dw.`$table`");
+	return;
+}
+
+sub sync_writes
+{
+	my ($target, $table, $where) = @_;
+	my $log = "${table}_writes";
+	$where //= '1 = 1';
+
+	if ($target->isa('PostgreSQL::Test::Cluster'))
+	{
+		return $target->safe_psql('dw', qq{
+SELECT count(*) || ' ' || count(DISTINCT k) || ' ' ||
+       (count(*) - count(DISTINCT (k, img)))
+  FROM public."$log" WHERE $where});
+	}
+	my $r = $target->query("SELECT count(), uniqExact(k), count() - uniqExact(k, v) "
+		  . "FROM dw.`$log` WHERE $where FORMAT TabSeparated");
+	chomp $r;
+	return join(' ', split /\t/, $r);
+}
+
+sub sync_writes_conflicts
+{
+	my ($ch, $table) = @_;
+	my $r = $ch->query("SELECT count() FROM (SELECT k, v FROM dw.`${table}_writes` "
+		  . "GROUP BY k, v HAVING uniqExact(h) > 1)");
+	return $r + 0;
+}
+
+push @EXPORT, qw(sync_write_log sync_writes sync_writes_conflicts);
+
+
 1;

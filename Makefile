@@ -48,6 +48,7 @@ OBJS = \
 	src/sync/copy.o \
 	src/sync/statement.o \
 	src/sync/status.o \
+	src/sync/toast.o \
 	src/sync/worker.o \
 	src/typemap.o \
 	src/utility.o \

@@ -12,7 +12,9 @@
  *				primary key yet
  *	applied_lsn	the lsn stored for the job, 0 if none
  *	begin		queue BEGIN
- *	upsert		queue INSERT ... ON CONFLICT (key) DO UPDATE
+ *	upsert		queue INSERT ... ON CONFLICT (key) DO UPDATE; with an
+ *				unchanged mask (TOAST values the change did not carry),
+ *				UPDATE ... SET only the columns carried WHERE key = ...
  *	delete		queue DELETE ... WHERE key = ...
  *	truncate	queue DELETE (MVCC-safe for readers, unlike TRUNCATE)
  *	copy_row	(the initial copy, after truncate) send the queue, open a
@@ -108,6 +110,8 @@ const CtasSyncApply CtasPgSyncApply = {
 	.applied_lsn = pg_sync_applied_lsn,
 	.begin = pg_sync_begin,
 	.upsert = pg_sync_upsert,
+	.keeps_unchanged = true,
+	.transactional = true,
 	.copy_row = pg_sync_copy_row,
 	.delete = pg_sync_delete,
 	.truncate = pg_sync_truncate,
@@ -446,6 +450,25 @@ pg_sync_begin(CtasSyncTarget *t)
 	MemoryContextSwitchTo(oldcxt);
 }
 
+/* whether output column i is a key column */
+static bool
+is_key_column(CtasSyncTarget *t, int i)
+{
+	int			k;
+
+	for (k = 0; k < t->nkeys; k++)
+	{
+		if (strcmp(t->keys[k], t->columns[i]) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * pg_sync_upsert
+ *		INSERT ... ON CONFLICT (key) DO UPDATE of the row; with an
+ *		unchanged mask, an UPDATE by key of the columns the change carries.
+ */
 static void
 pg_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
 			   const bool *unchanged)
@@ -455,11 +478,46 @@ pg_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
 	StringInfoData sql;
 	int			i;
 
-	if (unchanged != NULL)
-		elog(ERROR, "unchanged values are not supported by this target yet");
 	oldcxt = MemoryContextSwitchTo(st->cxt);
-
 	initStringInfo(&sql);
+	if (unchanged != NULL)
+	{
+		/*
+		 * A row that exists remotely (sync/toast.c) whose unchanged TOAST
+		 * values the remote keeps: only the columns the change carries.
+		 */
+		bool		first = true;
+		bool		any;
+
+		appendStringInfo(&sql, "UPDATE %s SET ", st->qualified);
+		for (i = 0; i < t->ncolumns; i++)
+		{
+			if (unchanged[i] || is_key_column(t, i))
+				continue;
+			appendStringInfo(&sql, "%s%s = %s", first ? "" : ", ",
+							 quote_identifier(t->columns[i]),
+							 literal(&st->out[i], values[i], nulls[i]));
+			first = false;
+		}
+		any = !first;
+		appendStringInfoString(&sql, " WHERE ");
+		first = true;
+		for (i = 0; i < t->ncolumns; i++)
+		{
+			if (!is_key_column(t, i))
+				continue;
+			appendStringInfo(&sql, "%s%s = %s", first ? "" : " AND ",
+							 quote_identifier(t->columns[i]),
+							 literal(&st->out[i], values[i], nulls[i]));
+			first = false;
+		}
+		MemoryContextSwitchTo(oldcxt);
+		/* nothing but unchanged values and the key: nothing to write */
+		if (any)
+			enqueue_and_maybe_send(t, sql.data);
+		return;
+	}
+
 	appendStringInfoString(&sql, st->insert_head);
 	for (i = 0; i < t->ncolumns; i++)
 		appendStringInfo(&sql, "%s%s", i ? ", " : "",

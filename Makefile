@@ -60,6 +60,7 @@ OBJS = \
 	src/sync/resync.o \
 	src/sync/statement.o \
 	src/sync/status.o \
+	src/sync/toast.o \
 	src/sync/verify.o \
 	src/sync/worker.o \
 	src/typemap.o \

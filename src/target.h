@@ -183,11 +183,16 @@ typedef struct CtasSyncApply
 	/*
 	 * unchanged: NULL, or per column true where the change did not carry
 	 * the value (an unchanged TOAST value) and the remote keeps its own;
-	 * values[i] is then not valid.  A target that cannot keep a remote
-	 * value must ERROR rather than write something else.
+	 * values[i] is then not valid.  Given only to a target whose
+	 * keeps_unchanged is true, only for a row that exists remotely with
+	 * the same key (sync/apply.c); the target must ERROR rather than
+	 * write something else.
 	 */
 	void		(*upsert) (CtasSyncTarget *t, Datum *values, bool *nulls,
 						   const bool *unchanged);
+	bool		keeps_unchanged;	/* upsert takes an unchanged mask */
+	bool		transactional;	/* nothing of a batch is visible before
+								 * commit */
 	/* a row of the initial copy, into the table truncate emptied */
 	void		(*copy_row) (CtasSyncTarget *t, Datum *values, bool *nulls);
 	void		(*delete) (CtasSyncTarget *t, Datum *keys);

@@ -183,6 +183,8 @@ const CtasSyncApply CtasPgSyncApply = {
 	.close = pg_sync_close,
 	.verify_local = CtasPgSyncVerifyLocal,	/* verify.c */
 	.verify_remote = CtasPgSyncVerifyRemote,
+	.keeps_unchanged = true,
+	.transactional = true,
 };
 
 /* functions of a type, in the current memory context */

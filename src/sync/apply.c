@@ -74,9 +74,6 @@
 /* rows of the peek fetched from its cursor at once */
 #define SYNC_FETCH_ROWS		1000
 
-/* set by SYNC_FAIL: the error in flight fails the job for good */
-bool		CtasSyncFailed = false;
-
 /* the job the worker works for when an error comes */
 SyncJob    *CtasSyncCurrentJob = NULL;
 
@@ -95,6 +92,8 @@ typedef struct SyncApplyState
 	uint64		changes;		/* changes given to the target in all */
 	XLogRecPtr	last_end;		/* end lsn of the last source transaction
 								 * read in full (applied or skipped) */
+	TransactionId xid;			/* of the source transaction being read */
+	SyncToast  *toast;			/* unchanged TOAST values (sync/toast.c) */
 } SyncApplyState;
 
 /* The reading of one peek: every job of the stream */
@@ -268,14 +267,18 @@ peeked_message(uint64 i, StringInfo msg)
 /*
  * fill_slot
  *		The source row of a tuple message (and, for an unchanged TOAST
- *		value, of the old tuple with REPLICA IDENTITY FULL) into ev->slot,
- *		in per-tuple memory.
+ *		value, of the old tuple when it carries it: REPLICA IDENTITY FULL,
+ *		or a key column) into ev->slot, in per-tuple memory.  A value that
+ *		neither carries is left NULL and marked in unchanged (per column
+ *		the query reads), whose count is returned; with unchanged NULL (an
+ *		INSERT) it fails the job.
  */
-static void
+static int
 fill_slot(SyncJob *job, SyncEval *ev, LogicalRepTupleData *tup,
-		  LogicalRepTupleData *old)
+		  LogicalRepTupleData *old, bool *unchanged)
 {
 	TupleTableSlot *slot = ev->slot;
+	int			nunchanged = 0;
 	int			i;
 
 	ExecClearTuple(slot);
@@ -286,6 +289,8 @@ fill_slot(SyncJob *job, SyncEval *ev, LogicalRepTupleData *tup,
 		int			a = job->attnums[i] - 1;
 		StringInfo	value;
 
+		if (unchanged != NULL)
+			unchanged[i] = false;
 		if (c < 0 || c >= tup->ncols)
 			elog(ERROR, "sync " INT64_FORMAT ": a change came before its relation",
 				 job->id);
@@ -295,6 +300,12 @@ fill_slot(SyncJob *job, SyncEval *ev, LogicalRepTupleData *tup,
 			if (old != NULL && c < old->ncols &&
 				old->colstatus[c] == LOGICALREP_COLUMN_TEXT)
 				value = &old->colvalues[c];
+			else if (unchanged != NULL)
+			{
+				unchanged[i] = true;
+				nunchanged++;
+				continue;
+			}
 			else
 				SYNC_FAIL(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						  errmsg("sync " INT64_FORMAT " received an unchanged TOAST value of column \"%s\"",
@@ -312,26 +323,40 @@ fill_slot(SyncJob *job, SyncEval *ev, LogicalRepTupleData *tup,
 		slot->tts_isnull[a] = false;
 	}
 	ExecStoreVirtualTuple(slot);
+	return nunchanged;
 }
 
-/* the key of a tuple message, as text, into keys */
+/*
+ * tuple_keys
+ *		The key of a tuple message, as text, into keys.  A toasted key
+ *		column that an UPDATE left unchanged is not in the new tuple, but
+ *		PostgreSQL then logs the old key (heap_update: a replica identity
+ *		stored externally), and "unchanged" means equal to it: it is taken
+ *		from old.
+ */
 static void
-tuple_keys(SyncJob *job, LogicalRepTupleData *tup, char **keys)
+tuple_keys(SyncJob *job, LogicalRepTupleData *tup, LogicalRepTupleData *old,
+		   char **keys)
 {
 	int			k;
 
 	for (k = 0; k < job->target.nkeys; k++)
 	{
 		int			c = job->msgcol[job->keycol[k]];
+		LogicalRepTupleData *from = tup;
 
-		if (c < 0 || c >= tup->ncols ||
-			tup->colstatus[c] != LOGICALREP_COLUMN_TEXT)
+		if (c >= 0 && c < tup->ncols &&
+			tup->colstatus[c] == LOGICALREP_COLUMN_UNCHANGED &&
+			old != NULL && c < old->ncols)
+			from = old;
+		if (c < 0 || c >= from->ncols ||
+			from->colstatus[c] != LOGICALREP_COLUMN_TEXT)
 			SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					  errmsg("a change of the source of sync " INT64_FORMAT " does not carry the sync's key",
 							 job->id),
 					  errdetail("The replica identity of the source table no longer contains the key columns."),
 					  errhint("Stop the sync with ctas_fed.stop_sync() and create it again."));
-		keys[k] = tup->colvalues[c].data;
+		keys[k] = from->colvalues[c].data;
 	}
 }
 
@@ -365,24 +390,34 @@ same_keys(SyncJob *job, char **a, char **b)
 }
 
 /*
- * apply_new_row
- *		A row as it is now: upsert it when the WHERE takes it, else delete
- *		its key; oldkeys, when not NULL and different, is deleted first.
+ * apply_update
+ *		The new row of an UPDATE, whose old key is oldkeys: a changed key is
+ *		deleted first; the row is upserted when the WHERE takes it, else its
+ *		key is deleted.  A TOAST value the UPDATE left unchanged and did not
+ *		send is kept by the target, or read from the source, or the job
+ *		fails (sync/toast.c).
  */
 static void
-apply_new_row(SyncJob *job, SyncEval *ev, LogicalRepTupleData *tup,
-			  LogicalRepTupleData *old, char **oldkeys)
+apply_update(SyncApplyState *st, LogicalRepTupleData *tup,
+			 LogicalRepTupleData *old, char **oldkeys)
 {
-	tuple_keys(job, tup, ev->keys);
-	if (oldkeys != NULL && !same_keys(job, oldkeys, ev->keys))
+	SyncJob    *job = st->job;
+	SyncEval   *ev = st->ev;
+	const bool *mask = NULL;
+	bool		key_changed;
+
+	tuple_keys(job, tup, old, ev->keys);
+	key_changed = !same_keys(job, oldkeys, ev->keys);
+	CtasSyncToastCheck(st->toast, job, tup, oldkeys, ev->keys);
+	if (key_changed)
 		delete_key(job, ev, oldkeys);
-	fill_slot(job, ev, tup, old);
+	if (fill_slot(job, ev, tup, old, CtasSyncToastUnchanged(st->toast)) > 0)
+		mask = CtasSyncToastResolve(st->toast, job, ev, key_changed, st->xid);
 	if (CtasSyncEvaluate(ev, ev->slot))
-		job->apply->upsert(&job->target, ev->values, ev->nulls, NULL);
-	else if (oldkeys != NULL)
+		job->apply->upsert(&job->target, ev->values, ev->nulls, mask);
+	else
 		delete_key(job, ev, ev->keys);
 }
-
 
 /*
  * finish_remote
@@ -485,6 +520,7 @@ apply_message(SyncPeekState *peek, uint64 i)
 					SyncJob    *job = st->job;
 
 					st->xact_lsn = begin.final_lsn;
+					st->xid = begin.xid;
 					st->xact_changes = 0;
 					if (job->stop_at != InvalidXLogRecPtr &&
 						begin.final_lsn >= job->stop_at)
@@ -511,6 +547,7 @@ apply_message(SyncPeekState *peek, uint64 i)
 
 					if (st->held)
 						continue;
+					CtasSyncToastEndXact(st->toast, st->xid);
 					st->last_end = commit.end_lsn;
 					st->skipping = false;
 				}
@@ -542,8 +579,9 @@ apply_message(SyncPeekState *peek, uint64 i)
 
 					if (!job_change(peek, st, relid))
 						continue;
-					tuple_keys(job, &newtup, ev->keys);
-					fill_slot(job, ev, &newtup, NULL);
+					tuple_keys(job, &newtup, NULL, ev->keys);
+					CtasSyncToastCheck(st->toast, job, NULL, NULL, ev->keys);
+					fill_slot(job, ev, &newtup, NULL, NULL);
 					if (CtasSyncEvaluate(ev, ev->slot))
 						job->apply->upsert(&job->target, ev->values, ev->nulls, NULL);
 				}
@@ -566,11 +604,12 @@ apply_message(SyncPeekState *peek, uint64 i)
 
 					if (!job_change(peek, st, relid))
 						continue;
-					tuple_keys(job, has_old ? &oldtup : &newtup, ev->keys);
+					tuple_keys(job, has_old ? &oldtup : &newtup,
+							   has_old ? &oldtup : NULL, ev->keys);
 					for (k = 0; k < job->target.nkeys; k++)
 						ev->oldkeys[k] = ev->keys[k];
-					apply_new_row(job, ev, &newtup, has_old ? &oldtup : NULL,
-								  ev->oldkeys);
+					apply_update(st, &newtup, has_old ? &oldtup : NULL,
+								 ev->oldkeys);
 				}
 				break;
 			}
@@ -586,7 +625,9 @@ apply_message(SyncPeekState *peek, uint64 i)
 
 					if (!job_change(peek, st, relid))
 						continue;
-					tuple_keys(job, &oldtup, st->ev->keys);
+					tuple_keys(job, &oldtup, NULL, st->ev->keys);
+					CtasSyncToastCheck(st->toast, job, NULL, st->ev->keys,
+									   NULL);
 					delete_key(job, st->ev, st->ev->keys);
 				}
 				break;
@@ -605,7 +646,11 @@ apply_message(SyncPeekState *peek, uint64 i)
 
 					if (list_member_oid(relids, st->relid) &&
 						job_change(peek, st, st->relid))
+					{
+						CtasSyncToastCheck(st->toast, st->job, NULL, NULL,
+										   NULL);
 						st->job->apply->truncate(&st->job->target);
+					}
 				}
 				break;
 			}
@@ -669,7 +714,10 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 		for (j = 0; j < peek.njobs; j++)
 		{
 			if (peek.jobs[j].ev == NULL)
+			{
 				peek.jobs[j].ev = CtasSyncBuildEval(peek.jobs[j].job);
+				peek.jobs[j].toast = CtasSyncToastBegin(peek.jobs[j].job);
+			}
 		}
 		/* the messages are read in the first job's per-tuple memory */
 		tuplecxt = peek.jobs[0].ev->econtext->ecxt_per_tuple_memory;
@@ -690,10 +738,19 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 		AtEOXact_GUC(false, gucnest);
 		SPI_freetuptable(SPI_tuptable);
 	}
+	/* unchanged TOAST values not proven yet: read again (sync/toast.c) */
+	for (j = 0; j < peek.njobs && !peek.redo; j++)
+	{
+		CtasSyncCurrentJob = peek.jobs[j].job;
+		if (CtasSyncToastFinish(peek.jobs[j].toast, peek.jobs[j].job))
+			peek.redo = true;
+	}
 	for (j = 0; j < peek.njobs; j++)
 	{
 		if (peek.jobs[j].ev != NULL)
 			CtasSyncFreeEval(peek.jobs[j].ev);
+		if (peek.jobs[j].toast != NULL)
+			CtasSyncToastEnd(peek.jobs[j].toast);
 	}
 
 	if (peek.redo)

@@ -18,6 +18,7 @@
 #include "access/xlogdefs.h"
 #include "executor/execdesc.h"
 #include "nodes/execnodes.h"
+#include "replication/logicalproto.h"
 #include "utils/portal.h"
 
 #include "sync/sync.h"
@@ -51,6 +52,8 @@ typedef struct SyncJob
 	XLogRecPtr	applied;		/* from the remote */
 	XLogRecPtr	stop_at;		/* valid: apply no source transaction that
 								 * commits at or after it (sync/apply.c) */
+	int			toast_rereads;	/* peeks read again in a row for an
+								 * unchanged TOAST value (sync/toast.c) */
 } SyncJob;
 
 /* The query's expressions, ready to run (per transaction) */
@@ -84,7 +87,7 @@ typedef struct SyncPeekResult
 								 * apply: close the targets, peek again */
 } SyncPeekResult;
 
-/* the error in flight is permanent: the job fails (sync/apply.c) */
+/* the error in flight is permanent: the job fails (sync/toast.c) */
 extern bool CtasSyncFailed;
 
 /* the job of the stream that the worker works for when an error comes */
@@ -93,6 +96,20 @@ extern SyncJob *CtasSyncCurrentJob;
 /* ereport(ERROR) that fails the job for good */
 #define SYNC_FAIL(...) \
 	do { CtasSyncFailed = true; ereport(ERROR, __VA_ARGS__); } while (0)
+
+/* in sync/toast.c */
+typedef struct SyncToast SyncToast;
+extern SyncToast *CtasSyncToastBegin(SyncJob *job);
+extern bool *CtasSyncToastUnchanged(SyncToast *toast);
+extern const bool *CtasSyncToastResolve(SyncToast *toast, SyncJob *job,
+										SyncEval *ev, bool key_changed,
+										TransactionId xid);
+extern void CtasSyncToastCheck(SyncToast *toast, SyncJob *job,
+							   LogicalRepTupleData *newtup, char **oldkeys,
+							   char **newkeys);
+extern void CtasSyncToastEndXact(SyncToast *toast, TransactionId xid);
+extern bool CtasSyncToastFinish(SyncToast *toast, SyncJob *job);
+extern void CtasSyncToastEnd(SyncToast *toast);
 
 /* in sync/apply.c */
 extern SyncEval *CtasSyncBuildEval(SyncJob *job);

@@ -1109,6 +1109,41 @@ close_targets(List *jobs)
 }
 
 /*
+ * pin_text_settings
+ *		Make every text form of a value the worker produces or parses
+ *		independent of the settings of the database, of its role and of
+ *		the job's owner: pgoutput sends each column as its type's text
+ *		output, made in this process by the peek, which fill_slot parses
+ *		back, and a target may send values as text too (the PostgreSQL
+ *		target's statements).  A database set to DateStyle 'SQL, DMY'
+ *		swapped day and month on the way to a remote that reads ISO, and
+ *		extra_float_digits below 1 rounded floats.  The values are those
+ *		that the writer of a CTAS pins around its text output
+ *		(CtasBeginTextOutput, as postgres_fdw's set_transmission_modes), and
+ *		those its remote connection pins (TimeZone UTC), plus the text of
+ *		bytea and money.  PGC_S_OVERRIDE outranks the session source: the
+ *		owner's code (set_config in an "immutable" function) cannot change
+ *		them for the rest of a chunk either.
+ */
+static void
+pin_text_settings(void)
+{
+	static const char *const pinned[][2] = {
+		{"datestyle", "ISO, MDY"},
+		{"intervalstyle", "postgres"},
+		{"extra_float_digits", "3"},
+		{"bytea_output", "hex"},
+		{"timezone", "UTC"},
+		{"lc_monetary", "C"},
+	};
+	int			i;
+
+	for (i = 0; i < lengthof(pinned); i++)
+		SetConfigOption(pinned[i][0], pinned[i][1], PGC_SUSET,
+						PGC_S_OVERRIDE);
+}
+
+/*
  * ctas_fed_sync_main
  *		Entry point of a sync worker: main_arg is the stream's id, bgw_extra
  *		its database.
@@ -1134,6 +1169,7 @@ ctas_fed_sync_main(Datum main_arg)
 	 * another user's object in a schema of the default path.
 	 */
 	SetConfigOption("search_path", "", PGC_SUSET, PGC_S_OVERRIDE);
+	pin_text_settings();
 
 	job_cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed sync job",
 									ALLOCSET_DEFAULT_SIZES);

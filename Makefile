@@ -46,6 +46,7 @@ OBJS = \
 	src/sqlfuncs.o \
 	src/sync/apply.o \
 	src/sync/copy.o \
+	src/sync/ddl.o \
 	src/sync/statement.o \
 	src/sync/status.o \
 	src/sync/worker.o \

@@ -51,6 +51,9 @@ typedef struct SyncJob
 	XLogRecPtr	applied;		/* from the remote */
 	XLogRecPtr	stop_at;		/* valid: apply no source transaction that
 								 * commits at or after it (sync/apply.c) */
+	bool		fail_on_ddl;	/* schema_changes = 'fail' */
+	bool		whole_row;		/* the query takes the rows whole */
+	bool		names_changed;	/* attnames follow a rename not stored yet */
 } SyncJob;
 
 /* The query's expressions, ready to run (per transaction) */
@@ -100,5 +103,11 @@ extern void CtasSyncFreeEval(SyncEval *ev);
 extern bool CtasSyncEvaluate(SyncEval *ev, TupleTableSlot *slot);
 extern void CtasSyncApplyPeek(List *jobs, Portal portal,
 							  SyncPeekResult *result);
+
+/* in sync/ddl.c */
+extern char *CtasSyncSchemaChange(SyncJob *job, const char *content, int len,
+								  bool *mine);
+extern void CtasSyncSaveNames(SyncJob *job);
+extern TupleDesc CtasSyncRecordedTupdesc(SyncJob *job);
 
 #endif							/* CTAS_SYNC_INT_H */

@@ -291,7 +291,8 @@ load_job(int64 id)
 	spi_exec("SELECT owner, server, remote_schema, remote_table, source, "
 			 "query_tree, publication, slot_name, state, source_attnums, "
 			 "source_columns, source_types, key_columns, source_key, "
-			 "remote_columns, job_id, created_at, stream_id "
+			 "remote_columns, job_id, created_at, stream_id, "
+			 "schema_changes = 'fail', whole_row "
 			 "FROM ctas_fed.syncs WHERE sync_id = $1",
 			 1, argtypes, args, true);
 	if (SPI_processed != 1)
@@ -375,6 +376,9 @@ load_job(int64 id)
 	job->job_id = DatumGetInt64(spi_datum(0, 16));
 	job->created_at = DatumGetTimestampTz(spi_datum(0, 17));
 	job->stream_id = DatumGetInt64(spi_datum(0, 18));
+	job->fail_on_ddl = DatumGetBool(spi_datum(0, 19));
+	job->whole_row = DatumGetBool(spi_datum(0, 20));
+	job->tupdesc = CtasSyncRecordedTupdesc(job);
 
 	/*
 	 * The owner's catalog, USAGE and user mapping: their loss does not
@@ -511,13 +515,6 @@ check_source(SyncJob *job, bool columns)
 							 job->attnames[i], RelationGetRelationName(rel),
 							 job->id),
 					  errhint("Stop the sync with ctas_fed.stop_sync() and create it again."));
-	}
-	if (job->tupdesc == NULL)
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(job_cxt);
-
-		job->tupdesc = CreateTupleDescCopy(RelationGetDescr(rel));
-		MemoryContextSwitchTo(oldcxt);
 	}
 	relation_close(rel, AccessShareLock);
 }
@@ -938,15 +935,22 @@ do_stream(List **jobs)
 
 	peek_sql = psprintf("SELECT lsn, data FROM "
 						"pg_catalog.pg_logical_slot_peek_binary_changes($1, NULL, %d, "
-						"'proto_version', '1', 'publication_names', %s)",
+						"'proto_version', '1', 'publication_names', %s, "
+						"'messages', 'true')",
 						SYNC_PEEK_CHANGES, quote_literal_cstr(pubs));
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
+	/*
+	 * The columns are not checked against the catalog here: the WAL still
+	 * to read may have been written before a DDL that the catalog shows,
+	 * and the changes committed before it are applied before the job meets
+	 * it (sync/ddl.c, Relation messages in sync/apply.c).
+	 */
 	foreach(lc, *jobs)
 	{
-		check_source(lfirst(lc), true);
+		check_source(lfirst(lc), false);
 		open_target(lfirst(lc));
 	}
 	PopActiveSnapshot();

@@ -20,6 +20,7 @@
  * from the catalog of a later moment:
  *
  *	relid <oid>						the synced source
+ *	table <schema>.<name>			its name, for the job's error
  *	command <tag> <object>			the command, for the job's error
  *	child <oid> <name>				the command was on a child of it
  *	sub <AlterTableType> <attnum>	each subcommand of an ALTER TABLE, with
@@ -172,8 +173,9 @@ ctas_fed_schema_change_trigger(PG_FUNCTION_ARGS)
 		source = DatumGetObjectId(SPI_getbinval(tup, tupdesc, 3, &isnull));
 
 		initStringInfo(&buf);
-		appendStringInfo(&buf, "relid %u\ncommand %s %s\n", source,
-						 SPI_getvalue(tup, tupdesc, 4),
+		appendStringInfo(&buf, "relid %u\ntable %s.%s\ncommand %s %s\n",
+						 source, get_namespace_name(get_rel_namespace(source)),
+						 get_rel_name(source), SPI_getvalue(tup, tupdesc, 4),
 						 SPI_getvalue(tup, tupdesc, 5));
 		if (objid != source)
 			appendStringInfo(&buf, "child %u %s\n", objid,
@@ -239,6 +241,7 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 	char	   *p;
 	char	   *line;
 	char	   *command;
+	char	   *table;
 	char	   *child;
 	char	   *ident;
 	RangeTblEntry *rte = linitial_node(RangeTblEntry, job->query->rtable);
@@ -258,6 +261,9 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 	command = message_line(lines, "command");
 	if (command == NULL)
 		command = "?";
+	table = message_line(lines, "table");
+	if (table == NULL)
+		table = "?";
 
 	if (job->fail_on_ddl)
 		return psprintf("schema change of the source of sync " INT64_FORMAT " (schema_changes = 'fail'): %s",
@@ -296,11 +302,11 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 	for (i = 0; i < job->ncols; i++)
 	{
 		if (names[i] == NULL)
-			return psprintf("column \"%s\" read by sync " INT64_FORMAT " was dropped: %s",
-							job->attnames[i], job->id, command);
+			return psprintf("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " was dropped: %s",
+							job->attnames[i], table, job->id, command);
 		if (types[i] != job->atttypes[i])
-			return psprintf("column \"%s\" read by sync " INT64_FORMAT " changed its type: %s",
-							job->attnames[i], job->id, command);
+			return psprintf("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " changed its type: %s",
+							job->attnames[i], table, job->id, command);
 	}
 
 	/* a column rewritten, even under the same type (USING) */
@@ -316,8 +322,8 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 		for (i = 0; i < job->ncols; i++)
 		{
 			if (job->attnums[i] == attnum)
-				return psprintf("column \"%s\" read by sync " INT64_FORMAT " was rewritten by ALTER COLUMN ... TYPE: %s",
-								job->attnames[i], job->id, command);
+				return psprintf("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " was rewritten by ALTER COLUMN ... TYPE: %s",
+								job->attnames[i], table, job->id, command);
 		}
 	}
 

@@ -28,9 +28,11 @@
  * transaction.  Begin and commit messages go to every job, each deciding
  * by its own applied lsn whether the source transaction is new to it.
  *
- * A DDL that changes a column the query reads shows in a Relation message
- * of the source, which may come in the middle of a source transaction,
- * after some of its changes were given to the target.  The job then fails,
+ * A DDL on the source shows in the logical message of the extension's
+ * event trigger (sync/ddl.c), and one that changes a column the query
+ * reads also in a Relation message of the source; either may come in the
+ * middle of a source transaction, after some of its changes were given to
+ * the target.  The job then fails,
  * but the remote must keep exactly the source transactions that committed
  * before that one, and nothing of it.  When none of the transaction's
  * changes reached the target yet (the usual case: a DDL in a transaction
@@ -42,7 +44,7 @@
  * is read again (the slot was not advanced, so it returns the same
  * messages): this time no transaction from stop_at on is applied, the
  * remote transaction commits the ones before, and the job fails when the
- * Relation message comes again.  In a stream of many jobs, only the jobs
+ * message comes again.  In a stream of many jobs, only the jobs
  * of the table with the DDL are held back; the failure of one ends the
  * worker after that job's commit, the remote transactions of the others
  * roll back, and the worker started again for them applies those source
@@ -477,22 +479,25 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
  *		follows goes on; one it cannot fails the job as a Relation message
  *		of such a DDL does (relation_message): after the source
  *		transactions committed before this one, and nothing of this one.
- *		A job skipping the transaction (applied before) ignores it.
+ *		A job skipping the transaction (applied before) only takes the
+ *		names of a rename again.
  */
 static void
 schema_change_message(SyncPeekState *peek, StringInfo msg)
 {
 	const char *prefix;
 	const char *content;
+	bool		transactional;
 	int			len;
 	int			j;
 
-	(void) pq_getmsgint(msg, 1);	/* flags: transactional */
+	transactional = pq_getmsgint(msg, 1) & 1;
 	(void) pq_getmsgint64(msg);		/* lsn of the message */
 	prefix = pq_getmsgstring(msg);
 	len = pq_getmsgint(msg, 4);
 	content = pq_getmsgbytes(msg, len);
-	if (strcmp(prefix, "ctas_fed") != 0)
+	/* ours are transactional: another one has no place among the changes */
+	if (strcmp(prefix, "ctas_fed") != 0 || !transactional)
 		return;
 
 	for (j = 0; j < peek->njobs && !peek->redo; j++)
@@ -501,11 +506,15 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 		bool		mine;
 		char	   *reason;
 
-		if (st->skipping)
-			continue;
 		CtasSyncCurrentJob = st->job;
 		reason = CtasSyncSchemaChange(st->job, content, len, &mine);
-		if (!mine)
+
+		/*
+		 * A transaction applied before: its DDL was followed then (a job
+		 * fails at one it cannot follow), and a rename is taken again, in
+		 * case the names stored after that remote commit were lost.
+		 */
+		if (!mine || st->skipping)
 			continue;
 		if (reason == NULL)
 		{

@@ -52,9 +52,11 @@
 #include "access/xlog.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_event_trigger.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "commands/event_trigger.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
@@ -69,6 +71,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "utils/syscache.h"
 
 #include "sync/sync_int.h"
 
@@ -119,9 +122,13 @@ describe_table(StringInfo buf, Oid relid)
  * ctas_fed_schema_change_trigger
  *		The event trigger (ddl_command_end): one transactional logical
  *		message per command on a table a running sync reads, or on a child
- *		of one.  Reads ctas_fed.syncs as the bootstrap superuser (the user
- *		who runs the DDL may not read it), with a fixed search_path.
- *		Nothing when wal_level is below logical: no sync can stream then.
+ *		of one.  Such a table is in the publication of its sync's stream
+ *		(a stopped or failed job's table leaves it in the same transaction):
+ *		the catalogs tell, without reading ctas_fed.syncs, which a DDL must
+ *		never wait for.  As the bootstrap superuser, with a fixed
+ *		search_path.  Nothing when wal_level is below logical: no sync can
+ *		stream then.  A table in a publication that someone else named like
+ *		ours gets messages that no job reads.
  */
 Datum
 ctas_fed_schema_change_trigger(PG_FUNCTION_ARGS)
@@ -146,15 +153,18 @@ ctas_fed_schema_change_trigger(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	/* not read-only: a new snapshot, which sees the DDL's catalog rows */
-	if (SPI_execute("SELECT d.command, d.objid, s.source, d.command_tag, "
+	if (SPI_execute("SELECT d.command, d.objid, p.source, d.command_tag, "
 					"coalesce(d.object_identity, '') "
-					"FROM pg_catalog.pg_event_trigger_ddl_commands() d "
-					"JOIN (SELECT DISTINCT source FROM ctas_fed.syncs "
-					"WHERE state IN ('copying', 'streaming')) s "
-					"ON s.source = d.objid OR s.source IN "
-					"(SELECT i.inhparent FROM pg_catalog.pg_inherits i "
-					"WHERE i.inhrelid = d.objid) "
-					"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass",
+					"FROM pg_catalog.pg_event_trigger_ddl_commands() d, "
+					"LATERAL (SELECT d.objid AS source UNION "
+					"SELECT i.inhparent FROM pg_catalog.pg_inherits i "
+					"WHERE i.inhrelid = d.objid) p "
+					"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+					"AND EXISTS (SELECT FROM pg_catalog.pg_publication_rel r "
+					"JOIN pg_catalog.pg_publication b ON b.oid = r.prpubid "
+					"WHERE r.prrelid = p.source "
+					"AND pg_catalog.starts_with(b.pubname::pg_catalog.text, "
+					"'" CTAS_SYNC_PREFIX "'))",
 					false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the commands of the event trigger");
 
@@ -205,6 +215,29 @@ ctas_fed_schema_change_trigger(PG_FUNCTION_ARGS)
 	AtEOXact_GUC(true, nestlevel);
 	SetUserIdAndSecContext(save_userid, save_sec);
 	PG_RETURN_VOID();
+}
+
+/*
+ * CtasSyncSchemaTriggerOn
+ *		Whether the event trigger exists and fires always (also under
+ *		session_replication_role = replica): without it a rewrite under the
+ *		same type, a column dropped and added again, or a new inheritance
+ *		child would not show in the stream.  The sync worker checks it
+ *		every round, in a transaction.
+ */
+bool
+CtasSyncSchemaTriggerOn(void)
+{
+	HeapTuple	tup = SearchSysCache1(EVENTTRIGGERNAME,
+									  CStringGetDatum("ctas_fed_schema_changes"));
+	bool		on;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	on = ((Form_pg_event_trigger) GETSTRUCT(tup))->evtenabled ==
+		TRIGGER_FIRES_ALWAYS;
+	ReleaseSysCache(tup);
+	return on;
 }
 
 /* the text of the first line of content that starts with key, or NULL */
@@ -414,9 +447,9 @@ CtasSyncRecordedTupdesc(SyncJob *job)
  *		(connected to SPI), which the worker commits after the remote
  *		transaction that applied the rename's.
  *
- * XXX a crash between the two commits leaves the old names: the next
- * Relation message then does not match them and the job fails with the
- * reason (sync/apply.c checks names, types and their attnum order).
+ * The slot is advanced in that same local transaction: a crash between
+ * the two commits reads the rename's transaction again, and the job, which
+ * skips its changes, takes the names from its message again (sync/apply.c).
  */
 void
 CtasSyncSaveNames(SyncJob *job)

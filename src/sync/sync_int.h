@@ -108,6 +108,7 @@ extern void CtasSyncApplyPeek(List *jobs, Portal portal,
 extern char *CtasSyncSchemaChange(SyncJob *job, const char *content, int len,
 								  bool *mine);
 extern void CtasSyncSaveNames(SyncJob *job);
+extern bool CtasSyncSchemaTriggerOn(void);
 extern TupleDesc CtasSyncRecordedTupdesc(SyncJob *job);
 
 #endif							/* CTAS_SYNC_INT_H */

@@ -494,6 +494,12 @@ check_source(SyncJob *job, bool columns)
 				  errmsg("row-level security applies to the owner of sync " INT64_FORMAT " on table \"%s\"",
 						 job->id, RelationGetRelationName(rel)),
 				  errdetail("Logical decoding would send rows the policies hide."));
+	if (!CtasSyncSchemaTriggerOn())
+		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				  errmsg("the event trigger \"ctas_fed_schema_changes\" of sync " INT64_FORMAT " is gone or not enabled always",
+						 job->id),
+				  errdetail("Without it the sync cannot see a schema change of its source in the WAL (docs/sync-schema-changes.md)."),
+				  errhint("ALTER EVENT TRIGGER ctas_fed_schema_changes ENABLE ALWAYS, then create the sync again."));
 	if (!has_rolreplication(job->owner))
 		SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				  errmsg("the owner of sync " INT64_FORMAT " no longer has the REPLICATION attribute",

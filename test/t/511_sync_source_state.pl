@@ -21,7 +21,9 @@
 #    nothing; one in a transaction with changes before and after it fails
 #    the job with the DDL named, after the transactions before it;
 #  - a DDL committed while the catalog was down, and while the worker was
-#    killed: the transactions committed before it are applied first.
+#    killed: the transactions committed before it are applied first;
+#  - a query FROM ONLY the table follows a new child; the event trigger
+#    disabled fails the sync (it could no longer see every DDL).
 
 use strict;
 use warnings;
@@ -228,6 +230,24 @@ ALTER TABLE t_h ALTER COLUMN v TYPE bigint;
 UPDATE t_h SET v = 0;});
 failed_at('t_h', $want, qr/column "v"/, 'DDL while the worker was killed');
 stop('t_h');
+
+# I: a query FROM ONLY the table follows a new inheritance child; then the
+# event trigger disabled: the sync could no longer see every DDL, and fails
+$local->safe_psql('postgres', q{
+CREATE TABLE t_i (id int PRIMARY KEY, v int);
+INSERT INTO t_i SELECT g, g FROM generate_series(1, 100) g;});
+make_sync('t_i', 'SELECT id, v FROM ONLY t_i');
+$local->safe_psql('postgres', q{
+CREATE TABLE t_i_child () INHERITS (t_i);
+INSERT INTO t_i_child VALUES (5000, 5000);
+UPDATE t_i SET v = -v WHERE id <= 10;});
+$want = caught_up('t_i', 'SELECT id, v FROM ONLY t_i', 'FROM ONLY: a new child is followed');
+is(job_state('public.t_i'), 'streaming', 't_i: streaming after the child');
+$local->safe_psql('postgres', q{ALTER EVENT TRIGGER ctas_fed_schema_changes DISABLE});
+failed_at('t_i', $want, qr/event trigger "ctas_fed_schema_changes" of sync \d+ is gone or not enabled always/,
+	'event trigger disabled');
+$local->safe_psql('postgres', q{ALTER EVENT TRIGGER ctas_fed_schema_changes ENABLE ALWAYS});
+stop('t_i');
 
 ok(wait_until(30, sub {
 	$local->safe_psql('postgres',

@@ -57,9 +57,11 @@ OBJS = \
 	src/sqlfuncs.o \
 	src/sync/apply.o \
 	src/sync/copy.o \
+	src/sync/ddl.o \
 	src/sync/resync.o \
 	src/sync/statement.o \
 	src/sync/status.o \
+	src/sync/tick.o \
 	src/sync/toast.o \
 	src/sync/verify.o \
 	src/sync/worker.o \

@@ -73,7 +73,7 @@ typedef struct CtasDest
 /* statement options that every target takes; a target adds its own */
 static const char *const generic_options[] = {
 	"atomic", "if_exists", "commit_every", "column_types", "primary_key",
-	"sync", "parallel", NULL
+	"sync", "parallel", "schema_changes", NULL
 };
 
 static CtasLoad *new_load(Oid serverid, RangeVar *rel, List *options);
@@ -249,6 +249,10 @@ parse_options(CtasLoad *load, List *options)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("option \"parallel\" cannot be combined with the option \"sync\""),
 				 errdetail("The initial copy of a continuous sync is made by its sync worker, under the snapshot of its replication slot.")));
+	if (o->schema_changes != NULL && !o->sync)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"schema_changes\" requires sync = 'continuous'")));
 }
 
 /*
@@ -315,6 +319,17 @@ parse_generic_option(CtasLoad *load, DefElem *def)
 					 errmsg("invalid value for option \"sync\": \"%s\"", v),
 					 errhint("Valid values are: continuous.")));
 		o->sync = true;
+	}
+	else if (strcmp(def->defname, "schema_changes") == 0)
+	{
+		char	   *v = defGetString(def);
+
+		if (strcmp(v, "follow") != 0 && strcmp(v, "fail") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for option \"schema_changes\": \"%s\"", v),
+					 errhint("Valid values are: follow, fail.")));
+		o->schema_changes = v;
 	}
 	else
 		return false;

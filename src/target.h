@@ -101,6 +101,7 @@ typedef struct CtasOptions
 	int			parallel;		/* background workers to load with, or 0 */
 	void	   *target_opts;	/* the target's own options, or NULL */
 	bool		sync;			/* sync = 'continuous' (sync/statement.c) */
+	char	   *schema_changes; /* of a sync: "follow" (NULL) or "fail" */
 } CtasOptions;
 
 /*

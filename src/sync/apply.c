@@ -28,9 +28,11 @@
  * transaction.  Begin and commit messages go to every job, each deciding
  * by its own applied lsn whether the source transaction is new to it.
  *
- * A DDL that changes a column the query reads shows in a Relation message
- * of the source, which may come in the middle of a source transaction,
- * after some of its changes were given to the target.  The job then fails,
+ * A DDL on the source shows in the logical message of the extension's
+ * event trigger (sync/ddl.c), and one that changes a column the query
+ * reads also in a Relation message of the source; either may come in the
+ * middle of a source transaction, after some of its changes were given to
+ * the target.  The job then fails,
  * but the remote must keep exactly the source transactions that committed
  * before that one, and nothing of it.  When none of the transaction's
  * changes reached the target yet (the usual case: a DDL in a transaction
@@ -42,7 +44,7 @@
  * is read again (the slot was not advanced, so it returns the same
  * messages): this time no transaction from stop_at on is applied, the
  * remote transaction commits the ones before, and the job fails when the
- * Relation message comes again.  In a stream of many jobs, only the jobs
+ * message comes again.  In a stream of many jobs, only the jobs
  * of the table with the DDL are held back; the failure of one ends the
  * worker after that job's commit, the remote transactions of the others
  * roll back, and the worker started again for them applies those source
@@ -198,13 +200,23 @@ CtasSyncEvaluate(SyncEval *ev, TupleTableSlot *slot)
 /*
  * relation_ok
  *		A Relation message of the source: find each column the query reads
- *		by name, with its type, into job->msgcol.  False when one is gone or
- *		has another type: a DDL the sync cannot follow.
+ *		by name, with its type, into job->msgcol.  False, with *bad the
+ *		index of the column at fault, when one is gone or has another type
+ *		(a DDL the sync cannot follow), or when the columns the query reads
+ *		no longer come in the order of their attnums (names exchanged by
+ *		renames it did not follow).  With *bad = -1: the sync's key is no
+ *		longer within the table's replica identity, so that an UPDATE of
+ *		the key would arrive without the old key, and the old row stay on
+ *		the remote (a replica identity moved to another unique index).
+ *		The Relation message is decoded at its place in the WAL, after the
+ *		DDL that changed what it describes and before the changes that
+ *		follow it.
  */
 static bool
 relation_ok(SyncJob *job, LogicalRepRelation *rel, int *bad)
 {
 	int			i;
+	int			k;
 
 	for (i = 0; i < job->ncols; i++)
 	{
@@ -223,6 +235,29 @@ relation_ok(SyncJob *job, LogicalRepRelation *rel, int *bad)
 			return false;
 		}
 	}
+	/* pgoutput sends the live columns in attnum order */
+	for (i = 0; i < job->ncols; i++)
+	{
+		int			j;
+
+		for (j = 0; j < job->ncols; j++)
+		{
+			if (job->attnums[i] < job->attnums[j] &&
+				job->msgcol[i] >= job->msgcol[j])
+			{
+				*bad = i;
+				return false;
+			}
+		}
+	}
+	for (k = 0; k < job->target.nkeys; k++)
+	{
+		if (!bms_is_member(job->msgcol[job->keycol[k]], rel->attkeys))
+		{
+			*bad = -1;
+			return false;
+		}
+	}
 	return true;
 }
 
@@ -235,13 +270,20 @@ check_relation_message(SyncJob *job, LogicalRepRelation *rel)
 {
 	int			bad;
 
-	if (!relation_ok(job, rel, &bad))
+	if (relation_ok(job, rel, &bad))
+		return;
+	if (bad < 0)
 		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				  errmsg("column \"%s\" of table \"%s.%s\" read by sync " INT64_FORMAT " was dropped, renamed or changed its type",
-						 job->attnames[bad], rel->nspname, rel->relname,
-						 job->id),
-				  errdetail("The remote table keeps the changes of the source transactions that committed before the change."),
+				  errmsg("the replica identity of table \"%s.%s\" no longer contains the key of sync " INT64_FORMAT,
+						 rel->nspname, rel->relname, job->id),
+				  errdetail("An UPDATE of the key would not send the old key, and the old row would stay in the remote table.  The remote table keeps the changes of the source transactions that committed before the change."),
 				  errhint("Stop the sync with ctas_fed.stop_sync() and create it again."));
+	SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			  errmsg("column \"%s\" of table \"%s.%s\" read by sync " INT64_FORMAT " was dropped, renamed or changed its type",
+					 job->attnames[bad], rel->nspname, rel->relname,
+					 job->id),
+			  errdetail("The remote table keeps the changes of the source transactions that committed before the change."),
+			  errhint("Stop the sync with ctas_fed.stop_sync() and create it again."));
 }
 
 /*
@@ -466,6 +508,71 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
 }
 
 /*
+ * schema_change_message
+ *		A logical message of the event trigger (sync/ddl.c), at its place
+ *		in the source transaction: for each job of its table, a DDL it
+ *		follows goes on; one it cannot fails the job as a Relation message
+ *		of such a DDL does (relation_message): after the source
+ *		transactions committed before this one, and nothing of this one.
+ *		A job skipping the transaction (applied before) only takes the
+ *		names of a rename again.
+ */
+static void
+schema_change_message(SyncPeekState *peek, StringInfo msg)
+{
+	const char *prefix;
+	const char *content;
+	bool		transactional;
+	int			len;
+	int			j;
+
+	transactional = pq_getmsgint(msg, 1) & 1;
+	(void) pq_getmsgint64(msg);		/* lsn of the message */
+	prefix = pq_getmsgstring(msg);
+	len = pq_getmsgint(msg, 4);
+	content = pq_getmsgbytes(msg, len);
+	/* ours are transactional: another one has no place among the changes */
+	if (strcmp(prefix, "ctas_fed") != 0 || !transactional)
+		return;
+
+	for (j = 0; j < peek->njobs && !peek->redo; j++)
+	{
+		SyncApplyState *st = &peek->jobs[j];
+		bool		mine;
+		char	   *reason;
+
+		CtasSyncCurrentJob = st->job;
+		reason = CtasSyncSchemaChange(st->job, content, len, &mine);
+
+		/*
+		 * A transaction applied before: its DDL was followed then (a job
+		 * fails at one it cannot follow), and a rename is taken again, in
+		 * case the names stored after that remote commit were lost.
+		 */
+		if (!mine || st->skipping)
+			continue;
+		if (reason == NULL)
+		{
+			ereport(LOG,
+					(errmsg("ctas_fed sync " INT64_FORMAT ": followed a schema change of its source in the transaction committed at %X/%X",
+							st->job->id, LSN_FORMAT_ARGS(st->xact_lsn))));
+			continue;
+		}
+		if (st->xact_changes > 0)
+		{
+			st->job->stop_at = st->xact_lsn;
+			peek->redo = true;
+			return;
+		}
+		finish_remote(st);
+		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				  errmsg_internal("%s", reason),
+				  errdetail("The remote table keeps the changes of the source transactions that committed before the one of the schema change."),
+				  errhint("Stop the sync with ctas_fed.stop_sync() and create it again (docs/sync-schema-changes.md)."));
+	}
+}
+
+/*
  * job_change
  *		Whether a change of table relid goes to the job of st: its table,
  *		and a source transaction it has not applied, nor is held back from.
@@ -654,6 +761,9 @@ apply_message(SyncPeekState *peek, uint64 i)
 				}
 				break;
 			}
+		case LOGICAL_REP_MSG_MESSAGE:
+			schema_change_message(peek, &msg);
+			break;
 		default:
 			/* types, origins: nothing to apply */
 			break;
@@ -683,6 +793,7 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 {
 	SyncPeekState peek;
 	ListCell   *lc;
+	char	 ***names;
 	int			j;
 	bool		committed = false;
 
@@ -698,6 +809,16 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 	}
 	memset(result, 0, sizeof(*result));
 	GetUserIdAndSecContext(&peek.save_userid, &peek.save_sec);
+
+	/* a second reading starts from the names the first one started from */
+	names = palloc(sizeof(char **) * Max(peek.njobs, 1));
+	for (j = 0; j < peek.njobs; j++)
+	{
+		SyncJob    *job = peek.jobs[j].job;
+
+		names[j] = palloc(sizeof(char *) * Max(job->ncols, 1));
+		memcpy(names[j], job->attnames, sizeof(char *) * job->ncols);
+	}
 
 	while (!peek.redo)
 	{
@@ -759,6 +880,8 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 		{
 			SyncJob    *job = peek.jobs[j].job;
 
+			memcpy(job->attnames, names[j], sizeof(char *) * job->ncols);
+			job->names_changed = false;
 			if (job->stop_at != InvalidXLogRecPtr)
 				ereport(LOG,
 						(errmsg("ctas_fed sync " INT64_FORMAT ": a DDL in the source transaction committed at %X/%X, reading again the transactions before it",
@@ -780,6 +903,9 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 			CtasFaultPointWait("sync_between_commits");
 		committed |= st->began && st->last_end != InvalidXLogRecPtr;
 		finish_remote(st);
+		/* renames followed: stored after the remote commit */
+		if (st->job->names_changed)
+			CtasSyncSaveNames(st->job);
 		/* read again, and the DDL did not show: nothing to hold back */
 		st->job->stop_at = InvalidXLogRecPtr;
 		if (j == 0 || st->last_end < result->last_end)

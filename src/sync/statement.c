@@ -592,6 +592,49 @@ list_to_text_array(List *list, bool ints)
 }
 
 /*
+ * is_whole_row
+ *		Whether the query takes the source's rows whole: every live column
+ *		of rel, as a plain column, in attnum order, under its own name on
+ *		the remote (SELECT *, create_tables_as).  Such a sync would follow
+ *		a column added or renamed on the remote (docs/sync-schema-changes.md);
+ *		another query ignores a column it does not read.
+ */
+static bool
+is_whole_row(CtasSync *sync, Relation rel, CtasLoad *load)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	ListCell   *lc;
+	int			n = 0;
+	int			a = 0;
+
+	foreach(lc, sync->query->targetList)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+		Form_pg_attribute att = NULL;
+
+		if (tle->resjunk)
+			continue;
+		while (a < desc->natts &&
+			   (TupleDescAttr(desc, a)->attisdropped ||
+				TupleDescAttr(desc, a)->attgenerated))
+			a++;
+		if (a < desc->natts)
+			att = TupleDescAttr(desc, a++);
+		if (att == NULL || !IsA(tle->expr, Var) ||
+			((Var *) tle->expr)->varattno != att->attnum ||
+			n >= sync->ncolumns ||
+			strcmp(load->columns[n].name, NameStr(att->attname)) != 0)
+			return false;
+		n++;
+	}
+	while (a < desc->natts &&
+		   (TupleDescAttr(desc, a)->attisdropped ||
+			TupleDescAttr(desc, a)->attgenerated))
+		a++;
+	return a == desc->natts;
+}
+
+/*
  * CtasSyncCreate
  *		After the remote CREATE TABLE of a sync CTAS, in the statement's
  *		transaction: the publication of the source table (created with the
@@ -615,6 +658,7 @@ CtasSyncCreate(CtasLoad *load)
 	Relation	rel;
 	Oid			argtypes[16];
 	Datum		values[16];
+	bool		whole_row;
 	List	   *colnames = NIL;
 	List	   *coltypes = NIL;
 	List	   *remote_columns = NIL;
@@ -705,6 +749,7 @@ CtasSyncCreate(CtasLoad *load)
 		colnames = lappend(colnames, makeString(NameStr(att->attname)));
 		coltypes = lappend_int(coltypes, (int) att->atttypid);
 	}
+	whole_row = is_whole_row(sync, rel, load);
 	relation_close(rel, AccessShareLock);
 	for (i = 0; i < sync->ncolumns; i++)
 		remote_columns = lappend(remote_columns,
@@ -749,13 +794,17 @@ CtasSyncCreate(CtasLoad *load)
 					"remote_schema, remote_table, source, query, query_tree, "
 					"key_columns, source_key, source_attnums, source_columns, "
 					"source_types, remote_columns, job_id, stream_id, "
-					"job_group, publication, slot_name) "
+					"job_group, publication, slot_name, schema_changes, "
+					"whole_row) "
 					"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
 					"$10::pg_catalog.int2[], $11::pg_catalog.int2[], $12, "
 					"$13::pg_catalog.oid[], $14, $15, $16, "
-					"NULLIF(" INT64_FORMAT ", 0), %s, %s)",
+					"NULLIF(" INT64_FORMAT ", 0), %s, %s, %s, %s)",
 					load->group_id,
-					quote_literal_cstr(name), quote_literal_cstr(name)),
+					quote_literal_cstr(name), quote_literal_cstr(name),
+					quote_literal_cstr(load->opts.schema_changes ?
+									   load->opts.schema_changes : "follow"),
+					whole_row ? "true" : "false"),
 		   16, argtypes, values, NULL);
 
 	/* the resolver starts the job's worker as soon as this commits */
@@ -795,6 +844,9 @@ CtasSyncExplain(CtasLoad *load, ExplainState *es)
 	ExplainPropertyText("Sync Slot",
 						psprintf("%s (pgoutput), created by the sync worker after commit",
 								 name), es);
+	ExplainPropertyText("Sync Schema Changes",
+						load->opts.schema_changes ?
+						load->opts.schema_changes : "follow", es);
 	ExplainPropertyText("Sync Initial Copy",
 						"by the sync worker, under the snapshot of the slot's consistent point, then streaming from that point",
 						es);

@@ -5,11 +5,21 @@
  *		  following its query (DESIGN.md section 1.7).
  *
  *	statement.c	statement time: eligibility of the query, the job's
- *					records (publication, ctas_fed.syncs row), stop_sync
- *	worker.c	after commit: the sync worker (slot, initial copy,
- *					decoding loop), started by the resolver
- *	apply.c		the apply side of the sync worker: the messages of
- *					one peek applied to the target (sync_int.h)
+ *				records (publication, ctas_fed.syncs row), stop_sync
+ *	tick.c		the resolver's side: starts the stream workers, drops
+ *				the slots and publications of ended streams
+ *	worker.c	after commit: the sync worker of a stream (slot, initial
+ *				copy, decoding loop)
+ *	apply.c		the apply side of the sync worker: the messages of one
+ *				peek applied to the target
+ *	toast.c		unchanged TOAST values rebuilt, or the job failed
+ *	ddl.c		schema changes in WAL order: the event trigger's logical
+ *				messages, met by the worker between the changes
+ *	copy.c		the copy's plain columns
+ *	resync.c	resync(): the copy again from a new snapshot
+ *	verify.c	verify_sync(): the check, run by the worker
+ *	status.c	the workers' shared status, jobs view, metrics
+ * sync_int.h is what the files of the folder share.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *

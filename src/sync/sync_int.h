@@ -54,6 +54,10 @@ typedef struct SyncJob
 								 * commits at or after it (sync/apply.c) */
 	int			toast_rereads;	/* peeks read again in a row for an
 								 * unchanged TOAST value (sync/toast.c) */
+
+	bool		fail_on_ddl;	/* schema_changes = 'fail' */
+	bool		whole_row;		/* the query takes the rows whole */
+	bool		names_changed;	/* attnames follow a rename not stored yet */
 } SyncJob;
 
 /* The query's expressions, ready to run (per transaction) */
@@ -137,5 +141,20 @@ extern void CtasSyncCopyEnd(SyncJob *job, bool rebuilding);
 
 /* in sync/verify.c */
 extern void CtasSyncVerifyIfAsked(List *jobs);
+
+/* in sync/ddl.c */
+extern char *CtasSyncSchemaChange(SyncJob *job, const char *content, int len,
+								  bool *mine);
+extern void CtasSyncSaveNames(SyncJob *job);
+extern bool CtasSyncSchemaTriggerOn(void);
+extern TupleDesc CtasSyncRecordedTupdesc(SyncJob *job);
+
+/* in sync/worker.c: reading ctas_fed.syncs through SPI, webhook events */
+extern char *CtasSyncSpiText(int row, int col);
+extern Datum CtasSyncSpiDatum(int row, int col);
+extern void CtasSyncQueueEvent(int64 job_id, const CtasCatalog *catalog,
+							   const char *schema, const char *table,
+							   const char *state, uint64 rows,
+							   const char *error, TimestampTz started_at);
 
 #endif							/* CTAS_SYNC_INT_H */

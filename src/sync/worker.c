@@ -67,7 +67,7 @@
  *
  * Errors: a transient one (remote down, cancel) is recorded in the job's
  * row and ends the worker; the resolver starts it again after
- * SYNC_RESTART_SECS.  One that cannot heal (a DDL that changed a column the
+ * CTAS_SYNC_RESTART_SECS (sync/tick.c).  One that cannot heal (a DDL that changed a column the
  * query reads, the source dropped, an unchanged TOAST value the worker cannot
  * rebuild) marks the job "failed"; the resolver then drops its slot, so that
  * it holds no WAL (README: Continuous sync).
@@ -147,25 +147,12 @@
 #define SYNC_IDLE_MS		100
 /* advance the slot over WAL without our changes at most this often, ms */
 #define SYNC_IDLE_ADVANCE_MS	1000
-/* a worker that ended with an error is started again after */
-#define SYNC_RESTART_SECS	5
-
 /* field4 of the advisory lock tag that makes a worker the only one */
 #define CTAS_LOCKTAG_SYNC	0xCF02
 
 PGDLLEXPORT void ctas_fed_sync_main(Datum main_arg);
 
 static MemoryContext job_cxt = NULL;
-
-/* in the resolver: the sync workers it started, one per stream */
-typedef struct SyncWorkerEntry
-{
-	int64		id;				/* stream_id */
-	BackgroundWorkerHandle *handle;
-	TimestampTz started;
-} SyncWorkerEntry;
-
-static List *sync_workers = NIL;
 
 /* in a sync worker: the job being loaded, before it has a SyncJob */
 static int64 loading_id = 0;
@@ -187,15 +174,15 @@ spi_exec(const char *sql, int nargs, Oid *types, Datum *values, bool ro)
 }
 
 /* column col of row of SPI_tuptable, as text (NULL for NULL) */
-static char *
-spi_text(int row, int col)
+char *
+CtasSyncSpiText(int row, int col)
 {
 	return SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
 }
 
 /* column col of row of SPI_tuptable, a by-value type, never NULL */
-static Datum
-spi_datum(int row, int col)
+Datum
+CtasSyncSpiDatum(int row, int col)
 {
 	bool		isnull;
 	Datum		d = SPI_getbinval(SPI_tuptable->vals[row],
@@ -225,14 +212,14 @@ spi_array(int col, Oid elemtype, int *n)
 }
 
 /*
- * queue_event
+ * CtasSyncQueueEvent
  *		The webhook event of a state change of a sync job, if its catalog
  *		(or ctas_fed.notify_url) names a webhook.
  */
-static void
-queue_event(int64 job_id, const CtasCatalog *catalog, const char *schema,
-			const char *table, const char *state, uint64 rows,
-			const char *error, TimestampTz started_at)
+void
+CtasSyncQueueEvent(int64 job_id, const CtasCatalog *catalog,
+				   const char *schema, const char *table, const char *state,
+				   uint64 rows, const char *error, TimestampTz started_at)
 {
 	CtasJobEvent ev;
 	const char *url = catalog->notify_url ? catalog->notify_url : CtasNotifyUrl;
@@ -262,7 +249,7 @@ static void
 job_event(SyncJob *job, const char *state, const char *error)
 {
 	CtasSyncStatusUse(job->id);
-	queue_event(job->job_id, job->target.catalog, job->target.schema,
+	CtasSyncQueueEvent(job->job_id, job->target.catalog, job->target.schema,
 				job->target.table, state,
 				CtasSyncStatusRows(), error, job->created_at);
 }
@@ -290,7 +277,8 @@ load_job(int64 id)
 	spi_exec("SELECT owner, server, remote_schema, remote_table, source, "
 			 "query_tree, publication, slot_name, state, source_attnums, "
 			 "source_columns, source_types, key_columns, source_key, "
-			 "remote_columns, job_id, created_at, stream_id "
+			 "remote_columns, job_id, created_at, stream_id, "
+			 "schema_changes = 'fail', whole_row "
 			 "FROM ctas_fed.syncs WHERE sync_id = $1",
 			 1, argtypes, args, true);
 	if (SPI_processed != 1)
@@ -299,15 +287,15 @@ load_job(int64 id)
 	oldcxt = MemoryContextSwitchTo(job_cxt);
 	job = palloc0(sizeof(SyncJob));
 	job->id = id;
-	job->owner = DatumGetObjectId(spi_datum(0, 1));
-	serverid = DatumGetObjectId(spi_datum(0, 2));
-	job->target.schema = spi_text(0, 3);
-	job->target.table = spi_text(0, 4);
-	job->relid = DatumGetObjectId(spi_datum(0, 5));
-	job->query = (Query *) stringToNode(spi_text(0, 6));
-	job->publication = spi_text(0, 7);
-	job->slot_name = spi_text(0, 8);
-	job->state = spi_text(0, 9);
+	job->owner = DatumGetObjectId(CtasSyncSpiDatum(0, 1));
+	serverid = DatumGetObjectId(CtasSyncSpiDatum(0, 2));
+	job->target.schema = CtasSyncSpiText(0, 3);
+	job->target.table = CtasSyncSpiText(0, 4);
+	job->relid = DatumGetObjectId(CtasSyncSpiDatum(0, 5));
+	job->query = (Query *) stringToNode(CtasSyncSpiText(0, 6));
+	job->publication = CtasSyncSpiText(0, 7);
+	job->slot_name = CtasSyncSpiText(0, 8);
+	job->state = CtasSyncSpiText(0, 9);
 
 	elems = spi_array(10, INT2OID, &job->ncols);
 	job->attnums = palloc(sizeof(AttrNumber) * job->ncols);
@@ -371,9 +359,12 @@ load_job(int64 id)
 	for (i = 0; i < job->target.nkeys; i++)
 		job->target.key_types[i] = job->atttypes[job->keycol[i]];
 
-	job->job_id = DatumGetInt64(spi_datum(0, 16));
-	job->created_at = DatumGetTimestampTz(spi_datum(0, 17));
-	job->stream_id = DatumGetInt64(spi_datum(0, 18));
+	job->job_id = DatumGetInt64(CtasSyncSpiDatum(0, 16));
+	job->created_at = DatumGetTimestampTz(CtasSyncSpiDatum(0, 17));
+	job->stream_id = DatumGetInt64(CtasSyncSpiDatum(0, 18));
+	job->fail_on_ddl = DatumGetBool(CtasSyncSpiDatum(0, 19));
+	job->whole_row = DatumGetBool(CtasSyncSpiDatum(0, 20));
+	job->tupdesc = CtasSyncRecordedTupdesc(job);
 
 	/*
 	 * The owner's catalog, USAGE and user mapping: their loss does not
@@ -416,7 +407,7 @@ load_stream(int64 stream_id)
 	n = (int) SPI_processed;
 	ids = palloc(sizeof(int64) * Max(n, 1));
 	for (i = 0; i < n; i++)
-		ids[i] = DatumGetInt64(spi_datum(i, 1));
+		ids[i] = DatumGetInt64(CtasSyncSpiDatum(i, 1));
 	for (i = 0; i < n; i++)
 	{
 		SyncJob    *job = load_job(ids[i]);
@@ -489,6 +480,12 @@ check_source(SyncJob *job, bool columns)
 				  errmsg("row-level security applies to the owner of sync " INT64_FORMAT " on table \"%s\"",
 						 job->id, RelationGetRelationName(rel)),
 				  errdetail("Logical decoding would send rows the policies hide."));
+	if (!CtasSyncSchemaTriggerOn())
+		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				  errmsg("the event trigger \"ctas_fed_schema_changes\" of sync " INT64_FORMAT " is gone or not enabled always",
+						 job->id),
+				  errdetail("Without it the sync cannot see a schema change of its source in the WAL (docs/sync-schema-changes.md)."),
+				  errhint("ALTER EVENT TRIGGER ctas_fed_schema_changes ENABLE ALWAYS, then create the sync again."));
 	if (!has_rolreplication(job->owner))
 		SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				  errmsg("the owner of sync " INT64_FORMAT " no longer has the REPLICATION attribute",
@@ -510,13 +507,6 @@ check_source(SyncJob *job, bool columns)
 							 job->attnames[i], RelationGetRelationName(rel),
 							 job->id),
 					  errhint("Stop the sync with ctas_fed.stop_sync() and create it again."));
-	}
-	if (job->tupdesc == NULL)
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(job_cxt);
-
-		job->tupdesc = CreateTupleDescCopy(RelationGetDescr(rel));
-		MemoryContextSwitchTo(oldcxt);
 	}
 	relation_close(rel, AccessShareLock);
 }
@@ -667,8 +657,8 @@ fail_job(int64 id, const char *error)
 			 2, types, values, false);
 	if (SPI_processed == 1)
 	{
-		publication = spi_text(0, 1);
-		source = DatumGetObjectId(spi_datum(0, 2));
+		publication = CtasSyncSpiText(0, 1);
+		source = DatumGetObjectId(CtasSyncSpiDatum(0, 2));
 	}
 	if (publication != NULL)
 		CtasSyncUnpublish(publication, source, GetUserId());
@@ -889,7 +879,7 @@ leave_stopped(int64 stream_id, List **jobs)
 
 		for (i = 0; i < SPI_processed; i++)
 		{
-			if (DatumGetInt64(spi_datum(i, 1)) == job->id)
+			if (DatumGetInt64(CtasSyncSpiDatum(i, 1)) == job->id)
 				streaming = true;
 		}
 		if (streaming)
@@ -944,15 +934,22 @@ do_stream(List **jobs)
 	 */
 	peek_sql = psprintf("SELECT lsn, data FROM "
 						"pg_catalog.pg_logical_slot_peek_binary_changes($1, NULL, $2, "
-						"'proto_version', '1', 'publication_names', %s)",
+						"'proto_version', '1', 'publication_names', %s, "
+						"'messages', 'true')",
 						quote_literal_cstr(pubs));
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
+	/*
+	 * The columns are not checked against the catalog here: the WAL still
+	 * to read may have been written before a DDL that the catalog shows,
+	 * and the changes committed before it are applied before the job meets
+	 * it (sync/ddl.c, Relation messages in sync/apply.c).
+	 */
 	foreach(lc, *jobs)
 	{
-		check_source(lfirst(lc), true);
+		check_source(lfirst(lc), false);
 		open_target(lfirst(lc));
 	}
 	PopActiveSnapshot();
@@ -1130,6 +1127,41 @@ close_targets(List *jobs)
 }
 
 /*
+ * pin_text_settings
+ *		Make every text form of a value the worker produces or parses
+ *		independent of the settings of the database, of its role and of
+ *		the job's owner: pgoutput sends each column as its type's text
+ *		output, made in this process by the peek, which fill_slot parses
+ *		back, and a target may send values as text too (the PostgreSQL
+ *		target's statements).  A database set to DateStyle 'SQL, DMY'
+ *		swapped day and month on the way to a remote that reads ISO, and
+ *		extra_float_digits below 1 rounded floats.  The values are those
+ *		that the writer of a CTAS pins around its text output
+ *		(CtasBeginTextOutput, as postgres_fdw's set_transmission_modes), and
+ *		those its remote connection pins (TimeZone UTC), plus the text of
+ *		bytea and money.  PGC_S_OVERRIDE outranks the session source: the
+ *		owner's code (set_config in an "immutable" function) cannot change
+ *		them for the rest of a chunk either.
+ */
+static void
+pin_text_settings(void)
+{
+	static const char *const pinned[][2] = {
+		{"datestyle", "ISO, MDY"},
+		{"intervalstyle", "postgres"},
+		{"extra_float_digits", "3"},
+		{"bytea_output", "hex"},
+		{"timezone", "UTC"},
+		{"lc_monetary", "C"},
+	};
+	int			i;
+
+	for (i = 0; i < lengthof(pinned); i++)
+		SetConfigOption(pinned[i][0], pinned[i][1], PGC_SUSET,
+						PGC_S_OVERRIDE);
+}
+
+/*
  * ctas_fed_sync_main
  *		Entry point of a sync worker: main_arg is the stream's id, bgw_extra
  *		its database.
@@ -1155,6 +1187,7 @@ ctas_fed_sync_main(Datum main_arg)
 	 * another user's object in a schema of the default path.
 	 */
 	SetConfigOption("search_path", "", PGC_SUSET, PGC_S_OVERRIDE);
+	pin_text_settings();
 
 	job_cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed sync job",
 									ALLOCSET_DEFAULT_SIZES);
@@ -1262,209 +1295,4 @@ ctas_fed_sync_main(Datum main_arg)
 
 	close_targets(jobs);
 	proc_exit(0);
-}
-
-/*
- * start_worker
- *		Register the sync worker of stream id in this database; false when
- *		no background worker slot is free (tried again later).
- */
-static bool
-start_worker(int64 id, BackgroundWorkerHandle **handle)
-{
-	BackgroundWorker worker;
-
-	CtasBackgroundWorkerInit(&worker, "ctas_fed_sync_main", "ctas_fed sync",
-							 true, BgWorkerStart_RecoveryFinished,
-							 BGW_NEVER_RESTART);
-	snprintf(worker.bgw_name, BGW_MAXLEN, "ctas_fed sync " INT64_FORMAT, id);
-	worker.bgw_main_arg = Int64GetDatum(id);
-	memcpy(worker.bgw_extra, &MyDatabaseId, sizeof(Oid));
-	worker.bgw_notify_pid = MyProcPid;
-	return RegisterDynamicBackgroundWorker(&worker, handle);
-}
-
-/*
- * stopped_event
- *		The webhook event of a stopped job, from row i of the resolver's
- *		scan of ctas_fed.syncs (sync_id, state, slot_name, publication,
- *		server, owner, job_id, remote_schema, remote_table, created_at).
- */
-static void
-stopped_event(uint64 i)
-{
-	Oid			serverid = DatumGetObjectId(spi_datum(i, 5));
-	Oid			owner = DatumGetObjectId(spi_datum(i, 6));
-	CtasCatalog *catalog;
-
-	if (GetForeignServerExtended(serverid, FSV_MISSING_OK) == NULL)
-		return;
-	catalog = CtasGetCatalog(serverid, owner, false, false);
-	queue_event(DatumGetInt64(spi_datum(i, 7)), catalog, spi_text(i, 8),
-				spi_text(i, 9), "stopped", 0, NULL,
-				DatumGetTimestampTz(spi_datum(i, 10)));
-}
-
-/*
- * CtasSyncTick
- *		Called by the resolver of the database about every second, outside
- *		a transaction: start a worker for each stream that has a job that
- *		should run and no worker (not sooner than SYNC_RESTART_SECS after
- *		the last start), and drop the slot and the publication of each
- *		stream whose jobs are all stopped or failed, once no process uses
- *		the slot.  Only slots and publications that a job's row names are
- *		touched.  Can ERROR.
- */
-void
-CtasSyncTick(void)
-{
-	uint64		i;
-	int			rc;
-	MemoryContext oldcxt;
-	List	   *drop_publication = NIL;
-	List	   *no_worker = NIL;
-	ListCell   *lc;
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	rc = SPI_execute("SELECT sync_id, state, slot_name, publication, server, "
-					 "owner, job_id, remote_schema, remote_table, created_at, "
-					 "stream_id, "
-					 "EXISTS (SELECT FROM ctas_fed.syncs o "
-					 "WHERE o.stream_id = s.stream_id "
-					 "AND o.state IN ('copying', 'streaming')), "
-					 "coalesce(state = 'stopped' AND finished_at = "
-					 "(SELECT max(o.finished_at) FROM ctas_fed.syncs o "
-					 "WHERE o.stream_id = s.stream_id), false) "
-					 "FROM ctas_fed.syncs s", true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "could not read ctas_fed.syncs");
-
-	for (i = 0; i < SPI_processed; i++)
-	{
-		int64		id = DatumGetInt64(spi_datum(i, 1));
-		char	   *state = spi_text(i, 2);
-		char	   *slot_name = spi_text(i, 3);
-		char	   *publication = spi_text(i, 4);
-		int64		stream_id = DatumGetInt64(spi_datum(i, 11));
-		bool		stream_runs = DatumGetBool(spi_datum(i, 12));
-
-		if (strcmp(state, "copying") == 0 || strcmp(state, "streaming") == 0)
-		{
-			SyncWorkerEntry *entry = NULL;
-			ListCell   *lc;
-			pid_t		pid;
-			bool		started;
-
-			/* the stream's worker; its other jobs may have started it */
-			foreach(lc, sync_workers)
-			{
-				if (((SyncWorkerEntry *) lfirst(lc))->id == stream_id)
-					entry = lfirst(lc);
-			}
-			if (entry != NULL && entry->handle != NULL &&
-				GetBackgroundWorkerPid(entry->handle, &pid) != BGWH_STOPPED)
-				continue;
-			if (entry != NULL &&
-				!TimestampDifferenceExceeds(entry->started,
-											GetCurrentTimestamp(),
-											SYNC_RESTART_SECS * 1000))
-				continue;
-			oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-			if (entry == NULL)
-			{
-				entry = palloc0(sizeof(SyncWorkerEntry));
-				entry->id = stream_id;
-				sync_workers = lappend(sync_workers, entry);
-			}
-			else if (entry->handle != NULL)
-				pfree(entry->handle);
-			entry->handle = NULL;
-			entry->started = GetCurrentTimestamp();
-			started = start_worker(stream_id, &entry->handle);
-			if (!started)
-				entry->handle = NULL;
-			MemoryContextSwitchTo(oldcxt);
-			if (!started)
-				no_worker = lappend(no_worker,
-									psprintf(INT64_FORMAT, stream_id));
-		}
-		else
-		{
-			ReplicationSlot *s;
-			bool		idle = false;
-			uint64		j;
-
-			CtasSyncStatusForget(id);
-			/* the slot and the publication go with the stream's last job */
-			if (stream_runs)
-				continue;
-
-			LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
-			s = SearchNamedReplicationSlot(slot_name, false);
-			if (s != NULL)
-			{
-				SpinLockAcquire(&s->mutex);
-				idle = s->active_pid == 0 &&
-					s->data.database == MyDatabaseId;
-				SpinLockRelease(&s->mutex);
-			}
-			LWLockRelease(ReplicationSlotControlLock);
-			if (idle)
-			{
-				ReplicationSlotDrop(slot_name, true);
-				ereport(LOG,
-						(errmsg("ctas_fed: dropped replication slot \"%s\" of %s sync " INT64_FORMAT,
-								slot_name, state, id)));
-				/*
-				 * The worker reported the failures, and the stops of jobs
-				 * whose stream went on; the last stop is told here (one or
-				 * more jobs, stopped in one transaction).
-				 */
-				for (j = 0; j < SPI_processed; j++)
-				{
-					if (DatumGetInt64(spi_datum(j, 11)) == stream_id &&
-						DatumGetBool(spi_datum(j, 13)))
-						stopped_event(j);
-				}
-			}
-			/*
-			 * the publication of a stream that ended on a failure, or on
-			 * stops of its last jobs in concurrent transactions, each of
-			 * which left it to the other (stop_sync drops it otherwise)
-			 */
-			if (OidIsValid(get_publication_oid(publication, true)))
-				drop_publication = lappend(drop_publication, publication);
-		}
-	}
-	/* tell, in the job, why it does not run */
-	foreach(lc, no_worker)
-	{
-		Oid			argtypes[1] = {INT8OID};
-		Datum		args[1];
-
-		args[0] = DirectFunctionCall1(int8in, CStringGetDatum(lfirst(lc)));
-		if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET error = "
-								  "'no background worker is free for the sync worker: increase max_worker_processes' "
-								  "WHERE stream_id = $1 "
-								  "AND state IN ('copying', 'streaming') "
-								  "AND error IS DISTINCT FROM "
-								  "'no background worker is free for the sync worker: increase max_worker_processes'",
-								  1, argtypes, args, NULL, false, 0) < 0)
-			elog(ERROR, "could not record the error of sync %s",
-				 (char *) lfirst(lc));
-	}
-	foreach(lc, drop_publication)
-	{
-		if (SPI_execute(psprintf("DROP PUBLICATION IF EXISTS %s",
-								 quote_identifier(lfirst(lc))),
-						false, 0) != SPI_OK_UTILITY)
-			elog(ERROR, "could not drop publication \"%s\"",
-				 (char *) lfirst(lc));
-	}
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
 }

@@ -1,0 +1,473 @@
+/*-------------------------------------------------------------------------
+ *
+ * ddl.c
+ *		  Schema changes of synced sources in WAL order: the event trigger
+ *		  that describes each DDL on a synced source table in a
+ *		  transactional logical message, and the reading of that message
+ *		  by the sync worker (docs/sync-schema-changes.md).
+ *
+ * Logical decoding carries no DDL.  The event trigger of the extension
+ * (ctas_fed_schema_changes, ddl_command_end, ENABLE ALWAYS) writes, in the
+ * DDL's own transaction, a transactional message with prefix "ctas_fed"
+ * for each command on a table that a running sync reads, or on a table
+ * that inherits from one.  The stream's peek asks pgoutput for messages, so
+ * that the worker meets the message exactly between the data changes
+ * before and after the DDL; a DDL rolled back (with its transaction or
+ * subtransaction) leaves no message.
+ *
+ * The message is text, one fact per line, and describes the table as the
+ * DDL left it, so that the worker decides from the message alone, never
+ * from the catalog of a later moment:
+ *
+ *	relid <oid>						the synced source
+ *	table <schema>.<name>			its name, for the job's error
+ *	command <tag> <object>			the command, for the job's error
+ *	child <oid> <name>				the command was on a child of it
+ *	sub <AlterTableType> <attnum>	each subcommand of an ALTER TABLE, with
+ *									the column it touched (0: none)
+ *	identity <d|i|f|n> <attnum>...	the replica identity and its columns
+ *	col <attnum> <type> <name>		each live column, in attnum order
+ *
+ * What a sync follows (schema_changes = 'follow'): every DDL that leaves
+ * what it reads as it was — the attnums it reads live with their types
+ * and not rewritten, its key within the replica identity, no inheritance
+ * child when the query reads them, and for a whole-row sync no column
+ * added or renamed (those would have to change the remote table: not
+ * followed yet).  A rename of a column it reads is followed: the query is
+ * a parse tree by attnum, only the name the Relation messages carry
+ * changes, and it is stored with the job.  Anything else, and any DDL at
+ * all under schema_changes = 'fail', fails the job after the source
+ * transactions committed before the DDL's (sync/apply.c).
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/sync/ddl.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "access/xlog.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_event_trigger.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_type.h"
+#include "commands/event_trigger.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "replication/message.h"
+#include "tcop/deparse_utility.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+#include "utils/syscache.h"
+
+#include "sync/sync_int.h"
+
+PG_FUNCTION_INFO_V1(ctas_fed_schema_change_trigger);
+
+/*
+ * describe_table
+ *		The lines of the message that describe table relid as it is now (in
+ *		the DDL's transaction): its replica identity and live columns.
+ */
+static void
+describe_table(StringInfo buf, Oid relid)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	char		ident = rel->rd_rel->relreplident;
+	int			i;
+
+	appendStringInfo(buf, "identity %c", ident);
+	if (ident == REPLICA_IDENTITY_DEFAULT || ident == REPLICA_IDENTITY_INDEX)
+	{
+		Oid			indexoid = RelationGetReplicaIndex(rel);
+
+		if (OidIsValid(indexoid))
+		{
+			Relation	index = relation_open(indexoid, AccessShareLock);
+
+			for (i = 0; i < index->rd_index->indnkeyatts; i++)
+				appendStringInfo(buf, " %d",
+								 index->rd_index->indkey.values[i]);
+			relation_close(index, AccessShareLock);
+		}
+	}
+	appendStringInfoChar(buf, '\n');
+	for (i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (att->attisdropped || att->attgenerated)
+			continue;
+		appendStringInfo(buf, "col %d %u %s\n", att->attnum, att->atttypid,
+						 NameStr(att->attname));
+	}
+	relation_close(rel, AccessShareLock);
+}
+
+/*
+ * ctas_fed_schema_change_trigger
+ *		The event trigger (ddl_command_end): one transactional logical
+ *		message per command on a table a running sync reads, or on a child
+ *		of one.  Such a table is in the publication of its sync's stream
+ *		(a stopped or failed job's table leaves it in the same transaction):
+ *		the catalogs tell, without reading ctas_fed.syncs, which a DDL must
+ *		never wait for.  As the bootstrap superuser, with a fixed
+ *		search_path.  Nothing when wal_level is below logical: no sync can
+ *		stream then.  A table in a publication that someone else named like
+ *		ours gets messages that no job reads.
+ */
+Datum
+ctas_fed_schema_change_trigger(PG_FUNCTION_ARGS)
+{
+	Oid			save_userid;
+	int			save_sec;
+	int			nestlevel;
+	uint64		i;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		elog(ERROR, "ctas_fed_schema_change_trigger: not fired by the event trigger manager");
+	if (!XLogLogicalInfoActive())
+		PG_RETURN_VOID();
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
+						   save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	/* not read-only: a new snapshot, which sees the DDL's catalog rows */
+	if (SPI_execute("SELECT d.command, d.objid, p.source, d.command_tag, "
+					"coalesce(d.object_identity, '') "
+					"FROM pg_catalog.pg_event_trigger_ddl_commands() d, "
+					"LATERAL (SELECT d.objid AS source UNION "
+					"SELECT i.inhparent FROM pg_catalog.pg_inherits i "
+					"WHERE i.inhrelid = d.objid) p "
+					"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+					"AND EXISTS (SELECT FROM pg_catalog.pg_publication_rel r "
+					"JOIN pg_catalog.pg_publication b ON b.oid = r.prpubid "
+					"WHERE r.prrelid = p.source "
+					"AND pg_catalog.starts_with(b.pubname::pg_catalog.text, "
+					"'" CTAS_SYNC_PREFIX "'))",
+					false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the commands of the event trigger");
+
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	tupdesc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		CollectedCommand *cmd;
+		Oid			objid;
+		Oid			source;
+		StringInfoData buf;
+
+		cmd = (CollectedCommand *) DatumGetPointer(SPI_getbinval(tup, tupdesc, 1, &isnull));
+		objid = DatumGetObjectId(SPI_getbinval(tup, tupdesc, 2, &isnull));
+		source = DatumGetObjectId(SPI_getbinval(tup, tupdesc, 3, &isnull));
+
+		initStringInfo(&buf);
+		appendStringInfo(&buf, "relid %u\ntable %s.%s\ncommand %s %s\n",
+						 source, get_namespace_name(get_rel_namespace(source)),
+						 get_rel_name(source), SPI_getvalue(tup, tupdesc, 4),
+						 SPI_getvalue(tup, tupdesc, 5));
+		if (objid != source)
+			appendStringInfo(&buf, "child %u %s\n", objid,
+							 get_rel_name(objid));
+		else if (cmd != NULL && cmd->type == SCT_AlterTable)
+		{
+			ListCell   *lc;
+
+			foreach(lc, cmd->d.alterTable.subcmds)
+			{
+				CollectedATSubcmd *sub = lfirst(lc);
+				AlterTableCmd *at = (AlterTableCmd *) sub->parsetree;
+
+				if (!IsA(at, AlterTableCmd))
+					continue;
+				appendStringInfo(&buf, "sub %d %d\n", (int) at->subtype,
+								 sub->address.classId == RelationRelationId &&
+								 sub->address.objectId == source ?
+								 sub->address.objectSubId : 0);
+			}
+		}
+		describe_table(&buf, source);
+		(void) LogLogicalMessage("ctas_fed", buf.data, buf.len, true);
+		pfree(buf.data);
+	}
+	SPI_finish();
+	AtEOXact_GUC(true, nestlevel);
+	SetUserIdAndSecContext(save_userid, save_sec);
+	PG_RETURN_VOID();
+}
+
+/*
+ * CtasSyncSchemaTriggerOn
+ *		Whether the event trigger exists and fires always (also under
+ *		session_replication_role = replica): without it a rewrite under the
+ *		same type, a column dropped and added again, or a new inheritance
+ *		child would not show in the stream.  The sync worker checks it
+ *		every round, in a transaction.
+ */
+bool
+CtasSyncSchemaTriggerOn(void)
+{
+	HeapTuple	tup = SearchSysCache1(EVENTTRIGGERNAME,
+									  CStringGetDatum("ctas_fed_schema_changes"));
+	bool		on;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	on = ((Form_pg_event_trigger) GETSTRUCT(tup))->evtenabled ==
+		TRIGGER_FIRES_ALWAYS;
+	ReleaseSysCache(tup);
+	return on;
+}
+
+/* the text of the first line of content that starts with key, or NULL */
+static char *
+message_line(List *lines, const char *key)
+{
+	ListCell   *lc;
+	size_t		n = strlen(key);
+
+	foreach(lc, lines)
+	{
+		char	   *line = lfirst(lc);
+
+		if (strncmp(line, key, n) == 0 && line[n] == ' ')
+			return line + n + 1;
+	}
+	return NULL;
+}
+
+/*
+ * CtasSyncSchemaChange
+ *		The message of the event trigger (content, len bytes) as seen by
+ *		job.  *mine is false when it is about another table (nothing else is
+ *		done).  Returns NULL when the job follows the DDL (a rename of a
+ *		column it reads is then taken into job->attnames, and
+ *		job->names_changed set), else why it cannot, palloc'd in the current
+ *		memory context.  Can ERROR on a message it cannot read.
+ */
+char *
+CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
+{
+	char	   *text = pnstrdup(content, len);
+	List	   *lines = NIL;
+	char	   *p;
+	char	   *line;
+	char	   *command;
+	char	   *table;
+	char	   *child;
+	char	   *ident;
+	RangeTblEntry *rte = linitial_node(RangeTblEntry, job->query->rtable);
+	char	  **names = palloc0(sizeof(char *) * Max(job->ncols, 1));
+	Oid		   *types = palloc0(sizeof(Oid) * Max(job->ncols, 1));
+	bool		unread = false;
+	ListCell   *lc;
+	int			i;
+	int			k;
+
+	for (p = strtok(text, "\n"); p != NULL; p = strtok(NULL, "\n"))
+		lines = lappend(lines, p);
+	line = message_line(lines, "relid");
+	*mine = line != NULL && strtoul(line, NULL, 10) == job->relid;
+	if (!*mine)
+		return NULL;
+	command = message_line(lines, "command");
+	if (command == NULL)
+		command = "?";
+	table = message_line(lines, "table");
+	if (table == NULL)
+		table = "?";
+
+	if (job->fail_on_ddl)
+		return psprintf("schema change of the source of sync " INT64_FORMAT " (schema_changes = 'fail'): %s",
+						job->id, command);
+
+	child = message_line(lines, "child");
+	if (child != NULL && rte->inh)
+		return psprintf("inheritance child \"%s\" was made or attached to the source of sync " INT64_FORMAT ", whose query reads the children: %s",
+						strchr(child, ' ') ? strchr(child, ' ') + 1 : child,
+						job->id, command);
+
+	/* the columns as the DDL left them */
+	foreach(lc, lines)
+	{
+		int			attnum;
+		unsigned int typid;
+		int			off = 0;
+
+		line = lfirst(lc);
+		if (sscanf(line, "col %d %u %n", &attnum, &typid, &off) != 2 ||
+			off == 0)
+			continue;
+		for (i = 0; i < job->ncols; i++)
+		{
+			if (job->attnums[i] == attnum)
+			{
+				names[i] = line + off;
+				types[i] = (Oid) typid;
+			}
+		}
+		for (i = 0; i < job->ncols && job->attnums[i] != attnum; i++)
+			;
+		if (i == job->ncols)
+			unread = true;
+	}
+	for (i = 0; i < job->ncols; i++)
+	{
+		if (names[i] == NULL)
+			return psprintf("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " was dropped: %s",
+							job->attnames[i], table, job->id, command);
+		if (types[i] != job->atttypes[i])
+			return psprintf("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " changed its type: %s",
+							job->attnames[i], table, job->id, command);
+	}
+
+	/* a column rewritten, even under the same type (USING) */
+	foreach(lc, lines)
+	{
+		int			subtype;
+		int			attnum;
+
+		line = lfirst(lc);
+		if (sscanf(line, "sub %d %d", &subtype, &attnum) != 2 ||
+			subtype != (int) AT_AlterColumnType)
+			continue;
+		for (i = 0; i < job->ncols; i++)
+		{
+			if (job->attnums[i] == attnum)
+				return psprintf("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " was rewritten by ALTER COLUMN ... TYPE: %s",
+								job->attnames[i], table, job->id, command);
+		}
+	}
+
+	/* the key within the replica identity */
+	ident = message_line(lines, "identity");
+	if (ident == NULL)
+		elog(ERROR, "sync " INT64_FORMAT ": a schema change message without the replica identity",
+			 job->id);
+	if (ident[0] != REPLICA_IDENTITY_FULL)
+	{
+		for (k = 0; k < job->target.nkeys; k++)
+		{
+			AttrNumber	key = job->attnums[job->keycol[k]];
+			bool		found = false;
+			char	   *q = ident + 1;
+
+			while (*q == ' ')
+			{
+				long		a = strtol(q + 1, &q, 10);
+
+				found |= a == key;
+			}
+			if (!found)
+				return psprintf("the replica identity of the source of sync " INT64_FORMAT " no longer contains the key column \"%s\": %s",
+								job->id, job->attnames[job->keycol[k]],
+								command);
+		}
+	}
+
+	if (job->whole_row)
+	{
+		if (unread)
+			return psprintf("a column was added to the source of sync " INT64_FORMAT ", which takes whole rows (not followed yet): %s",
+							job->id, command);
+		for (i = 0; i < job->ncols; i++)
+		{
+			if (strcmp(names[i], job->attnames[i]) != 0)
+				return psprintf("column \"%s\" of the source of sync " INT64_FORMAT ", which takes whole rows, was renamed to \"%s\" (not followed yet): %s",
+								job->attnames[i], job->id, names[i], command);
+		}
+	}
+
+	/* followed: the names the next Relation messages carry */
+	for (i = 0; i < job->ncols; i++)
+	{
+		if (strcmp(names[i], job->attnames[i]) != 0)
+		{
+			job->attnames[i] =
+				MemoryContextStrdup(GetMemoryChunkContext(job->attnames),
+									names[i]);
+			job->names_changed = true;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * CtasSyncRecordedTupdesc
+ *		The row type the query's expressions run on, built from what the
+ *		job recorded (the attnums it reads and their types), never from the
+ *		catalog of the moment: the worker may be reading WAL written before
+ *		a DDL that the catalog already shows, and meets that DDL at its
+ *		place (see the head of this file).  The columns the query does not
+ *		read stay NULL.  In the current memory context.
+ */
+TupleDesc
+CtasSyncRecordedTupdesc(SyncJob *job)
+{
+	int			natts = 1;
+	int			i;
+	TupleDesc	desc;
+
+	for (i = 0; i < job->ncols; i++)
+		natts = Max(natts, job->attnums[i]);
+	desc = CreateTemplateTupleDesc(natts);
+	for (i = 1; i <= natts; i++)
+		TupleDescInitEntry(desc, i, NULL, INT4OID, -1, 0);
+	for (i = 0; i < job->ncols; i++)
+		TupleDescInitEntry(desc, job->attnums[i], NULL, job->atttypes[i],
+						   -1, 0);
+	return desc;
+}
+
+/*
+ * CtasSyncSaveNames
+ *		Store the names of the columns job reads, as followed renames left
+ *		them, in its ctas_fed.syncs row, in the current transaction
+ *		(connected to SPI), which the worker commits after the remote
+ *		transaction that applied the rename's.
+ *
+ * The slot is advanced in that same local transaction: a crash between
+ * the two commits reads the rename's transaction again, and the job, which
+ * skips its changes, takes the names from its message again (sync/apply.c).
+ */
+void
+CtasSyncSaveNames(SyncJob *job)
+{
+	Oid			types[2] = {INT8OID, TEXTARRAYOID};
+	Datum		values[2];
+	Datum	   *elems = palloc(sizeof(Datum) * Max(job->ncols, 1));
+	int			i;
+
+	for (i = 0; i < job->ncols; i++)
+		elems[i] = CStringGetTextDatum(job->attnames[i]);
+	values[0] = Int64GetDatum(job->id);
+	values[1] = PointerGetDatum(construct_array(elems, job->ncols, TEXTOID,
+												-1, false, TYPALIGN_INT));
+	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET source_columns = $2 "
+							  "WHERE sync_id = $1", 2, types, values, NULL,
+							  false, 0) < 0)
+		elog(ERROR, "could not store the column names of sync " INT64_FORMAT,
+			 job->id);
+	job->names_changed = false;
+}

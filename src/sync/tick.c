@@ -1,0 +1,259 @@
+/*-------------------------------------------------------------------------
+ *
+ * tick.c
+ *		  The resolver's side of continuous sync (CtasSyncTick): it starts
+ *		  the sync worker of every stream that has a job to run (worker.c)
+ *		  and drops the replication slot and the publication of every
+ *		  stream whose jobs have all stopped or failed.
+ *
+ * The resolver of a database calls CtasSyncTick about every second, and at
+ * once when a transaction that created a sync commits
+ * (CtasResolverNudgeAtCommit).  A worker that ended is started again, but
+ * not sooner than CTAS_SYNC_RESTART_SECS after its last start, so that a
+ * catalog that is down costs one attempt every few seconds.  Only slots and
+ * publications that a job's row names are ever touched.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/sync/tick.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_publication.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "replication/slot.h"
+#include "storage/lwlock.h"
+#include "storage/spin.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "sync/sync_int.h"
+#include "workers/workers.h"
+
+/* a worker that ended with an error is started again after */
+#define CTAS_SYNC_RESTART_SECS	5
+
+/* the sync workers this resolver started, one per stream */
+typedef struct SyncWorkerEntry
+{
+	int64		id;				/* stream_id */
+	BackgroundWorkerHandle *handle;
+	TimestampTz started;
+} SyncWorkerEntry;
+
+static List *sync_workers = NIL;
+
+/*
+ * start_worker
+ *		Register the sync worker of stream id in this database; false when
+ *		no background worker slot is free (tried again later).
+ */
+static bool
+start_worker(int64 id, BackgroundWorkerHandle **handle)
+{
+	BackgroundWorker worker;
+
+	CtasBackgroundWorkerInit(&worker, "ctas_fed_sync_main", "ctas_fed sync",
+							 true, BgWorkerStart_RecoveryFinished,
+							 BGW_NEVER_RESTART);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "ctas_fed sync " INT64_FORMAT, id);
+	worker.bgw_main_arg = Int64GetDatum(id);
+	memcpy(worker.bgw_extra, &MyDatabaseId, sizeof(Oid));
+	worker.bgw_notify_pid = MyProcPid;
+	return RegisterDynamicBackgroundWorker(&worker, handle);
+}
+
+/*
+ * stopped_event
+ *		The webhook event of a stopped job, from row i of the resolver's
+ *		scan of ctas_fed.syncs (sync_id, state, slot_name, publication,
+ *		server, owner, job_id, remote_schema, remote_table, created_at).
+ */
+static void
+stopped_event(uint64 i)
+{
+	Oid			serverid = DatumGetObjectId(CtasSyncSpiDatum(i, 5));
+	Oid			owner = DatumGetObjectId(CtasSyncSpiDatum(i, 6));
+	CtasCatalog *catalog;
+
+	if (GetForeignServerExtended(serverid, FSV_MISSING_OK) == NULL)
+		return;
+	catalog = CtasGetCatalog(serverid, owner, false, false);
+	CtasSyncQueueEvent(DatumGetInt64(CtasSyncSpiDatum(i, 7)), catalog, CtasSyncSpiText(i, 8),
+				CtasSyncSpiText(i, 9), "stopped", 0, NULL,
+				DatumGetTimestampTz(CtasSyncSpiDatum(i, 10)));
+}
+
+/*
+ * CtasSyncTick
+ *		Called by the resolver of the database about every second, outside
+ *		a transaction: start a worker for each stream that has a job that
+ *		should run and no worker (not sooner than CTAS_SYNC_RESTART_SECS after
+ *		the last start), and drop the slot and the publication of each
+ *		stream whose jobs are all stopped or failed, once no process uses
+ *		the slot.  Only slots and publications that a job's row names are
+ *		touched.  Can ERROR.
+ */
+void
+CtasSyncTick(void)
+{
+	uint64		i;
+	int			rc;
+	MemoryContext oldcxt;
+	List	   *drop_publication = NIL;
+	List	   *no_worker = NIL;
+	ListCell   *lc;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	rc = SPI_execute("SELECT sync_id, state, slot_name, publication, server, "
+					 "owner, job_id, remote_schema, remote_table, created_at, "
+					 "stream_id, "
+					 "EXISTS (SELECT FROM ctas_fed.syncs o "
+					 "WHERE o.stream_id = s.stream_id "
+					 "AND o.state IN ('copying', 'streaming')), "
+					 "coalesce(state = 'stopped' AND finished_at = "
+					 "(SELECT max(o.finished_at) FROM ctas_fed.syncs o "
+					 "WHERE o.stream_id = s.stream_id), false) "
+					 "FROM ctas_fed.syncs s", true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read ctas_fed.syncs");
+
+	for (i = 0; i < SPI_processed; i++)
+	{
+		int64		id = DatumGetInt64(CtasSyncSpiDatum(i, 1));
+		char	   *state = CtasSyncSpiText(i, 2);
+		char	   *slot_name = CtasSyncSpiText(i, 3);
+		char	   *publication = CtasSyncSpiText(i, 4);
+		int64		stream_id = DatumGetInt64(CtasSyncSpiDatum(i, 11));
+		bool		stream_runs = DatumGetBool(CtasSyncSpiDatum(i, 12));
+
+		if (strcmp(state, "copying") == 0 || strcmp(state, "streaming") == 0)
+		{
+			SyncWorkerEntry *entry = NULL;
+			ListCell   *lc;
+			pid_t		pid;
+			bool		started;
+
+			/* the stream's worker; its other jobs may have started it */
+			foreach(lc, sync_workers)
+			{
+				if (((SyncWorkerEntry *) lfirst(lc))->id == stream_id)
+					entry = lfirst(lc);
+			}
+			if (entry != NULL && entry->handle != NULL &&
+				GetBackgroundWorkerPid(entry->handle, &pid) != BGWH_STOPPED)
+				continue;
+			if (entry != NULL &&
+				!TimestampDifferenceExceeds(entry->started,
+											GetCurrentTimestamp(),
+											CTAS_SYNC_RESTART_SECS * 1000))
+				continue;
+			oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+			if (entry == NULL)
+			{
+				entry = palloc0(sizeof(SyncWorkerEntry));
+				entry->id = stream_id;
+				sync_workers = lappend(sync_workers, entry);
+			}
+			else if (entry->handle != NULL)
+				pfree(entry->handle);
+			entry->handle = NULL;
+			entry->started = GetCurrentTimestamp();
+			started = start_worker(stream_id, &entry->handle);
+			if (!started)
+				entry->handle = NULL;
+			MemoryContextSwitchTo(oldcxt);
+			if (!started)
+				no_worker = lappend(no_worker,
+									psprintf(INT64_FORMAT, stream_id));
+		}
+		else
+		{
+			ReplicationSlot *s;
+			bool		idle = false;
+			uint64		j;
+
+			CtasSyncStatusForget(id);
+			/* the slot and the publication go with the stream's last job */
+			if (stream_runs)
+				continue;
+
+			LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+			s = SearchNamedReplicationSlot(slot_name, false);
+			if (s != NULL)
+			{
+				SpinLockAcquire(&s->mutex);
+				idle = s->active_pid == 0 &&
+					s->data.database == MyDatabaseId;
+				SpinLockRelease(&s->mutex);
+			}
+			LWLockRelease(ReplicationSlotControlLock);
+			if (idle)
+			{
+				ReplicationSlotDrop(slot_name, true);
+				ereport(LOG,
+						(errmsg("ctas_fed: dropped replication slot \"%s\" of %s sync " INT64_FORMAT,
+								slot_name, state, id)));
+				/*
+				 * The worker reported the failures, and the stops of jobs
+				 * whose stream went on; the last stop is told here (one or
+				 * more jobs, stopped in one transaction).
+				 */
+				for (j = 0; j < SPI_processed; j++)
+				{
+					if (DatumGetInt64(CtasSyncSpiDatum(j, 11)) == stream_id &&
+						DatumGetBool(CtasSyncSpiDatum(j, 13)))
+						stopped_event(j);
+				}
+			}
+			/*
+			 * the publication of a stream that ended on a failure, or on
+			 * stops of its last jobs in concurrent transactions, each of
+			 * which left it to the other (stop_sync drops it otherwise)
+			 */
+			if (OidIsValid(get_publication_oid(publication, true)))
+				drop_publication = lappend(drop_publication, publication);
+		}
+	}
+	/* tell, in the job, why it does not run */
+	foreach(lc, no_worker)
+	{
+		Oid			argtypes[1] = {INT8OID};
+		Datum		args[1];
+
+		args[0] = DirectFunctionCall1(int8in, CStringGetDatum(lfirst(lc)));
+		if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET error = "
+								  "'no background worker is free for the sync worker: increase max_worker_processes' "
+								  "WHERE stream_id = $1 "
+								  "AND state IN ('copying', 'streaming') "
+								  "AND error IS DISTINCT FROM "
+								  "'no background worker is free for the sync worker: increase max_worker_processes'",
+								  1, argtypes, args, NULL, false, 0) < 0)
+			elog(ERROR, "could not record the error of sync %s",
+				 (char *) lfirst(lc));
+	}
+	foreach(lc, drop_publication)
+	{
+		if (SPI_execute(psprintf("DROP PUBLICATION IF EXISTS %s",
+								 quote_identifier(lfirst(lc))),
+						false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "could not drop publication \"%s\"",
+				 (char *) lfirst(lc));
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}

@@ -20,7 +20,8 @@
 #   PostgreSQL and 8123 for ClickHouse; the test substitutes the real ones
 #   and back), the ClickHouse password, LSNs (<lsn>), timestamps (<ts>),
 #   database oids and sync/job ids inside object names
-#   (ctas_fed_sync_<oid>_<id>), psql's "psql:<stdin>:N: " prefix, blank
+#   (ctas_fed_sync_<oid>_<id>), psql's "psql:<stdin>:N: " prefix, comment
+#   lines of their own (psql -a does not echo them), blank
 #   lines, and the widths of aligned columns (runs of blanks and of dashes
 #   are collapsed, so a value of another width does not move the others).
 #
@@ -47,7 +48,7 @@ use File::Basename qw(dirname);
 
 use CtasFed::Test;
 
-my @pages = qw(README.md);
+my @pages = qw(README.md docs/reference.md docs/clickhouse.md);
 
 my $local = new_cluster('local',
 	conf => "wal_level = logical\nmax_replication_slots = 10\nmax_wal_senders = 10\n");
@@ -78,11 +79,12 @@ sub normalise
 	my ($s) = @_;
 	$s =~ s/\b$rport\b/5433/g;
 	$s =~ s/\b$chport\b/8123/g;
-	$s =~ s/password '$chpw'/password ''/g;
+	$s =~ s/(SERVER lake\s+OPTIONS \(user 'default', password )'[^']*'/$1'<password>'/g;
 	$s =~ s/^psql:<stdin>:\d+: //mg;
 	$s =~ s/\b[0-9A-F]{1,8}\/[0-9A-F]{1,8}\b/<lsn>/g;
 	$s =~ s/\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d(?::\d\d)?)?/<ts>/g;
 	$s =~ s/ctas_fed_sync_\d+_\d+/ctas_fed_sync_<oid>_<id>/g;
+	$s =~ s/^--.*\n?//mg;    # psql -a does not echo a comment line of its own
 	$s =~ s/[ \t]+$//mg;
 	$s =~ s/ {2,}/ /g;
 	$s =~ s/-{2,}/-/g;
@@ -153,10 +155,19 @@ foreach my $page (@pages)
 	my $text = PostgreSQL::Test::Utils::slurp_file("$root/$page");
 	my @items = parse_page($text);
 
+	# README.md in database postgres, every other page in a database of its
+	# own (docs_reference, ...), so each page starts from nothing
+	my $db = 'postgres';
+	if ($page ne 'README.md')
+	{
+		($db = $page) =~ s{^docs/(.*)\.md$}{docs_$1};
+		$db =~ s/-/_/g;
+		$local->safe_psql('postgres', "CREATE DATABASE $db");
+	}
 	my ($in, $out) = ('', '');
 	my $h = IPC::Run::start(
 		[ 'psql', '-X', '-a', '-q', '-v', 'ON_ERROR_STOP=0',
-		  '-d', $local->connstr('postgres') ],
+		  '-d', $local->connstr($db) ],
 		'<', \$in, '>&', \$out);
 	$in .= "\\pset footer off\n";
 	my $n = 0;
@@ -172,7 +183,7 @@ foreach my $page (@pages)
 			while (time < $deadline)
 			{
 				$ok = 1, last
-				  if $local->safe_psql('postgres', to_real($body)) eq 't';
+				  if $local->safe_psql($db, to_real($body)) eq 't';
 				usleep(100_000);
 			}
 			ok($ok, "$page line $line: docs-wait condition became true");

@@ -48,7 +48,8 @@ use File::Basename qw(dirname);
 
 use CtasFed::Test;
 
-my @pages = qw(README.md docs/reference.md docs/clickhouse.md);
+my @pages = qw(README.md docs/reference.md docs/clickhouse.md
+  docs/many-tables-parallel.md);
 
 my $local = new_cluster('local',
 	conf => "wal_level = logical\nmax_replication_slots = 10\nmax_wal_senders = 10\n");

@@ -49,10 +49,12 @@ use File::Basename qw(dirname);
 use CtasFed::Test;
 
 my @pages = qw(README.md docs/reference.md docs/clickhouse.md
-  docs/many-tables-parallel.md);
+  docs/many-tables-parallel.md docs/sync.md);
 
 my $local = new_cluster('local',
-	conf => "wal_level = logical\nmax_replication_slots = 10\nmax_wal_senders = 10\n");
+	# one resolver per database with ctas_fed (one per page), sync workers
+	conf => "wal_level = logical\nmax_replication_slots = 10\n"
+	  . "max_wal_senders = 10\nmax_worker_processes = 24\n");
 my $remote = new_remote_cluster(
 	'remote',
 	host_auth => 'scram-sha-256',
@@ -85,6 +87,7 @@ sub normalise
 	$s =~ s/\b[0-9A-F]{1,8}\/[0-9A-F]{1,8}\b/<lsn>/g;
 	$s =~ s/\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d(?::\d\d)?)?/<ts>/g;
 	$s =~ s/ctas_fed_sync_\d+_\d+/ctas_fed_sync_<oid>_<id>/g;
+	$s =~ s/ctas_fed_sync_\d+_</ctas_fed_sync_<oid>_</g;
 	$s =~ s/^--.*\n?//mg;    # psql -a does not echo a comment line of its own
 	$s =~ s/[ \t]+$//mg;
 	$s =~ s/ {2,}/ /g;

@@ -160,7 +160,8 @@ ctas_bootstrap()
 	ctas_check_packages && ctas_check_runner && ctas_build_install
 }
 
-# ctas_stage DIR: copy what the tests read (sql/, expected/, test/) into
+# ctas_stage DIR: copy what the tests read (sql/, expected/, test/, and
+# README.md and docs/ for test/t/900_docs_examples.pl) into
 # DIR and hand it to the runner user.  The repository itself may live where
 # that user cannot read (/root/...).
 ctas_stage()
@@ -173,6 +174,8 @@ ctas_stage()
 			mkdir -p "$dir/$d"
 		fi
 	done
+	cp README.md "$dir/" || return 1
+	[ ! -d docs ] || cp -R docs "$dir/" || return 1
 	if ctas_is_root; then
 		chown -R "$CTAS_RUNNER:" "$dir" || return 1
 	fi

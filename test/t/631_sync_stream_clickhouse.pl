@@ -88,9 +88,14 @@ ok(wait_until(120, sub {
 	'both jobs reach streaming');
 sync_write_log($ch, $_, 'id') for 'p', 'q';
 is(our_slots(), '1', 'one replication slot for both tables');
-is(workers(), '1', 'one sync worker for both tables');
+# (creating a materialized view on a table ClickHouse 18.16 is inserting
+# into can fail that insert once: the worker then starts again in 5 s)
+ok(wait_until(30, sub { workers() eq '1' }), 'one sync worker for both tables');
 $churn->finish;
-ok($local->safe_psql('postgres', 'SELECT count(*) FROM shop.p WHERE id > 100000') eq '3000',
+# more changes once the write logs exist: the first writer may have been
+# applied whole before they were made, which would leave them empty
+$local->safe_psql('postgres', 'CALL churn(3000, 500)');
+ok($local->safe_psql('postgres', 'SELECT count(*) FROM shop.p WHERE id > 100000') eq '3500',
 	'the writer made its changes');
 ok(wait_until(60, sub { same('p') && same('q') }),
 	'FINAL WHERE _deleted = 0 of both tables equals the source (every row)');

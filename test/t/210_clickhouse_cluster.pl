@@ -12,6 +12,8 @@
 # options, and what is refused.  After each statement: no _ctas_fed_
 # table on any shard, no durable record left.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -12,6 +12,8 @@
 # stop_sync and DROP TABLE; a DDL on a synced column fails the job.  No
 # replication slot is ever left behind.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

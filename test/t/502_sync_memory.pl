@@ -12,6 +12,8 @@
 # on the source, row for row, and a DDL in the middle of a source
 # transaction fails the jobs keeping exactly the transactions before it.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

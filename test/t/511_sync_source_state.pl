@@ -25,6 +25,8 @@
 #  - a query FROM ONLY the table follows a new child; the event trigger
 #    disabled fails the sync (it could no longer see every DDL).
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

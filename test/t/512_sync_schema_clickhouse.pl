@@ -8,6 +8,8 @@
 # sync (SELECT *) fails at a column added (not followed yet), with the
 # reason, and the remote keeps exactly the transactions before the DDL.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -16,6 +16,8 @@
 # each remote logs every write the sync makes into it (sync_write_log): the
 # remote must hold every row, each written exactly once.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -13,6 +13,8 @@
 # value that cannot be proven fails the job with the reason and writes
 # nothing of its transaction.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -16,6 +16,8 @@
 # once its catalog is back, with a webhook event and a metric, and ends
 # streaming with the remote equal to the source.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -25,6 +25,8 @@
 #  9. ctas_fed.max_syncs_per_role: a non-superuser cannot hold every
 #     background worker with syncs
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

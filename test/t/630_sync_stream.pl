@@ -11,6 +11,8 @@
 # another leave the others streaming on the same slot; the last stop drops
 # the slot and the publication.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

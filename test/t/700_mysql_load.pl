@@ -9,6 +9,8 @@
 # DROP TABLE, and what is not supported.  After each statement: no
 # _ctas_fed_ table and no XA branch left.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -10,8 +10,6 @@
 # has exactly the rows committed (or what it had before), no _ctas_fed_
 # table on any shard, no query of ours running, no durable record.
 
-# ctas-tap: parallel
-
 use strict;
 use warnings;
 

@@ -39,6 +39,7 @@ OBJS = \
 	src/multi.o \
 	src/mysql/conn.o \
 	src/mysql/resolve.o \
+	src/mysql/sync.o \
 	src/mysql/types.o \
 	src/mysql/writer.o \
 	src/mysql/xact.o \

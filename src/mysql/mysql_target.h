@@ -14,6 +14,7 @@
  *				EXPLAIN, listing, and the routine CtasMysqlTarget
  *	xact.c		pre_commit, post_commit, abort, subxact; durable records
  *	resolve.c	recovery from the durable records
+ *	sync.c		continuous sync into MySQL: the target's CtasSyncApply
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -189,6 +190,7 @@ extern char *CtasMyDisplay(const char *db, const char *table);
 extern void CtasMyMapColumn(CtasLoad *load, CtasColumn *col);
 extern char *CtasMyColumnType(CtasLoad *load, CtasColumn *col);
 extern MyColumn *CtasMySetupColumns(CtasLoad *load);
+extern MyColumn *CtasMySyncColumns(int n, char **names, Oid *types);
 extern void CtasMyPutValue(MyColumn *c, StringInfo buf, Datum v,
 						   bool isnull);
 extern char *CtasMyCreateSql(CtasLoad *load, const char *db,
@@ -219,6 +221,9 @@ extern void CtasMyResolve(CtasCatalog *catalog,
 						  void (*emit) (void *arg, const char *object,
 										const char *action),
 						  void *arg);
+
+/* in sync.c */
+extern const CtasSyncApply CtasMySyncApply;
 
 /* in writer.c: the routine, listed in targets.c */
 extern const CtasTargetRoutine CtasMysqlTarget;

@@ -391,6 +391,40 @@ CtasMySetupColumns(CtasLoad *load)
 	return cols;
 }
 
+/*
+ * CtasMySyncColumns
+ *		The encoder's view of the n columns of a sync (names, local types),
+ *		with their output functions.  ERROR for a column with no mapping.
+ *		In the current memory context.
+ */
+MyColumn *
+CtasMySyncColumns(int n, char **names, Oid *types)
+{
+	MyColumn   *cols = palloc0(sizeof(MyColumn) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		MyColumn   *c = &cols[i];
+		Oid			base = getBaseType(types[i]);
+		Oid			func;
+		bool		isvarlena;
+
+		c->name = names[i];
+		c->numeric_int = -1;
+		c->out = palloc0(sizeof(FmgrInfo));
+		getTypeOutputInfo(types[i], &func, &isvarlena);
+		fmgr_info(func, c->out);
+		if (!my_source(base, &c->src))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column \"%s\" of type %s cannot be written to a MySQL catalog",
+							names[i], format_type_be(types[i])),
+					 errhint("Cast the column to text in the query.")));
+	}
+	return cols;
+}
+
 /* the escapes of LOAD DATA ... FIELDS ESCAPED BY '\\' */
 static void
 my_append_escaped(StringInfo buf, const char *s, size_t len)

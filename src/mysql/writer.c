@@ -599,5 +599,5 @@ const CtasTargetRoutine CtasMysqlTarget = {
 	.list_tables = my_list_tables,
 	.list_columns = my_list_columns,
 	.resolve = CtasMyResolve,
-	.sync = NULL,
+	.sync = &CtasMySyncApply,
 };

@@ -154,6 +154,9 @@ typedef struct MyLoad
 	uint64		inflight_rows;
 	uint64		block_rows;		/* streaming: rows since the last COMMIT */
 	uint64		sent;			/* rows the server took */
+	bool		parallel;		/* leader of a parallel load: the workers
+								 * load into */
+	uint64		base_rows;		/* rows into held before the workers' */
 } MyLoad;
 
 /* Durable records (xact.c, read by resolve.c) */

@@ -72,7 +72,8 @@ OBJS = \
 	src/workers/launcher.o \
 	src/workers/notifier.o \
 	src/workers/resolver.o \
-	src/xact.o
+	src/xact.o \
+	src/xrecord.o
 
 EXTENSION = ctas_fed
 DATA = ctas_fed--0.1.sql ctas_fed--0.1--0.2.sql

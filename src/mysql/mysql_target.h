@@ -41,7 +41,7 @@ typedef struct MyConn MyConn;
 								 * ended by an interrupt */
 
 /* Size of one LOAD DATA statement's stream: bounded memory */
-#define MY_CHUNK_BYTES	(4 * 1024 * 1024)
+#define MY_CHUNK_BYTES	(1024 * 1024)
 
 /* What a local value is, for the encoder (types.c) */
 typedef enum MySrc
@@ -160,7 +160,7 @@ typedef struct MyLoad
 } MyLoad;
 
 /* Durable records (xact.c, read by resolve.c) */
-#define MY_RECORD_DIR		"pg_ctas_fed"
+#define MY_RECORD_DIR		"pg_ctas_fed"	/* CTAS_RECORD_DIR of xrecord.h */
 #define MY_RECORD_PREFIX	"my_"
 #define MY_RECORD_MAGIC		"ctas_fed mysql"
 #define MY_RECORD_VERSION	"1"
@@ -206,7 +206,6 @@ extern MyAction *CtasMyNewAction(CtasParticipant *part, MyXact *xs,
 								 MyActionKind kind, const char *db,
 								 const char *table);
 extern void CtasMyRecordWrite(CtasParticipant *part, MyXact *xs);
-extern pg_crc32c CtasMyRecordCrc(const char *data, size_t len);
 extern MyConn *CtasMyXaBegin(CtasParticipant *part, MyXact *xs);
 extern bool CtasMyCleanupFailed;
 extern bool CtasMyCleanup(MyConn *conn, const char *sql, const char *what,

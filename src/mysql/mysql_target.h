@@ -41,7 +41,7 @@ typedef struct MyConn MyConn;
 								 * ended by an interrupt */
 
 /* Size of one LOAD DATA statement's stream: bounded memory */
-#define MY_CHUNK_BYTES	(1024 * 1024)
+#define MY_CHUNK_BYTES	(4 * 1024 * 1024)
 
 /* What a local value is, for the encoder (types.c) */
 typedef enum MySrc
@@ -194,6 +194,8 @@ extern void CtasMyMapColumn(CtasLoad *load, CtasColumn *col);
 extern char *CtasMyColumnType(CtasLoad *load, CtasColumn *col);
 extern MyColumn *CtasMySetupColumns(CtasLoad *load);
 extern MyColumn *CtasMySyncColumns(int n, char **names, Oid *types);
+extern char *CtasMyLoadSql(const char *qualified, MyColumn *cols, int n,
+						   const char *extra);
 extern void CtasMyPutValue(MyColumn *c, StringInfo buf, Datum v,
 						   bool isnull);
 extern char *CtasMyCreateSql(CtasLoad *load, const char *db,

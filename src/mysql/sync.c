@@ -184,48 +184,6 @@ is_key(CtasSyncTarget *t, int i)
 	return false;
 }
 
-/*
- * load_clauses
- *		The LOAD DATA clauses after the file name, into table, of the
- *		columns of t and, when batch, the batch's own three.  bytea travels
- *		in hex, through UNHEX (types.c).
- */
-static char *
-load_clauses(CtasSyncTarget *t, MySyncState *st, const char *table,
-			 bool batch)
-{
-	StringInfoData sql;
-	StringInfoData set;
-	int			i;
-
-	initStringInfo(&sql);
-	initStringInfo(&set);
-	appendStringInfo(&sql, "INTO TABLE %s CHARACTER SET utf8mb4 "
-					 "FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' "
-					 "LINES TERMINATED BY '\\n' (", table);
-	for (i = 0; i < t->ncolumns; i++)
-	{
-		const char *name = CtasMyQuoteIdent(t->columns[i]);
-
-		if (i > 0)
-			appendStringInfoString(&sql, ", ");
-		if (st->cols[i].src == MYS_BYTEA)
-		{
-			appendStringInfo(&sql, "@v%d", i);
-			appendStringInfo(&set, "%s%s = UNHEX(@v%d)",
-							 set.len > 0 ? ", " : " SET ", name, i);
-		}
-		else
-			appendStringInfoString(&sql, name);
-	}
-	if (batch)
-		appendStringInfoString(&sql, ", " KIND_COLUMN ", " ORDER_COLUMN
-							   ", " UNCHANGED_COLUMN);
-	appendStringInfoChar(&sql, ')');
-	appendStringInfoString(&sql, set.data);
-	return sql.data;
-}
-
 /* the statements of the sync, in the current memory context */
 static void
 build_sql(CtasSyncTarget *t, MySyncState *st)
@@ -237,8 +195,10 @@ build_sql(CtasSyncTarget *t, MySyncState *st)
 	bool		first = true;
 	int			i;
 
-	st->copy_load = load_clauses(t, st, st->qualified, false);
-	st->batch_load = load_clauses(t, st, BATCH_TABLE, true);
+	st->copy_load = CtasMyLoadSql(st->qualified, st->cols, t->ncolumns, NULL);
+	st->batch_load = CtasMyLoadSql(BATCH_TABLE, st->cols, t->ncolumns,
+								   KIND_COLUMN ", " ORDER_COLUMN ", "
+								   UNCHANGED_COLUMN);
 
 	initStringInfo(&match);
 	for (i = 0; i < t->nkeys; i++)

@@ -425,6 +425,49 @@ CtasMySyncColumns(int n, char **names, Oid *types)
 	return cols;
 }
 
+/*
+ * CtasMyLoadSql
+ *		The LOAD DATA clauses after the file name: into the table qualified
+ *		(quoted), the n columns of the encoder's text (bytea through
+ *		UNHEX of a variable), then extra, the names of more fields of each
+ *		line (already quoted), or NULL.  Palloc'd.
+ */
+char *
+CtasMyLoadSql(const char *qualified, MyColumn *cols, int n,
+			  const char *extra)
+{
+	StringInfoData sql;
+	StringInfoData set;
+	int			i;
+
+	initStringInfo(&sql);
+	initStringInfo(&set);
+	appendStringInfo(&sql, "INTO TABLE %s CHARACTER SET utf8mb4 "
+					 "FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' "
+					 "LINES TERMINATED BY '\\n' (", qualified);
+	for (i = 0; i < n; i++)
+	{
+		const char *name = CtasMyQuoteIdent(cols[i].name);
+
+		if (i > 0)
+			appendStringInfoString(&sql, ", ");
+		if (cols[i].src == MYS_BYTEA)
+		{
+			appendStringInfo(&sql, "@v%d", i);
+			appendStringInfo(&set, "%s%s = UNHEX(@v%d)",
+							 set.len > 0 ? ", " : " SET ", name, i);
+		}
+		else
+			appendStringInfoString(&sql, name);
+	}
+	if (extra)
+		appendStringInfo(&sql, ", %s", extra);
+	appendStringInfoChar(&sql, ')');
+	appendStringInfoString(&sql, set.data);
+	pfree(set.data);
+	return sql.data;
+}
+
 /* the escapes of LOAD DATA ... FIELDS ESCAPED BY '\\' */
 static void
 my_append_escaped(StringInfo buf, const char *s, size_t len)

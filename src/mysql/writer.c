@@ -146,34 +146,7 @@ static char *
 my_load_sql(CtasLoad *load, const char *db, const char *into,
 			MyColumn *cols)
 {
-	StringInfoData sql;
-	StringInfoData set;
-	int			i;
-
-	initStringInfo(&sql);
-	initStringInfo(&set);
-	appendStringInfo(&sql, "INTO TABLE %s CHARACTER SET utf8mb4 "
-					 "FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' "
-					 "LINES TERMINATED BY '\\n' (",
-					 CtasMyQname(db, into));
-	for (i = 0; i < load->ncolumns; i++)
-	{
-		const char *name = CtasMyQuoteIdent(load->columns[i].name);
-
-		if (i > 0)
-			appendStringInfoString(&sql, ", ");
-		if (cols[i].src == MYS_BYTEA)
-		{
-			appendStringInfo(&sql, "@v%d", i);
-			appendStringInfo(&set, "%s%s = UNHEX(@v%d)",
-							 set.len > 0 ? ", " : " SET ", name, i);
-		}
-		else
-			appendStringInfoString(&sql, name);
-	}
-	appendStringInfoChar(&sql, ')');
-	appendStringInfoString(&sql, set.data);
-	return sql.data;
+	return CtasMyLoadSql(CtasMyQname(db, into), cols, load->ncolumns, NULL);
 }
 
 /* every column of the load must exist in db.table (appends go by name) */

@@ -112,12 +112,16 @@ for my $kill (1 .. 2)
 		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'ctas_fed sync'");
 		$p ne '' && $p ne $pid }), "worker killed ($kill): a new worker runs");
 }
-$my->kill9;
-usleep(1_000_000);
-$my->restart;
-pass('MariaDB killed and restarted mid-stream');
 $writer->finish;
 is($$werr, '', 'the writer ran through');
+# MariaDB killed; changes go on meanwhile; restarted
+$my->kill9;
+my ($writer2, $wout2, $werr2) = start_psql($local, 'CALL churn(1500, 1000)');
+usleep(1_500_000);
+$my->restart;
+pass('MariaDB killed and restarted mid-stream');
+$writer2->finish;
+is($$werr2, '', 'the second writer ran through');
 
 ok(wait_until(90, sub { my_sum() eq src_sum() }),
 	'after kills and a MariaDB restart: equal by checksum')

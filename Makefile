@@ -41,6 +41,7 @@ OBJS = \
 	src/mysql/resolve.o \
 	src/mysql/sync.o \
 	src/mysql/types.o \
+	src/mysql/verify.o \
 	src/mysql/writer.o \
 	src/mysql/xact.o \
 	src/parallel.o \

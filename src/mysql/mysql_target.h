@@ -15,6 +15,7 @@
  *	xact.c		pre_commit, post_commit, abort, subxact; durable records
  *	resolve.c	recovery from the durable records
  *	sync.c		continuous sync into MySQL: the target's CtasSyncApply
+ *	verify.c	verify_sync's two sides for a sync into MySQL
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -228,6 +229,14 @@ extern void CtasMyResolve(CtasCatalog *catalog,
 
 /* in sync.c */
 extern const CtasSyncApply CtasMySyncApply;
+
+/* in verify.c */
+extern char *CtasMySyncVerifyLocal(CtasSyncTarget *t, int col,
+								   const char *expr);
+extern void CtasMySyncVerifyRemote(CtasSyncTarget *t, int level,
+								   List *prefixes, bool rows,
+								   void (*emit) (void *arg, char **fields),
+								   void *arg);
 
 /* in writer.c: the routine, listed in targets.c */
 extern const CtasTargetRoutine CtasMysqlTarget;

@@ -55,9 +55,9 @@
  * transaction exactly once.  A lost reply to COMMIT is the same: the lsn
  * read after reconnecting says whether it took effect.
  *
- * No verify_local / verify_remote (verify_sync is refused for MySQL
- * catalogs) and no rebuild: a resync deletes and copies in one remote
- * transaction, which readers see whole at commit.
+ * verify_local / verify_remote are in verify.c; no rebuild: a resync
+ * deletes and copies in one remote transaction, which readers see whole at
+ * commit.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -161,6 +161,8 @@ const CtasSyncApply CtasMySyncApply = {
 	.truncate = my_sync_truncate,
 	.commit = my_sync_commit,
 	.close = my_sync_close,
+	.verify_local = CtasMySyncVerifyLocal,	/* verify.c */
+	.verify_remote = CtasMySyncVerifyRemote,
 	.keeps_unchanged = true,
 	.transactional = true,
 };

@@ -6,8 +6,9 @@
 # keeps), deletes, changes keys and truncates, while the sync worker is
 # killed twice and MariaDB is killed and restarted.  Once quiet, the remote
 # table equals the source by checksum, and a write log kept by triggers on
-# MariaDB shows that no change was applied twice.  verify_sync is refused
-# with a clear error; stop_sync leaves no slot.
+# MariaDB shows that no change was applied twice.  resync repairs a remote
+# that drifted; verify_sync finds it equal, then names the keys that
+# drifted; stop_sync leaves no slot.
 # ctas-tap: parallel
 
 use strict;
@@ -26,11 +27,17 @@ mysql_catalog($local, $my);
 
 $local->safe_psql('postgres', q{
 CREATE TABLE src (id int PRIMARY KEY, ver int NOT NULL, name text,
-                  amount numeric(12,2), big text, b bytea);
+                  amount numeric(12,2), big text, b bytea,
+                  ts timestamptz DEFAULT '2024-01-02 03:04:05.678901+02',
+                  d date DEFAULT '2024-02-29', flag bool DEFAULT true,
+                  t time DEFAULT '23:59:59.5', n numeric DEFAULT 1.50);
 ALTER TABLE src ALTER COLUMN big SET STORAGE EXTERNAL;
 INSERT INTO src SELECT g, 0, 'n' || g, g * 1.5,
        CASE WHEN g % 50 = 0 THEN repeat(md5(g::text), 200) END,
-       CASE WHEN g % 3 = 0 THEN decode(md5(g::text), 'hex') END
+       CASE WHEN g % 3 = 0 THEN decode(md5(g::text), 'hex') END,
+       timestamptz '2024-01-01 00:00:00+00' + g * interval '1.000001 s',
+       DATE '2000-01-01' + g, g % 2 = 0, time '00:00' + g * interval '1.5 s',
+       CASE WHEN g % 7 = 0 THEN NULL ELSE g / 8.0 END
   FROM generate_series(1, 5000) g;
 CREATE PROCEDURE churn(base int, cnt int) LANGUAGE plpgsql AS $$
 BEGIN
@@ -146,11 +153,17 @@ $local->safe_psql('postgres', "SELECT ctas_fed.resync('shop.shop.src')");
 ok(wait_until(60, sub { state() eq 'streaming' && my_sum() eq src_sum() }),
 	'resync: equal by checksum again (the remote drift is gone)');
 
-# verify_sync is refused for MySQL catalogs, with the reason
-my ($rc, $out, $err) = $local->psql('postgres',
-	"SELECT * FROM ctas_fed.verify_sync('shop.shop.src')");
-like($err, qr/verify_sync does not support catalogs of type "mysql"/,
-	'verify_sync: a clear refusal');
+# verify_sync: equal, then the differing keys of a remote that drifted
+is($local->safe_psql('postgres',
+	"SELECT string_agg(result, ',') FROM ctas_fed.verify_sync('shop.shop.src')"),
+	'equal', 'verify_sync: equal');
+$my->sql("UPDATE shop.src SET name = 'drifted' WHERE id = 3; DELETE FROM shop.src WHERE id = 4");
+is($local->safe_psql('postgres',
+	"SELECT string_agg(result || ' ' || key, ',' ORDER BY key) FROM ctas_fed.verify_sync('shop.shop.src')"),
+	'different 3,different 4', 'verify_sync: the drifted and the missing key');
+$local->safe_psql('postgres', "SELECT ctas_fed.resync('shop.shop.src')");
+ok(wait_until(60, sub { state() eq 'streaming' && my_sum() eq src_sum() }),
+	'resync: equal by checksum again');
 
 # stop: no slot left, nothing staged on MariaDB
 $local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('shop.shop.src')");

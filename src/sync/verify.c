@@ -66,9 +66,7 @@
 #include "access/xlog.h"
 #include "access/xlogutils.h"
 #include "catalog/pg_type.h"
-#include "commands/defrem.h"
 #include "executor/spi.h"
-#include "foreign/foreign.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "replication/logical.h"
@@ -83,7 +81,6 @@
 #include "utils/ruleutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
-#include "utils/varlena.h"
 #include "utils/wait_event.h"
 
 #include "sync/sync_int.h"
@@ -600,41 +597,6 @@ CtasSyncVerifyIfAsked(List *jobs)
 	MemoryContextDelete(cxt);
 }
 
-/*
- * check_verifiable
- *		ERROR unless the target of the sync into target (catalog.schema.
- *		table, found by CtasSyncFindRunning) can compute the check's
- *		remote side (target.h: verify_local and verify_remote).
- */
-static void
-check_verifiable(text *target)
-{
-	List	   *names = textToQualifiedNameList(target);
-	ForeignServer *server = GetForeignServerByName(strVal(linitial(names)),
-												   false);
-	const char *type = NULL;
-	const CtasTargetRoutine *routine;
-	ListCell   *lc;
-
-	foreach(lc, server->options)
-	{
-		DefElem    *def = lfirst(lc);
-
-		if (strcmp(def->defname, "type") == 0)
-			type = defGetString(def);
-	}
-	routine = type ? CtasTargetByName(type) : NULL;
-	if (routine != NULL && routine->sync != NULL &&
-		(routine->sync->verify_local == NULL ||
-		 routine->sync->verify_remote == NULL))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("verify_sync does not support catalogs of type \"%s\"",
-						routine->type_name),
-				 errdetail("The target cannot compute the check's hashes of its rows."),
-				 errhint("Compare the tables with a query on each side, or use ctas_fed.resync() to copy the table again.")));
-}
-
 PG_FUNCTION_INFO_V1(ctas_fed_verify_sync);
 
 /*
@@ -663,7 +625,6 @@ ctas_fed_verify_sync(PG_FUNCTION_ARGS)
 	uint64		i;
 
 	id = CtasSyncFindRunning(target, "verify", false, &stream_id, &state);
-	check_verifiable(target);
 	if (strcmp(state, "streaming") != 0 ||
 		!CtasSyncStatusAskVerify(id, &ticket, &pid))
 		ereport(ERROR,

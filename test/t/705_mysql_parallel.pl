@@ -60,6 +60,13 @@ sub psql_err
 	return $rc == 0 ? '' : $err;
 }
 
+# EXPLAIN: the workers, no remote work
+like($local->safe_psql('postgres',
+	q{EXPLAIN (COSTS OFF) CREATE TABLE shop.shop.p WITH (parallel = 2) AS SELECT * FROM big}),
+	qr/Parallel: 2 workers, \d+ chunks of \d+ blocks/, 'EXPLAIN shows the workers');
+is($my->sql("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'shop'"),
+	'0', 'EXPLAIN made no table');
+
 # create, in parallel
 my ($rc, $out, $err) = $local->psql('postgres', q{SET client_min_messages = notice;
 CREATE TABLE shop.shop.p WITH (parallel = 2) AS SELECT * FROM big});

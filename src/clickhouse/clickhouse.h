@@ -445,6 +445,7 @@ extern void CtasChPutValue(ChEnc *e, StringInfo buf, Datum v, bool isnull);
 /* in xact.c */
 extern void CtasChCheckVersion(CtasHttp *http);
 extern const char *const CtasChActionNames[CH_DROP + 1];
+extern pg_crc32c CtasChRecordCrc(const char *data, size_t len);
 extern void CtasChRecordWrite(CtasParticipant *part, ChXact *xs);
 extern ChXact *CtasChXact(CtasParticipant *part);
 extern CtasHttp *CtasChActionHttp(ChXact *xs, ChAction *a);

@@ -27,7 +27,6 @@
 
 #include "clickhouse.h"
 #include "gid.h"
-#include "xrecord.h"
 
 /* ------------------------------------------------------------------------
  * Recovery
@@ -106,7 +105,7 @@ ch_record_read(int fd, const char *path, const char **why)
 		*why = "it does not end with its checksum";
 		return NIL;
 	}
-	if (CtasRecordCrc(data, trailer - data) != (pg_crc32c) crc)
+	if (CtasChRecordCrc(data, trailer - data) != (pg_crc32c) crc)
 	{
 		*why = "its checksum does not match its content";
 		return NIL;

@@ -39,7 +39,9 @@ OBJS = \
 	src/multi.o \
 	src/mysql/conn.o \
 	src/mysql/resolve.o \
+	src/mysql/sync.o \
 	src/mysql/types.o \
+	src/mysql/verify.o \
 	src/mysql/writer.o \
 	src/mysql/xact.o \
 	src/parallel.o \
@@ -71,7 +73,8 @@ OBJS = \
 	src/workers/launcher.o \
 	src/workers/notifier.o \
 	src/workers/resolver.o \
-	src/xact.o
+	src/xact.o \
+	src/xrecord.o
 
 EXTENSION = ctas_fed
 DATA = ctas_fed--0.1.sql ctas_fed--0.1--0.2.sql

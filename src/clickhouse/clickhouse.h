@@ -392,6 +392,8 @@ extern void CtasChAppendType(StringInfo buf, const ChType *t);
 extern char *CtasChTypeText(const ChType *t);
 extern bool CtasChIsKey(CtasLoad *load, const CtasColumn *col);
 extern void CtasChMapColumn(CtasLoad *load, CtasColumn *col);
+extern char *CtasChSyncColumnType(Oid typid, int32 typmod,
+								  const char *colname);
 
 /* in ddl.c */
 extern char *CtasChQname(const char *db, const char *table);

@@ -155,6 +155,8 @@ static void ch_sync_delete(CtasSyncTarget *t, Datum *keys);
 static void ch_sync_truncate(CtasSyncTarget *t);
 static void ch_sync_commit(CtasSyncTarget *t, uint64 lsn);
 static void ch_sync_close(CtasSyncTarget *t);
+static char *ch_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes,
+						   int nchanges);
 
 const CtasSyncApply CtasChSyncApply = {
 	.prepare = ch_sync_prepare,
@@ -167,6 +169,7 @@ const CtasSyncApply CtasChSyncApply = {
 	.truncate = ch_sync_truncate,
 	.commit = ch_sync_commit,
 	.close = ch_sync_close,
+	.alter = ch_sync_alter,
 	.rebuild = CtasChSyncRebuild,	/* verify.c */
 	.rebuilt = CtasChSyncRebuilt,
 	.verify_local = CtasChSyncVerifyLocal,
@@ -735,4 +738,157 @@ ch_sync_close(CtasSyncTarget *t)
 		tuplesort_end(st->changes);
 	st->changes = NULL;
 	t->private = NULL;
+}
+
+/*
+ * ch_default_literal
+ *		The ClickHouse expression of an added column's value for the rows
+ *		there are: its text under the pinned settings, cast by ClickHouse,
+ *		for the types whose text ClickHouse reads as PostgreSQL writes it;
+ *		NULL for another type.
+ */
+static char *
+ch_default_literal(const CtasSyncAlter *c, const char *type)
+{
+	Oid			outfunc;
+	bool		isvarlena;
+
+	switch (getBaseType(c->typid))
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case NUMERICOID:
+		case TEXTOID:
+		case VARCHAROID:
+		case DATEOID:
+			break;
+		default:
+			return NULL;
+	}
+	getTypeOutputInfo(c->typid, &outfunc, &isvarlena);
+	return psprintf("CAST(%s AS %s)",
+					CtasChLit(OidOutputFunctionCall(outfunc, c->value)), type);
+}
+
+/*
+ * ch_sync_alter
+ *		Schema changes of a whole-row sync (target.h).  Called between
+ *		source transactions (sync/apply.c refuses one after changes of its
+ *		own transaction): the rows of the transactions before are written
+ *		first, then each ALTER TABLE, which ClickHouse applies to the
+ *		table's metadata at once, so that a reader sees the table as of a
+ *		source transaction, with or without the change.  An added column
+ *		gets the value of the rows there are as its DEFAULT, which
+ *		ClickHouse reads for the parts written before it (the sync always
+ *		writes every column after).  A change found done (a batch applied
+ *		again after a crash) is skipped.  A column is not renamed
+ *		(ClickHouse 18.16 has no RENAME COLUMN), nor given a default it
+ *		could read differently: the job fails, with nothing done.
+ */
+static char *
+ch_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
+{
+	ChSyncState *st = (ChSyncState *) t->private;
+	char	  **types = palloc0(sizeof(char *) * nchanges);
+	char	  **defaults = palloc0(sizeof(char *) * nchanges);
+	MemoryContext oldcxt;
+	char	   *body;
+	List	   *rows;
+	int			nf;
+	int			n;
+	int			i;
+
+	for (n = 0; n < nchanges; n++)
+	{
+		const CtasSyncAlter *c = &changes[n];
+
+		if (c->kind == CTAS_SYNC_RENAME_COLUMN)
+			return psprintf("column \"%s\" cannot be renamed in a ClickHouse table (this ClickHouse has no RENAME COLUMN)",
+							c->column);
+		if (c->kind != CTAS_SYNC_ADD_COLUMN && c->kind != CTAS_SYNC_RETYPE_COLUMN)
+			continue;
+		types[n] = CtasChSyncColumnType(c->typid, c->typmod, c->column);
+		if (types[n] == NULL)
+			return psprintf("column \"%s\" of type %s has no ClickHouse type",
+							c->column, format_type_be(c->typid));
+		if (c->kind == CTAS_SYNC_ADD_COLUMN && !c->isnull &&
+			(defaults[n] = ch_default_literal(c, types[n])) == NULL)
+			return psprintf("column \"%s\" was added with a default of type %s, which is not given to the rows of a ClickHouse table",
+							c->column, format_type_be(c->typid));
+	}
+	if (st->changes != NULL && st->lsn == t->change_lsn)
+		elog(ERROR, "a schema change after changes of its source transaction");
+	if (st->changes != NULL || st->truncated)
+		write_changes(t, st);
+	send_pending(t);
+
+	body = CtasHttpQuery(st->http,
+						 psprintf("SELECT name FROM system.columns WHERE database = %s AND table = %s",
+								  CtasChLit(t->schema), CtasChLit(t->table)),
+						 "read the columns of the synced table");
+	rows = CtasChTsv(body, &nf);
+	for (n = 0; n < nchanges; n++)
+	{
+		const CtasSyncAlter *c = &changes[n];
+		bool		exists = false;
+		StringInfoData sql;
+		ListCell   *lc;
+
+		foreach(lc, rows)
+		{
+			char	  **f = lfirst(lc);
+
+			exists |= f[0] != NULL && strcmp(f[0], c->column) == 0;
+		}
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "ALTER TABLE %s ", st->qtable);
+		if (c->kind == CTAS_SYNC_ADD_COLUMN && !exists)
+		{
+			appendStringInfoString(&sql, "ADD COLUMN ");
+			CtasChAppendIdent(&sql, c->column);
+			appendStringInfo(&sql, " %s", types[n]);
+			if (defaults[n] != NULL)
+				appendStringInfo(&sql, " DEFAULT %s", defaults[n]);
+		}
+		else if (c->kind == CTAS_SYNC_DROP_COLUMN && exists)
+		{
+			appendStringInfoString(&sql, "DROP COLUMN ");
+			CtasChAppendIdent(&sql, c->column);
+		}
+		else if (c->kind == CTAS_SYNC_RETYPE_COLUMN)
+		{
+			appendStringInfoString(&sql, "MODIFY COLUMN ");
+			CtasChAppendIdent(&sql, c->column);
+			appendStringInfo(&sql, " %s", types[n]);
+		}
+		else
+			continue;
+		CtasHttpQuery(st->http, sql.data, "change the synced table");
+	}
+
+	/* the columns after the changes, and what depends on them */
+	oldcxt = MemoryContextSwitchTo(st->cxt);
+	t->ncolumns = changes[nchanges - 1].ncolumns;
+	t->columns = palloc(sizeof(char *) * Max(t->ncolumns, 1));
+	t->types = palloc(sizeof(Oid) * Max(t->ncolumns, 1));
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		t->columns[i] = pstrdup(changes[nchanges - 1].columns[i]);
+		t->types[i] = changes[nchanges - 1].types[i];
+	}
+	st->cols = encoders(t, st, t->ncolumns, t->columns, t->types);
+	st->insert_sql = insert_sql(st, t->ncolumns, t->columns);
+	for (i = 0; i < t->nkeys; i++)
+	{
+		int			j;
+
+		for (j = 0; j < t->ncolumns; j++)
+		{
+			if (strcmp(t->columns[j], t->keys[i]) == 0)
+				st->keypos[i] = j;
+		}
+	}
+	MemoryContextSwitchTo(oldcxt);
+	return NULL;
 }

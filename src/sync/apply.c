@@ -106,6 +106,7 @@ typedef struct SyncPeekState
 	Oid			save_userid;	/* the worker's own identity */
 	int			save_sec;
 	bool		redo;			/* read the peek again (see above) */
+	MemoryContext cxt;			/* of the whole peek */
 } SyncPeekState;
 
 /*
@@ -497,6 +498,9 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
 
 	if (relation_ok(st->job, rel, &bad))
 		return;
+	/* after a followed change: as in schema_change_message */
+	if (st->job->reshaped)
+		check_relation_message(st->job, rel);
 	if (st->xact_changes > 0)
 	{
 		st->job->stop_at = st->xact_lsn;
@@ -505,6 +509,57 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
 	}
 	finish_remote(st);
 	check_relation_message(st->job, rel);
+}
+
+/*
+ * follow_schema_change
+ *		A schema change that the whole-row sync of st follows on its remote
+ *		table (sync/ddl.c): in its remote transaction, begun here if need
+ *		be, then with the query's expressions built anew for its columns.
+ *		A job skipping the transaction (applied before) takes the columns
+ *		only.  A target without transactions writes a source transaction
+ *		at its end: a change after some of the transaction's rows would
+ *		come before them, so that is refused (also in the second reading,
+ *		which holds the job back from that transaction).  Returns NULL, or
+ *		why it cannot be followed.
+ */
+static char *
+follow_schema_change(SyncPeekState *peek, SyncApplyState *st)
+{
+	SyncJob    *job = st->job;
+	MemoryContext oldcxt;
+	char	   *reason;
+
+	if (!st->skipping && !job->apply->transactional &&
+		(st->xact_changes > 0 || st->held))
+	{
+		job->follow = NULL;
+		return psprintf("a schema change of the source of sync " INT64_FORMAT " came after changes of the same source transaction, which a catalog without transactions cannot keep apart",
+						job->id);
+	}
+	/* a transaction the job is held back from: it fails there */
+	if (st->held)
+	{
+		job->follow = NULL;
+		return psprintf("a schema change of the source of sync " INT64_FORMAT " in a source transaction that also makes one it cannot follow",
+						job->id);
+	}
+	if (!st->skipping && !st->began)
+	{
+		job->apply->begin(&job->target);
+		st->began = true;
+	}
+	reason = CtasSyncSchemaFollow(job, !st->skipping);
+	if (reason != NULL)
+		return reason;
+	/* the old ones may hold the message being read: freed with the peek */
+	oldcxt = MemoryContextSwitchTo(peek->cxt);
+	st->ev = CtasSyncBuildEval(job);
+	if (st->toast != NULL)
+		CtasSyncToastEnd(st->toast);
+	st->toast = CtasSyncToastBegin(job);
+	MemoryContextSwitchTo(oldcxt);
+	return NULL;
 }
 
 /*
@@ -543,6 +598,8 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 
 		CtasSyncCurrentJob = st->job;
 		reason = CtasSyncSchemaChange(st->job, content, len, &mine);
+		if (mine && reason == NULL && st->job->follow != NULL)
+			reason = follow_schema_change(peek, st);
 
 		/*
 		 * A transaction applied before: its DDL was followed then (a job
@@ -558,6 +615,16 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 							st->job->id, LSN_FORMAT_ARGS(st->xact_lsn))));
 			continue;
 		}
+		/*
+		 * After a change followed in this reading (in the source
+		 * transaction, or one before it): nothing of the reading is
+		 * committed, the remote keeps what it had.
+		 */
+		if (st->job->reshaped)
+			SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					  errmsg_internal("%s", reason),
+					  errdetail("The remote table keeps the source transactions it had applied before the worker read the stream this time."),
+					  errhint("Stop the sync with ctas_fed.stop_sync() and create it again (docs/sync-schema-changes.md)."));
 		if (st->xact_changes > 0)
 		{
 			st->job->stop_at = st->xact_lsn;
@@ -798,6 +865,7 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 	bool		committed = false;
 
 	memset(&peek, 0, sizeof(peek));
+	peek.cxt = CurrentMemoryContext;
 	peek.njobs = list_length(jobs);
 	peek.jobs = palloc0(sizeof(SyncApplyState) * Max(peek.njobs, 1));
 	j = 0;
@@ -880,6 +948,12 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 		{
 			SyncJob    *job = peek.jobs[j].job;
 
+			/* columns followed in the first reading: from the stored ones */
+			if (job->reshaped)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("sync " INT64_FORMAT " reads its stream again after following a schema change; the worker starts again",
+								job->id)));
 			memcpy(job->attnames, names[j], sizeof(char *) * job->ncols);
 			job->names_changed = false;
 			if (job->stop_at != InvalidXLogRecPtr)

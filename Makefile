@@ -25,6 +25,7 @@ OBJS = \
 	src/clickhouse/rowbinary.o \
 	src/clickhouse/stage.o \
 	src/clickhouse/sync.o \
+	src/clickhouse/sync_keep.o \
 	src/clickhouse/types.o \
 	src/clickhouse/verify.o \
 	src/clickhouse/writer.o \

@@ -219,6 +219,8 @@ typedef struct CtasSyncApply
 	void		(*upsert) (CtasSyncTarget *t, Datum *values, bool *nulls,
 						   const bool *unchanged);
 	bool		keeps_unchanged;	/* upsert takes an unchanged mask */
+	/* optional (NULL: every column): whether it keeps column col's value */
+	bool		(*can_keep) (CtasSyncTarget *t, int col);
 	bool		transactional;	/* nothing of a batch is visible before
 								 * commit */
 	/* a row of the initial copy, into the table truncate emptied */

@@ -442,6 +442,25 @@ extern void CtasChClusterExplain(CtasLoad *load, ExplainState *es);
 
 /* in rowbinary.c */
 extern ChColumn *CtasChSetupColumns(CtasLoad *load, char **types);
+
+/*
+ * in sync_keep.c: unchanged values of a sync taken from the remote row.  A
+ * row being completed: each column's RowBinary bytes, missing where the
+ * change did not carry the value.
+ */
+typedef struct ChKeptRow
+{
+	char	   *keyraw;			/* CtasChSyncKeyText */
+	StringInfoData *segs;		/* per column */
+	bool	   *missing;
+} ChKeptRow;
+extern bool CtasChSyncCanKeep(CtasSyncTarget *t, ChColumn *cols,
+							  ChColumn *keycols, int col);
+extern char *CtasChSyncKeyText(CtasSyncTarget *t, ChColumn *keycols,
+							   Datum *values, const int *keypos);
+extern void CtasChSyncFetchKept(CtasHttp *http, CtasSyncTarget *t,
+								const char *qtable, ChColumn *cols,
+								List *rows);
 extern void CtasChPutValue(ChEnc *e, StringInfo buf, Datum v, bool isnull);
 
 /* in xact.c */

@@ -112,7 +112,14 @@
 #define CHANGE_SEQ		2
 #define CHANGE_DELETED	3
 #define CHANGE_ROW		4
-#define CHANGE_NATTS	4
+#define CHANGE_KEYTEXT	5		/* a row with unchanged values: its key as
+								 * text (sync_keep.c), else NULL */
+#define CHANGE_NATTS	5
+
+/* rows completed from the remote row at once (sync_keep.c) */
+#define KEEP_BATCH		1000
+/* the length of a column of a row whose value the change did not carry */
+#define SEG_UNCHANGED	0xFFFFFFFF
 
 typedef struct ChSyncState
 {
@@ -141,6 +148,13 @@ typedef struct ChSyncState
 	StringInfoData lastkey;		/* the key last written */
 	StringInfoData rowbuf;		/* one encoded row */
 	StringInfoData keybuf;		/* one encoded key */
+	StringInfoData colbuf;		/* one encoded value */
+	char	   *keytext;		/* of the row in rowbuf, if it has unchanged
+								 * values (sync_keep.c) */
+	ChKeptRow  *held;			/* the last change of a key being completed
+								 * from its earlier ones, or NULL */
+	List	   *kept;			/* rows to complete from the remote */
+	MemoryContext keep_cxt;		/* held and kept */
 	MemoryContext cxt;
 } ChSyncState;
 
@@ -155,6 +169,14 @@ static void ch_sync_delete(CtasSyncTarget *t, Datum *keys);
 static void ch_sync_truncate(CtasSyncTarget *t);
 static void ch_sync_commit(CtasSyncTarget *t, uint64 lsn);
 static void ch_sync_close(CtasSyncTarget *t);
+static bool ch_sync_can_keep(CtasSyncTarget *t, int col);
+static void split_segments(CtasSyncTarget *t, const char *row, int len,
+						   ChKeptRow *r, bool fill_only);
+static void stream_segments(CtasSyncTarget *t, ChSyncState *st,
+							const char *row, int len, uint64 version);
+static void finish_held(CtasSyncTarget *t, ChSyncState *st);
+static void hold_change(CtasSyncTarget *t, ChSyncState *st);
+static void flush_kept(CtasSyncTarget *t, ChSyncState *st);
 static char *ch_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes,
 						   int nchanges);
 
@@ -169,6 +191,8 @@ const CtasSyncApply CtasChSyncApply = {
 	.truncate = ch_sync_truncate,
 	.commit = ch_sync_commit,
 	.close = ch_sync_close,
+	.can_keep = ch_sync_can_keep,
+	.keeps_unchanged = true,
 	.alter = ch_sync_alter,
 	.rebuild = CtasChSyncRebuild,	/* verify.c */
 	.rebuilt = CtasChSyncRebuilt,
@@ -370,6 +394,11 @@ ch_sync_open(CtasSyncTarget *t)
 	TupleDescInitEntry(st->change_desc, CHANGE_DELETED, "deleted", BOOLOID,
 					   -1, 0);
 	TupleDescInitEntry(st->change_desc, CHANGE_ROW, "row", BYTEAOID, -1, 0);
+	TupleDescInitEntry(st->change_desc, CHANGE_KEYTEXT, "keytext", TEXTOID,
+					   -1, 0);
+	initStringInfo(&st->colbuf);
+	st->keep_cxt = AllocSetContextCreate(st->cxt, "ctas_fed sync kept rows",
+										 ALLOCSET_DEFAULT_SIZES);
 	st->change_slot = MakeSingleTupleTableSlot(st->change_desc,
 											   &TTSOpsVirtual);
 	st->sorted_slot = MakeSingleTupleTableSlot(st->change_desc,
@@ -541,7 +570,21 @@ write_changes(CtasSyncTarget *t, ChSyncState *st)
 		/* a key's first change in the sort order is its last one */
 		if (!first && st->lastkey.len == VARSIZE_ANY_EXHDR(key) &&
 			memcmp(st->lastkey.data, VARDATA_ANY(key), st->lastkey.len) == 0)
+		{
+			/* an earlier change of a held key: its values, if it has them */
+			if (st->held != NULL)
+			{
+				bytea	   *row;
+
+				if (DatumGetBool(st->sorted_slot->tts_values[CHANGE_DELETED - 1]))
+					elog(ERROR, "a change with unchanged values after a delete of its key");
+				row = change_bytes(st, CHANGE_ROW);
+				split_segments(t, VARDATA_ANY(row), VARSIZE_ANY_EXHDR(row),
+							   st->held, true);
+			}
 			continue;
+		}
+		finish_held(t, st);
 		first = false;
 		resetStringInfo(&st->lastkey);
 		appendBinaryStringInfo(&st->lastkey, VARDATA_ANY(key),
@@ -555,13 +598,18 @@ write_changes(CtasSyncTarget *t, ChSyncState *st)
 			if (st->deletes.len >= DELETES_MAX)
 				send_pending(t);
 		}
+		else if (!st->sorted_slot->tts_isnull[CHANGE_KEYTEXT - 1])
+			hold_change(t, st);
 		else
 		{
 			bytea	   *row = change_bytes(st, CHANGE_ROW);
 
-			stream_row(st, VARDATA_ANY(row), VARSIZE_ANY_EXHDR(row), st->lsn);
+			stream_segments(t, st, VARDATA_ANY(row), VARSIZE_ANY_EXHDR(row),
+							st->lsn);
 		}
 	}
+	finish_held(t, st);
+	flush_kept(t, st);
 	ExecClearTuple(st->sorted_slot);
 	forget_changes(st);
 }
@@ -627,6 +675,9 @@ keep_change(ChSyncState *st, bool deleted)
 	slot->tts_values[CHANGE_ROW - 1] =
 		deleted ? (Datum) 0 : PointerGetDatum(buf_bytea(&st->rowbuf));
 	slot->tts_isnull[CHANGE_ROW - 1] = deleted;
+	slot->tts_values[CHANGE_KEYTEXT - 1] =
+		st->keytext ? CStringGetTextDatum(st->keytext) : (Datum) 0;
+	slot->tts_isnull[CHANGE_KEYTEXT - 1] = st->keytext == NULL;
 	ExecStoreVirtualTuple(slot);
 	tuplesort_puttupleslot(st->changes, slot);
 	ExecClearTuple(slot);
@@ -645,6 +696,172 @@ encode_row(CtasSyncTarget *t, ChSyncState *st, Datum *values, bool *nulls)
 		CtasChPutValue(&st->cols[i].enc, &st->rowbuf, values[i], nulls[i]);
 }
 
+/*
+ * encode_segments
+ *		The row of a change into st->rowbuf, each column as its length
+ *		(uint32) and its bytes, so that a value the change did not carry
+ *		(unchanged, length SEG_UNCHANGED) can be put in later.
+ */
+static void
+encode_segments(CtasSyncTarget *t, ChSyncState *st, Datum *values,
+				bool *nulls, const bool *unchanged)
+{
+	int			i;
+
+	resetStringInfo(&st->rowbuf);
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		uint32		len = SEG_UNCHANGED;
+
+		resetStringInfo(&st->colbuf);
+		if (unchanged == NULL || !unchanged[i])
+		{
+			CtasChPutValue(&st->cols[i].enc, &st->colbuf, values[i], nulls[i]);
+			len = st->colbuf.len;
+		}
+		appendBinaryStringInfo(&st->rowbuf, (char *) &len, sizeof(len));
+		appendBinaryStringInfo(&st->rowbuf, st->colbuf.data, st->colbuf.len);
+	}
+}
+
+/* the segments of row (len bytes) into r, marking the missing ones */
+static void
+split_segments(CtasSyncTarget *t, const char *row, int len, ChKeptRow *r,
+			   bool fill_only)
+{
+	int			off = 0;
+	int			i;
+
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		uint32		n;
+
+		if (off + (int) sizeof(n) > len)
+			elog(ERROR, "malformed kept change");
+		memcpy(&n, row + off, sizeof(n));
+		off += sizeof(n);
+		if (fill_only && !r->missing[i])
+		{
+			if (n != SEG_UNCHANGED)
+				off += n;
+			continue;
+		}
+		resetStringInfo(&r->segs[i]);
+		r->missing[i] = n == SEG_UNCHANGED;
+		if (n != SEG_UNCHANGED)
+		{
+			appendBinaryStringInfo(&r->segs[i], row + off, n);
+			off += n;
+		}
+	}
+}
+
+/* a row of all columns given as segments, into the streamed INSERT */
+static void
+stream_segments(CtasSyncTarget *t, ChSyncState *st, const char *row, int len,
+				uint64 version)
+{
+	StringInfo	buf = stream_buffer(st);
+	int			off = 0;
+	int			i;
+
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		uint32		n;
+
+		memcpy(&n, row + off, sizeof(n));
+		off += sizeof(n);
+		if (n == SEG_UNCHANGED)
+			elog(ERROR, "a value of a synced row is missing");
+		appendBinaryStringInfo(buf, row + off, n);
+		off += n;
+	}
+	Assert(off == len);
+	put_version(buf, version, false);
+	if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
+		CtasHttpStreamFlush(st->stream);
+}
+
+/* complete the rows of st->kept from the remote, and write them */
+static void
+flush_kept(CtasSyncTarget *t, ChSyncState *st)
+{
+	ListCell   *lc;
+
+	if (st->kept == NIL)
+		return;
+	/* FINAL must see every row written before */
+	send_pending(t);
+	CtasChSyncFetchKept(st->http, t, st->qtable, st->cols, st->kept);
+	foreach(lc, st->kept)
+	{
+		ChKeptRow  *r = lfirst(lc);
+		StringInfo	buf = stream_buffer(st);
+		int			i;
+
+		for (i = 0; i < t->ncolumns; i++)
+			appendBinaryStringInfo(buf, r->segs[i].data, r->segs[i].len);
+		put_version(buf, st->lsn, false);
+		if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
+			CtasHttpStreamFlush(st->stream);
+	}
+	st->kept = NIL;
+	MemoryContextReset(st->keep_cxt);
+}
+
+/*
+ * finish_held
+ *		The last change of a key whose unchanged values were looked for in
+ *		its earlier changes of the transaction: written when complete, else
+ *		left to complete from the remote row.
+ */
+static void
+finish_held(CtasSyncTarget *t, ChSyncState *st)
+{
+	ChKeptRow  *r = st->held;
+	bool		complete = true;
+	int			i;
+
+	if (r == NULL)
+		return;
+	st->held = NULL;
+	for (i = 0; i < t->ncolumns; i++)
+		complete &= !r->missing[i];
+	if (complete)
+	{
+		StringInfo	buf = stream_buffer(st);
+
+		for (i = 0; i < t->ncolumns; i++)
+			appendBinaryStringInfo(buf, r->segs[i].data, r->segs[i].len);
+		put_version(buf, st->lsn, false);
+		if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
+			CtasHttpStreamFlush(st->stream);
+		return;
+	}
+	st->kept = lappend(st->kept, r);
+	if (list_length(st->kept) >= KEEP_BATCH)
+		flush_kept(t, st);
+}
+
+/* hold the change in sorted_slot, whose row has unchanged values */
+static void
+hold_change(CtasSyncTarget *t, ChSyncState *st)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(st->keep_cxt);
+	ChKeptRow  *r = palloc0(sizeof(ChKeptRow));
+	bytea	   *row = change_bytes(st, CHANGE_ROW);
+	int			i;
+
+	r->keyraw = TextDatumGetCString(st->sorted_slot->tts_values[CHANGE_KEYTEXT - 1]);
+	r->segs = palloc(sizeof(StringInfoData) * Max(t->ncolumns, 1));
+	r->missing = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
+	for (i = 0; i < t->ncolumns; i++)
+		initStringInfo(&r->segs[i]);
+	split_segments(t, VARDATA_ANY(row), VARSIZE_ANY_EXHDR(row), r, false);
+	MemoryContextSwitchTo(oldcxt);
+	st->held = r;
+}
+
 static void
 ch_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
 			   const bool *unchanged)
@@ -652,16 +869,16 @@ ch_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
 	ChSyncState *st = (ChSyncState *) t->private;
 	int			k;
 
-	if (unchanged != NULL)
-		elog(ERROR, "unchanged values are not supported by this target yet");
-
 	switch_transaction(t, st);
-	encode_row(t, st, values, nulls);
+	encode_segments(t, st, values, nulls, unchanged);
 	resetStringInfo(&st->keybuf);
 	for (k = 0; k < t->nkeys; k++)
 		CtasChPutValue(&st->keycols[k].enc, &st->keybuf,
 					   values[st->keypos[k]], false);
+	st->keytext = unchanged ? CtasChSyncKeyText(t, st->keycols, values,
+												st->keypos) : NULL;
 	keep_change(st, false);
+	st->keytext = NULL;
 }
 
 static void
@@ -891,4 +1108,13 @@ ch_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 	}
 	MemoryContextSwitchTo(oldcxt);
 	return NULL;
+}
+
+/* whether the remote row gives column col's unchanged value (sync_keep.c) */
+static bool
+ch_sync_can_keep(CtasSyncTarget *t, int col)
+{
+	ChSyncState *st = (ChSyncState *) t->private;
+
+	return CtasChSyncCanKeep(t, st->cols, st->keycols, col);
 }

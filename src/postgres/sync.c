@@ -1049,6 +1049,12 @@ pg_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 						   psprintf("ALTER TABLE %s RENAME COLUMN %s TO %s",
 									st->qualified, col,
 									quote_identifier(c->newname)));
+				/* a key column: the statements name it */
+				for (i = 0; i < t->nkeys; i++)
+				{
+					if (strcmp(t->keys[i], c->column) == 0)
+						t->keys[i] = MemoryContextStrdup(cxt, c->newname);
+				}
 				break;
 			case CTAS_SYNC_RETYPE_COLUMN:
 				CtasPgExec(st->conn, t->catalog,

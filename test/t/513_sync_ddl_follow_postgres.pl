@@ -127,17 +127,28 @@ UPDATE t1 SET b2 = repeat('z', 30) WHERE id = 72;
 ALTER TABLE t1 ALTER COLUMN b2 TYPE varchar(40);});
 same('t1', 'ALTER TYPE int -> bigint, text -> varchar(40)');
 
+# the key column renamed
+$local->safe_psql('postgres', q{
+BEGIN;
+UPDATE t1 SET a = 1 WHERE id = 80;
+ALTER TABLE t1 RENAME COLUMN id TO id2;
+UPDATE t1 SET a = 2 WHERE id2 = 81;
+INSERT INTO t1 (id2, a) VALUES (2000, 3);
+COMMIT;
+DELETE FROM t1 WHERE id2 = 82;});
+same('t1', 'RENAME of the key column');
+
 # the worker killed, the DDL committed before it starts again
 $local->safe_psql('postgres', q{
 SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'ctas_fed sync';
-UPDATE t1 SET a = 0 WHERE id <= 5;
+UPDATE t1 SET a = 0 WHERE id2 <= 5;
 BEGIN;
-UPDATE t1 SET d = 100 WHERE id <= 10;
+UPDATE t1 SET d = 100 WHERE id2 <= 10;
 ALTER TABLE t1 ADD COLUMN g numeric DEFAULT 1.50;
-UPDATE t1 SET g = 2 WHERE id <= 3;
+UPDATE t1 SET g = 2 WHERE id2 <= 3;
 COMMIT;
 ALTER TABLE t1 DROP COLUMN f;
-UPDATE t1 SET d = 101 WHERE id <= 2;});
+UPDATE t1 SET d = 101 WHERE id2 <= 2;});
 same('t1', 'DDL while the worker was killed');
 
 # recorded, and sent to the webhook
@@ -146,7 +157,7 @@ is($local->safe_psql('postgres',
 	'ADD COLUMN d integer; ADD COLUMN e text; ADD COLUMN f date; DROP COLUMN c; '
 	  . 'RENAME COLUMN b TO b2; DROP COLUMN e; ADD COLUMN e integer; '
 	  . 'ALTER COLUMN a TYPE bigint; ALTER COLUMN b2 TYPE character varying(40); '
-	  . 'ADD COLUMN g numeric; DROP COLUMN f',
+	  . 'RENAME COLUMN id TO id2; ADD COLUMN g numeric; DROP COLUMN f',
 	'sync_schema_changes: every followed change, in order');
 is($local->safe_psql('postgres',
 	"SELECT count(*) FROM (SELECT lsn < lag(lsn) OVER (ORDER BY change_id) AS back FROM ctas_fed.sync_schema_changes) s WHERE back"),

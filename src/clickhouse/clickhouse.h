@@ -20,7 +20,7 @@
  *	xact.c		pre_commit, post_commit, abort, subxact; durable records
  *	resolve.c	recovery from the durable records
  *	sync.c		continuous sync: the apply side (CtasChSyncApply)
- *	verify.c	continuous sync: the rebuild of a resync, verify_sync()
+ *	verify.c	continuous sync: verify_sync()
  *
  * At most once: every request that changes something is sent once (client.c
  * never lets libcurl resend it); after a failure whose outcome is unknown
@@ -70,8 +70,6 @@ extern const CtasTargetRoutine CtasClickHouseTarget;
 extern const CtasSyncApply CtasChSyncApply;
 
 /* in verify.c: resync of a continuous sync */
-extern void CtasChSyncRebuild(CtasSyncTarget *t);
-extern void CtasChSyncRebuilt(CtasSyncTarget *t);
 extern char *CtasChSyncVerifyLocal(CtasSyncTarget *t, int col,
 								   const char *expr);
 extern void CtasChSyncVerifyRemote(CtasSyncTarget *t, int level,

@@ -170,6 +170,8 @@ static void ch_sync_truncate(CtasSyncTarget *t);
 static void ch_sync_commit(CtasSyncTarget *t, uint64 lsn);
 static void ch_sync_close(CtasSyncTarget *t);
 static bool ch_sync_can_keep(CtasSyncTarget *t, int col);
+static void ch_sync_rebuild(CtasSyncTarget *t);
+static void ch_sync_rebuilt(CtasSyncTarget *t);
 static void split_segments(CtasSyncTarget *t, const char *row, int len,
 						   ChKeptRow *r, bool fill_only);
 static void stream_segments(CtasSyncTarget *t, ChSyncState *st,
@@ -194,8 +196,8 @@ const CtasSyncApply CtasChSyncApply = {
 	.can_keep = ch_sync_can_keep,
 	.keeps_unchanged = true,
 	.alter = ch_sync_alter,
-	.rebuild = CtasChSyncRebuild,	/* verify.c */
-	.rebuilt = CtasChSyncRebuilt,
+	.rebuild = ch_sync_rebuild,
+	.rebuilt = ch_sync_rebuilt,
 	.verify_local = CtasChSyncVerifyLocal,
 	.verify_remote = CtasChSyncVerifyRemote,
 };
@@ -1117,4 +1119,88 @@ ch_sync_can_keep(CtasSyncTarget *t, int col)
 	ChSyncState *st = (ChSyncState *) t->private;
 
 	return CtasChSyncCanKeep(t, st->cols, st->keycols, col);
+}
+
+/* `db`._ctas_fed_resync_<what>_<table>: the tables of a resync */
+static char *
+resync_table(CtasSyncTarget *t, const char *what)
+{
+	return CtasChQname(t->schema, psprintf("_ctas_fed_resync_%s_%s", what,
+										   t->table));
+}
+
+/*
+ * ch_sync_rebuild
+ *		Before the rows of a resync (target.h): they go into a staging
+ *		table made as the synced table is (CREATE TABLE ... AS: columns,
+ *		engine, order), which readers do not read, with the versions of a
+ *		first copy.  A staging table left by a failed resync is dropped
+ *		first.
+ */
+static void
+ch_sync_rebuild(CtasSyncTarget *t)
+{
+	ChSyncState *st = (ChSyncState *) t->private;
+	char	   *stage = resync_table(t, "new");
+	char	   *qtable = st->qtable;
+	MemoryContext oldcxt;
+
+	CtasHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", stage),
+				  "drop the staging table of a resync");
+	CtasHttpQuery(st->http, psprintf("CREATE TABLE %s AS %s", stage, qtable),
+				  "create the staging table of a resync");
+	oldcxt = MemoryContextSwitchTo(st->cxt);
+	st->qtable = stage;
+	st->insert_sql = insert_sql(st, t->ncolumns, t->columns);
+	st->qtable = qtable;
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * ch_sync_rebuilt
+ *		After the copy into the staging table committed (its rows sent, the
+ *		progress stored): one RENAME TABLE puts it in the synced table's
+ *		place and the old table aside, which is dropped.  A reader sees the
+ *		old table or the copy, never a mix.  ClickHouse 18.16 has no
+ *		EXCHANGE TABLES: it renames the two one after the other, so that a
+ *		query that looks the table up between them finds none (an error,
+ *		not wrong rows), and a server that dies between them leaves only
+ *		the copy, which is then renamed in.  Idempotent: a staging table
+ *		that is gone was renamed already.
+ */
+static void
+ch_sync_rebuilt(CtasSyncTarget *t)
+{
+	ChSyncState *st = (ChSyncState *) t->private;
+	char	   *stage = resync_table(t, "new");
+	char	   *old = resync_table(t, "old");
+	char	   *body;
+	MemoryContext oldcxt;
+
+	body = CtasHttpQuery(st->http, psprintf("EXISTS TABLE %s", stage),
+						 "find the staging table of a resync");
+	if (atoi(body) == 1)
+	{
+		body = CtasHttpQuery(st->http, psprintf("EXISTS TABLE %s", st->qtable),
+							 "find the synced table");
+		/* a server that died between the two renames left no table */
+		if (atoi(body) == 1)
+		{
+			CtasHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", old),
+						  "drop the table a resync replaced");
+			CtasHttpQuery(st->http,
+						  psprintf("RENAME TABLE %s TO %s, %s TO %s",
+								   st->qtable, old, stage, st->qtable),
+						  "put the copy of a resync in place");
+		}
+		else
+			CtasHttpQuery(st->http,
+						  psprintf("RENAME TABLE %s TO %s", stage, st->qtable),
+						  "put the copy of a resync in place");
+	}
+	CtasHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", old),
+				  "drop the table a resync replaced");
+	oldcxt = MemoryContextSwitchTo(st->cxt);
+	st->insert_sql = insert_sql(st, t->ncolumns, t->columns);
+	MemoryContextSwitchTo(oldcxt);
 }

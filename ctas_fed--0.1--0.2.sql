@@ -69,15 +69,18 @@ CREATE EVENT TRIGGER ctas_fed_schema_changes ON ddl_command_end
 
 ALTER EVENT TRIGGER ctas_fed_schema_changes ENABLE ALWAYS;
 
--- Schema changes that whole-row syncs followed on their remote tables
--- (src/sync/ddl.c, docs/sync-schema-changes.md): one row per change, in
--- the transaction that stores the sync's new columns; the last 100 per
--- sync are kept
+-- Schema changes that whole-row syncs followed on their remote tables, and
+-- those at which a sync failed (src/sync/ddl.c,
+-- docs/sync-schema-changes.md): one row per change, in the transaction
+-- that stores the sync's new columns or its failure; the last 100 per sync
+-- are kept
 CREATE TABLE @extschema@.sync_schema_changes (
     change_id  bigserial PRIMARY KEY,
     sync_id    bigint NOT NULL,              -- ctas_fed.syncs.sync_id
     lsn        pg_lsn NOT NULL,              -- commit lsn of the DDL's transaction
-    change     text NOT NULL,                -- e.g. ADD COLUMN note text
+    change     text NOT NULL,                -- e.g. ADD COLUMN note text, or
+                                             -- why it could not be followed
+    followed   boolean NOT NULL,             -- false: the sync failed at it
     recorded_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 

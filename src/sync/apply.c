@@ -621,10 +621,13 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 		 * committed, the remote keeps what it had.
 		 */
 		if (st->job->reshaped)
+		{
+			st->job->schema_failed_at = st->xact_lsn;
 			SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					  errmsg_internal("%s", reason),
 					  errdetail("The remote table keeps the source transactions it had applied before the worker read the stream this time."),
 					  errhint("Stop the sync with ctas_fed.stop_sync() and create it again (docs/sync-schema-changes.md)."));
+		}
 		if (st->xact_changes > 0)
 		{
 			st->job->stop_at = st->xact_lsn;
@@ -632,6 +635,7 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 			return;
 		}
 		finish_remote(st);
+		st->job->schema_failed_at = st->xact_lsn;
 		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				  errmsg_internal("%s", reason),
 				  errdetail("The remote table keeps the changes of the source transactions that committed before the one of the schema change."),

@@ -70,6 +70,9 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/pg_lsn.h"
+#include "utils/snapmgr.h"
+#include "access/xact.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
 #include "utils/syscache.h"
@@ -1084,8 +1087,8 @@ save_shape(SyncJob *job)
 		lvalues[1] = CStringGetTextDatum(pnstrdup(entry, change - 1 - entry));
 		lvalues[2] = CStringGetTextDatum(change);
 		if (SPI_execute_with_args("INSERT INTO ctas_fed.sync_schema_changes "
-								  "(sync_id, lsn, change) "
-								  "VALUES ($1, $2::pg_catalog.pg_lsn, $3)",
+								  "(sync_id, lsn, change, followed) "
+								  "VALUES ($1, $2::pg_catalog.pg_lsn, $3, true)",
 								  3, ltypes, lvalues, NULL, false, 0) < 0)
 			elog(ERROR, "could not record a schema change of sync " INT64_FORMAT,
 				 job->id);
@@ -1137,4 +1140,35 @@ CtasSyncSaveNames(SyncJob *job)
 	job->names_changed = false;
 	if (job->reshaped)
 		save_shape(job);
+}
+
+/*
+ * CtasSyncRecordSchemaFailure
+ *		The schema change at which job failed (job->schema_failed_at, set by
+ *		sync/apply.c) as a row of ctas_fed.sync_schema_changes, with error,
+ *		the reason, in a transaction of its own: the worker's, after the
+ *		job's failure is recorded.
+ */
+void
+CtasSyncRecordSchemaFailure(SyncJob *job, const char *error)
+{
+	Oid			types[3] = {INT8OID, PG_LSNOID, TEXTOID};
+	Datum		values[3];
+
+	values[0] = Int64GetDatum(job->id);
+	values[1] = LSNGetDatum(job->schema_failed_at);
+	values[2] = CStringGetTextDatum(error);
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_execute_with_args("INSERT INTO ctas_fed.sync_schema_changes "
+							  "(sync_id, lsn, change, followed) "
+							  "VALUES ($1, $2, $3, false)",
+							  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record the schema change sync " INT64_FORMAT " failed at",
+			 job->id);
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
 }

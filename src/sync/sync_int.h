@@ -64,6 +64,9 @@ typedef struct SyncJob
 	bool		reshaped;		/* columns changed since the last save */
 	List	   *schema_log;		/* followed changes not recorded yet
 								 * (char *, in job_cxt) */
+	XLogRecPtr	schema_failed_at;	/* valid: the job fails at the schema
+									 * change of the source transaction
+									 * committed there */
 } SyncJob;
 
 /* The query's expressions, ready to run (per transaction) */
@@ -154,6 +157,7 @@ extern char *CtasSyncSchemaChange(SyncJob *job, const char *content, int len,
 extern void CtasSyncSaveNames(SyncJob *job);
 extern bool CtasSyncSchemaTriggerOn(void);
 extern char *CtasSyncSchemaFollow(SyncJob *job, bool remote);
+extern void CtasSyncRecordSchemaFailure(SyncJob *job, const char *error);
 extern TupleDesc CtasSyncRecordedTupdesc(SyncJob *job);
 
 /* in sync/worker.c: reading ctas_fed.syncs through SPI, webhook events */

@@ -153,7 +153,7 @@ same('t1', 'DDL while the worker was killed');
 
 # recorded, and sent to the webhook
 is($local->safe_psql('postgres',
-	"SELECT string_agg(change, '; ' ORDER BY change_id) FROM ctas_fed.sync_schema_changes"),
+	"SELECT string_agg(change, '; ' ORDER BY change_id) FROM ctas_fed.sync_schema_changes WHERE followed"),
 	'ADD COLUMN d integer; ADD COLUMN e text; ADD COLUMN f date; DROP COLUMN c; '
 	  . 'RENAME COLUMN b TO b2; DROP COLUMN e; ADD COLUMN e integer; '
 	  . 'ALTER COLUMN a TYPE bigint; ALTER COLUMN b2 TYPE character varying(40); '
@@ -203,5 +203,10 @@ for my $t (qw(t2 t3 t4))
 like(job('t2'), qr/column "r" was added to table "public.t2" of sync \d+ with a volatile default/, 't2: the reason');
 like(job('t3'), qr/column "a" of table "public.t3" read by sync \d+ was rewritten by ALTER COLUMN ... TYPE ... USING/, 't3: the reason');
 like(job('t4'), qr/column "a" of table "public.t4" read by sync \d+ changed its type from numeric to numeric\(10,1\)/, 't4: the reason');
+is($local->safe_psql('postgres', q{
+  SELECT string_agg(y.remote_table || ' ' || (c.change = y.error) || ' ' || (c.lsn <= pg_current_wal_lsn()), ', ' ORDER BY y.remote_table)
+    FROM ctas_fed.sync_schema_changes c JOIN ctas_fed.syncs y USING (sync_id) WHERE NOT c.followed}),
+	't2 true true, t3 true true, t4 true true',
+	'sync_schema_changes: the changes the syncs failed at, with the reason');
 
 done_testing();

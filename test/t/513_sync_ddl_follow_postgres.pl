@@ -20,6 +20,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes;
 
 use CtasFed::Test;
 
@@ -79,6 +80,7 @@ same('t1', 'initial copy');
 
 # ADD COLUMN with a constant default, between changes of its transaction,
 # and in the adjacent transactions
+my $t0 = Time::HiRes::time();
 $local->safe_psql('postgres', q{
 UPDATE t1 SET a = -a WHERE id <= 5;
 BEGIN;
@@ -90,6 +92,7 @@ COMMIT;
 INSERT INTO t1 (id, a) VALUES (1002, 2);
 DELETE FROM t1 WHERE id = 3;});
 same('t1', 'ADD COLUMN DEFAULT 42');
+note(sprintf('ADD COLUMN followed, remote = source checked, %.2f s after the statements began', Time::HiRes::time() - $t0));
 
 # ADD COLUMN without default (NULL), a constant expression default, and
 # DROP COLUMN and RENAME COLUMN, each in a transaction of its own, with
@@ -138,6 +141,14 @@ COMMIT;
 DELETE FROM t1 WHERE id2 = 82;});
 same('t1', 'RENAME of the key column');
 
+# only the last 100 rows of a sync are kept: 150 old ones, then a change
+$local->safe_psql('postgres', q{
+INSERT INTO ctas_fed.sync_schema_changes (sync_id, lsn, change, followed, recorded_at)
+  SELECT sync_id, '0/1', 'old ' || g, true, now() - interval '1 day'
+    FROM ctas_fed.syncs, generate_series(1, 150) g WHERE remote_table = 't1'
+    ORDER BY g;});
+my $kept_before = $local->safe_psql('postgres', q{SELECT string_agg(change, '; ' ORDER BY change_id) FROM ctas_fed.sync_schema_changes WHERE change NOT LIKE 'old %'});
+
 # the worker killed, the DDL committed before it starts again
 $local->safe_psql('postgres', q{
 SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'ctas_fed sync';
@@ -152,13 +163,16 @@ UPDATE t1 SET d = 101 WHERE id2 <= 2;});
 same('t1', 'DDL while the worker was killed');
 
 # recorded, and sent to the webhook
-is($local->safe_psql('postgres',
-	"SELECT string_agg(change, '; ' ORDER BY change_id) FROM ctas_fed.sync_schema_changes WHERE followed"),
+is($kept_before,
 	'ADD COLUMN d integer; ADD COLUMN e text; ADD COLUMN f date; DROP COLUMN c; '
 	  . 'RENAME COLUMN b TO b2; DROP COLUMN e; ADD COLUMN e integer; '
 	  . 'ALTER COLUMN a TYPE bigint; ALTER COLUMN b2 TYPE character varying(40); '
-	  . 'RENAME COLUMN id TO id2; ADD COLUMN g numeric; DROP COLUMN f',
+	  . 'RENAME COLUMN id TO id2',
 	'sync_schema_changes: every followed change, in order');
+is($local->safe_psql('postgres',
+	"SELECT count(*) || ' ' || (array_agg(change ORDER BY change_id))[1] || ' ' || string_agg(change, '; ' ORDER BY change_id) FILTER (WHERE change NOT LIKE 'old %') FROM ctas_fed.sync_schema_changes"),
+	'100 old 53 ADD COLUMN g numeric; DROP COLUMN f',
+	'sync_schema_changes: the last 100 of the sync kept');
 is($local->safe_psql('postgres',
 	"SELECT count(*) FROM (SELECT lsn < lag(lsn) OVER (ORDER BY change_id) AS back FROM ctas_fed.sync_schema_changes) s WHERE back"),
 	'0', 'sync_schema_changes: at the lsns of their transactions, in WAL order');

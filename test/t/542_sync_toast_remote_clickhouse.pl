@@ -18,6 +18,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes;
 
 use CtasFed::Test;
 
@@ -65,8 +66,10 @@ is($local->safe_psql('postgres', q{SELECT pg_column_size(body) > 2000 AND pg_col
 same('copy');
 
 # every row, more than one lookup batch
+my $t0 = Time::HiRes::time();
 $local->safe_psql('postgres', 'UPDATE docs SET n = n + 1');
 same('unchanged values of 1500 rows');
+note(sprintf('1500 rows with unchanged values applied, remote read back, in %.2f s', Time::HiRes::time() - $t0));
 
 # an INSERT then UPDATEs of the row in one transaction, and rows updated
 # twice in one transaction

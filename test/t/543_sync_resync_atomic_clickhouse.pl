@@ -82,6 +82,17 @@ ok($seen{$damaged} && $seen{$want}, 'reads saw both the damaged table and the co
 is($ch->query(q{SELECT count() FROM system.tables WHERE database = 'dw' AND startsWith(name, '_ctas_fed_resync_')}),
 	"0\n", 'no staging table left');
 
+# ctas_fed.sync_checks keeps the last 100 checks of a sync: 150 old ones,
+# then a verify
+$local->safe_psql('postgres', q{
+INSERT INTO ctas_fed.sync_checks (sync_id, consistent_lsn, result, source_rows, duration_ms, differences)
+  SELECT sync_id, '0/1', 'old', g, 0, '[]' FROM ctas_fed.syncs, generate_series(1, 150) g ORDER BY g;});
+is($local->safe_psql('postgres', q{SELECT result FROM ctas_fed.verify_sync('lake.dw.t')}), 'equal',
+	'verify_sync: equal after the resync');
+is($local->safe_psql('postgres', q{
+  SELECT count(*) || ' ' || (array_agg(source_rows ORDER BY check_id))[1] || ' ' || (array_agg(result ORDER BY check_id DESC))[1]
+    FROM ctas_fed.sync_checks}), '100 52 equal', 'sync_checks: the last 100 of the sync kept');
+
 # and the sync goes on into the new table
 $local->safe_psql('postgres', q{UPDATE t SET v = 'after' WHERE id <= 10; DELETE FROM t WHERE id = 11});
 $want = source_read();

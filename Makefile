@@ -59,6 +59,7 @@ OBJS = \
 	src/sync/apply.o \
 	src/sync/copy.o \
 	src/sync/ddl.o \
+	src/sync/follow.o \
 	src/sync/resync.o \
 	src/sync/statement.o \
 	src/sync/status.o \

@@ -156,7 +156,12 @@ extern char *CtasSyncSchemaChange(SyncJob *job, const char *content, int len,
 								  bool *mine);
 extern void CtasSyncSaveNames(SyncJob *job);
 extern bool CtasSyncSchemaTriggerOn(void);
+
+/* in sync/follow.c */
+extern char *CtasSyncWholeRowChange(SyncJob *job, List *lines,
+									const char *command, const char *table);
 extern char *CtasSyncSchemaFollow(SyncJob *job, bool remote);
+extern void CtasSyncSaveShape(SyncJob *job);
 extern void CtasSyncRecordSchemaFailure(SyncJob *job, const char *error);
 extern TupleDesc CtasSyncRecordedTupdesc(SyncJob *job);
 

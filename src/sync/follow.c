@@ -307,6 +307,10 @@ CtasSyncWholeRowChange(SyncJob *job, List *lines, const char *command,
 			if (attnum_line(lines, "using", mattnums[i]) != NULL)
 				return psprintf("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " was rewritten by ALTER COLUMN ... TYPE ... USING, whose values the sync cannot tell: %s",
 								mnames[i], table, job->id, command);
+			if (bms_is_member(mattnums[i] - FirstLowInvalidHeapAttributeNumber,
+							  whereatts))
+				return psprintf("column \"%s\" of table \"%s\", which the WHERE of sync " INT64_FORMAT " reads, changed its type: %s",
+								mnames[i], table, job->id, command);
 			if (is_key || !retype_keeps_text(job->atttypes[j], mtypes[i], newmod))
 				return psprintf("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " changed its type from %s to %s, which changes values the sync cannot send again%s: %s",
 								mnames[i], table, job->id,

@@ -190,13 +190,17 @@ INSERT INTO t3 SELECT g, g FROM generate_series(1, 100) g;
 CREATE TABLE wh.public.t3 WITH (sync = 'continuous') AS SELECT * FROM t3;
 CREATE TABLE t4 (id int PRIMARY KEY, a numeric(10,2));
 INSERT INTO t4 SELECT g, g FROM generate_series(1, 100) g;
-CREATE TABLE wh.public.t4 WITH (sync = 'continuous') AS SELECT * FROM t4;});
-ok(wait_until(60, sub { job('t2') eq 'streaming:' && job('t3') eq 'streaming:' && job('t4') eq 'streaming:' }),
-	't2, t3, t4: streaming');
+CREATE TABLE wh.public.t4 WITH (sync = 'continuous') AS SELECT * FROM t4;
+CREATE TABLE t5 (id int PRIMARY KEY, a int);
+INSERT INTO t5 SELECT g, g FROM generate_series(1, 100) g;
+CREATE TABLE wh.public.t5 WITH (sync = 'continuous') AS SELECT * FROM t5 WHERE a % 2 = 0;});
+ok(wait_until(60, sub { job('t2') eq 'streaming:' && job('t3') eq 'streaming:' && job('t4') eq 'streaming:' && job('t5') eq 'streaming:' }),
+	't2, t3, t4, t5: streaming');
 
 my %want;
-$local->safe_psql('postgres', q{UPDATE t2 SET a = -a WHERE id <= 10; UPDATE t3 SET a = -a WHERE id <= 10; UPDATE t4 SET a = a / 3 WHERE id <= 10;});
+$local->safe_psql('postgres', q{UPDATE t2 SET a = -a WHERE id <= 10; UPDATE t3 SET a = -a WHERE id <= 10; UPDATE t4 SET a = a / 3 WHERE id <= 10; UPDATE t5 SET a = a + 2 WHERE id <= 10;});
 $want{$_} = sql_digest($local, 'postgres', "SELECT * FROM $_") for qw(t2 t3 t4);
+$want{t5} = sql_digest($local, 'postgres', "SELECT * FROM t5 WHERE a % 2 = 0");
 $local->safe_psql('postgres', q{
 BEGIN;
 UPDATE t2 SET a = 0 WHERE id = 20;
@@ -207,8 +211,10 @@ BEGIN;
 UPDATE t3 SET a = 0 WHERE id = 20;
 ALTER TABLE t3 ALTER COLUMN a TYPE text USING (a * 2)::text;
 COMMIT;
-ALTER TABLE t4 ALTER COLUMN a TYPE numeric(10,1);});
-for my $t (qw(t2 t3 t4))
+ALTER TABLE t4 ALTER COLUMN a TYPE numeric(10,1);
+ALTER TABLE t5 ALTER COLUMN a TYPE bigint;
+UPDATE t5 SET a = 0 WHERE id = 20;});
+for my $t (qw(t2 t3 t4 t5))
 {
 	ok(wait_until(30, sub { job($t) =~ /^failed:/ }), "$t: failed");
 	is(pg_digest($remote, 'dw', "public.$t"), $want{$t},
@@ -217,10 +223,11 @@ for my $t (qw(t2 t3 t4))
 like(job('t2'), qr/column "r" was added to table "public.t2" of sync \d+ with a volatile default/, 't2: the reason');
 like(job('t3'), qr/column "a" of table "public.t3" read by sync \d+ was rewritten by ALTER COLUMN ... TYPE ... USING/, 't3: the reason');
 like(job('t4'), qr/column "a" of table "public.t4" read by sync \d+ changed its type from numeric to numeric\(10,1\)/, 't4: the reason');
+like(job('t5'), qr/column "a" of table "public.t5", which the WHERE of sync \d+ reads, changed its type/, 't5: the reason');
 is($local->safe_psql('postgres', q{
   SELECT string_agg(y.remote_table || ' ' || (c.change = y.error) || ' ' || (c.lsn <= pg_current_wal_lsn()), ', ' ORDER BY y.remote_table)
     FROM ctas_fed.sync_schema_changes c JOIN ctas_fed.syncs y USING (sync_id) WHERE NOT c.followed}),
-	't2 true true, t3 true true, t4 true true',
+	't2 true true, t3 true true, t4 true true, t5 true true',
 	'sync_schema_changes: the changes the syncs failed at, with the reason');
 
 done_testing();

@@ -112,9 +112,9 @@ append_escaped(StringInfo buf, const char *s)
  *		<text>" when PostgreSQL keeps one value for all of them (a default
  *		evaluated once, attmissingval), its text under the settings the
  *		sync worker pins; "rewritten <attnum>" when the table was rewritten
- *		with a value per row (a volatile default, a domain with
- *		constraints), which the WAL does not carry; nothing when they are
- *		NULL.  Written for every column, read only for one the sync does
+ *		with a value per row (a volatile default, an identity, a domain
+ *		with constraints), which the WAL does not carry; nothing when they
+ *		are NULL.  Written for every column, read only for one the sync does
  *		not have yet (an earlier column's facts are stale but unused).
  */
 static void
@@ -156,9 +156,12 @@ describe_fill(StringInfo buf, Relation rel, Form_pg_attribute att)
 		}
 		ReleaseSysCache(tup);
 	}
-	else if (att->atthasdef)
+	else
 	{
-		/* a default not kept as a missing value: per row, or NULL */
+		/*
+		 * A default not kept as a missing value (the column's, its
+		 * domain's, an identity's): per row, or NULL.
+		 */
 		Node	   *expr = build_column_default(rel, att->attnum);
 
 		if (expr != NULL &&

@@ -342,7 +342,7 @@ CtasSyncWholeRowChange(SyncJob *job, List *lines, const char *command,
 		if (j < job->ncols)
 			continue;
 		if (attnum_line(lines, "rewritten", mattnums[i]) != NULL)
-			return psprintf("column \"%s\" was added to table \"%s\" of sync " INT64_FORMAT " with a volatile default (or a domain type), which gave each existing row a value the WAL does not carry: %s",
+			return psprintf("column \"%s\" was added to table \"%s\" of sync " INT64_FORMAT " with a volatile default (or as an identity, or of a domain type with constraints), which gave each existing row a value the WAL does not carry: %s",
 							mnames[i], table, job->id, command);
 		t = attnum_line(lines, "typmod", mattnums[i]);
 		c = add_change(f, &ncur, curnames, curtypes, CTAS_SYNC_ADD_COLUMN,

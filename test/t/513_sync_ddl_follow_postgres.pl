@@ -193,14 +193,18 @@ INSERT INTO t4 SELECT g, g FROM generate_series(1, 100) g;
 CREATE TABLE wh.public.t4 WITH (sync = 'continuous') AS SELECT * FROM t4;
 CREATE TABLE t5 (id int PRIMARY KEY, a int);
 INSERT INTO t5 SELECT g, g FROM generate_series(1, 100) g;
-CREATE TABLE wh.public.t5 WITH (sync = 'continuous') AS SELECT * FROM t5 WHERE a % 2 = 0;});
-ok(wait_until(60, sub { job('t2') eq 'streaming:' && job('t3') eq 'streaming:' && job('t4') eq 'streaming:' && job('t5') eq 'streaming:' }),
-	't2, t3, t4, t5: streaming');
+CREATE TABLE wh.public.t5 WITH (sync = 'continuous') AS SELECT * FROM t5 WHERE a % 2 = 0;
+CREATE TABLE t6 (id int PRIMARY KEY, a int);
+INSERT INTO t6 SELECT g, g FROM generate_series(1, 100) g;
+CREATE TABLE wh.public.t6 WITH (sync = 'continuous') AS SELECT * FROM t6;});
+ok(wait_until(60, sub { join(' ', map { job($_) } qw(t2 t3 t4 t5 t6)) eq join(' ', ('streaming:') x 5) }),
+	't2 .. t6: streaming');
 
 my %want;
 $local->safe_psql('postgres', q{UPDATE t2 SET a = -a WHERE id <= 10; UPDATE t3 SET a = -a WHERE id <= 10; UPDATE t4 SET a = a / 3 WHERE id <= 10; UPDATE t5 SET a = a + 2 WHERE id <= 10;});
 $want{$_} = sql_digest($local, 'postgres', "SELECT * FROM $_") for qw(t2 t3 t4);
 $want{t5} = sql_digest($local, 'postgres', "SELECT * FROM t5 WHERE a % 2 = 0");
+$want{t6} = sql_digest($local, 'postgres', "SELECT * FROM t6");
 $local->safe_psql('postgres', q{
 BEGIN;
 UPDATE t2 SET a = 0 WHERE id = 20;
@@ -213,8 +217,10 @@ ALTER TABLE t3 ALTER COLUMN a TYPE text USING (a * 2)::text;
 COMMIT;
 ALTER TABLE t4 ALTER COLUMN a TYPE numeric(10,1);
 ALTER TABLE t5 ALTER COLUMN a TYPE bigint;
-UPDATE t5 SET a = 0 WHERE id = 20;});
-for my $t (qw(t2 t3 t4 t5))
+UPDATE t5 SET a = 0 WHERE id = 20;
+ALTER TABLE t6 ADD COLUMN n int GENERATED ALWAYS AS IDENTITY;
+UPDATE t6 SET a = 0 WHERE id = 20;});
+for my $t (qw(t2 t3 t4 t5 t6))
 {
 	ok(wait_until(30, sub { job($t) =~ /^failed:/ }), "$t: failed");
 	is(pg_digest($remote, 'dw', "public.$t"), $want{$t},
@@ -224,10 +230,11 @@ like(job('t2'), qr/column "r" was added to table "public.t2" of sync \d+ with a 
 like(job('t3'), qr/column "a" of table "public.t3" read by sync \d+ was rewritten by ALTER COLUMN ... TYPE ... USING/, 't3: the reason');
 like(job('t4'), qr/column "a" of table "public.t4" read by sync \d+ changed its type from numeric to numeric\(10,1\)/, 't4: the reason');
 like(job('t5'), qr/column "a" of table "public.t5", which the WHERE of sync \d+ reads, changed its type/, 't5: the reason');
+like(job('t6'), qr/column "n" was added to table "public.t6" of sync \d+ with a volatile default \(or as an identity/, 't6: an identity column: the reason');
 is($local->safe_psql('postgres', q{
   SELECT string_agg(y.remote_table || ' ' || (c.change = y.error) || ' ' || (c.lsn <= pg_current_wal_lsn()), ', ' ORDER BY y.remote_table)
     FROM ctas_fed.sync_schema_changes c JOIN ctas_fed.syncs y USING (sync_id) WHERE NOT c.followed}),
-	't2 true true, t3 true true, t4 true true, t5 true true',
+	't2 true true, t3 true true, t4 true true, t5 true true, t6 true true',
 	'sync_schema_changes: the changes the syncs failed at, with the reason');
 
 done_testing();

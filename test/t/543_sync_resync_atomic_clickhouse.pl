@@ -69,9 +69,14 @@ $local->safe_psql('postgres', q{SELECT ctas_fed.resync('lake.dw.t')});
 my (%seen, $errors);
 $errors = 0;
 ok(wait_until(120, sub {
-	my $r = read_remote();
-	$errors++ if $r eq 'error';
-	$seen{$r}++ unless $r eq 'error';
+	my $r;
+	# reads in a row between two looks at the job's state
+	for (1 .. 20)
+	{
+		$r = read_remote();
+		$errors++ if $r eq 'error';
+		$seen{$r}++ unless $r eq 'error';
+	}
 	return state() eq 'streaming' && $r eq $want;
 }), 'resynced: remote = source');
 my @mixed = grep { $_ ne $want && $_ ne $damaged } keys %seen;

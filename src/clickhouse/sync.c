@@ -149,6 +149,9 @@ typedef struct ChSyncState
 	StringInfoData rowbuf;		/* one encoded row */
 	StringInfoData keybuf;		/* one encoded key */
 	StringInfoData colbuf;		/* one encoded value */
+	bool	   *gone;			/* per column: not in the remote table (a
+								 * followed DROP COLUMN whose new columns
+								 * were not stored yet): not written */
 	char	   *keytext;		/* of the row in rowbuf, if it has unchanged
 								 * values (sync_keep.c) */
 	ChKeptRow  *held;			/* the last change of a key being completed
@@ -264,9 +267,13 @@ ch_sync_prepare(CtasLoad *load)
 	load->ncolumns += 2;
 }
 
-/* the remote types of columns of `db`.`table`, in the order of names */
+/*
+ * the remote types of columns of `db`.`table`, in the order of names; with
+ * gone, a missing one is marked there (else an ERROR)
+ */
 static char **
-remote_types(CtasSyncTarget *t, ChSyncState *st, int n, char **names)
+remote_types(CtasSyncTarget *t, ChSyncState *st, int n, char **names,
+			 bool *gone)
 {
 	char	   *body;
 	List	   *rows;
@@ -290,7 +297,9 @@ remote_types(CtasSyncTarget *t, ChSyncState *st, int n, char **names)
 			if (nf == 2 && f[0] && strcmp(f[0], names[i]) == 0)
 				types[i] = f[1];
 		}
-		if (types[i] == NULL)
+		if (types[i] == NULL && gone != NULL)
+			gone[i] = true;
+		else if (types[i] == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("column \"%s\" does not exist in table \"%s\" of catalog \"%s\"",
@@ -300,11 +309,17 @@ remote_types(CtasSyncTarget *t, ChSyncState *st, int n, char **names)
 	return types;
 }
 
-/* encoders of n columns named names, of local types types */
+/*
+ * encoders of n columns named names, of local types types; with gone, a
+ * column the remote table does not have is marked there, with the encoder
+ * of the type the type map gives it (never used)
+ */
 static ChColumn *
-encoders(CtasSyncTarget *t, ChSyncState *st, int n, char **names, Oid *types)
+encoders(CtasSyncTarget *t, ChSyncState *st, int n, char **names, Oid *types,
+		 bool *gone)
 {
 	CtasLoad	load;
+	char	  **rtypes;
 	int			i;
 
 	memset(&load, 0, sizeof(load));
@@ -321,12 +336,23 @@ encoders(CtasSyncTarget *t, ChSyncState *st, int n, char **names, Oid *types)
 		load.columns[i].basetypid = getBaseTypeAndTypmod(types[i],
 														 &load.columns[i].basetypmod);
 	}
-	return CtasChSetupColumns(&load, remote_types(t, st, n, names));
+	rtypes = remote_types(t, st, n, names, gone);
+	for (i = 0; i < n; i++)
+	{
+		if (rtypes[i] == NULL)
+			rtypes[i] = CtasChSyncColumnType(types[i], -1, names[i]);
+		if (rtypes[i] == NULL)
+			rtypes[i] = "String";
+	}
+	return CtasChSetupColumns(&load, rtypes);
 }
 
-/* INSERT INTO qtable (names..., _version, _deleted) FORMAT RowBinary */
+/*
+ * INSERT INTO qtable (names..., _version, _deleted) FORMAT RowBinary,
+ * without the columns gone marks (NULL: none)
+ */
 static char *
-insert_sql(ChSyncState *st, int n, char **names)
+insert_sql(ChSyncState *st, int n, char **names, const bool *gone)
 {
 	StringInfoData sql;
 	int			i;
@@ -335,6 +361,8 @@ insert_sql(ChSyncState *st, int n, char **names)
 	appendStringInfo(&sql, "INSERT INTO %s (", st->qtable);
 	for (i = 0; i < n; i++)
 	{
+		if (gone != NULL && gone[i])
+			continue;
 		CtasChAppendIdent(&sql, names[i]);
 		appendStringInfoString(&sql, ", ");
 	}
@@ -360,10 +388,11 @@ ch_sync_open(CtasSyncTarget *t)
 	st->http = CtasHttpCreate(t->catalog, st->cxt);
 	st->qtable = CtasChQname(t->schema, t->table);
 	st->progress = CtasChQname(t->schema, PROGRESS_TABLE);
-	st->cols = encoders(t, st, t->ncolumns, t->columns, t->types);
-	st->keycols = encoders(t, st, t->nkeys, t->keys, t->key_types);
-	st->insert_sql = insert_sql(st, t->ncolumns, t->columns);
-	st->delete_sql = insert_sql(st, t->nkeys, t->keys);
+	st->gone = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
+	st->cols = encoders(t, st, t->ncolumns, t->columns, t->types, st->gone);
+	st->keycols = encoders(t, st, t->nkeys, t->keys, t->key_types, NULL);
+	st->insert_sql = insert_sql(st, t->ncolumns, t->columns, st->gone);
+	st->delete_sql = insert_sql(st, t->nkeys, t->keys, NULL);
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "INSERT INTO %s (", st->qtable);
@@ -695,7 +724,10 @@ encode_row(CtasSyncTarget *t, ChSyncState *st, Datum *values, bool *nulls)
 
 	resetStringInfo(&st->rowbuf);
 	for (i = 0; i < t->ncolumns; i++)
-		CtasChPutValue(&st->cols[i].enc, &st->rowbuf, values[i], nulls[i]);
+	{
+		if (!st->gone[i])
+			CtasChPutValue(&st->cols[i].enc, &st->rowbuf, values[i], nulls[i]);
+	}
 }
 
 /*
@@ -716,7 +748,9 @@ encode_segments(CtasSyncTarget *t, ChSyncState *st, Datum *values,
 		uint32		len = SEG_UNCHANGED;
 
 		resetStringInfo(&st->colbuf);
-		if (unchanged == NULL || !unchanged[i])
+		if (st->gone[i])
+			len = 0;			/* not written */
+		else if (unchanged == NULL || !unchanged[i])
 		{
 			CtasChPutValue(&st->cols[i].enc, &st->colbuf, values[i], nulls[i]);
 			len = st->colbuf.len;
@@ -1096,8 +1130,9 @@ ch_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 		t->columns[i] = pstrdup(changes[nchanges - 1].columns[i]);
 		t->types[i] = changes[nchanges - 1].types[i];
 	}
-	st->cols = encoders(t, st, t->ncolumns, t->columns, t->types);
-	st->insert_sql = insert_sql(st, t->ncolumns, t->columns);
+	st->gone = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
+	st->cols = encoders(t, st, t->ncolumns, t->columns, t->types, st->gone);
+	st->insert_sql = insert_sql(st, t->ncolumns, t->columns, st->gone);
 	for (i = 0; i < t->nkeys; i++)
 	{
 		int			j;
@@ -1151,7 +1186,7 @@ ch_sync_rebuild(CtasSyncTarget *t)
 				  "create the staging table of a resync");
 	oldcxt = MemoryContextSwitchTo(st->cxt);
 	st->qtable = stage;
-	st->insert_sql = insert_sql(st, t->ncolumns, t->columns);
+	st->insert_sql = insert_sql(st, t->ncolumns, t->columns, st->gone);
 	st->qtable = qtable;
 	MemoryContextSwitchTo(oldcxt);
 }
@@ -1201,6 +1236,6 @@ ch_sync_rebuilt(CtasSyncTarget *t)
 	CtasHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", old),
 				  "drop the table a resync replaced");
 	oldcxt = MemoryContextSwitchTo(st->cxt);
-	st->insert_sql = insert_sql(st, t->ncolumns, t->columns);
+	st->insert_sql = insert_sql(st, t->ncolumns, t->columns, st->gone);
 	MemoryContextSwitchTo(oldcxt);
 }

@@ -148,6 +148,10 @@ typedef struct PgSyncState
 	CtasPgSyncSql sql;			/* the statements (sync_sql.c) */
 	bool		binary;			/* the remote has the local types */
 	bool		has_key;		/* the remote table has its primary key */
+	char	   *missing;		/* a column of t the remote table lacks (a
+								 * followed DROP COLUMN whose new columns
+								 * were not stored yet: nothing is written
+								 * until they are), or NULL */
 	bool		in_copy;		/* the initial copy's COPY is open */
 	uint64		copy_rows;
 	StringInfoData copy_buf;	/* COPY data not handed to libpq yet */
@@ -307,9 +311,13 @@ pg_sync_open(CtasSyncTarget *t)
 
 	/*
 	 * The batch table: the remote table's columns, with their remote types,
-	 * without constraints; emptied by every COMMIT.
+	 * without constraints; emptied by every COMMIT.  Not while a column is
+	 * missing: the job then reads source transactions it applied before
+	 * until the schema change that dropped it (sync/apply.c), and writes
+	 * nothing.
 	 */
-	CtasPgExec(st->conn, t->catalog, st->sql.batch_create);
+	if (st->missing == NULL)
+		CtasPgExec(st->conn, t->catalog, st->sql.batch_create);
 }
 
 /*
@@ -341,7 +349,8 @@ read_remote_table(CtasSyncTarget *t)
 	st->has_key = PQntuples(res) > 0 &&
 		strcmp(PQgetvalue(res, 0, 2), "t") == 0;
 	st->binary = true;
-	for (i = 0; i < t->ncolumns && st->binary; i++)
+	st->missing = NULL;
+	for (i = 0; i < t->ncolumns; i++)
 	{
 		Oid			local = getBaseType(t->types[i]);
 		Oid			remote = InvalidOid;
@@ -352,6 +361,8 @@ read_remote_table(CtasSyncTarget *t)
 			if (strcmp(PQgetvalue(res, r, 0), t->columns[i]) == 0)
 				remote = (Oid) strtoul(PQgetvalue(res, r, 1), NULL, 10);
 		}
+		if (remote == InvalidOid)
+			st->missing = pstrdup(t->columns[i]);
 		/* money (refused by pg_map_column anyway): lc_monetary's units */
 		if (local >= FirstGenbkiObjectId || local == CASHOID ||
 			remote != local ||
@@ -758,6 +769,11 @@ apply_batch(CtasSyncTarget *t)
 		batch_reset(st);
 		return;
 	}
+	if (st->missing != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of the sync is missing in table %s of catalog \"%s\"",
+						st->missing, st->qualified, t->catalog->name)));
 	send_queue(t);
 	if (!PQsendQuery(st->conn, st->sql.batch_copy))
 		CtasPgReportError(ERROR, NULL, st->conn, t->catalog,
@@ -875,6 +891,11 @@ pg_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
 	{
 		PGresult   *res;
 
+		if (st->missing != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" of the sync is missing in table %s of catalog \"%s\"",
+							st->missing, st->qualified, t->catalog->name)));
 		apply_batch(t);
 		send_queue(t);
 		if (!PQsendQuery(st->conn, st->sql.copy))
@@ -1096,7 +1117,7 @@ pg_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 					   st->binary ? &st->send[i] : NULL);
 	CtasPgSyncBuildSql(&st->sql, t, st->qualified, st->binary);
 	MemoryContextSwitchTo(oldcxt);
-	CtasPgExec(st->conn, t->catalog, "DROP TABLE pg_temp._ctas_fed_sync_batch");
+	CtasPgExec(st->conn, t->catalog, "DROP TABLE IF EXISTS pg_temp._ctas_fed_sync_batch");
 	CtasPgExec(st->conn, t->catalog, st->sql.batch_create);
 	return NULL;
 }

@@ -552,6 +552,18 @@ follow_schema_change(SyncPeekState *peek, SyncApplyState *st)
 	reason = CtasSyncSchemaFollow(job, !st->skipping);
 	if (reason != NULL)
 		return reason;
+	/*
+	 * Taken without the remote (done when the transaction was applied,
+	 * before the columns were stored): the target, which holds no batch
+	 * yet, opens again for the new columns.
+	 */
+	if (st->skipping)
+	{
+		oldcxt = MemoryContextSwitchTo(GetMemoryChunkContext(job));
+		job->apply->close(&job->target);
+		job->apply->open(&job->target);
+		MemoryContextSwitchTo(oldcxt);
+	}
 	/* the old ones may hold the message being read: freed with the peek */
 	oldcxt = MemoryContextSwitchTo(peek->cxt);
 	st->ev = CtasSyncBuildEval(job);
@@ -952,12 +964,8 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 		{
 			SyncJob    *job = peek.jobs[j].job;
 
-			/* columns followed in the first reading: from the stored ones */
-			if (job->reshaped)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("sync " INT64_FORMAT " reads its stream again after following a schema change; the worker starts again",
-								job->id)));
+			/* columns followed in the first reading: as they were */
+			CtasSyncSchemaUndo(job);
 			memcpy(job->attnames, names[j], sizeof(char *) * job->ncols);
 			job->names_changed = false;
 			if (job->stop_at != InvalidXLogRecPtr)
@@ -981,6 +989,9 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 			CtasFaultPointWait("sync_between_commits");
 		committed |= st->began && st->last_end != InvalidXLogRecPtr;
 		finish_remote(st);
+		/* tests: a crash between the remote commit and the new columns' */
+		if (st->job->reshaped)
+			CtasFaultPointWait("sync_schema_unsaved");
 		/* renames followed: stored after the remote commit */
 		if (st->job->names_changed)
 			CtasSyncSaveNames(st->job);

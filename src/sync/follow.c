@@ -392,6 +392,85 @@ CtasSyncWholeRowChange(SyncJob *job, List *lines, const char *command,
 	return NULL;
 }
 
+/* The columns of a job before the changes it followed in a reading */
+typedef struct SyncShape
+{
+	int			ncols;
+	AttrNumber *attnums;
+	char	  **attnames;
+	Oid		   *atttypes;
+	FmgrInfo   *infuncs;
+	Oid		   *ioparams;
+	int		   *msgcol;
+	int		   *keycol;			/* a copy: changed in place */
+	char	  **keys;			/* a copy: changed in place */
+	Query	   *query;
+	TupleDesc	tupdesc;
+	int			ncolumns;
+	char	  **columns;
+	Oid		   *types;
+} SyncShape;
+
+/* keep the job's columns as they are, in job->before (its memory) */
+static void
+save_before(SyncJob *job, MemoryContext cxt)
+{
+	SyncShape  *b = MemoryContextAllocZero(cxt, sizeof(SyncShape));
+	int			nkeys = job->target.nkeys;
+
+	b->ncols = job->ncols;
+	b->attnums = job->attnums;
+	b->attnames = job->attnames;
+	b->atttypes = job->atttypes;
+	b->infuncs = job->infuncs;
+	b->ioparams = job->ioparams;
+	b->msgcol = job->msgcol;
+	b->keycol = MemoryContextAlloc(cxt, sizeof(int) * Max(nkeys, 1));
+	memcpy(b->keycol, job->keycol, sizeof(int) * nkeys);
+	b->keys = MemoryContextAlloc(cxt, sizeof(char *) * Max(nkeys, 1));
+	memcpy(b->keys, job->target.keys, sizeof(char *) * nkeys);
+	b->query = job->query;
+	b->tupdesc = job->tupdesc;
+	b->ncolumns = job->target.ncolumns;
+	b->columns = job->target.columns;
+	b->types = job->target.types;
+	job->before = b;
+}
+
+/*
+ * CtasSyncSchemaUndo
+ *		A reading of the stream that is read again (sync/apply.c): the job
+ *		takes back the columns it had before the changes it followed in it,
+ *		unrecorded.  The caller opens the targets again, for those columns.
+ */
+void
+CtasSyncSchemaUndo(SyncJob *job)
+{
+	SyncShape  *b = job->before;
+
+	job->follow = NULL;
+	if (!job->reshaped || b == NULL)
+		return;
+	job->ncols = b->ncols;
+	job->attnums = b->attnums;
+	job->attnames = b->attnames;
+	job->atttypes = b->atttypes;
+	job->infuncs = b->infuncs;
+	job->ioparams = b->ioparams;
+	job->msgcol = b->msgcol;
+	memcpy(job->keycol, b->keycol, sizeof(int) * job->target.nkeys);
+	memcpy(job->target.keys, b->keys, sizeof(char *) * job->target.nkeys);
+	job->query = b->query;
+	job->tupdesc = b->tupdesc;
+	job->target.ncolumns = b->ncolumns;
+	job->target.columns = b->columns;
+	job->target.types = b->types;
+	job->schema_log = NIL;
+	job->reshaped = false;
+	job->before = NULL;
+	job->before = NULL;
+}
+
 /*
  * CtasSyncSchemaFollow
  *		Do what the last message planned for a whole-row sync (job->follow,
@@ -419,6 +498,8 @@ CtasSyncSchemaFollow(SyncJob *job, bool remote)
 	job->follow = NULL;
 	if (f == NULL || f->nchanges == 0)
 		return NULL;
+	if (!job->reshaped)
+		save_before(job, cxt);
 	if (remote)
 	{
 		char	   *reason = job->apply->alter(&job->target, f->changes,

@@ -62,6 +62,7 @@ typedef struct SyncJob
 	/* schema changes a whole-row sync follows (sync/ddl.c) */
 	struct SyncFollow *follow;	/* what the last message asks, or NULL */
 	bool		reshaped;		/* columns changed since the last save */
+	struct SyncShape *before;	/* the columns before, while reshaped */
 	List	   *schema_log;		/* followed changes not recorded yet
 								 * (char *, in job_cxt) */
 	XLogRecPtr	schema_failed_at;	/* valid: the job fails at the schema
@@ -161,6 +162,7 @@ extern bool CtasSyncSchemaTriggerOn(void);
 extern char *CtasSyncWholeRowChange(SyncJob *job, List *lines,
 									const char *command, const char *table);
 extern char *CtasSyncSchemaFollow(SyncJob *job, bool remote);
+extern void CtasSyncSchemaUndo(SyncJob *job);
 extern void CtasSyncSaveShape(SyncJob *job);
 extern void CtasSyncRecordSchemaFailure(SyncJob *job, const char *error);
 extern TupleDesc CtasSyncRecordedTupdesc(SyncJob *job);

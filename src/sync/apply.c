@@ -514,7 +514,7 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
 /*
  * follow_schema_change
  *		A schema change that the whole-row sync of st follows on its remote
- *		table (sync/ddl.c): in its remote transaction, begun here if need
+ *		table (sync/follow.c): in its remote transaction, begun here if need
  *		be, then with the query's expressions built anew for its columns.
  *		A job skipping the transaction (applied before) takes the columns
  *		only.  A target without transactions writes a source transaction

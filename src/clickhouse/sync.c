@@ -1030,8 +1030,8 @@ ch_default_literal(const CtasSyncAlter *c, const char *type)
  *		source transactions (sync/apply.c refuses one after changes of its
  *		own transaction): the rows of the transactions before are written
  *		first, then each ALTER TABLE, which ClickHouse applies to the
- *		table's metadata at once, so that a reader sees the table as of a
- *		source transaction, with or without the change.  An added column
+ *		table's metadata at once, so that a reader never sees a row of one
+ *		shape in a table of the other.  An added column
  *		gets the value of the rows there are as its DEFAULT, which
  *		ClickHouse reads for the parts written before it (the sync always
  *		writes every column after).  A change found done (a batch applied

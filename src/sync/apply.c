@@ -32,7 +32,8 @@
  * event trigger (sync/ddl.c), and one that changes a column the query
  * reads also in a Relation message of the source; either may come in the
  * middle of a source transaction, after some of its changes were given to
- * the target.  The job then fails,
+ * the target.  A whole-row sync may follow it on its remote table, at that
+ * place (follow_schema_change, sync/follow.c).  Otherwise the job fails,
  * but the remote must keep exactly the source transactions that committed
  * before that one, and nothing of it.  When none of the transaction's
  * changes reached the target yet (the usual case: a DDL in a transaction

@@ -25,6 +25,7 @@ OBJS = \
 	src/clickhouse/rowbinary.o \
 	src/clickhouse/stage.o \
 	src/clickhouse/sync.o \
+	src/clickhouse/sync_keep.o \
 	src/clickhouse/types.o \
 	src/clickhouse/verify.o \
 	src/clickhouse/writer.o \
@@ -60,6 +61,7 @@ OBJS = \
 	src/sync/apply.o \
 	src/sync/copy.o \
 	src/sync/ddl.o \
+	src/sync/follow.o \
 	src/sync/resync.o \
 	src/sync/statement.o \
 	src/sync/status.o \

@@ -68,3 +68,26 @@ CREATE EVENT TRIGGER ctas_fed_schema_changes ON ddl_command_end
   EXECUTE FUNCTION @extschema@.schema_change_trigger();
 
 ALTER EVENT TRIGGER ctas_fed_schema_changes ENABLE ALWAYS;
+
+-- Schema changes that whole-row syncs followed on their remote tables, and
+-- those at which a sync failed (src/sync/ddl.c,
+-- docs/sync-schema-changes.md): one row per change, in the transaction
+-- that stores the sync's new columns or its failure; the last 100 per sync
+-- are kept
+CREATE TABLE @extschema@.sync_schema_changes (
+    change_id  bigserial PRIMARY KEY,
+    sync_id    bigint NOT NULL,              -- ctas_fed.syncs.sync_id
+    lsn        pg_lsn NOT NULL,              -- commit lsn of the DDL's transaction
+    change     text NOT NULL,                -- e.g. ADD COLUMN note text, or
+                                             -- why it could not be followed
+    followed   boolean NOT NULL,             -- false: the sync failed at it
+    recorded_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+COMMENT ON TABLE @extschema@.sync_schema_changes
+  IS 'schema changes of sources that continuous syncs followed on their remote tables';
+
+CREATE INDEX sync_schema_changes_sync_id
+  ON @extschema@.sync_schema_changes (sync_id);
+
+REVOKE ALL ON @extschema@.sync_schema_changes FROM PUBLIC;

@@ -20,7 +20,7 @@
  *	xact.c		pre_commit, post_commit, abort, subxact; durable records
  *	resolve.c	recovery from the durable records
  *	sync.c		continuous sync: the apply side (CtasChSyncApply)
- *	verify.c	continuous sync: the rebuild of a resync, verify_sync()
+ *	verify.c	continuous sync: verify_sync()
  *
  * At most once: every request that changes something is sent once (client.c
  * never lets libcurl resend it); after a failure whose outcome is unknown
@@ -70,8 +70,6 @@ extern const CtasTargetRoutine CtasClickHouseTarget;
 extern const CtasSyncApply CtasChSyncApply;
 
 /* in verify.c: resync of a continuous sync */
-extern void CtasChSyncRebuild(CtasSyncTarget *t);
-extern void CtasChSyncRebuilt(CtasSyncTarget *t);
 extern char *CtasChSyncVerifyLocal(CtasSyncTarget *t, int col,
 								   const char *expr);
 extern void CtasChSyncVerifyRemote(CtasSyncTarget *t, int level,
@@ -392,6 +390,8 @@ extern void CtasChAppendType(StringInfo buf, const ChType *t);
 extern char *CtasChTypeText(const ChType *t);
 extern bool CtasChIsKey(CtasLoad *load, const CtasColumn *col);
 extern void CtasChMapColumn(CtasLoad *load, CtasColumn *col);
+extern char *CtasChSyncColumnType(Oid typid, int32 typmod,
+								  const char *colname);
 
 /* in ddl.c */
 extern char *CtasChQname(const char *db, const char *table);
@@ -440,6 +440,25 @@ extern void CtasChClusterExplain(CtasLoad *load, ExplainState *es);
 
 /* in rowbinary.c */
 extern ChColumn *CtasChSetupColumns(CtasLoad *load, char **types);
+
+/*
+ * in sync_keep.c: unchanged values of a sync taken from the remote row.  A
+ * row being completed: each column's RowBinary bytes, missing where the
+ * change did not carry the value.
+ */
+typedef struct ChKeptRow
+{
+	char	   *keyraw;			/* CtasChSyncKeyText */
+	StringInfoData *segs;		/* per column */
+	bool	   *missing;
+} ChKeptRow;
+extern bool CtasChSyncCanKeep(CtasSyncTarget *t, ChColumn *cols,
+							  ChColumn *keycols, int col);
+extern char *CtasChSyncKeyText(CtasSyncTarget *t, ChColumn *keycols,
+							   Datum *values, const int *keypos);
+extern void CtasChSyncFetchKept(CtasHttp *http, CtasSyncTarget *t,
+								const char *qtable, ChColumn *cols,
+								List *rows);
 extern void CtasChPutValue(ChEnc *e, StringInfo buf, Datum v, bool isnull);
 
 /* in xact.c */

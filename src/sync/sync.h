@@ -15,6 +15,8 @@
  *	toast.c		unchanged TOAST values rebuilt, or the job failed
  *	ddl.c		schema changes in WAL order: the event trigger's logical
  *				messages, met by the worker between the changes
+ *	follow.c	the schema changes a whole-row sync follows remotely,
+ *				and their record
  *	copy.c		the copy's plain columns
  *	resync.c	resync(): the copy again from a new snapshot
  *	verify.c	verify_sync(): the check, run by the worker

@@ -58,6 +58,16 @@ typedef struct SyncJob
 	bool		fail_on_ddl;	/* schema_changes = 'fail' */
 	bool		whole_row;		/* the query takes the rows whole */
 	bool		names_changed;	/* attnames follow a rename not stored yet */
+
+	/* schema changes a whole-row sync follows (sync/ddl.c) */
+	struct SyncFollow *follow;	/* what the last message asks, or NULL */
+	bool		reshaped;		/* columns changed since the last save */
+	struct SyncShape *before;	/* the columns before, while reshaped */
+	List	   *schema_log;		/* followed changes not recorded yet
+								 * (char *, in job_cxt) */
+	XLogRecPtr	schema_failed_at;	/* valid: the job fails at the schema
+									 * change of the source transaction
+									 * committed there */
 } SyncJob;
 
 /* The query's expressions, ready to run (per transaction) */
@@ -147,6 +157,14 @@ extern char *CtasSyncSchemaChange(SyncJob *job, const char *content, int len,
 								  bool *mine);
 extern void CtasSyncSaveNames(SyncJob *job);
 extern bool CtasSyncSchemaTriggerOn(void);
+
+/* in sync/follow.c */
+extern char *CtasSyncWholeRowChange(SyncJob *job, List *lines,
+									const char *command, const char *table);
+extern char *CtasSyncSchemaFollow(SyncJob *job, bool remote);
+extern void CtasSyncSchemaUndo(SyncJob *job);
+extern void CtasSyncSaveShape(SyncJob *job);
+extern void CtasSyncRecordSchemaFailure(SyncJob *job, const char *error);
 extern TupleDesc CtasSyncRecordedTupdesc(SyncJob *job);
 
 /* in sync/worker.c: reading ctas_fed.syncs through SPI, webhook events */

@@ -1282,6 +1282,9 @@ ctas_fed_sync_main(Datum main_arg)
 		if (CtasSyncFailed && failed_id != 0)
 		{
 			fail_job(failed_id, edata->message);
+			/* a schema change it could not follow: recorded (sync/follow.c) */
+			if (failed != NULL && failed->schema_failed_at != InvalidXLogRecPtr)
+				CtasSyncRecordSchemaFailure(failed, edata->message);
 			if (failed != NULL)
 				job_event(failed, "failed", edata->message);
 			foreach(lc, jobs)

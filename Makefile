@@ -18,6 +18,7 @@ OBJS = \
 	src/catalog.o \
 	src/ctas.o \
 	src/targets.o \
+	src/clickhouse/cityhash.o \
 	src/clickhouse/client.o \
 	src/clickhouse/cluster.o \
 	src/clickhouse/ddl.o \
@@ -34,6 +35,7 @@ OBJS = \
 	src/hosts.o \
 	src/http/curl.o \
 	src/jobs.o \
+	src/jobshards.o \
 	src/metrics.o \
 	src/options.o \
 	src/multi.o \

@@ -332,6 +332,9 @@ typedef struct ChLoad
 	int			key_col;		/* index of key.column, or -1 */
 	StringInfoData key_buf;		/* the key's encoding, for routing */
 	bool	   *shard_exists;	/* [nshards]: target exists there */
+	uint64		bytes;			/* a shard's part: bytes encoded */
+	int			job_shard;		/* a shard's part: its entry in
+								 * ctas_fed.job_shards, or -1 */
 } ChLoad;
 
 /*
@@ -437,6 +440,11 @@ extern void CtasChClusterPutRow(ChLoad *cl, TupleTableSlot *slot);
 extern void CtasChClusterEndLoad(ChLoad *cl);
 extern bool CtasChClusterDrop(CtasLoad *load);
 extern void CtasChClusterExplain(CtasLoad *load, ExplainState *es);
+
+/* in cityhash.c */
+extern uint64 CtasChHash128to64(uint64 low, uint64 high);
+extern uint64 CtasChCityHash64(const char *data, size_t len);
+extern uint64 CtasChIntHash64(uint64 x);
 
 /* in rowbinary.c */
 extern ChColumn *CtasChSetupColumns(CtasLoad *load, char **types);

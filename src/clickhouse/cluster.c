@@ -35,11 +35,13 @@
  * shard, and the set is published at pre-commit, undone on abort and
  * decided as a whole by the resolver from the local transaction's outcome.
  *
- * The sharding expressions computed here are rand(), an integer column,
- * intHash64(column) and cityHash64(column) of an integer column (which
- * ClickHouse hashes with intHash64 of the value's bytes, zero-extended).
- * Anything else is refused: a row must never land on a shard the
- * Distributed table would not send it to.
+ * The sharding expressions computed here (cityhash.c) are rand(), an
+ * integer column, intHash64(column) of an integer column, and
+ * cityHash64(column) of an integer column (which ClickHouse hashes with
+ * intHash64 of the value's bytes, zero-extended) or of a String column
+ * (CityHash64 1.0.2 of its bytes).  Anything else (other hash functions,
+ * several arguments, Nullable columns) is refused: a row must never land
+ * on a shard the Distributed table would not send it to.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -57,6 +59,7 @@
 #include "clickhouse.h"
 #include "gid.h"
 #include "hosts.h"
+#include "jobs.h"
 
 #define CH_DEFAULT_LOCAL	"{table}_local"
 
@@ -259,7 +262,7 @@ ch_parse_shard_key(const char *text, ChShardKey *key)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid value for option \"sharding_key\": \"%s\"", text),
-				 errdetail("ctas_fed routes rows itself and computes these sharding keys: rand(), an integer column, intHash64(column) and cityHash64(column) of an integer column.")));
+				 errdetail("ctas_fed routes rows itself and computes these sharding keys: rand(), an integer column, intHash64(column) of an integer column, and cityHash64(column) of an integer or String column.")));
 }
 
 /* The sharding key as ClickHouse SQL, rebuilt from the parse.  Palloc'd */
@@ -289,15 +292,22 @@ ch_shard_key_sql(const ChShardKey *key)
 	return buf.data;
 }
 
-/* Is ClickHouse type text a non-Nullable integer type? */
+/*
+ * Can we compute sharding function func of a column of ClickHouse type
+ * text?  A non-Nullable integer type for all of them, and String too for
+ * cityHash64.
+ */
 static bool
-ch_integer_type(const char *text)
+ch_key_type_ok(ChShardFunc func, const char *text)
 {
 	bool		too_deep = false;
 	ChType	   *t = text ? CtasChParseType(text, &too_deep) : NULL;
 
-	return t != NULL && !t->nullable && t->kind >= CHK_INT8 &&
-		t->kind <= CHK_UINT64;
+	if (t == NULL || t->nullable)
+		return false;
+	if (t->kind == CHK_STRING)
+		return func == CH_SHARD_CITYHASH64;
+	return t->kind >= CHK_INT8 && t->kind <= CHK_UINT64;
 }
 
 /*
@@ -326,6 +336,14 @@ ch_resolve_key(CtasLoad *load, char **types, ChShardKey *key)
 	{
 		key->func = CH_SHARD_INTHASH64;
 		key->column = strVal(linitial(load->opts.primary_key));
+		for (i = 0; i < load->ncolumns; i++)
+		{
+			/* a text key: cityHash64 */
+			if (strcmp(load->columns[i].name, key->column) == 0 &&
+				ch_key_type_ok(CH_SHARD_CITYHASH64, types[i]) &&
+				!ch_key_type_ok(CH_SHARD_INTHASH64, types[i]))
+				key->func = CH_SHARD_CITYHASH64;
+		}
 		if (list_length(load->opts.primary_key) != 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -344,11 +362,11 @@ ch_resolve_key(CtasLoad *load, char **types, ChShardKey *key)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
 				 errmsg("sharding key column \"%s\" is not a column of the query", key->column)));
-	if (!ch_integer_type(types[i]))
+	if (!ch_key_type_ok(key->func, types[i]))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot shard by column \"%s\" of type %s", key->column, types[i]),
-				 errdetail("ctas_fed computes the shard of each row itself, from a non-Nullable integer column."),
+				 errdetail("ctas_fed computes the shard of each row itself: from a non-Nullable integer column, or cityHash64 of a String column."),
 				 errhint("Give the option sharding_key: an integer column, intHash64(column), cityHash64(column) or rand().")));
 	return i;
 }
@@ -616,6 +634,8 @@ CtasChClusterCreateTable(ChLoad *cl, bool exists)
 		sub->db = cl->db;
 		sub->local = cl->local;
 		sub->key_col = -1;
+		sub->job_shard = CtasJobShardStart(load->job, load->catalog->name,
+										   i + 1);
 		cl->shards[i] = sub;
 		if (!append)
 			continue;
@@ -675,13 +695,13 @@ CtasChClusterCreateTable(ChLoad *cl, bool exists)
 				break;
 		}
 		if (cl->key.func != CH_SHARD_RAND &&
-			(i == load->ncolumns || !ch_integer_type(types[i])))
+			(i == load->ncolumns || !ch_key_type_ok(cl->key.func, types[i])))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("cannot route rows by %s, the sharding key of table \"%s\"",
 							ch_shard_key_sql(&cl->key),
 							CtasChDisplay(cl->db, load->table)),
-					 errdetail("ctas_fed computes the shard of each row itself, from a non-Nullable integer column the query gives.")));
+					 errdetail("ctas_fed computes the shard of each row itself, from a non-Nullable integer column the query gives, or cityHash64 of a String column.")));
 		cl->key_col = cl->key.func == CH_SHARD_RAND ? -1 : i;
 	}
 	else
@@ -731,23 +751,6 @@ CtasChClusterCreateTable(ChLoad *cl, bool exists)
 }
 
 /*
- * The SQL function intHash64 of ClickHouse: IntHash64Impl, the Murmur
- * finalizer intHash64 of Common/HashTable/Hash.h on the argument XORed
- * with a constant.
- */
-static inline uint64
-ch_int_hash64(uint64 x)
-{
-	x ^= UINT64CONST(0x4CF2D2BAAE6DA887);
-	x ^= x >> 33;
-	x *= UINT64CONST(0xff51afd7ed558ccd);
-	x ^= x >> 33;
-	x *= UINT64CONST(0xc4ceb9fe1a85ec53);
-	x ^= x >> 33;
-	return x;
-}
-
-/*
  * ch_route
  *		The shard (from 1) the Distributed table sends a row to: its
  *		sharding expression, computed from the RowBinary bytes of the key
@@ -772,11 +775,29 @@ ch_route(ChLoad *cl, TupleTableSlot *slot)
 	CtasChPutValue(&cl->cols[cl->key_col].enc, kb,
 				   slot->tts_values[cl->key_col],
 				   slot->tts_isnull[cl->key_col]);
+	kind = cl->cols[cl->key_col].enc.type->kind;
+	if (kind == CHK_STRING)
+	{
+		/* cityHash64 of the bytes after RowBinary's varint length */
+		uint64		len = 0;
+		int			shift = 0;
+
+		for (i = 0; i < kb->len && i < 10; i++)
+		{
+			len |= (uint64) (kb->data[i] & 0x7f) << shift;
+			shift += 7;
+			if (((unsigned char) kb->data[i] & 0x80) == 0)
+				break;
+		}
+		if (i >= kb->len || len != (uint64) (kb->len - i - 1))
+			elog(ERROR, "sharding key string encoded in %d bytes", kb->len);
+		v = CtasChCityHash64(kb->data + i + 1, (size_t) len);
+		return c->slot_shard[v % (uint64) c->nslots];
+	}
 	if (kb->len < 1 || kb->len > 8)
 		elog(ERROR, "sharding key encoded in %d bytes", kb->len);
 	for (i = kb->len - 1; i >= 0; i--)
 		u = (u << 8) | (unsigned char) kb->data[i];
-	kind = cl->cols[cl->key_col].enc.type->kind;
 
 	switch (cl->key.func)
 	{
@@ -788,11 +809,11 @@ ch_route(ChLoad *cl, TupleTableSlot *slot)
 			if (kind <= CHK_INT64 && kb->len < 8 &&
 				(u >> (kb->len * 8 - 1)) & 1)
 				u |= ~UINT64CONST(0) << (kb->len * 8);
-			v = ch_int_hash64(u);
+			v = CtasChIntHash64(u);
 			break;
 		case CH_SHARD_CITYHASH64:
 			/* integers: intHash64 of the value's bytes, zero-extended */
-			v = ch_int_hash64(u);
+			v = CtasChIntHash64(u);
 			break;
 		default:
 			elog(ERROR, "unexpected sharding function %d", (int) cl->key.func);
@@ -818,10 +839,15 @@ CtasChClusterPutRow(ChLoad *cl, TupleTableSlot *slot)
 		CtasChPutValue(&cl->cols[i].enc, buf, slot->tts_values[i],
 					   slot->tts_isnull[i]);
 	cl->load->bytes += buf->len - before;
+	sub->bytes += buf->len - before;
 	cl->rows++;
 	sub->rows++;
 	if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
+	{
 		CtasChStreamStep(sub, false);
+		CtasJobShardProgress(cl->load->job, sub->job_shard, sub->rows,
+							 sub->bytes);
+	}
 }
 
 /*
@@ -844,6 +870,8 @@ CtasChClusterEndLoad(ChLoad *cl)
 	for (i = 0; i < cl->cluster->nshards; i++)
 	{
 		CtasChStageCheck(cl->shards[i]);
+		CtasJobShardProgress(cl->load->job, cl->shards[i]->job_shard,
+							 cl->shards[i]->rows, cl->shards[i]->bytes);
 		ereport(DEBUG1,
 				(errmsg_internal("ctas_fed: shard %d of \"%s\" gets " UINT64_FORMAT " rows",
 								 i + 1, cl->load->table, cl->shards[i]->rows)));

@@ -438,6 +438,8 @@ extern bool CtasChClusterBeginLoad(ChLoad *cl);
 extern void CtasChClusterCreateTable(ChLoad *cl, bool exists);
 extern void CtasChClusterPutRow(ChLoad *cl, TupleTableSlot *slot);
 extern void CtasChClusterEndLoad(ChLoad *cl);
+extern List *CtasChClusterExport(ChLoad *cl, List *state);
+extern void CtasChClusterAttach(ChLoad *cl, List *l);
 extern bool CtasChClusterDrop(CtasLoad *load);
 extern void CtasChClusterExplain(CtasLoad *load, ExplainState *es);
 

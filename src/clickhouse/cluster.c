@@ -446,8 +446,6 @@ CtasChClusterCheckOptions(CtasLoad *load)
 		what = "continuous sync";
 	else if (!load->opts.atomic)
 		what = "atomic = false";
-	else if (load->opts.parallel > 0)
-		what = "parallel";
 	if (what)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -475,12 +473,6 @@ CtasChClusterBeginLoad(ChLoad *cl)
 	bool		any = false;
 	int			i;
 
-	if (load->group_id != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("create_tables_as is not supported into cluster catalog \"%s\"",
-						load->catalog->name),
-				 errhint("Create each table with its own CREATE TABLE ... AS.")));
 	CtasChClusterCheck(c, cl->http);
 	cl->local = ch_local_name(load);
 	cl->shard_exists = palloc0(sizeof(bool) * c->nshards);
@@ -853,11 +845,16 @@ CtasChClusterPutRow(ChLoad *cl, TupleTableSlot *slot)
 /*
  * CtasChClusterEndLoad
  *		end_load for a cluster catalog: finish every shard's INSERT, then
- *		check every shard's staging table against the rows sent to it.
+ *		(not in a parallel worker) check every shard's staging table
+ *		against the rows sent to it.  A parallel load's leader does not
+ *		know how the workers' rows split: each shard's staging table is
+ *		counted, and the counts must add up to the rows the workers sent
+ *		(load->rows).
  */
 void
 CtasChClusterEndLoad(ChLoad *cl)
 {
+	uint64		sum = 0;
 	int			i;
 
 	if (cl->shards == NULL)
@@ -867,6 +864,26 @@ CtasChClusterEndLoad(ChLoad *cl)
 		if (cl->shards[i]->stream)
 			CtasChStreamStep(cl->shards[i], true);
 	}
+	if (cl->worker)
+		return;
+	for (i = 0; i < cl->cluster->nshards && cl->exported; i++)
+	{
+		ChLoad	   *sub = cl->shards[i];
+
+		sub->rows = CtasChParseCount(sub->http,
+									 CtasHttpQuery(sub->http,
+												   psprintf("SELECT count() FROM %s",
+															CtasChQname(sub->db, sub->insert_table)),
+												   "count the rows of the staging table"),
+									 "SELECT count()");
+		sum += sub->rows;
+	}
+	if (cl->exported && sum != cl->load->rows)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("staging tables of \"%s\" in catalog \"%s\" hold " UINT64_FORMAT " rows on all shards, but " UINT64_FORMAT " were sent",
+						CtasChDisplay(cl->db, cl->load->table),
+						cl->load->catalog->name, sum, cl->load->rows)));
 	for (i = 0; i < cl->cluster->nshards; i++)
 	{
 		CtasChStageCheck(cl->shards[i]);
@@ -875,6 +892,98 @@ CtasChClusterEndLoad(ChLoad *cl)
 		ereport(DEBUG1,
 				(errmsg_internal("ctas_fed: shard %d of \"%s\" gets " UINT64_FORMAT " rows",
 								 i + 1, cl->load->table, cl->shards[i]->rows)));
+	}
+}
+
+/*
+ * CtasChClusterExport
+ *		parallel_export for a cluster catalog, after the database and the
+ *		column types (writer.c): the routing (key function, key column,
+ *		slot -> shard) and each shard's staging table, appended to state;
+ *		every shard's INSERT of the leader is finished empty.
+ */
+List *
+CtasChClusterExport(ChLoad *cl, List *state)
+{
+	ChCluster  *c = cl->cluster;
+	List	   *slots = NIL;
+	List	   *stages = NIL;
+	int			i;
+
+	for (i = 0; i < c->nslots; i++)
+		slots = lappend(slots, makeInteger(c->slot_shard[i]));
+	for (i = 0; i < c->nshards; i++)
+	{
+		ChLoad	   *sub = cl->shards[i];
+
+		stages = lappend(stages, makeString(sub->insert_table));
+		if (sub->stream)
+			CtasChStreamStep(sub, true);
+	}
+	state = lappend(state, list_make3(makeInteger((int) cl->key.func),
+									  makeInteger(cl->key_col),
+									  makeString(cl->key.column ? cl->key.column : "")));
+	state = lappend(state, slots);
+	state = lappend(state, stages);
+	cl->exported = true;
+	return state;
+}
+
+/*
+ * CtasChClusterAttach
+ *		parallel_attach for a cluster catalog, in a parallel worker whose cl
+ *		has the columns set up (writer.c): the cluster's clients, the
+ *		routing of the leader, and one INSERT of this worker into each
+ *		shard's staging table.  l holds what CtasChClusterExport appended,
+ *		from its first element.  ERROR when a shard cannot be reached.
+ */
+void
+CtasChClusterAttach(ChLoad *cl, List *l)
+{
+	CtasLoad   *load = cl->load;
+	ChCluster  *c = CtasChClusterOpen(load->catalog, load->cxt);
+	List	   *key = linitial(l);
+	List	   *slots = lsecond(l);
+	List	   *stages = lthird(l);
+	ListCell   *lc;
+	int			i;
+
+	if (c == NULL || list_length(stages) != c->nshards)
+		elog(ERROR, "parallel cluster load has %d shards, the catalog %d",
+			 list_length(stages), c ? c->nshards : 0);
+	cl->cluster = c;
+	cl->worker = true;
+	cl->key.func = (ChShardFunc) intVal(linitial(key));
+	cl->key_col = intVal(lsecond(key));
+	cl->key.column = strVal(lthird(key));
+	initStringInfo(&cl->key_buf);
+	c->nslots = list_length(slots);
+	c->slot_shard = palloc(sizeof(int) * c->nslots);
+	i = 0;
+	foreach(lc, slots)
+		c->slot_shard[i++] = intVal(lfirst(lc));
+	c->checked = true;
+	cl->shards = palloc0(sizeof(ChLoad *) * c->nshards);
+	for (i = 0; i < c->nshards; i++)
+	{
+		ChLoad	   *sub = palloc0(sizeof(ChLoad));
+
+		sub->load = load;
+		sub->worker = true;
+		sub->http = c->http[i];
+		sub->shard = i + 1;
+		sub->cluster = c;
+		sub->db = cl->db;
+		sub->insert_table = strVal(list_nth(stages, i));
+		sub->ncols = cl->ncols;
+		sub->types = cl->types;
+		sub->cols = cl->cols;
+		sub->key_col = -1;
+		sub->job_shard = -1;
+		cl->shards[i] = sub;
+		CtasChCheckVersion(sub->http);
+		CtasChInsertSql(sub);
+		CtasChStreamOpen(sub);
 	}
 }
 

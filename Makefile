@@ -24,6 +24,7 @@ OBJS = \
 	src/clickhouse/ddl.o \
 	src/clickhouse/resolve.o \
 	src/clickhouse/rowbinary.o \
+	src/clickhouse/shardkey.o \
 	src/clickhouse/stage.o \
 	src/clickhouse/sync.o \
 	src/clickhouse/types.o \

@@ -440,8 +440,20 @@ extern void CtasChClusterPutRow(ChLoad *cl, TupleTableSlot *slot);
 extern void CtasChClusterEndLoad(ChLoad *cl);
 extern List *CtasChClusterExport(ChLoad *cl, List *state);
 extern void CtasChClusterAttach(ChLoad *cl, List *l);
+extern char *CtasChClusterSyncTable(ChCluster *c, CtasHttp *http,
+									const char *db, const char *name,
+									int nkeys, char **keys, ChShardKey *key,
+									int *key_k);
 extern bool CtasChClusterDrop(CtasLoad *load);
 extern void CtasChClusterExplain(CtasLoad *load, ExplainState *es);
+
+/* in shardkey.c */
+extern void CtasChParseShardKey(const char *text, ChShardKey *key);
+extern char *CtasChShardKeySql(const ChShardKey *key);
+extern bool CtasChKeyTypeOk(ChShardFunc func, const char *text);
+extern int	CtasChShardOf(ChCluster *c, const ChShardKey *key,
+						  ChColumn *col, StringInfo kb, Datum v,
+						  bool isnull);
 
 /* in cityhash.c */
 extern uint64 CtasChHash128to64(uint64 low, uint64 high);

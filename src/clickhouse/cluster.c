@@ -35,13 +35,14 @@
  * shard, and the set is published at pre-commit, undone on abort and
  * decided as a whole by the resolver from the local transaction's outcome.
  *
- * The sharding expressions computed here (cityhash.c) are rand(), an
- * integer column, intHash64(column) of an integer column, and
- * cityHash64(column) of an integer column (which ClickHouse hashes with
- * intHash64 of the value's bytes, zero-extended) or of a String column
- * (CityHash64 1.0.2 of its bytes).  Anything else (other hash functions,
- * several arguments, Nullable columns) is refused: a row must never land
- * on a shard the Distributed table would not send it to.
+ * The sharding keys, parsed and computed: shardkey.c.
+ *
+ * Parallel loads (parallel = N, parallel.c): the leader creates every
+ * shard's staging table; CtasChClusterExport hands the workers the routing
+ * and the staging tables, CtasChClusterAttach opens one INSERT of each
+ * worker into every shard's staging table; the leader counts the staging
+ * tables at end_load.  Continuous sync routes its changes with
+ * CtasChShardOf (sync.c), the key read back by CtasChClusterSyncTable.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -53,7 +54,6 @@
 #include "postgres.h"
 
 #include "commands/explain.h"
-#include "common/pg_prng.h"
 #include "miscadmin.h"
 
 #include "clickhouse.h"
@@ -174,141 +174,6 @@ CtasChClusterCheck(ChCluster *c, CtasHttp *http)
 	c->checked = true;
 }
 
-/* ------------------------------------------------------------------------
- * The sharding key
- * ------------------------------------------------------------------------
- */
-
-/* Parse an identifier, bare or backquoted, at *p; NULL if none.  Palloc'd */
-static char *
-ch_parse_ident(const char **p)
-{
-	const char *s = *p;
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	if (*s == '`')
-	{
-		for (s++; *s && *s != '`'; s++)
-		{
-			if (*s == '\\' && s[1])
-				s++;
-			if ((unsigned char) *s < ' ')
-				return NULL;
-			appendStringInfoChar(&buf, *s);
-		}
-		if (*s != '`' || buf.len == 0)
-			return NULL;
-		s++;
-	}
-	else
-	{
-		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
-			return NULL;
-		while ((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
-			   (*s >= '0' && *s <= '9') || *s == '_')
-			appendStringInfoChar(&buf, *s++);
-	}
-	*p = s;
-	return buf.data;
-}
-
-/*
- * ch_parse_shard_key
- *		Parse the option sharding_key: rand(), a column, or intHash64 or
- *		cityHash64 of a column.  ERROR otherwise.
- */
-static void
-ch_parse_shard_key(const char *text, ChShardKey *key)
-{
-	const char *p = text;
-	char	   *word;
-
-	memset(key, 0, sizeof(*key));
-	CtasChSkipWs(&p);
-	word = ch_parse_ident(&p);
-	CtasChSkipWs(&p);
-	if (word != NULL && *p == '(' && text[strspn(text, " \t\r\n")] != '`')
-	{
-		p++;
-		CtasChSkipWs(&p);
-		if (strcmp(word, "rand") == 0 && *p == ')')
-			key->func = CH_SHARD_RAND;
-		else
-		{
-			if (strcmp(word, "intHash64") == 0)
-				key->func = CH_SHARD_INTHASH64;
-			else if (strcmp(word, "cityHash64") == 0)
-				key->func = CH_SHARD_CITYHASH64;
-			else
-				word = NULL;
-			key->column = word ? ch_parse_ident(&p) : NULL;
-			CtasChSkipWs(&p);
-			if (key->column == NULL || *p != ')')
-				word = NULL;
-		}
-		if (word)
-		{
-			p++;
-			CtasChSkipWs(&p);
-		}
-	}
-	else if (word != NULL)
-	{
-		key->func = CH_SHARD_VALUE;
-		key->column = word;
-	}
-	if (word == NULL || *p != '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid value for option \"sharding_key\": \"%s\"", text),
-				 errdetail("ctas_fed routes rows itself and computes these sharding keys: rand(), an integer column, intHash64(column) of an integer column, and cityHash64(column) of an integer or String column.")));
-}
-
-/* The sharding key as ClickHouse SQL, rebuilt from the parse.  Palloc'd */
-static char *
-ch_shard_key_sql(const ChShardKey *key)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	switch (key->func)
-	{
-		case CH_SHARD_RAND:
-			appendStringInfoString(&buf, "rand()");
-			return buf.data;
-		case CH_SHARD_VALUE:
-			break;
-		case CH_SHARD_INTHASH64:
-			appendStringInfoString(&buf, "intHash64(");
-			break;
-		case CH_SHARD_CITYHASH64:
-			appendStringInfoString(&buf, "cityHash64(");
-			break;
-	}
-	CtasChAppendIdent(&buf, key->column);
-	if (key->func != CH_SHARD_VALUE)
-		appendStringInfoChar(&buf, ')');
-	return buf.data;
-}
-
-/*
- * Can we compute sharding function func of a column of ClickHouse type
- * text?  A non-Nullable integer type for all of them, and String too for
- * cityHash64.
- */
-static bool
-ch_key_type_ok(ChShardFunc func, const char *text)
-{
-	bool		too_deep = false;
-	ChType	   *t = text ? CtasChParseType(text, &too_deep) : NULL;
-
-	if (t == NULL || t->nullable)
-		return false;
-	if (t->kind == CHK_STRING)
-		return func == CH_SHARD_CITYHASH64;
-	return t->kind >= CHK_INT8 && t->kind <= CHK_UINT64;
-}
 
 /*
  * ch_resolve_key
@@ -326,7 +191,7 @@ ch_resolve_key(CtasLoad *load, char **types, ChShardKey *key)
 	int			i;
 
 	if (o->sharding_key)
-		ch_parse_shard_key(o->sharding_key, key);
+		CtasChParseShardKey(o->sharding_key, key);
 	else if (load->opts.primary_key == NIL)
 	{
 		key->func = CH_SHARD_RAND;
@@ -340,8 +205,8 @@ ch_resolve_key(CtasLoad *load, char **types, ChShardKey *key)
 		{
 			/* a text key: cityHash64 */
 			if (strcmp(load->columns[i].name, key->column) == 0 &&
-				ch_key_type_ok(CH_SHARD_CITYHASH64, types[i]) &&
-				!ch_key_type_ok(CH_SHARD_INTHASH64, types[i]))
+				CtasChKeyTypeOk(CH_SHARD_CITYHASH64, types[i]) &&
+				!CtasChKeyTypeOk(CH_SHARD_INTHASH64, types[i]))
 				key->func = CH_SHARD_CITYHASH64;
 		}
 		if (list_length(load->opts.primary_key) != 1)
@@ -362,7 +227,7 @@ ch_resolve_key(CtasLoad *load, char **types, ChShardKey *key)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
 				 errmsg("sharding key column \"%s\" is not a column of the query", key->column)));
-	if (!ch_key_type_ok(key->func, types[i]))
+	if (!CtasChKeyTypeOk(key->func, types[i]))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot shard by column \"%s\" of type %s", key->column, types[i]),
@@ -439,12 +304,10 @@ CtasChClusterCheckOptions(CtasLoad *load)
 		return;
 	}
 	if (o->sharding_key)
-		ch_parse_shard_key(o->sharding_key, &key);
+		CtasChParseShardKey(o->sharding_key, &key);
 	if (o->local_table)
 		(void) ch_local_name(load);
-	if (load->opts.sync)
-		what = "continuous sync";
-	else if (!load->opts.atomic)
+	if (!load->opts.atomic && !load->opts.sync)
 		what = "atomic = false";
 	if (what)
 		ereport(ERROR,
@@ -547,7 +410,7 @@ ch_read_dist(ChCluster *c, CtasHttp *http, const char *db, const char *name,
 		return NULL;
 	expr[i] = '\0';
 	if (key)
-		ch_parse_shard_key(expr, key);
+		CtasChParseShardKey(expr, key);
 	return args[2];
 }
 
@@ -584,12 +447,12 @@ ch_append_key(ChLoad *cl, const char *dist)
 	cl->local = local;
 	if (o->sharding_key)
 	{
-		ch_parse_shard_key(o->sharding_key, &given);
-		if (strcmp(ch_shard_key_sql(&given), ch_shard_key_sql(&cl->key)) != 0)
+		CtasChParseShardKey(o->sharding_key, &given);
+		if (strcmp(CtasChShardKeySql(&given), CtasChShardKeySql(&cl->key)) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("sharding key %s differs from %s, that of table \"%s\"",
-							ch_shard_key_sql(&given), ch_shard_key_sql(&cl->key),
+							CtasChShardKeySql(&given), CtasChShardKeySql(&cl->key),
 							CtasChDisplay(cl->db, load->table))));
 	}
 }
@@ -687,11 +550,11 @@ CtasChClusterCreateTable(ChLoad *cl, bool exists)
 				break;
 		}
 		if (cl->key.func != CH_SHARD_RAND &&
-			(i == load->ncolumns || !ch_key_type_ok(cl->key.func, types[i])))
+			(i == load->ncolumns || !CtasChKeyTypeOk(cl->key.func, types[i])))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("cannot route rows by %s, the sharding key of table \"%s\"",
-							ch_shard_key_sql(&cl->key),
+							CtasChShardKeySql(&cl->key),
 							CtasChDisplay(cl->db, load->table)),
 					 errdetail("ctas_fed computes the shard of each row itself, from a non-Nullable integer column the query gives, or cityHash64 of a String column.")));
 		cl->key_col = cl->key.func == CH_SHARD_RAND ? -1 : i;
@@ -699,6 +562,24 @@ CtasChClusterCreateTable(ChLoad *cl, bool exists)
 	else
 		cl->key_col = ch_resolve_key(load, types, &cl->key);
 	initStringInfo(&cl->key_buf);
+	if (load->sync != NULL)
+	{
+		ListCell   *lc;
+		bool		in_key = false;
+
+		foreach(lc, load->opts.primary_key)
+		{
+			if (cl->key.column && strcmp(strVal(lfirst(lc)), cl->key.column) == 0)
+				in_key = true;
+		}
+		if (!in_key)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot sync into cluster catalog \"%s\" with sharding key %s",
+							load->catalog->name, CtasChShardKeySql(&cl->key)),
+					 errdetail("Every version of a key must reach the same shard: the sharding key must be computed from a column of the primary key."),
+					 errhint("Give the option sharding_key: a column of the primary key, intHash64 or cityHash64 of one.")));
+	}
 
 	/* every shard: local table, its INSERT, the Distributed table */
 	for (i = 0; i < c->nshards; i++)
@@ -736,82 +617,24 @@ CtasChClusterCreateTable(ChLoad *cl, bool exists)
 							   CtasChQname(cl->db, a->stage),
 							   CtasChQname(cl->db, sub->insert_table),
 							   CtasChLit(c->name), CtasChLit(cl->db),
-							   CtasChLit(cl->local), ch_shard_key_sql(&cl->key)),
+							   CtasChLit(cl->local), CtasChShardKeySql(&cl->key)),
 					  "create the Distributed table");
 		a->state = CH_ACTION_LOADED;
 	}
 }
 
-/*
- * ch_route
- *		The shard (from 1) the Distributed table sends a row to: its
- *		sharding expression, computed from the RowBinary bytes of the key
- *		column (little-endian, the value as ClickHouse stores it), taken
- *		modulo the total weight as an unsigned number of the expression's
- *		type, mapped through the slots.
- */
+
+/* the shard of the row in slot */
 static int
 ch_route(ChLoad *cl, TupleTableSlot *slot)
 {
-	ChCluster  *c = cl->cluster;
-	StringInfo	kb = &cl->key_buf;
-	uint64		u = 0;
-	uint64		v;
-	int			i;
-	ChKind		kind;
+	int			k = cl->key_col;
 
-	if (cl->key_col < 0)
-		return c->slot_shard[pg_prng_uint64(&pg_global_prng_state) % c->nslots];
-
-	resetStringInfo(kb);
-	CtasChPutValue(&cl->cols[cl->key_col].enc, kb,
-				   slot->tts_values[cl->key_col],
-				   slot->tts_isnull[cl->key_col]);
-	kind = cl->cols[cl->key_col].enc.type->kind;
-	if (kind == CHK_STRING)
-	{
-		/* cityHash64 of the bytes after RowBinary's varint length */
-		uint64		len = 0;
-		int			shift = 0;
-
-		for (i = 0; i < kb->len && i < 10; i++)
-		{
-			len |= (uint64) (kb->data[i] & 0x7f) << shift;
-			shift += 7;
-			if (((unsigned char) kb->data[i] & 0x80) == 0)
-				break;
-		}
-		if (i >= kb->len || len != (uint64) (kb->len - i - 1))
-			elog(ERROR, "sharding key string encoded in %d bytes", kb->len);
-		v = CtasChCityHash64(kb->data + i + 1, (size_t) len);
-		return c->slot_shard[v % (uint64) c->nslots];
-	}
-	if (kb->len < 1 || kb->len > 8)
-		elog(ERROR, "sharding key encoded in %d bytes", kb->len);
-	for (i = kb->len - 1; i >= 0; i--)
-		u = (u << 8) | (unsigned char) kb->data[i];
-
-	switch (cl->key.func)
-	{
-		case CH_SHARD_VALUE:
-			v = u;				/* the value as its unsigned type */
-			break;
-		case CH_SHARD_INTHASH64:
-			/* the argument converted to UInt64: signed ones sign-extended */
-			if (kind <= CHK_INT64 && kb->len < 8 &&
-				(u >> (kb->len * 8 - 1)) & 1)
-				u |= ~UINT64CONST(0) << (kb->len * 8);
-			v = CtasChIntHash64(u);
-			break;
-		case CH_SHARD_CITYHASH64:
-			/* integers: intHash64 of the value's bytes, zero-extended */
-			v = CtasChIntHash64(u);
-			break;
-		default:
-			elog(ERROR, "unexpected sharding function %d", (int) cl->key.func);
-			v = 0;				/* keep compiler quiet */
-	}
-	return c->slot_shard[v % (uint64) c->nslots];
+	if (k < 0)
+		return CtasChShardOf(cl->cluster, &cl->key, NULL, &cl->key_buf,
+							 (Datum) 0, true);
+	return CtasChShardOf(cl->cluster, &cl->key, &cl->cols[k], &cl->key_buf,
+						 slot->tts_values[k], slot->tts_isnull[k]);
 }
 
 /*
@@ -893,6 +716,45 @@ CtasChClusterEndLoad(ChLoad *cl)
 				(errmsg_internal("ctas_fed: shard %d of \"%s\" gets " UINT64_FORMAT " rows",
 								 i + 1, cl->load->table, cl->shards[i]->rows)));
 	}
+}
+
+/*
+ * CtasChClusterSyncTable
+ *		For the sync worker: the local tables and the sharding key of the
+ *		synced table db.name of cluster c, from its Distributed table on
+ *		shard 1 (the cluster checked through http first).  The key must be
+ *		computed from key column keys[*key_k] of the sync's key (the rows
+ *		of one key must all meet on one shard): ERROR otherwise.  Returns
+ *		the local tables' name, palloc'd.
+ */
+char *
+CtasChClusterSyncTable(ChCluster *c, CtasHttp *http, const char *db,
+					   const char *name, int nkeys, char **keys,
+					   ChShardKey *key, int *key_k)
+{
+	char	   *local;
+	int			i;
+
+	CtasChClusterCheck(c, http);
+	local = ch_read_dist(c, c->http[0], db, name, key);
+	if (local == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("synced table \"%s\" is not a Distributed table of cluster \"%s\" with a sharding key",
+						CtasChDisplay(db, name), c->name)));
+	*key_k = -1;
+	for (i = 0; i < nkeys && key->func != CH_SHARD_RAND; i++)
+	{
+		if (strcmp(keys[i], key->column) == 0)
+			*key_k = i;
+	}
+	if (*key_k < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot sync into table \"%s\" sharded by %s",
+						CtasChDisplay(db, name), CtasChShardKeySql(key)),
+				 errdetail("Every version of a key must reach the same shard: the sharding key must be computed from a column of the primary key.")));
+	return local;
 }
 
 /*
@@ -1055,7 +917,7 @@ CtasChClusterExplain(CtasLoad *load, ExplainState *es)
 		types[i] = load->columns[i].remote_type;
 	cols = CtasChSetupColumns(load, types);
 	(void) ch_resolve_key(load, types, &key);
-	keysql = ch_shard_key_sql(&key);
+	keysql = CtasChShardKeySql(&key);
 
 	ExplainPropertyText("Cluster", cluster, es);
 	ExplainPropertyInteger("Shards", NULL, list_length(list), es);

@@ -72,6 +72,33 @@
  * A change of another commit lsn than the kept ones writes them first, as
  * commit does.
  *
+ * A cluster catalog (cluster.c): the synced table is a Distributed table
+ * over ReplacingMergeTree(_version) local tables, one per shard, created
+ * by the statement like any cluster CTAS.  The worker keeps one state per
+ * shard (its local table, its kept changes, its streams) and routes each
+ * change to the shard the Distributed table sends its key to
+ * (CtasChShardOf, the routing of a load); a TRUNCATE is a delete row for
+ * every key on every shard, from that shard's own rows.  commit writes the
+ * changes of every shard, then the progress row on the catalog's url (the
+ * metadata server; shard 1 in the tests).
+ *
+ * Exactly once, in a cluster.  The sharding key must be computed from a
+ * column of the sync's key (checked when the table is created and again
+ * when the worker opens it, from the Distributed table's definition): a
+ * key's every version, its delete rows and the TRUNCATE rows for it then go
+ * to one shard, the one the Distributed table would send the key to, where
+ * ReplacingMergeTree keeps its highest version, so FINAL through the
+ * Distributed table shows each key once, as on one server.  Versions are
+ * those of one server (the source's commit lsns), so writing a batch again
+ * writes rows equal to those already there, on the same shards.  The
+ * progress row is written only after every shard took its rows: a worker
+ * that fails or dies with some shards written and others not (a shard
+ * down, a crash between two shards) has not stored the batch's lsn, and
+ * the next worker applies the whole batch again from the stored progress,
+ * which completes the shards that missed it and rewrites equal rows on the
+ * others.  A shard that is down stops the batch (the worker retries) and
+ * never moves the progress past changes that shard has not taken.
+ *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
@@ -142,6 +169,13 @@ typedef struct ChSyncState
 	StringInfoData rowbuf;		/* one encoded row */
 	StringInfoData keybuf;		/* one encoded key */
 	MemoryContext cxt;
+
+	/* a cluster catalog: the state of each shard's local table */
+	ChCluster  *cluster;		/* or NULL */
+	struct ChSyncState **shards;	/* [nshards] */
+	ChShardKey	key;			/* of the Distributed table */
+	int			key_k;			/* the key column it reads, in keys */
+	StringInfoData route_buf;
 } ChSyncState;
 
 static void ch_sync_prepare(CtasLoad *load);
@@ -314,22 +348,21 @@ insert_sql(ChSyncState *st, int n, char **names)
 }
 
 /*
- * ch_sync_open
- *		The HTTP client, the encoders of the remote table's columns (types
- *		read from the server), the place of each key among the columns, the
- *		progress table.  State in the current memory context.
+ * open_state
+ *		The state of remote table db.table on the server http talks to:
+ *		the encoders of its columns (types read from the server), the place
+ *		of each key among the columns.  In the current memory context.
  */
-static void
-ch_sync_open(CtasSyncTarget *t)
+static ChSyncState *
+open_state(CtasSyncTarget *t, CtasHttp *http, const char *table)
 {
 	ChSyncState *st = palloc0(sizeof(ChSyncState));
 	StringInfoData sql;
 	int			i;
 
 	st->cxt = CurrentMemoryContext;
-	t->private = st;
-	st->http = CtasHttpCreate(t->catalog, st->cxt);
-	st->qtable = CtasChQname(t->schema, t->table);
+	st->http = http;
+	st->qtable = CtasChQname(t->schema, table);
 	st->progress = CtasChQname(t->schema, PROGRESS_TABLE);
 	st->cols = encoders(t, st, t->ncolumns, t->columns, t->types);
 	st->keycols = encoders(t, st, t->nkeys, t->keys, t->key_types);
@@ -385,6 +418,37 @@ ch_sync_open(CtasSyncTarget *t)
 		if (st->keypos[i] < 0 || t->types[st->keypos[i]] != t->key_types[i])
 			elog(ERROR, "key column \"%s\" of the synced table is not a column of the query",
 				 t->keys[i]);
+	}
+	return st;
+}
+
+/*
+ * ch_sync_open
+ *		The state of the remote table (open_state), and of each shard's
+ *		local table for a cluster catalog, and the progress table (on the
+ *		catalog's url: the metadata server of a cluster).
+ */
+static void
+ch_sync_open(CtasSyncTarget *t)
+{
+	CtasHttp   *http = CtasHttpCreate(t->catalog, CurrentMemoryContext);
+	ChCluster  *c = CtasChClusterOpen(t->catalog, CurrentMemoryContext);
+	ChSyncState *st = open_state(t, http, t->table);
+
+	t->private = st;
+	if (c != NULL)
+	{
+		char	   *local;
+		int			i;
+
+		local = CtasChClusterSyncTable(c, http, t->schema, t->table,
+									   t->nkeys, t->keys, &st->key,
+									   &st->key_k);
+		st->cluster = c;
+		st->shards = palloc0(sizeof(ChSyncState *) * c->nshards);
+		for (i = 0; i < c->nshards; i++)
+			st->shards[i] = open_state(t, c->http[i], local);
+		initStringInfo(&st->route_buf);
 	}
 
 	CtasHttpQuery(st->http,
@@ -453,10 +517,8 @@ stream_row(ChSyncState *st, const char *row, int len, uint64 version)
 
 /* send the rows and the delete rows not sent yet */
 static void
-send_pending(CtasSyncTarget *t)
+send_pending(ChSyncState *st)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
-
 	if (st->stream != NULL)
 	{
 		CtasHttpStreamFinish(st->stream);
@@ -484,7 +546,7 @@ send_pending(CtasSyncTarget *t)
 static void
 send_truncate(CtasSyncTarget *t, ChSyncState *st, uint64 version)
 {
-	send_pending(t);
+	send_pending(st);
 	CtasHttpQuery(st->http,
 				  psprintf("%s" UINT64_FORMAT "%s", st->truncate_head,
 						   version, st->truncate_tail),
@@ -550,7 +612,7 @@ write_changes(CtasSyncTarget *t, ChSyncState *st)
 			put_version(&st->deletes, st->lsn, true);
 			/* rows and delete rows of one version have distinct keys */
 			if (st->deletes.len >= DELETES_MAX)
-				send_pending(t);
+				send_pending(st);
 		}
 		else
 		{
@@ -642,11 +704,28 @@ encode_row(CtasSyncTarget *t, ChSyncState *st, Datum *values, bool *nulls)
 		CtasChPutValue(&st->cols[i].enc, &st->rowbuf, values[i], nulls[i]);
 }
 
+/*
+ * shard_state
+ *		The state that takes a change of key value v (of key column
+ *		st->key_k): the remote table's own, or for a cluster that of the
+ *		shard the Distributed table sends the key to.
+ */
+static ChSyncState *
+shard_state(ChSyncState *st, Datum v)
+{
+	if (st->cluster == NULL)
+		return st;
+	return st->shards[CtasChShardOf(st->cluster, &st->key,
+									&st->keycols[st->key_k], &st->route_buf,
+									v, false) - 1];
+}
+
 static void
 ch_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
 			   const bool *unchanged)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
+	ChSyncState *top = (ChSyncState *) t->private;
+	ChSyncState *st = shard_state(top, values[top->keypos[Max(top->key_k, 0)]]);
 	int			k;
 
 	if (unchanged != NULL)
@@ -664,7 +743,8 @@ ch_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
 static void
 ch_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
+	ChSyncState *top = (ChSyncState *) t->private;
+	ChSyncState *st = shard_state(top, values[top->keypos[Max(top->key_k, 0)]]);
 
 	if (st->truncated)
 		send_truncate(t, st, t->change_lsn - 3);
@@ -675,7 +755,8 @@ ch_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
 static void
 ch_sync_delete(CtasSyncTarget *t, Datum *keys)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
+	ChSyncState *top = (ChSyncState *) t->private;
+	ChSyncState *st = shard_state(top, keys[Max(top->key_k, 0)]);
 	int			k;
 
 	switch_transaction(t, st);
@@ -686,14 +767,25 @@ ch_sync_delete(CtasSyncTarget *t, Datum *keys)
 }
 
 static void
+truncate_state(CtasSyncTarget *t, ChSyncState *st)
+{
+	switch_transaction(t, st);
+	forget_changes(st);
+	send_pending(st);
+	st->truncated = true;
+}
+
+/* a cluster: every shard truncates its local table */
+static void
 ch_sync_truncate(CtasSyncTarget *t)
 {
 	ChSyncState *st = (ChSyncState *) t->private;
+	int			i;
 
-	switch_transaction(t, st);
-	forget_changes(st);
-	send_pending(t);
-	st->truncated = true;
+	if (st->cluster == NULL)
+		truncate_state(t, st);
+	for (i = 0; st->cluster && i < st->cluster->nshards; i++)
+		truncate_state(t, st->shards[i]);
 }
 
 /*
@@ -705,9 +797,19 @@ static void
 ch_sync_commit(CtasSyncTarget *t, uint64 lsn)
 {
 	ChSyncState *st = (ChSyncState *) t->private;
+	int			i;
 
-	write_changes(t, st);
-	send_pending(t);
+	if (st->cluster == NULL)
+	{
+		write_changes(t, st);
+		send_pending(st);
+	}
+	/* a cluster: every shard's rows before the progress row */
+	for (i = 0; st->cluster && i < st->cluster->nshards; i++)
+	{
+		write_changes(t, st->shards[i]);
+		send_pending(st->shards[i]);
+	}
 	CtasHttpQuery(st->http,
 				  psprintf("INSERT INTO %s (job, lsn) VALUES (%s, " UINT64_FORMAT ")",
 						   st->progress, CtasChLit(t->job_key), lsn),
@@ -715,12 +817,8 @@ ch_sync_commit(CtasSyncTarget *t, uint64 lsn)
 }
 
 static void
-ch_sync_close(CtasSyncTarget *t)
+close_state(ChSyncState *st)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
-
-	if (st == NULL)
-		return;
 	if (st->stream != NULL)
 		CtasHttpStreamClose(st->stream);
 	st->stream = NULL;
@@ -734,5 +832,21 @@ ch_sync_close(CtasSyncTarget *t)
 	if (st->changes != NULL && IsTransactionState())
 		tuplesort_end(st->changes);
 	st->changes = NULL;
+}
+
+static void
+ch_sync_close(CtasSyncTarget *t)
+{
+	ChSyncState *st = (ChSyncState *) t->private;
+	int			i;
+
+	if (st == NULL)
+		return;
+	close_state(st);
+	for (i = 0; st->cluster && st->shards && i < st->cluster->nshards; i++)
+	{
+		if (st->shards[i])
+			close_state(st->shards[i]);
+	}
 	t->private = NULL;
 }

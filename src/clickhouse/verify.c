@@ -65,8 +65,10 @@ CtasChSyncRebuild(CtasSyncTarget *t)
 /*
  * CtasChSyncRebuilt
  *		After the copy committed at consistent point t->change_lsn: delete
- *		every key the copy did not write.  Its own HTTP client, freed with
- *		a memory context of its own.  ERROR on a failed request.
+ *		every key the copy did not write (in a cluster, on every shard's
+ *		local table: the keys stay on their shards).  Its own HTTP
+ *		client, freed with a memory context of its own.  ERROR on a failed
+ *		request.
  */
 void
 CtasChSyncRebuilt(CtasSyncTarget *t)
@@ -79,6 +81,7 @@ CtasChSyncRebuilt(CtasSyncTarget *t)
 	char	   *qtable = CtasChQname(t->schema, t->table);
 	uint64		version = t->change_lsn - 2;
 	StringInfoData keys;
+	ChCluster  *c;
 	int			i;
 
 	initStringInfo(&keys);
@@ -87,13 +90,26 @@ CtasChSyncRebuilt(CtasSyncTarget *t)
 		CtasChAppendIdent(&keys, t->keys[i]);
 		appendStringInfoString(&keys, ", ");
 	}
-	CtasHttpQuery(http,
-				  psprintf("INSERT INTO %s (%s_version, _deleted) "
-						   "SELECT %stoUInt64(" UINT64_FORMAT "), 1 FROM %s FINAL "
-						   "WHERE _deleted = 0 AND _version < " UINT64_FORMAT,
-						   qtable, keys.data, keys.data, version, qtable,
-						   version),
-				  "delete the rows a resync did not copy");
+	c = CtasChClusterOpen(t->catalog, cxt);
+	if (c != NULL)
+	{
+		ChShardKey	key;
+		int			key_k;
+
+		/* a cluster: on each shard's local table, from its own rows */
+		qtable = CtasChQname(t->schema,
+							 CtasChClusterSyncTable(c, http, t->schema,
+													t->table, t->nkeys,
+													t->keys, &key, &key_k));
+	}
+	for (i = 0; i < (c ? c->nshards : 1); i++)
+		CtasHttpQuery(c ? c->http[i] : http,
+					  psprintf("INSERT INTO %s (%s_version, _deleted) "
+							   "SELECT %stoUInt64(" UINT64_FORMAT "), 1 FROM %s FINAL "
+							   "WHERE _deleted = 0 AND _version < " UINT64_FORMAT,
+							   qtable, keys.data, keys.data, version, qtable,
+							   version),
+					  "delete the rows a resync did not copy");
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(cxt);
 }

@@ -217,8 +217,6 @@ fails(q{CREATE TABLE ring.dw.b WITH (sharding_key = 'i32') AS SELECT id, NULL::i
 	qr/null value in column "i32" cannot be written to ClickHouse type Int32/, 'a NULL in the sharding column is an error');
 fails(q{CREATE TABLE ring.dw.b WITH (atomic = false) AS SELECT id FROM src},
 	qr/atomic = false is not supported into cluster catalog "ring"/, 'streaming is refused');
-fails(q{CREATE TABLE ring.dw.b WITH (sync = 'continuous', primary_key = 'id') AS SELECT id FROM src},
-	qr/continuous sync is not supported into cluster catalog "ring"/, 'sync is refused');
 fails(q{CREATE TABLE ring.dw.b WITH (local_table = '_ctas_fed_stage_1_2_3_{table}') AS SELECT id FROM src},
 	qr/invalid local table name "_ctas_fed_stage_1_2_3_b"/, 'local_table: not a scratch name');
 fails(q{CREATE TABLE ring.dw.b WITH (local_table = '{table}') AS SELECT id FROM src},

@@ -282,8 +282,8 @@ ch_local_name(CtasLoad *load)
  * CtasChClusterCheckOptions
  *		The statement options of a load, as far as clusters go (called by
  *		CtasChCheckOptions): sharding_key and local_table only for a
- *		cluster catalog; a cluster catalog takes atomic loads only, without
- *		parallel workers or continuous sync.  ERROR otherwise.
+ *		cluster catalog; a cluster catalog takes atomic loads only (and
+ *		continuous syncs, atomic at creation).  ERROR otherwise.
  */
 void
 CtasChClusterCheckOptions(CtasLoad *load)
@@ -314,7 +314,7 @@ CtasChClusterCheckOptions(CtasLoad *load)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("%s is not supported into cluster catalog \"%s\"",
 						what, load->catalog->name),
-				 errdetail("A load into a ClickHouse cluster is atomic, with one stream per shard.")));
+				 errdetail("A load into a ClickHouse cluster is atomic: every shard's table is published at commit.")));
 }
 
 /* ------------------------------------------------------------------------

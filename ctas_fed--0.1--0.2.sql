@@ -71,7 +71,7 @@ ALTER EVENT TRIGGER ctas_fed_schema_changes ENABLE ALWAYS;
 
 -- Rows per shard of the jobs into a ClickHouse cluster (src/jobshards.c,
 -- docs/clickhouse-clusters.md): one row per shard of the recent jobs,
--- running ones included; kept in memory (a server restart empties it)
+-- running ones included; saved with the job registry
 CREATE FUNCTION @extschema@.job_shards(
     OUT job_id bigint, OUT shard integer, OUT rows bigint, OUT bytes bigint)
 RETURNS SETOF record

@@ -877,6 +877,8 @@ CtasJobsSave(void)
 	int			pass;
 	int			i;
 
+	/* the rows per shard first: a saved registry implies them */
+	CtasJobShardsSave();
 	LWLockAcquire(shared->lock, LW_SHARED);
 	hdr.next_job_id = shared->next_job_id + JOBS_ID_RESERVE;
 	LWLockRelease(shared->lock);

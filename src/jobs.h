@@ -176,6 +176,7 @@ extern int	CtasJobShardStart(CtasJobRef ref, const char *catalog, int shard);
 extern void CtasJobShardProgress(CtasJobRef ref, int handle, uint64 rows,
 								 uint64 bytes);
 extern void CtasJobShardsCommitted(int64 job_id, const char *catalog);
+extern void CtasJobShardsSave(void);
 extern CtasJobShard *CtasJobShardsSnapshot(int *nentries,
 										   CtasShardStats **stats,
 										   int *nstats);

@@ -161,4 +161,17 @@ fails(q{CREATE TABLE ring.dw.b WITH (sharding_key = 'cityHash64(s)') AS SELECT i
 	qr/null value in column "s"/, 'a NULL in the sharding column is an error');
 is(scratch(), '0,0', 'no scratch table on any shard');
 
+# --- 5. the rows per shard and their counters survive a restart (the
+# launcher saves the registry when the server stops)
+
+my $shards_before = $local->safe_psql('postgres',
+	'SELECT string_agg(format(\'%s:%s:%s:%s\', job_id, shard, rows, bytes), \',\' ORDER BY job_id, shard) FROM ctas_fed.job_shards');
+my $metric_before = metric('ctas_fed_shard_rows_total{catalog="ring",shard="2"}');
+$local->restart;
+is($local->safe_psql('postgres',
+	'SELECT string_agg(format(\'%s:%s:%s:%s\', job_id, shard, rows, bytes), \',\' ORDER BY job_id, shard) FROM ctas_fed.job_shards'),
+	$shards_before, 'after a restart: ctas_fed.job_shards as before');
+is(metric('ctas_fed_shard_rows_total{catalog="ring",shard="2"}'), $metric_before,
+	'after a restart: the per-shard counters as before');
+
 done_testing();

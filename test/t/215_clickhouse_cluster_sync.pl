@@ -11,7 +11,7 @@
 # shard 2 down and back, and TRUNCATE: the content equals the source, each
 # key is on one shard only, and rows inserted through the Distributed table
 # land on the shard the worker chose.  Keys that are not a function of the
-# primary key are refused.
+# primary key are refused.  verify_sync answers equal, and a resync converges.
 #
 # ctas-tap: parallel
 

@@ -150,6 +150,11 @@ is(job_shards('dw.p'), "$n[0],$n[1]", 'parallel: ctas_fed.job_shards has the row
 is(shards_ok('p', 'big', 'id, label, n'), 'ok', 'parallel: every row once, each key on the shard Distributed chooses');
 is(scratch(), '0,0', 'parallel: no scratch table');
 
+my $plan = $local->safe_psql('postgres',
+	q{EXPLAIN (COSTS OFF) CREATE TABLE ring.dw.pe WITH (parallel = 2, primary_key = 'id') AS SELECT id, label, n FROM big});
+like($plan, qr/Parallel: 2 workers/, 'EXPLAIN parallel = 2 into a cluster: the workers');
+like($plan, qr/Sharding Key: intHash64\(`id`\)/, 'EXPLAIN parallel = 2 into a cluster: the routing');
+
 # create_tables_as with {"parallel": 2}
 ($rc, $out, $err) = $local->psql('postgres',
 	q{SELECT count(*) FROM ctas_fed.create_tables_as('ring', 'dw3', source_schema => 'src', options => '{"parallel": 2}')});

@@ -11,7 +11,8 @@
 # shard 2 down and back, and TRUNCATE: the content equals the source, each
 # key is on one shard only, and rows inserted through the Distributed table
 # land on the shard the worker chose.  Keys that are not a function of the
-# primary key are refused.  verify_sync answers equal, and a resync converges.
+# primary key are refused.  verify_sync answers equal, a resync converges,
+# and a text key is routed by cityHash64 like the loads.
 #
 # ctas-tap: parallel
 
@@ -160,6 +161,32 @@ ok(wait_until(90, sub {
 	$local->safe_psql('postgres', q{SELECT state FROM ctas_fed.jobs WHERE mode = 'sync'}) eq 'streaming' }),
 	'resync: streaming again');
 converges('resync');
+
+# a text key: sharded by cityHash64 of it, changes routed the same way
+$local->safe_psql('postgres', q{
+  CREATE TABLE codes (code text PRIMARY KEY, n int);
+  INSERT INTO codes SELECT 'code-' || g || repeat('é', g % 40), g FROM generate_series(1, 2000) g;});
+($rc, $out, $err) = $local->psql('postgres',
+	q{CREATE TABLE ring.dw.codes WITH (sync = 'continuous') AS SELECT code, n FROM codes});
+is($rc, 0, 'sync of a table with a text key') or diag($err);
+like($sh[1]->query(q{SELECT engine_full FROM system.tables WHERE database = 'dw' AND name = 'codes'}),
+	qr/cityHash64\(code\)\)$/m, 'a text key: the Distributed table shards by cityHash64 of it');
+$local->safe_psql('postgres', q{
+  UPDATE codes SET n = -n WHERE n % 3 = 0;
+  DELETE FROM codes WHERE n % 7 = 0;
+  INSERT INTO codes VALUES ('', 0), ('ünï', 1);});
+my $want_codes = $local->safe_psql('postgres', q{SELECT count(*) || ':' || sum(n) FROM codes});
+ok(wait_until(90, sub {
+	my $r = $sh[0]->query('SELECT toString(count()) || \':\' || toString(sum(n)) FROM dw.codes FINAL WHERE _deleted = 0');
+	chomp $r; $r eq $want_codes }), "a text key: FINAL through the Distributed table equals the source ($want_codes)");
+my %seen;
+foreach my $i (0, 1)
+{
+	$seen{$_} |= 1 << $i foreach split /\n/,
+	  $sh[$i]->query('SELECT DISTINCT hex(code) FROM dw.codes_local FORMAT TabSeparated');
+}
+is(scalar(grep { $_ == 3 } values %seen), 0, 'a text key: every key on one shard only');
+$local->safe_psql('postgres', q{SELECT ctas_fed.stop_sync('ring.dw.codes')});
 
 $local->safe_psql('postgres', q{SELECT ctas_fed.stop_sync('ring.dw.o')});
 ok(wait_until(60, sub {

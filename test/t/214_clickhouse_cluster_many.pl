@@ -29,7 +29,7 @@ my $fp = start_fault_proxy($sh[1]{http_port});
 
 clickhouse_cluster_catalog($local, \@sh,
 	shard_urls => [ $sh[0]{url}, 'http://127.0.0.1:' . $fp->port ],
-	options => { connect_timeout => 2, timeout => 10 });
+	options => { connect_timeout => 2, timeout => 5 });
 $local->safe_psql('postgres', q{
 	CREATE SCHEMA src;
 	CREATE TABLE src.a AS SELECT g AS id, md5(g::text) AS label FROM generate_series(1, 3000) g;

@@ -175,6 +175,8 @@ extern void CtasJobShardsShmemStartup(void);
 extern int	CtasJobShardStart(CtasJobRef ref, const char *catalog, int shard);
 extern void CtasJobShardProgress(CtasJobRef ref, int handle, uint64 rows,
 								 uint64 bytes);
+extern void CtasJobShardAdd(int64 job_id, int handle, uint64 rows,
+							uint64 bytes);
 extern void CtasJobShardsCommitted(int64 job_id, const char *catalog);
 extern void CtasJobShardsSave(void);
 extern CtasJobShard *CtasJobShardsSnapshot(int *nentries,

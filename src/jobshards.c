@@ -7,7 +7,10 @@
  * A job that writes to several shards registers one entry per shard
  * (CtasJobShardStart) and publishes that shard's rows and bytes
  * (CtasJobShardProgress) while it runs; only the owner writes them, so, as
- * in jobs.c, no lock is taken for progress.  The entries live in a ring in
+ * in jobs.c, no lock is taken for progress.  The parallel workers of a
+ * load add what they sent (CtasJobShardAdd, atomic adds) to the leader's
+ * entries while they run; the leader writes the exact counts once they are
+ * done.  The entries live in a ring in
  * shared memory of CTAS_JOB_SHARD_ENTRIES entries, shared by every job: the
  * oldest entries are overwritten, so the view shows the shards of the
  * recent jobs (running ones and the history), like ctas_fed.jobs.  The
@@ -157,6 +160,26 @@ CtasJobShardProgress(CtasJobRef ref, int handle, uint64 rows, uint64 bytes)
 		return;
 	pg_atomic_write_u64(&e->rows, rows);
 	pg_atomic_write_u64(&e->bytes, bytes);
+}
+
+/*
+ * CtasJobShardAdd
+ *		A parallel worker of job job_id: add rows and bytes to the shard
+ *		entry handle (atomic adds: several workers share it).  An entry the
+ *		ring has reused since is left alone.
+ */
+void
+CtasJobShardAdd(int64 job_id, int handle, uint64 rows, uint64 bytes)
+{
+	CtasJobShard *e;
+
+	if (shards == NULL || handle < 0 || handle >= CTAS_JOB_SHARD_ENTRIES)
+		return;
+	e = &shards->entries[handle];
+	if (e->job_id != job_id || job_id == 0)
+		return;
+	pg_atomic_fetch_add_u64(&e->rows, (int64) rows);
+	pg_atomic_fetch_add_u64(&e->bytes, (int64) bytes);
 }
 
 /*

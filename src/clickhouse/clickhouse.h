@@ -335,6 +335,9 @@ typedef struct ChLoad
 	uint64		bytes;			/* a shard's part: bytes encoded */
 	int			job_shard;		/* a shard's part: its entry in
 								 * ctas_fed.job_shards, or -1 */
+	uint64		rows_reported;	/* a worker's shard part: rows and bytes */
+	uint64		bytes_reported; /* added to job_shard so far */
+	int64		job_id;			/* a parallel worker: the leader's job */
 } ChLoad;
 
 /*

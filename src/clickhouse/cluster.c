@@ -55,6 +55,7 @@
 
 #include "commands/explain.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 
 #include "clickhouse.h"
 #include "gid.h"
@@ -638,6 +639,28 @@ ch_route(ChLoad *cl, TupleTableSlot *slot)
 }
 
 /*
+ * ch_shard_progress
+ *		Publish the rows and bytes sent to shard sub in ctas_fed.job_shards:
+ *		a parallel worker adds what it sent since its last report to the
+ *		leader's entry, the leader (or a serial load) writes its own.
+ */
+static void
+ch_shard_progress(ChLoad *cl, ChLoad *sub)
+{
+	if (cl->worker)
+	{
+		CtasJobShardAdd(cl->job_id, sub->job_shard,
+						sub->rows - sub->rows_reported,
+						sub->bytes - sub->bytes_reported);
+		sub->rows_reported = sub->rows;
+		sub->bytes_reported = sub->bytes;
+	}
+	else
+		CtasJobShardProgress(cl->load->job, sub->job_shard, sub->rows,
+							 sub->bytes);
+}
+
+/*
  * CtasChClusterPutRow
  *		put_row for a cluster catalog: encode the row into the INSERT of
  *		its shard; that buffer goes to the socket whenever it holds 1 MB.
@@ -660,8 +683,7 @@ CtasChClusterPutRow(ChLoad *cl, TupleTableSlot *slot)
 	if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
 	{
 		CtasChStreamStep(sub, false);
-		CtasJobShardProgress(cl->load->job, sub->job_shard, sub->rows,
-							 sub->bytes);
+		ch_shard_progress(cl, sub);
 	}
 }
 
@@ -688,7 +710,11 @@ CtasChClusterEndLoad(ChLoad *cl)
 			CtasChStreamStep(cl->shards[i], true);
 	}
 	if (cl->worker)
+	{
+		for (i = 0; i < cl->cluster->nshards; i++)
+			ch_shard_progress(cl, cl->shards[i]);
 		return;
+	}
 	for (i = 0; i < cl->cluster->nshards && cl->exported; i++)
 	{
 		ChLoad	   *sub = cl->shards[i];
@@ -770,8 +796,13 @@ CtasChClusterExport(ChLoad *cl, List *state)
 	ChCluster  *c = cl->cluster;
 	List	   *slots = NIL;
 	List	   *stages = NIL;
+	List	   *progress;
 	int			i;
 
+	/* the job and each shard's entry in ctas_fed.job_shards */
+	progress = list_make1(makeString(psprintf(INT64_FORMAT, cl->load->job.id)));
+	for (i = 0; i < c->nshards; i++)
+		progress = lappend(progress, makeInteger(cl->shards[i]->job_shard));
 	for (i = 0; i < c->nslots; i++)
 		slots = lappend(slots, makeInteger(c->slot_shard[i]));
 	for (i = 0; i < c->nshards; i++)
@@ -787,6 +818,7 @@ CtasChClusterExport(ChLoad *cl, List *state)
 									  makeString(cl->key.column ? cl->key.column : "")));
 	state = lappend(state, slots);
 	state = lappend(state, stages);
+	state = lappend(state, progress);
 	cl->exported = true;
 	return state;
 }
@@ -807,6 +839,7 @@ CtasChClusterAttach(ChLoad *cl, List *l)
 	List	   *key = linitial(l);
 	List	   *slots = lsecond(l);
 	List	   *stages = lthird(l);
+	List	   *progress = lfourth(l);
 	ListCell   *lc;
 	int			i;
 
@@ -815,6 +848,7 @@ CtasChClusterAttach(ChLoad *cl, List *l)
 			 list_length(stages), c ? c->nshards : 0);
 	cl->cluster = c;
 	cl->worker = true;
+	cl->job_id = pg_strtoint64(strVal(linitial(progress)));
 	cl->key.func = (ChShardFunc) intVal(linitial(key));
 	cl->key_col = intVal(lsecond(key));
 	cl->key.column = strVal(lthird(key));
@@ -841,7 +875,7 @@ CtasChClusterAttach(ChLoad *cl, List *l)
 		sub->types = cl->types;
 		sub->cols = cl->cols;
 		sub->key_col = -1;
-		sub->job_shard = -1;
+		sub->job_shard = intVal(list_nth(progress, i + 1));
 		cl->shards[i] = sub;
 		CtasChCheckVersion(sub->http);
 		CtasChInsertSql(sub);

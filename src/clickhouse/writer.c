@@ -213,7 +213,7 @@ ch_parallel_attach(CtasLoad *load, const char *state)
 	int			i;
 
 	if (list_length(l) != load->ncolumns + 2 &&
-		list_length(l) != load->ncolumns + 5)
+		list_length(l) != load->ncolumns + 6)
 		elog(ERROR, "parallel ClickHouse load has %d fields, expected %d",
 			 list_length(l), load->ncolumns + 2);
 	load->private = cl;
@@ -232,7 +232,7 @@ ch_parallel_attach(CtasLoad *load, const char *state)
 		load->columns[i].is_key = boolVal(lsecond(col));
 	}
 	cl->cols = CtasChSetupColumns(load, cl->types);
-	if (list_length(l) == load->ncolumns + 5)
+	if (list_length(l) == load->ncolumns + 6)
 	{
 		/* a cluster: an INSERT into each shard's staging table */
 		CtasChClusterAttach(cl, list_copy_tail(l, load->ncolumns + 2));

@@ -150,6 +150,25 @@ is(job_shards('dw.p'), "$n[0],$n[1]", 'parallel: ctas_fed.job_shards has the row
 is(shards_ok('p', 'big', 'id, label, n'), 'ok', 'parallel: every row once, each key on the shard Distributed chooses');
 is(scratch(), '0,0', 'parallel: no scratch table');
 
+# the workers' rows per shard advance while they load (each adds what it
+# sent at every 1 MB sent to a shard)
+$local->safe_psql('postgres', q{
+	CREATE TABLE wide AS SELECT g AS id, repeat(md5(g::text), 6) AS label FROM generate_series(1, 100000) g;
+	ANALYZE wide;
+	CREATE FUNCTION pause(x int) RETURNS int IMMUTABLE PARALLEL SAFE
+	  LANGUAGE plpgsql AS $$BEGIN IF x % 1000 = 0 THEN PERFORM pg_sleep(0.05); END IF; RETURN x; END$$;
+});
+my ($h, $hout, $herr) = start_psql($local,
+	q{CREATE TABLE ring.dw.w WITH (parallel = 2, primary_key = 'id') AS SELECT pause(id) AS id, label FROM wide});
+ok(wait_until(30, sub {
+	$local->safe_psql('postgres', q{SELECT count(*) FROM ctas_fed.job_shards
+	  WHERE target = 'dw.w' AND state = 'running' AND rows > 0}) eq '2' }),
+	'parallel: ctas_fed.job_shards shows rows on both shards while the workers load');
+$h->finish;
+is($$herr, '', 'parallel: the wide load commits');
+my @w = each_shard('SELECT count() FROM dw.w_local');
+is(job_shards('dw.w'), "$w[0],$w[1]", 'parallel: at the end, the exact rows of each shard');
+
 my $plan = $local->safe_psql('postgres',
 	q{EXPLAIN (COSTS OFF) CREATE TABLE ring.dw.pe WITH (parallel = 2, primary_key = 'id') AS SELECT id, label, n FROM big});
 like($plan, qr/Parallel: 2 workers/, 'EXPLAIN parallel = 2 into a cluster: the workers');
@@ -164,7 +183,7 @@ is(join(',', map { join('+', each_shard("SELECT count() FROM dw3.${_}_local")) }
 
 # --- 4. shard 2 killed in the middle of a parallel load
 
-my ($h, $hout, $herr) = start_psql($local,
+($h, $hout, $herr) = start_psql($local,
 	q{CREATE TABLE ring.dw.pk WITH (parallel = 2, primary_key = 'id') AS SELECT slow(id) AS id, label FROM big});
 ok(wait_until(30, sub {
 	$local->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'parallel worker'}) >= 2

@@ -18,11 +18,13 @@ OBJS = \
 	src/catalog.o \
 	src/ctas.o \
 	src/targets.o \
+	src/clickhouse/cityhash.o \
 	src/clickhouse/client.o \
 	src/clickhouse/cluster.o \
 	src/clickhouse/ddl.o \
 	src/clickhouse/resolve.o \
 	src/clickhouse/rowbinary.o \
+	src/clickhouse/shardkey.o \
 	src/clickhouse/stage.o \
 	src/clickhouse/sync.o \
 	src/clickhouse/sync_keep.o \
@@ -35,6 +37,7 @@ OBJS = \
 	src/hosts.o \
 	src/http/curl.o \
 	src/jobs.o \
+	src/jobshards.o \
 	src/metrics.o \
 	src/options.o \
 	src/multi.o \

@@ -91,3 +91,23 @@ CREATE INDEX sync_schema_changes_sync_id
   ON @extschema@.sync_schema_changes (sync_id);
 
 REVOKE ALL ON @extschema@.sync_schema_changes FROM PUBLIC;
+
+-- Rows per shard of the jobs into a ClickHouse cluster (src/jobshards.c,
+-- docs/clickhouse-clusters.md): one row per shard of the recent jobs,
+-- running ones included; saved with the job registry
+CREATE FUNCTION @extschema@.job_shards(
+    OUT job_id bigint, OUT shard integer, OUT rows bigint, OUT bytes bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'ctas_fed_job_shards'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE VIEW @extschema@.job_shards AS
+  SELECT s.job_id, j.catalog, j.target, j.state, s.shard, s.rows, s.bytes
+    FROM @extschema@.job_shards() s
+    JOIN @extschema@.jobs() j ON j.job_id = s.job_id
+  ORDER BY s.job_id, s.shard;
+
+COMMENT ON VIEW @extschema@.job_shards
+  IS 'rows and bytes per shard of the recent jobs into a ClickHouse cluster';
+
+GRANT SELECT ON @extschema@.job_shards TO PUBLIC;

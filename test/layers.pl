@@ -68,6 +68,7 @@ my @layer_table = (
 	['catalog.c' => 0],
 	['gid.c' => 0],
 	['jobs.c' => 0],
+	['jobshards.c' => 0],
 	['hosts.c' => 0],
 	['typemap.c' => 0],
 	['xrecord.c' => 0],

@@ -330,6 +330,12 @@ typedef struct ChLoad
 	int			key_col;		/* index of key.column, or -1 */
 	StringInfoData key_buf;		/* the key's encoding, for routing */
 	bool	   *shard_exists;	/* [nshards]: target exists there */
+	uint64		bytes;			/* a shard's part: bytes encoded */
+	int			job_shard;		/* a shard's part: its entry in
+								 * ctas_fed.job_shards, or -1 */
+	uint64		rows_reported;	/* a worker's shard part: rows and bytes */
+	uint64		bytes_reported; /* added to job_shard so far */
+	int64		job_id;			/* a parallel worker: the leader's job */
 } ChLoad;
 
 /*
@@ -435,8 +441,27 @@ extern bool CtasChClusterBeginLoad(ChLoad *cl);
 extern void CtasChClusterCreateTable(ChLoad *cl, bool exists);
 extern void CtasChClusterPutRow(ChLoad *cl, TupleTableSlot *slot);
 extern void CtasChClusterEndLoad(ChLoad *cl);
+extern List *CtasChClusterExport(ChLoad *cl, List *state);
+extern void CtasChClusterAttach(ChLoad *cl, List *l);
+extern char *CtasChClusterSyncTable(ChCluster *c, CtasHttp *http,
+									const char *db, const char *name,
+									int nkeys, char **keys, ChShardKey *key,
+									int *key_k);
 extern bool CtasChClusterDrop(CtasLoad *load);
 extern void CtasChClusterExplain(CtasLoad *load, ExplainState *es);
+
+/* in shardkey.c */
+extern void CtasChParseShardKey(const char *text, ChShardKey *key);
+extern char *CtasChShardKeySql(const ChShardKey *key);
+extern bool CtasChKeyTypeOk(ChShardFunc func, const char *text);
+extern int	CtasChShardOf(ChCluster *c, const ChShardKey *key,
+						  ChColumn *col, StringInfo kb, Datum v,
+						  bool isnull);
+
+/* in cityhash.c */
+extern uint64 CtasChHash128to64(uint64 low, uint64 high);
+extern uint64 CtasChCityHash64(const char *data, size_t len);
+extern uint64 CtasChIntHash64(uint64 x);
 
 /* in rowbinary.c */
 extern ChColumn *CtasChSetupColumns(CtasLoad *load, char **types);

@@ -72,6 +72,33 @@
  * A change of another commit lsn than the kept ones writes them first, as
  * commit does.
  *
+ * A cluster catalog (cluster.c): the synced table is a Distributed table
+ * over ReplacingMergeTree(_version) local tables, one per shard, created
+ * by the statement like any cluster CTAS.  The worker keeps one state per
+ * shard (its local table, its kept changes, its streams) and routes each
+ * change to the shard the Distributed table sends its key to
+ * (CtasChShardOf, the routing of a load); a TRUNCATE is a delete row for
+ * every key on every shard, from that shard's own rows.  commit writes the
+ * changes of every shard, then the progress row on the catalog's url (the
+ * metadata server; shard 1 in the tests).
+ *
+ * Exactly once, in a cluster.  The sharding key must be computed from a
+ * column of the sync's key (checked when the table is created and again
+ * when the worker opens it, from the Distributed table's definition): a
+ * key's every version, its delete rows and the TRUNCATE rows for it then go
+ * to one shard, the one the Distributed table would send the key to, where
+ * ReplacingMergeTree keeps its highest version, so FINAL through the
+ * Distributed table shows each key once, as on one server.  Versions are
+ * those of one server (the source's commit lsns), so writing a batch again
+ * writes rows equal to those already there, on the same shards.  The
+ * progress row is written only after every shard took its rows: a worker
+ * that fails or dies with some shards written and others not (a shard
+ * down, a crash between two shards) has not stored the batch's lsn, and
+ * the next worker applies the whole batch again from the stored progress,
+ * which completes the shards that missed it and rewrites equal rows on the
+ * others.  A shard that is down stops the batch (the worker retries) and
+ * never moves the progress past changes that shard has not taken.
+ *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
@@ -159,6 +186,13 @@ typedef struct ChSyncState
 	List	   *kept;			/* rows to complete from the remote */
 	MemoryContext keep_cxt;		/* held and kept */
 	MemoryContext cxt;
+
+	/* a cluster catalog: the state of each shard's local table */
+	ChCluster  *cluster;		/* or NULL */
+	struct ChSyncState **shards;	/* [nshards] */
+	ChShardKey	key;			/* of the Distributed table */
+	int			key_k;			/* the key column it reads, in keys */
+	StringInfoData route_buf;
 } ChSyncState;
 
 static void ch_sync_prepare(CtasLoad *load);
@@ -371,22 +405,21 @@ insert_sql(ChSyncState *st, int n, char **names, const bool *gone)
 }
 
 /*
- * ch_sync_open
- *		The HTTP client, the encoders of the remote table's columns (types
- *		read from the server), the place of each key among the columns, the
- *		progress table.  State in the current memory context.
+ * open_state
+ *		The state of remote table db.table on the server http talks to:
+ *		the encoders of its columns (types read from the server), the place
+ *		of each key among the columns.  In the current memory context.
  */
-static void
-ch_sync_open(CtasSyncTarget *t)
+static ChSyncState *
+open_state(CtasSyncTarget *t, CtasHttp *http, const char *table)
 {
 	ChSyncState *st = palloc0(sizeof(ChSyncState));
 	StringInfoData sql;
 	int			i;
 
 	st->cxt = CurrentMemoryContext;
-	t->private = st;
-	st->http = CtasHttpCreate(t->catalog, st->cxt);
-	st->qtable = CtasChQname(t->schema, t->table);
+	st->http = http;
+	st->qtable = CtasChQname(t->schema, table);
 	st->progress = CtasChQname(t->schema, PROGRESS_TABLE);
 	st->gone = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
 	st->cols = encoders(t, st, t->ncolumns, t->columns, t->types, st->gone);
@@ -448,6 +481,37 @@ ch_sync_open(CtasSyncTarget *t)
 		if (st->keypos[i] < 0 || t->types[st->keypos[i]] != t->key_types[i])
 			elog(ERROR, "key column \"%s\" of the synced table is not a column of the query",
 				 t->keys[i]);
+	}
+	return st;
+}
+
+/*
+ * ch_sync_open
+ *		The state of the remote table (open_state), and of each shard's
+ *		local table for a cluster catalog, and the progress table (on the
+ *		catalog's url: the metadata server of a cluster).
+ */
+static void
+ch_sync_open(CtasSyncTarget *t)
+{
+	CtasHttp   *http = CtasHttpCreate(t->catalog, CurrentMemoryContext);
+	ChCluster  *c = CtasChClusterOpen(t->catalog, CurrentMemoryContext);
+	ChSyncState *st = open_state(t, http, t->table);
+
+	t->private = st;
+	if (c != NULL)
+	{
+		char	   *local;
+		int			i;
+
+		local = CtasChClusterSyncTable(c, http, t->schema, t->table,
+									   t->nkeys, t->keys, &st->key,
+									   &st->key_k);
+		st->cluster = c;
+		st->shards = palloc0(sizeof(ChSyncState *) * c->nshards);
+		for (i = 0; i < c->nshards; i++)
+			st->shards[i] = open_state(t, c->http[i], local);
+		initStringInfo(&st->route_buf);
 	}
 
 	CtasHttpQuery(st->http,
@@ -516,10 +580,8 @@ stream_row(ChSyncState *st, const char *row, int len, uint64 version)
 
 /* send the rows and the delete rows not sent yet */
 static void
-send_pending(CtasSyncTarget *t)
+send_pending(ChSyncState *st)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
-
 	if (st->stream != NULL)
 	{
 		CtasHttpStreamFinish(st->stream);
@@ -547,7 +609,7 @@ send_pending(CtasSyncTarget *t)
 static void
 send_truncate(CtasSyncTarget *t, ChSyncState *st, uint64 version)
 {
-	send_pending(t);
+	send_pending(st);
 	CtasHttpQuery(st->http,
 				  psprintf("%s" UINT64_FORMAT "%s", st->truncate_head,
 						   version, st->truncate_tail),
@@ -627,7 +689,7 @@ write_changes(CtasSyncTarget *t, ChSyncState *st)
 			put_version(&st->deletes, st->lsn, true);
 			/* rows and delete rows of one version have distinct keys */
 			if (st->deletes.len >= DELETES_MAX)
-				send_pending(t);
+				send_pending(st);
 		}
 		else if (!st->sorted_slot->tts_isnull[CHANGE_KEYTEXT - 1])
 			hold_change(t, st);
@@ -827,7 +889,7 @@ flush_kept(CtasSyncTarget *t, ChSyncState *st)
 	if (st->kept == NIL)
 		return;
 	/* FINAL must see every row written before */
-	send_pending(t);
+	send_pending(st);
 	CtasChSyncFetchKept(st->http, t, st->qtable, st->cols, st->kept);
 	foreach(lc, st->kept)
 	{
@@ -898,11 +960,28 @@ hold_change(CtasSyncTarget *t, ChSyncState *st)
 	st->held = r;
 }
 
+/*
+ * shard_state
+ *		The state that takes a change of key value v (of key column
+ *		st->key_k): the remote table's own, or for a cluster that of the
+ *		shard the Distributed table sends the key to.
+ */
+static ChSyncState *
+shard_state(ChSyncState *st, Datum v)
+{
+	if (st->cluster == NULL)
+		return st;
+	return st->shards[CtasChShardOf(st->cluster, &st->key,
+									&st->keycols[st->key_k], &st->route_buf,
+									v, false) - 1];
+}
+
 static void
 ch_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
 			   const bool *unchanged)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
+	ChSyncState *top = (ChSyncState *) t->private;
+	ChSyncState *st = shard_state(top, values[top->keypos[Max(top->key_k, 0)]]);
 	int			k;
 
 	switch_transaction(t, st);
@@ -920,7 +999,8 @@ ch_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
 static void
 ch_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
+	ChSyncState *top = (ChSyncState *) t->private;
+	ChSyncState *st = shard_state(top, values[top->keypos[Max(top->key_k, 0)]]);
 
 	if (st->truncated)
 		send_truncate(t, st, t->change_lsn - 3);
@@ -931,7 +1011,8 @@ ch_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
 static void
 ch_sync_delete(CtasSyncTarget *t, Datum *keys)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
+	ChSyncState *top = (ChSyncState *) t->private;
+	ChSyncState *st = shard_state(top, keys[Max(top->key_k, 0)]);
 	int			k;
 
 	switch_transaction(t, st);
@@ -942,14 +1023,25 @@ ch_sync_delete(CtasSyncTarget *t, Datum *keys)
 }
 
 static void
+truncate_state(CtasSyncTarget *t, ChSyncState *st)
+{
+	switch_transaction(t, st);
+	forget_changes(st);
+	send_pending(st);
+	st->truncated = true;
+}
+
+/* a cluster: every shard truncates its local table */
+static void
 ch_sync_truncate(CtasSyncTarget *t)
 {
 	ChSyncState *st = (ChSyncState *) t->private;
+	int			i;
 
-	switch_transaction(t, st);
-	forget_changes(st);
-	send_pending(t);
-	st->truncated = true;
+	if (st->cluster == NULL)
+		truncate_state(t, st);
+	for (i = 0; st->cluster && i < st->cluster->nshards; i++)
+		truncate_state(t, st->shards[i]);
 }
 
 /*
@@ -961,9 +1053,19 @@ static void
 ch_sync_commit(CtasSyncTarget *t, uint64 lsn)
 {
 	ChSyncState *st = (ChSyncState *) t->private;
+	int			i;
 
-	write_changes(t, st);
-	send_pending(t);
+	if (st->cluster == NULL)
+	{
+		write_changes(t, st);
+		send_pending(st);
+	}
+	/* a cluster: every shard's rows before the progress row */
+	for (i = 0; st->cluster && i < st->cluster->nshards; i++)
+	{
+		write_changes(t, st->shards[i]);
+		send_pending(st->shards[i]);
+	}
 	CtasHttpQuery(st->http,
 				  psprintf("INSERT INTO %s (job, lsn) VALUES (%s, " UINT64_FORMAT ")",
 						   st->progress, CtasChLit(t->job_key), lsn),
@@ -971,12 +1073,8 @@ ch_sync_commit(CtasSyncTarget *t, uint64 lsn)
 }
 
 static void
-ch_sync_close(CtasSyncTarget *t)
+close_state(ChSyncState *st)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
-
-	if (st == NULL)
-		return;
 	if (st->stream != NULL)
 		CtasHttpStreamClose(st->stream);
 	st->stream = NULL;
@@ -990,6 +1088,22 @@ ch_sync_close(CtasSyncTarget *t)
 	if (st->changes != NULL && IsTransactionState())
 		tuplesort_end(st->changes);
 	st->changes = NULL;
+}
+
+static void
+ch_sync_close(CtasSyncTarget *t)
+{
+	ChSyncState *st = (ChSyncState *) t->private;
+	int			i;
+
+	if (st == NULL)
+		return;
+	close_state(st);
+	for (i = 0; st->cluster && st->shards && i < st->cluster->nshards; i++)
+	{
+		if (st->shards[i])
+			close_state(st->shards[i]);
+	}
 	t->private = NULL;
 }
 
@@ -1052,6 +1166,9 @@ ch_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 	int			n;
 	int			i;
 
+	/* every shard's local and Distributed tables would have to follow */
+	if (st->cluster != NULL)
+		return pstrdup("schema changes of the source are not followed into a table of a cluster catalog");
 	for (n = 0; n < nchanges; n++)
 	{
 		const CtasSyncAlter *c = &changes[n];
@@ -1074,7 +1191,7 @@ ch_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 		elog(ERROR, "a schema change after changes of its source transaction");
 	if (st->changes != NULL || st->truncated)
 		write_changes(t, st);
-	send_pending(t);
+	send_pending(st);
 
 	body = CtasHttpQuery(st->http,
 						 psprintf("SELECT name FROM system.columns WHERE database = %s AND table = %s",
@@ -1153,6 +1270,9 @@ ch_sync_can_keep(CtasSyncTarget *t, int col)
 {
 	ChSyncState *st = (ChSyncState *) t->private;
 
+	/* a cluster: the rows are pending on the shards (no remote lookup) */
+	if (st->cluster != NULL)
+		return false;
 	return CtasChSyncCanKeep(t, st->cols, st->keycols, col);
 }
 
@@ -1162,6 +1282,55 @@ resync_table(CtasSyncTarget *t, const char *what)
 {
 	return CtasChQname(t->schema, psprintf("_ctas_fed_resync_%s_%s", what,
 										   t->table));
+}
+
+/*
+ * cluster_rebuilt
+ *		ch_sync_rebuilt of a cluster catalog, after the copy committed at
+ *		consistent point t->change_lsn: on every shard's local table, delete
+ *		every key the copy did not write (the keys stay on their shards).
+ *		Readers of the Distributed table may see the old rows beside the
+ *		copy's until then (no RENAME across shards is atomic:
+ *		docs/clickhouse-clusters.md).  Its own HTTP clients, freed with a
+ *		memory context of its own.  ERROR on a failed request.
+ */
+static void
+cluster_rebuilt(CtasSyncTarget *t)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+											  "ctas_fed sync rebuilt",
+											  ALLOCSET_SMALL_SIZES);
+	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+	CtasHttp   *http = CtasHttpCreate(t->catalog, cxt);
+	uint64		version = t->change_lsn - 2;
+	StringInfoData keys;
+	ChCluster  *c;
+	ChShardKey	key;
+	int			key_k;
+	char	   *qtable;
+	int			i;
+
+	initStringInfo(&keys);
+	for (i = 0; i < t->nkeys; i++)
+	{
+		CtasChAppendIdent(&keys, t->keys[i]);
+		appendStringInfoString(&keys, ", ");
+	}
+	c = CtasChClusterOpen(t->catalog, cxt);
+	qtable = CtasChQname(t->schema,
+						 CtasChClusterSyncTable(c, http, t->schema, t->table,
+												t->nkeys, t->keys, &key,
+												&key_k));
+	for (i = 0; i < c->nshards; i++)
+		CtasHttpQuery(c->http[i],
+					  psprintf("INSERT INTO %s (%s_version, _deleted) "
+							   "SELECT %stoUInt64(" UINT64_FORMAT "), 1 FROM %s FINAL "
+							   "WHERE _deleted = 0 AND _version < " UINT64_FORMAT,
+							   qtable, keys.data, keys.data, version, qtable,
+							   version),
+					  "delete the rows a resync did not copy");
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(cxt);
 }
 
 /*
@@ -1180,6 +1349,9 @@ ch_sync_rebuild(CtasSyncTarget *t)
 	char	   *qtable = st->qtable;
 	MemoryContext oldcxt;
 
+	/* a cluster: the rows go into every shard's local table as they are */
+	if (st->cluster != NULL)
+		return;
 	CtasHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", stage),
 				  "drop the staging table of a resync");
 	CtasHttpQuery(st->http, psprintf("CREATE TABLE %s AS %s", stage, qtable),
@@ -1212,6 +1384,11 @@ ch_sync_rebuilt(CtasSyncTarget *t)
 	char	   *body;
 	MemoryContext oldcxt;
 
+	if (st->cluster != NULL)
+	{
+		cluster_rebuilt(t);
+		return;
+	}
 	body = CtasHttpQuery(st->http, psprintf("EXISTS TABLE %s", stage),
 						 "find the staging table of a resync");
 	if (atoi(body) == 1)

@@ -23,11 +23,23 @@
  *					transactional, so that ROLLBACK (or ROLLBACK TO SAVEPOINT)
  *					leaves none of them
  *
- * The jobs of one create_tables_as call (one job group) share one decoding
- * stream: the first one creates the publication, the others add their
- * tables to it, and every row names the stream (stream_id, the sync_id of
- * its first job) and its publication and slot, which one worker decodes
- * for all of them (sync/worker.c).  A CTAS is a stream of its own.
+ * One decoding stream per database carries its syncs (DESIGN.md 1.7,
+ * "Scale"): a new sync joins the running stream of its name (the option
+ * stream; without it the database's default stream, shared by the syncs
+ * into every catalog), as a table joins PostgreSQL's apply worker: its
+ * table is added to the stream's publication and its row, state "copying",
+ * names the stream (stream_id, the sync_id of the stream's first job) and
+ * the stream's publication and slot, both in the statement's transaction;
+ * the stream's worker then copies the table under a snapshot of its own
+ * and streams it with the others (sync/worker.c, "Joining").  The jobs of
+ * one create_tables_as call join one stream.  When no stream of that name
+ * runs, the sync makes one: the publication FOR TABLE its source.
+ *
+ * A stream is locked (CtasSyncLockStream) by a sync that joins it, by the
+ * stop of one of its jobs and by the failure of one, each of which then
+ * reads afresh whether the stream still runs: a join never adds its table
+ * to a publication that the stop of the stream's last job drops, and a stop
+ * never drops the publication of a stream that a sync joined meanwhile.
  *
  * The replication slot cannot be created here: creating a logical slot
  * waits for every transaction that has an xid, the statement's own
@@ -36,8 +48,9 @@
  *
  * CtasSyncStop (ctas_fed.stop_sync(), and DROP TABLE of a synced table
  * through ctas.c) takes the job's table out of the stream's publication,
- * or drops the publication when no other job of the stream runs, and marks
- * the job "stopped", in the caller's transaction; after commit the worker
+ * or drops the publication when no other job of the stream runs (read under
+ * the stream's lock), and marks the job "stopped", in the caller's
+ * transaction; after commit the worker
  * leaves the job, or ends with the stream's last one, and the resolver
  * then drops the slot (sync/worker.c).
  *
@@ -95,6 +108,7 @@
 
 #include "jobs.h"
 #include "sync/sync.h"
+#include "sync/sync_int.h"
 #include "workers/workers.h"
 
 static void ineligible(const char *what) pg_attribute_noreturn();
@@ -635,6 +649,77 @@ is_whole_row(CtasSync *sync, Relation rel, CtasLoad *load)
 }
 
 /*
+ * stream_runs_besides
+ *		Whether stream stream_id has a running job other than sync_id, read
+ *		by a statement of its own (a fresh snapshot in READ COMMITTED), as
+ *		user owner.
+ */
+static bool
+stream_runs_besides(Oid owner, int64 stream_id, int64 sync_id)
+{
+	Oid			argtypes[2] = {INT8OID, INT8OID};
+	Datum		args[2];
+	Datum		result = BoolGetDatum(false);
+
+	args[0] = Int64GetDatum(stream_id);
+	args[1] = Int64GetDatum(sync_id);
+	run_as(owner,
+		   "SELECT EXISTS (SELECT FROM ctas_fed.syncs WHERE stream_id = $1 "
+		   "AND sync_id <> $2 AND state IN ('copying', 'streaming'))",
+		   2, argtypes, args, &result);
+	return DatumGetBool(result);
+}
+
+/*
+ * find_stream
+ *		The running stream that a new sync of stream name stream (NULL: the
+ *		default stream of the database) joins, locked (CtasSyncLockStream),
+ *		or 0 when none runs.  The oldest of them when there are several
+ *		(default streams made before version 0.3, one per CTAS).  In a
+ *		transaction snapshot (REPEATABLE READ) the stream may have stopped
+ *		meanwhile: such a sync makes a stream of its own.  Can ERROR.
+ */
+static int64
+find_stream(Oid owner, const char *stream)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+	Datum		found;
+	int			tries;
+
+	args[0] = stream ? CStringGetTextDatum(stream) : (Datum) 0;
+	for (tries = 0; tries < 3; tries++)
+	{
+		SpiAs		as;
+		int64		stream_id = 0;
+
+		spi_begin_as(owner, &as);
+		if (SPI_execute_with_args("SELECT stream_id FROM ctas_fed.syncs "
+								  "WHERE state IN ('copying', 'streaming') "
+								  "AND stream_name IS NOT DISTINCT FROM $1 "
+								  "ORDER BY stream_id LIMIT 1",
+								  1, argtypes, args, stream ? NULL : "n",
+								  true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read ctas_fed.syncs");
+		if (SPI_processed == 1)
+		{
+			bool		isnull;
+
+			found = SPI_getbinval(SPI_tuptable->vals[0],
+								  SPI_tuptable->tupdesc, 1, &isnull);
+			stream_id = DatumGetInt64(found);
+		}
+		spi_end_as(&as);
+		if (stream_id == 0 || IsolationUsesXactSnapshot())
+			return 0;
+		CtasSyncLockStream(stream_id);
+		if (stream_runs_besides(owner, stream_id, 0))
+			return stream_id;
+	}
+	return 0;
+}
+
+/*
  * CtasSyncCreate
  *		After the remote CREATE TABLE of a sync CTAS, in the statement's
  *		transaction: the publication of the source table (created with the
@@ -680,6 +765,14 @@ CtasSyncCreate(CtasLoad *load)
 				   "SELECT stream_id FROM ctas_fed.syncs WHERE job_group = $1 "
 				   "LIMIT 1", 1, grouptype, group, &stream_id) == 0)
 			stream_id = id;
+	}
+	/* any other the running stream of its name, if there is one */
+	if (DatumGetInt64(stream_id) == DatumGetInt64(id))
+	{
+		int64		running = find_stream(owner, load->opts.stream);
+
+		if (running != 0)
+			stream_id = Int64GetDatum(running);
 	}
 	name = psprintf("%s%u_" INT64_FORMAT, CTAS_SYNC_PREFIX, MyDatabaseId,
 					DatumGetInt64(stream_id));
@@ -795,16 +888,18 @@ CtasSyncCreate(CtasLoad *load)
 					"key_columns, source_key, source_attnums, source_columns, "
 					"source_types, remote_columns, job_id, stream_id, "
 					"job_group, publication, slot_name, schema_changes, "
-					"whole_row) "
+					"whole_row, stream_name) "
 					"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
 					"$10::pg_catalog.int2[], $11::pg_catalog.int2[], $12, "
 					"$13::pg_catalog.oid[], $14, $15, $16, "
-					"NULLIF(" INT64_FORMAT ", 0), %s, %s, %s, %s)",
+					"NULLIF(" INT64_FORMAT ", 0), %s, %s, %s, %s, %s)",
 					load->group_id,
 					quote_literal_cstr(name), quote_literal_cstr(name),
 					quote_literal_cstr(load->opts.schema_changes ?
 									   load->opts.schema_changes : "follow"),
-					whole_row ? "true" : "false"),
+					whole_row ? "true" : "false",
+					load->opts.stream ?
+					quote_literal_cstr(load->opts.stream) : "NULL"),
 		   16, argtypes, values, NULL);
 
 	/* the resolver starts the job's worker as soon as this commits */
@@ -876,7 +971,7 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 	Oid		   *owners;
 	char	  **publications;
 	Oid		   *sources;
-	bool	   *shared;
+	int64	   *streams;
 	int			i;
 	MemoryContext outercxt = CurrentMemoryContext;
 	MemoryContext oldcxt;
@@ -888,10 +983,7 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 	/* the running syncs into that table, locked against a concurrent stop */
 	spi_begin_as(owner, &as);
 	if (SPI_execute_with_args("SELECT sync_id, owner, publication, source, "
-							  "EXISTS (SELECT FROM ctas_fed.syncs o "
-							  "WHERE o.stream_id = s.stream_id "
-							  "AND o.sync_id <> s.sync_id "
-							  "AND o.state IN ('copying', 'streaming')) "
+							  "stream_id "
 							  "FROM ctas_fed.syncs s WHERE server = $1 "
 							  "AND remote_schema = $2 AND remote_table = $3 "
 							  "AND state IN ('copying', 'streaming') "
@@ -905,7 +997,7 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 	owners = palloc(sizeof(Oid) * Max(n, 1));
 	publications = palloc(sizeof(char *) * Max(n, 1));
 	sources = palloc(sizeof(Oid) * Max(n, 1));
-	shared = palloc(sizeof(bool) * Max(n, 1));
+	streams = palloc(sizeof(int64) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
@@ -916,7 +1008,7 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 		owners[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
 		publications[i] = SPI_getvalue(tup, desc, 3);
 		sources[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
-		shared[i] = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
+		streams[i] = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
 	}
 	MemoryContextSwitchTo(oldcxt);
 	spi_end_as(&as);
@@ -931,8 +1023,16 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("must be a member of role \"%s\" to stop its sync into \"%s.%s\"",
 							GetUserNameFromId(owners[i], false), schema, table)));
-		/* the publication is the job's (CtasSyncCreate); others may use it */
-		if (shared[i])
+		/*
+		 * The publication is the stream's (CtasSyncCreate): dropped with its
+		 * last running job, else the job's table leaves it.  Whether other
+		 * jobs run is read under the stream's lock, after any sync joining
+		 * it committed (find_stream); a transaction snapshot may not see
+		 * that one, and leaves the drop to the resolver (sync/tick.c).
+		 */
+		CtasSyncLockStream(streams[i]);
+		if (IsolationUsesXactSnapshot() ||
+			stream_runs_besides(owner, streams[i], ids[i]))
 			CtasSyncUnpublish(publications[i], sources[i], owner);
 		else
 			run_as(owner,
@@ -1089,9 +1189,9 @@ CtasSyncCheckIdle(Oid serverid)
  * check_role_quota
  *		ctas_fed.max_syncs_per_role: a non-superuser may have at most that
  *		many continuous syncs running (copying or streaming) in this
- *		database, since each holds a background worker and a replication
- *		slot for as long as it runs; the jobs of one stream (the tables of
- *		one create_tables_as call) share them, and count as one; -1 is no limit, 0 lets only
+ *		database, since each costs its decoding and apply for as long as it
+ *		runs; a CTAS counts as one, and so do the tables of one
+ *		create_tables_as call; -1 is no limit, 0 lets only
  *		superusers create syncs.  The count is serialized per role and
  *		database by a lock held until the end of the transaction, so that
  *		two sessions of one role cannot both take the last place (in READ
@@ -1120,7 +1220,8 @@ check_role_quota(void)
 	owner = syncs_owner(&syncs_relid);
 	values[0] = ObjectIdGetDatum(role);
 	spi_begin_as(owner, &as);
-	if (SPI_execute_with_args("SELECT pg_catalog.count(DISTINCT stream_id) "
+	if (SPI_execute_with_args("SELECT pg_catalog.count(DISTINCT "
+							  "coalesce(job_group, -sync_id)) "
 							  "FROM ctas_fed.syncs WHERE owner = $1 "
 							  "AND state IN ('copying', 'streaming')",
 							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT ||

@@ -149,9 +149,20 @@ extern void CtasSyncSaveNames(SyncJob *job);
 extern bool CtasSyncSchemaTriggerOn(void);
 extern TupleDesc CtasSyncRecordedTupdesc(SyncJob *job);
 
+/*
+ * A worker that ended with an error is started again after this (sync/tick.c),
+ * and a job held out of its stream by an error of its catalog is tried
+ * again after it too (sync/worker.c).
+ */
+#define CTAS_SYNC_RESTART_SECS	5
+
+/* field4 of the advisory lock tag of a stream (CtasSyncLockStream) */
+#define CTAS_LOCKTAG_STREAM	0xCF04
+
 /* in sync/worker.c: reading ctas_fed.syncs through SPI, webhook events */
 extern char *CtasSyncSpiText(int row, int col);
 extern Datum CtasSyncSpiDatum(int row, int col);
+extern void CtasSyncLockStream(int64 stream_id);
 extern void CtasSyncQueueEvent(int64 job_id, const CtasCatalog *catalog,
 							   const char *schema, const char *table,
 							   const char *state, uint64 rows,

@@ -40,9 +40,6 @@
 #include "sync/sync_int.h"
 #include "workers/workers.h"
 
-/* a worker that ended with an error is started again after */
-#define CTAS_SYNC_RESTART_SECS	5
-
 /* the sync workers this resolver started, one per stream */
 typedef struct SyncWorkerEntry
 {

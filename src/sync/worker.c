@@ -7,56 +7,94 @@
  *		  replication slot of a stream once none of its jobs runs.
  *
  * A stream is one publication and one replication slot, and the jobs that
- * read them: the one job of a CTAS, or the jobs of the tables of one
- * create_tables_as call, so that the WAL is decoded once for all of them.
- * Each job keeps its own remote transactions, applied lsn and state; the
- * worker runs them together:
+ * read them: every sync of the database into every catalog (the default
+ * stream), or those that named one stream (the option stream), so that the
+ * WAL is decoded once for all of them (sync/statement.c says how a sync
+ * joins).  Each job keeps its own remote transactions, applied lsn and
+ * state; the worker runs them together:
  *
- *	copying		the slot is created once and every job's table is copied
- *				under its snapshot, each in its own remote transaction that
- *				stores the consistent point as that job's applied lsn; a
- *				copy interrupted by anything copies every job of the stream
- *				again with a new slot.
- *	streaming	one peek with the stream's publication; each change goes to
- *				the jobs of its table (sync/apply.c), each job applies in a
- *				remote transaction of its own, all committed at the end of
- *				the peek; the slot is advanced only after that.  A job skips
- *				the source transactions below its own applied lsn, so a
- *				crash between two of those commits still applies each
- *				transaction once per table.
+ *	copying		a new stream: the slot is created and every job's table is
+ *				copied under its snapshot, each in its own remote
+ *				transaction that stores the consistent point as that job's
+ *				applied lsn (do_copy); a copy interrupted by anything copies
+ *				every job of the stream again with a new slot.
+ *	joining		a job "copying" in a stream that streams (a sync that
+ *				joined it, or a resync of one job): see "Joining" below.
+ *	streaming	rounds of one peek with the stream's publication; each
+ *				change goes to the jobs of its table (sync/apply.c), each
+ *				job applies in a remote transaction of its own, all
+ *				committed at the end of the peek; the slot is advanced only
+ *				after that.  A job skips the source transactions below its
+ *				own applied lsn, so a crash between two of those commits
+ *				still applies each transaction once per table.
+ *
+ * The copy of a new stream, as PostgreSQL's own tablesync: create the
+ * logical replication slot (pgoutput) in a REPEATABLE READ read-only
+ * transaction, exactly as the walsender's CREATE_REPLICATION_SLOT ...
+ * (SNAPSHOT 'use') does (slot_snapshot): the snapshot built at the slot's
+ * consistent point becomes the transaction's snapshot, so the copy sees
+ * every transaction that committed before that point and none after it;
+ * the decoding stream begins there.
+ *
+ * Joining.  A sync's statement adds its table to the stream's publication
+ * and records the job "copying", in its transaction, which commits at T.
+ * Between two rounds the worker sees the job (leave_stopped) and copies it
+ * (join_copy): a temporary slot, made by the same code (slot_snapshot),
+ * gives its consistent point X and the snapshot of X, under which the table
+ * is copied in a remote transaction of the job's own that stores X as the
+ * job's applied lsn; the temporary slot is dropped once the snapshot is
+ * taken (the transaction's xmin keeps what the snapshot sees), and the job
+ * streams with the others, skipping the source transactions that commit
+ * before X.  Nothing is lost and nothing applied twice:
+ *	- the copy holds exactly the transactions that commit before X, as the
+ *	  first copy does; the job skips exactly those (a commit before X);
+ *	- the stream's slot is confirmed at C <= X when the temporary slot is
+ *	  made (the slot is advanced only by the rounds, which wait for the
+ *	  join, to positions they read, all before X), so its next peek returns
+ *	  every transaction that commits at or after X;
+ *	- such a transaction has all its changes after T, so pgoutput publishes
+ *	  them for the job's table: the temporary slot is consistent only once
+ *	  every transaction that had an xid when it was made has ended, so one
+ *	  that commits at or after X had none then, and wrote nothing before
+ *	  that, after T.
+ * A crash or an error during the join copy rolls its remote transaction
+ * back; the job is still "copying" and is copied again, with a new
+ * temporary slot.  The join copy runs in the worker between two rounds:
+ * the stream's other jobs wait for it (XXX: a large table joining a busy
+ * stream delays the others by its copy).
  *
  * A job that is stopped leaves the stream (its table leaves the
- * publication in the stopping transaction, sync/statement.c) and the worker goes on
- * with the others; one that fails is recorded as failed and its table
- * taken out of the publication, the worker ends, and the resolver starts
- * it again for the others.  The slot and the publication go with the
- * stream's last job.
+ * publication in the stopping transaction, sync/statement.c) and the worker
+ * goes on with the others; one that fails for good is recorded as failed
+ * and its table taken out of the publication, the worker ends, and the
+ * resolver starts it again for the others.  The slot and the publication
+ * go with the stream's last job.
  *
- * Each job goes through two phases, as PostgreSQL's own tablesync does:
+ * A catalog that is down holds back only its own jobs.  Every call of a
+ * job's target that reaches the remote runs under guard_routine, which
+ * names the job in in_target; an error raised there that does not fail
+ * the job for good (remote unreachable, a remote error) is caught by the
+ * streaming loop (catch_job_error): the local transaction is aborted, the
+ * remote transactions the jobs did not commit roll back, the job (and,
+ * when the catalog is unreachable, the stream's other jobs into it) is
+ * held out of the stream with its error recorded, and the round is read
+ * again by the others, each from its own applied lsn.  While a job is held
+ * the slot is advanced no further than its applied lsn (held_position),
+ * the oldest position still needed; after CTAS_SYNC_RESTART_SECS it comes
+ * back and catches up from there, the peeks reading again from the slot's
+ * position what the others skip (a full peek that gave them nothing new is
+ * read further the next time: XXX a long outage of one catalog makes every
+ * peek read again the WAL it holds back).  Any other error ends the
+ * worker, and the resolver starts it again after CTAS_SYNC_RESTART_SECS.
  *
- *	copying		create the logical replication slot (pgoutput) in a
- *				REPEATABLE READ read-only transaction, exactly as the
- *				walsender's CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use') does:
- *				the snapshot built at the slot's consistent point becomes the
- *				transaction's snapshot, so the copy sees every transaction
- *				that committed before that point and none after it; the
- *				decoding stream begins there.  The copy goes to the remote in
- *				one remote transaction, which also stores the consistent
- *				point as the job's applied lsn; then the job is "streaming".
- *				A copy interrupted by anything starts again with a new slot.
- *	streaming	peek at the slot's changes through SQL
- *				(pg_logical_slot_peek_binary_changes, proto_version 1, the
- *				job's publication), parse the pgoutput messages with
- *				logicalrep_read_*, evaluate the query's WHERE and select
- *				list on each new row, and apply by key: a row in the WHERE
- *				is upserted, a row that is not (or no longer) is deleted, a
- *				changed key deletes the old one, TRUNCATE deletes all.  One
- *				remote transaction per peek, which stores the end lsn of
- *				its last source transaction with the rows; after its
- *				COMMIT the slot is advanced there.  Source transactions
- *				whose commit lies before the lsn stored remotely are
- *				skipped, so a restart at any point applies each exactly
- *				once.
+ * In the streaming phase the slot's changes are peeked at through SQL
+ * (pg_logical_slot_peek_binary_changes, proto_version 1, the stream's
+ * publication), the pgoutput messages parsed with logicalrep_read_*, the
+ * query's WHERE and select list evaluated on each new row, and applied by
+ * key: a row in the WHERE is upserted, a row that is not (or no longer) is
+ * deleted, a changed key deletes the old one, TRUNCATE deletes all.  Each
+ * job's remote transaction stores the end lsn of its last source
+ * transaction with the rows; after the COMMITs the slot is advanced.
  *
  * The worker connects as the bootstrap superuser, which the slot functions
  * need, but reads the source and evaluates the query's expressions as the
@@ -65,12 +103,10 @@
  * reaches the catalog with the owner's user mapping under the usual
  * password rules.
  *
- * Errors: a transient one (remote down, cancel) is recorded in the job's
- * row and ends the worker; the resolver starts it again after
- * CTAS_SYNC_RESTART_SECS (sync/tick.c).  One that cannot heal (a DDL that changed a column the
- * query reads, the source dropped, an unchanged TOAST value the worker cannot
- * rebuild) marks the job "failed"; the resolver then drops its slot, so that
- * it holds no WAL (README: Continuous sync).
+ * Errors that cannot heal (a DDL that changed a column the query reads, the
+ * source dropped, an unchanged TOAST value the worker cannot rebuild) mark
+ * the job "failed"; its table leaves the publication, so that the stream
+ * holds no WAL for it (docs/sync.md).
  *
  * While the source has nothing for the job, the slot is still advanced
  * over the WAL that empty peeks read whole, to a record boundary (at most
@@ -156,6 +192,134 @@ static MemoryContext job_cxt = NULL;
 
 /* in a sync worker: the job being loaded, before it has a SyncJob */
 static int64 loading_id = 0;
+
+/* the jobs that stream (do_stream), for the worker's error exit */
+static List *stream_jobs = NIL;
+
+/*
+ * A job held out of the stream after a transient error of its catalog
+ * (catch_job_error), until retry_at; in job_cxt.
+ */
+typedef struct HeldJob
+{
+	SyncJob    *job;
+	TimestampTz retry_at;
+	bool		copying;		/* its join copy failed (join_copy) */
+} HeldJob;
+
+static List *held_jobs = NIL;
+
+/*
+ * The job whose target call runs (the guard_* functions), NULL outside
+ * one: an error raised there is that job's, and its catalog's.
+ */
+static SyncJob *in_target = NULL;
+
+/* the job of a target, which is embedded in it */
+#define TARGET_JOB(t) ((SyncJob *) ((char *) (t) - offsetof(SyncJob, target)))
+/* the target's own routine */
+#define TARGET_SYNC(t) (CtasCatalogRoutine(TARGET_JOB(t)->target.catalog)->sync)
+/* call, with in_target naming the job of target t */
+#define GUARDED(t, call) \
+	do { \
+		SyncJob    *save_ = in_target; \
+		in_target = TARGET_JOB(t); \
+		call; \
+		in_target = save_; \
+	} while (0)
+
+static void
+guard_open(CtasSyncTarget *t)
+{
+	GUARDED(t, TARGET_SYNC(t)->open(t));
+}
+
+static uint64
+guard_applied_lsn(CtasSyncTarget *t)
+{
+	uint64		lsn;
+
+	GUARDED(t, lsn = TARGET_SYNC(t)->applied_lsn(t));
+	return lsn;
+}
+
+static void
+guard_begin(CtasSyncTarget *t)
+{
+	GUARDED(t, TARGET_SYNC(t)->begin(t));
+}
+
+static void
+guard_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
+			 const bool *unchanged)
+{
+	GUARDED(t, TARGET_SYNC(t)->upsert(t, values, nulls, unchanged));
+}
+
+static void
+guard_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
+{
+	GUARDED(t, TARGET_SYNC(t)->copy_row(t, values, nulls));
+}
+
+static void
+guard_delete(CtasSyncTarget *t, Datum *keys)
+{
+	GUARDED(t, TARGET_SYNC(t)->delete(t, keys));
+}
+
+static void
+guard_truncate(CtasSyncTarget *t)
+{
+	GUARDED(t, TARGET_SYNC(t)->truncate(t));
+}
+
+static void
+guard_commit(CtasSyncTarget *t, uint64 lsn)
+{
+	GUARDED(t, TARGET_SYNC(t)->commit(t, lsn));
+}
+
+static void
+guard_rebuild(CtasSyncTarget *t)
+{
+	GUARDED(t, TARGET_SYNC(t)->rebuild(t));
+}
+
+static void
+guard_rebuilt(CtasSyncTarget *t)
+{
+	GUARDED(t, TARGET_SYNC(t)->rebuilt(t));
+}
+
+/*
+ * guard_routine
+ *		A copy of routine, in the current memory context, whose calls that
+ *		reach the remote name their job in in_target while they run, so
+ *		that the streaming loop can tell an error of one catalog from one
+ *		of the stream (catch_job_error).  close never errors; the verify
+ *		members, and any a target adds later, are called as they are.
+ */
+static const CtasSyncApply *
+guard_routine(const CtasSyncApply *routine)
+{
+	CtasSyncApply *g = palloc(sizeof(CtasSyncApply));
+
+	memcpy(g, routine, sizeof(CtasSyncApply));
+	g->open = guard_open;
+	g->applied_lsn = guard_applied_lsn;
+	g->begin = guard_begin;
+	g->upsert = guard_upsert;
+	g->copy_row = guard_copy_row;
+	g->delete = guard_delete;
+	g->truncate = guard_truncate;
+	g->commit = guard_commit;
+	if (routine->rebuild != NULL)
+		g->rebuild = guard_rebuild;
+	if (routine->rebuilt != NULL)
+		g->rebuilt = guard_rebuilt;
+	return g;
+}
 
 /*
  * spi_exec
@@ -378,6 +542,7 @@ load_job(int64 id)
 		SYNC_FAIL(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				  errmsg("catalogs of type \"%s\" do not support continuous sync",
 						 CtasCatalogRoutine(job->target.catalog)->type_name));
+	job->apply = guard_routine(job->apply);
 	job->target.job_key = psprintf(UINT64_FORMAT "/%u/" INT64_FORMAT,
 								   GetSystemIdentifier(), MyDatabaseId, id);
 	MemoryContextSwitchTo(oldcxt);
@@ -629,6 +794,25 @@ CtasSyncUnpublish(const char *publication, Oid relid, Oid userid)
 }
 
 /*
+ * CtasSyncLockStream
+ *		Lock stream stream_id of this database until the end of the
+ *		transaction: a sync joining it, a stop of one of its jobs and the
+ *		failure of one take this lock before they read whether the stream
+ *		still runs, so that a join never adds a table to a publication that
+ *		the stop of the stream's last job drops, nor a stop drops the
+ *		publication of a stream that a new sync joined.  Can ERROR.
+ */
+void
+CtasSyncLockStream(int64 stream_id)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (stream_id >> 32),
+						 (uint32) stream_id, CTAS_LOCKTAG_STREAM);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/*
  * fail_job
  *		Mark job id "failed" with error, and take its table out of its
  *		stream's publication, in a transaction of its own, so that the
@@ -653,12 +837,14 @@ fail_job(int64 id, const char *error)
 	spi_exec("UPDATE ctas_fed.syncs SET state = 'failed', error = $2, "
 			 "finished_at = pg_catalog.now() WHERE sync_id = $1 "
 			 "AND state IN ('copying', 'streaming') "
-			 "RETURNING publication, source",
+			 "RETURNING publication, source, stream_id",
 			 2, types, values, false);
 	if (SPI_processed == 1)
 	{
 		publication = CtasSyncSpiText(0, 1);
 		source = DatumGetObjectId(CtasSyncSpiDatum(0, 2));
+		/* a sync joining the stream waits for this (sync/statement.c) */
+		CtasSyncLockStream(DatumGetInt64(CtasSyncSpiDatum(0, 3)));
 	}
 	if (publication != NULL)
 		CtasSyncUnpublish(publication, source, GetUserId());
@@ -753,6 +939,8 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 	SetUserIdAndSecContext(save_userid, save_sec);
 	at[3] = GetCurrentTimestamp();
 
+	/* tests: a worker killed with the copy sent and not committed */
+	CtasFaultPointWait("sync_copy_commit");
 	job->apply->commit(&job->target, consistent);
 	CtasSyncCopyEnd(job, rebuilding);
 	at[4] = GetCurrentTimestamp();
@@ -774,6 +962,48 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 }
 
 /*
+ * slot_snapshot
+ *		In a transaction just started, that has done nothing yet: create
+ *		the logical replication slot name (pgoutput) and make the snapshot
+ *		of its consistent point the transaction's, exactly as walsender's
+ *		CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use') does; the transaction
+ *		becomes REPEATABLE READ and read-only.  keep: the slot is made
+ *		persistent, the stream's; otherwise it is dropped at once (a join,
+ *		which needs only the consistent point and the snapshot: the
+ *		transaction's xmin, set here, keeps the rows the snapshot sees).
+ *		Returns the consistent point.  Can ERROR; the caller's abort then
+ *		releases (and so drops) the slot.
+ */
+static XLogRecPtr
+slot_snapshot(const char *name, bool keep)
+{
+	LogicalDecodingContext *ctx;
+	Snapshot	snap;
+	XLogRecPtr	consistent;
+
+	XactIsoLevel = XACT_REPEATABLE_READ;
+	XactReadOnly = true;
+
+	CheckLogicalDecodingRequirements();
+	ReplicationSlotCreate(name, true, RS_EPHEMERAL, false);
+	ctx = CreateInitDecodingContext("pgoutput", NIL, true, InvalidXLogRecPtr,
+									XL_ROUTINE(.page_read = read_local_xlog_page,
+											   .segment_open = wal_segment_open,
+											   .segment_close = wal_segment_close),
+									NULL, NULL, NULL);
+	DecodingContextFindStartpoint(ctx);
+	snap = SnapBuildInitialSnapshot(ctx->snapshot_builder);
+	RestoreTransactionSnapshot(snap, MyProc);
+	consistent = MyReplicationSlot->data.confirmed_flush;
+	FreeDecodingContext(ctx);
+	if (keep)
+		ReplicationSlotPersist();
+	/* an ephemeral slot is dropped when released */
+	ReplicationSlotRelease();
+	return consistent;
+}
+
+/*
  * do_copy
  *		The copying phase of a stream: a new slot, then the copy of every
  *		job's table under its snapshot (copy_job), each in a remote
@@ -783,8 +1013,6 @@ static XLogRecPtr
 do_copy(List *jobs)
 {
 	SyncJob    *first = linitial(jobs);
-	LogicalDecodingContext *ctx;
-	Snapshot	snap;
 	XLogRecPtr	consistent;
 	ListCell   *lc;
 	TimestampTz started = GetCurrentTimestamp();
@@ -802,24 +1030,7 @@ do_copy(List *jobs)
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	/* as walsender's CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use') */
-	XactIsoLevel = XACT_REPEATABLE_READ;
-	XactReadOnly = true;
-
-	CheckLogicalDecodingRequirements();
-	ReplicationSlotCreate(first->slot_name, true, RS_EPHEMERAL, false);
-	ctx = CreateInitDecodingContext("pgoutput", NIL, true, InvalidXLogRecPtr,
-									XL_ROUTINE(.page_read = read_local_xlog_page,
-											   .segment_open = wal_segment_open,
-											   .segment_close = wal_segment_close),
-									NULL, NULL, NULL);
-	DecodingContextFindStartpoint(ctx);
-	snap = SnapBuildInitialSnapshot(ctx->snapshot_builder);
-	RestoreTransactionSnapshot(snap, MyProc);
-	consistent = MyReplicationSlot->data.confirmed_flush;
-	FreeDecodingContext(ctx);
-	ReplicationSlotPersist();
-	ReplicationSlotRelease();
+	consistent = slot_snapshot(first->slot_name, true);
 
 	PushActiveSnapshot(GetTransactionSnapshot());
 	foreach(lc, jobs)
@@ -852,34 +1063,40 @@ slot_confirmed(const char *slot_name)
 /*
  * leave_stopped
  *		Take out of *jobs the jobs that no longer stream (stopped by
- *		stop_sync or DROP TABLE, or gone), in a transaction connected to
- *		SPI, closing their targets.  The stop of a job whose stream goes on
- *		is told here; that of the stream's last jobs by the resolver, when
- *		it drops the slot (CtasSyncTick).
+ *		stop_sync or DROP TABLE, marked for a resync, or gone), in a
+ *		transaction connected to SPI, closing their targets, and return the
+ *		sync_ids (a List of int64 *, palloc'd) of the stream's jobs to copy
+ *		that neither stream here nor wait for a retry: those of syncs that
+ *		joined the stream, or of resyncs, which the worker copies
+ *		(join_copy).  The stop of a job whose stream goes on is told here;
+ *		that of the stream's last jobs by the resolver, when it drops the
+ *		slot (CtasSyncTick).
  */
-static void
+static List *
 leave_stopped(int64 stream_id, List **jobs)
 {
 	Datum		args[1];
 	List	   *left = NIL;
 	List	   *kept = NIL;
+	List	   *copying = NIL;
 	ListCell   *lc;
 	MemoryContext oldcxt;
+	uint64		i;
 
 	args[0] = Int64GetDatum(stream_id);
-	spi_exec("SELECT sync_id FROM ctas_fed.syncs WHERE stream_id = $1 "
-			 "AND state = 'streaming'",
+	spi_exec("SELECT sync_id, state = 'copying' FROM ctas_fed.syncs "
+			 "WHERE stream_id = $1 AND state IN ('copying', 'streaming')",
 			 1, (Oid[]) {INT8OID}, args, true);
 	oldcxt = MemoryContextSwitchTo(job_cxt);
 	foreach(lc, *jobs)
 	{
 		SyncJob    *job = lfirst(lc);
 		bool		streaming = false;
-		uint64		i;
 
 		for (i = 0; i < SPI_processed; i++)
 		{
-			if (DatumGetInt64(CtasSyncSpiDatum(i, 1)) == job->id)
+			if (DatumGetInt64(CtasSyncSpiDatum(i, 1)) == job->id &&
+				!DatumGetBool(CtasSyncSpiDatum(i, 2)))
 				streaming = true;
 		}
 		if (streaming)
@@ -887,17 +1104,39 @@ leave_stopped(int64 stream_id, List **jobs)
 		else
 			left = lappend(left, job);
 	}
+	/* copying: read after the transaction (join_all), in job_cxt */
+	for (i = 0; i < SPI_processed; i++)
+	{
+		int64		id = DatumGetInt64(CtasSyncSpiDatum(i, 1));
+		bool		held = false;
+
+		foreach(lc, held_jobs)
+			held |= ((HeldJob *) lfirst(lc))->job->id == id;
+		if (DatumGetBool(CtasSyncSpiDatum(i, 2)) && !held)
+		{
+			int64	   *p = palloc(sizeof(int64));
+
+			*p = id;
+			copying = lappend(copying, p);
+		}
+	}
 	MemoryContextSwitchTo(oldcxt);
 
 	foreach(lc, left)
 	{
 		SyncJob    *job = lfirst(lc);
+		bool		resync = false;
+		ListCell   *lc2;
 
+		foreach(lc2, copying)
+			resync |= *(int64 *) lfirst(lc2) == job->id;
 		if (job->open)
 		{
 			job->apply->close(&job->target);
 			job->open = false;
 		}
+		if (resync)
+			continue;			/* copied again at once (join_copy) */
 		ereport(LOG,
 				(errmsg("ctas_fed sync " INT64_FORMAT ": stopped, leaving stream " INT64_FORMAT,
 						job->id, stream_id)));
@@ -908,66 +1147,535 @@ leave_stopped(int64 stream_id, List **jobs)
 		}
 	}
 	*jobs = kept;
+	return copying;
+}
+
+/*
+ * close_job
+ *		Close the target of job if it is open, which rolls back what it did
+ *		not commit; never ERROR.
+ */
+static void
+close_job(SyncJob *job)
+{
+	if (job->open)
+	{
+		job->apply->close(&job->target);
+		job->open = false;
+	}
+}
+
+/*
+ * hold_job
+ *		Take job out of the stream after a transient error of its catalog
+ *		(error), until CTAS_SYNC_RESTART_SECS from now: its target is
+ *		closed, the error recorded in its row (in a transaction of its own),
+ *		and the stream goes on without it.  copying: its join copy failed,
+ *		and is tried again then.  Outside a transaction.  Can ERROR.
+ */
+static void
+hold_job(SyncJob *job, const char *error, bool copying)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(job_cxt);
+	HeldJob    *h = palloc0(sizeof(HeldJob));
+
+	close_job(job);
+	h->job = job;
+	h->copying = copying;
+	h->retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											  CTAS_SYNC_RESTART_SECS * 1000);
+	held_jobs = lappend(held_jobs, h);
+	MemoryContextSwitchTo(oldcxt);
+	ereport(LOG,
+			(errmsg("ctas_fed sync " INT64_FORMAT ": catalog \"%s\" failed, retrying in %d s while stream " INT64_FORMAT " goes on",
+					job->id, job->target.catalog->name,
+					CTAS_SYNC_RESTART_SECS, job->stream_id),
+			 errdetail_internal("%s", error)));
+	set_state(job->id, "", error, InvalidXLogRecPtr);
+}
+
+/*
+ * catch_job_error
+ *		In the PG_CATCH of the streaming loop (do_stream): when the error in
+ *		flight was raised by a target call of one job (in_target) and is not
+ *		one that fails the job for good, it is that job's catalog's: abort
+ *		the local transaction, close the targets of the stream's jobs (the
+ *		remote transactions they did not commit roll back; each applies
+ *		again from its own applied lsn), hold the job out of the stream
+ *		(hold_job), and with it, when the catalog is unreachable (SQLSTATE
+ *		class 08), the stream's other jobs into that catalog, and return
+ *		true.  Otherwise return false, with the error untouched: the caller
+ *		re-throws it, and the worker ends as before.  Can ERROR.
+ */
+static bool
+catch_job_error(List **jobs)
+{
+	SyncJob    *job = in_target;
+	ErrorData  *edata;
+	List	   *kept = NIL;
+	List	   *hold = NIL;
+	bool		unreachable;
+	ListCell   *lc;
+
+	if (job == NULL || CtasSyncFailed)
+		return false;
+	in_target = NULL;
+
+	HOLD_INTERRUPTS();
+	MemoryContextSwitchTo(job_cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	if (MyReplicationSlot != NULL)
+		ReplicationSlotRelease();
+	RESUME_INTERRUPTS();
+	unreachable = ERRCODE_TO_CATEGORY(edata->sqlerrcode) ==
+		ERRCODE_CONNECTION_EXCEPTION;
+
+	foreach(lc, *jobs)
+	{
+		SyncJob    *other = lfirst(lc);
+
+		close_job(other);
+		if (other == job ||
+			(unreachable &&
+			 other->target.catalog->serverid == job->target.catalog->serverid))
+			hold = lappend(hold, other);
+		else
+			kept = lappend(kept, other);
+	}
+	*jobs = kept;
+	if (!list_member_ptr(hold, job))
+		hold = lappend(hold, job);	/* a job being joined */
+	foreach(lc, hold)
+	{
+		SyncJob    *h = lfirst(lc);
+
+		hold_job(h, edata->message, strcmp(h->state, "copying") == 0);
+	}
+	FreeErrorData(edata);
+	return true;
+}
+
+/*
+ * rejoin_held
+ *		The held jobs whose retry is due go back: a streaming one into
+ *		*jobs, its target closed (stream_round opens it, and the job then
+ *		reads from its own applied lsn), a copying one to the joins of the
+ *		next round.  Returns whether any came back.
+ */
+static bool
+rejoin_held(List **jobs)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	List	   *still = NIL;
+	bool		any = false;
+	ListCell   *lc;
+	MemoryContext oldcxt = MemoryContextSwitchTo(job_cxt);
+
+	foreach(lc, held_jobs)
+	{
+		HeldJob    *h = lfirst(lc);
+
+		if (h->retry_at > now)
+		{
+			still = lappend(still, h);
+			continue;
+		}
+		if (!h->copying)
+			*jobs = lappend(*jobs, h->job);
+		any = true;
+	}
+	held_jobs = still;
+	MemoryContextSwitchTo(oldcxt);
+	return any;
+}
+
+/*
+ * held_position
+ *		The position the slot may be advanced to at most while jobs are
+ *		held: the oldest applied lsn of a held streaming job (its
+ *		transactions from there must still be decoded when it comes back),
+ *		or confirmed, the slot's, for one whose applied lsn this worker
+ *		never read (it is at or after the slot's: the slot is never
+ *		advanced past a job's applied lsn).  InvalidXLogRecPtr when none
+ *		is held.
+ */
+static XLogRecPtr
+held_position(XLogRecPtr confirmed)
+{
+	XLogRecPtr	pos = InvalidXLogRecPtr;
+	ListCell   *lc;
+
+	foreach(lc, held_jobs)
+	{
+		HeldJob    *h = lfirst(lc);
+		XLogRecPtr	applied = h->job->applied;
+
+		if (h->copying)
+			continue;
+		if (applied == InvalidXLogRecPtr || applied < confirmed)
+			applied = confirmed;
+		if (pos == InvalidXLogRecPtr || applied < pos)
+			pos = applied;
+	}
+	return pos;
+}
+
+/*
+ * join_copy
+ *		The copy of a job that joined a running stream (a new sync, or a
+ *		resync of one job), as PostgreSQL's tablesync joins an apply
+ *		worker: a temporary slot gives the consistent point X and its
+ *		snapshot, under which the job's table is copied in a remote
+ *		transaction of its own that stores X as its applied lsn; the job is
+ *		then "streaming" and the stream applies to it every source
+ *		transaction that commits at or after X, skipping those before
+ *		(see the head of this file).  Outside a transaction, between two
+ *		rounds of the stream (so that the stream's slot is not advanced
+ *		meanwhile).  Can ERROR; an error of the job's catalog holds it
+ *		(catch_job_error), its copy tried again later.
+ */
+static void
+join_copy(SyncJob *job)
+{
+	char	   *name = psprintf("%sj%u_" INT64_FORMAT, CTAS_SYNC_PREFIX,
+								MyDatabaseId, job->id);
+	TimestampTz started = GetCurrentTimestamp();
+	XLogRecPtr	consistent;
+	XLogRecPtr	confirmed;
+
+	job_event(job, "copying", NULL);
+
+	/* the temporary slot of a copy that a crash interrupted */
+	if (SearchNamedReplicationSlot(name, true) != NULL)
+	{
+		StartTransactionCommand();
+		ReplicationSlotDrop(name, true);
+		CommitTransactionCommand();
+	}
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	confirmed = slot_confirmed(job->slot_name);
+	consistent = slot_snapshot(name, false);
+	if (confirmed > consistent)
+		elog(ERROR, "slot \"%s\" is confirmed at %X/%X, past the consistent point %X/%X of sync " INT64_FORMAT,
+			 job->slot_name, LSN_FORMAT_ARGS(confirmed),
+			 LSN_FORMAT_ARGS(consistent), job->id);
+
+	PushActiveSnapshot(GetTransactionSnapshot());
+	copy_job(job, consistent, started);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+
+	set_state(job->id, "streaming", NULL, consistent);
+	job->state = "streaming";
+	job_event(job, "streaming", NULL);
+	ereport(LOG,
+			(errmsg("ctas_fed sync " INT64_FORMAT ": joined stream " INT64_FORMAT " at %X/%X",
+					job->id, job->stream_id, LSN_FORMAT_ARGS(consistent))));
+}
+
+/*
+ * join_all
+ *		Load and copy (join_copy) each job of ids (from leave_stopped), and
+ *		add it to *jobs, streaming.  Outside a transaction.  Can ERROR.
+ */
+static void
+join_all(List *ids, List **jobs)
+{
+	ListCell   *lc;
+
+	foreach(lc, ids)
+	{
+		SyncJob    *job;
+		MemoryContext oldcxt;
+
+		CHECK_FOR_INTERRUPTS();
+		CtasSyncCurrentJob = NULL;
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		job = load_job(*(int64 *) lfirst(lc));
+		loading_id = 0;
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		if (job == NULL || strcmp(job->state, "copying") != 0)
+			continue;
+		if (!CtasSyncStatusAttach(job->id))
+			proc_exit(0);		/* its database is being dropped */
+		CtasSyncStatusLabels(job->target.catalog->name, job->target.schema,
+							 job->target.table, job->slot_name);
+		join_copy(job);
+		oldcxt = MemoryContextSwitchTo(job_cxt);
+		*jobs = lappend(*jobs, job);
+		MemoryContextSwitchTo(oldcxt);
+	}
+}
+
+/* What the rounds of the streaming loop carry from one to the next */
+typedef struct StreamLoop
+{
+	int64		stream_id;
+	char	   *slot_name;
+	char	   *peek_sql;
+	TimestampTz last_idle_advance;
+	XLogRecPtr	idle_flush;		/* flush position at the last peek that
+								 * brought nothing new */
+	XLogRecPtr	idle_safe;
+	int			peek_limit;		/* rows of the next peek, 0: the setting */
+	List	   *joining;		/* sync_ids to copy after the round */
+	bool		done;			/* no job left */
+} StreamLoop;
+
+/*
+ * stream_round
+ *		One round of the streaming loop: leave the jobs that stopped, open
+ *		the targets not open (of jobs back from a retry, or closed by an
+ *		error), one peek applied to every job, the slot advanced as far as
+ *		every job (held ones too) has applied.  Returns whether the worker
+ *		should sleep before the next round.  Can ERROR.
+ */
+static bool
+stream_round(StreamLoop *sl, List **jobs)
+{
+	Oid			types[2] = {NAMEOID, INT4OID};
+	Datum		args[2];
+	int			peek_changes = sl->peek_limit > 0 ? sl->peek_limit :
+		CtasSyncPeekChanges;
+	XLogRecPtr	flush;
+	XLogRecPtr	insert;
+	XLogRecPtr	advance_to = InvalidXLogRecPtr;
+	XLogRecPtr	confirmed;
+	XLogRecPtr	hold;
+	bool		idle;
+	bool		sleep;
+	Portal		portal;
+	SyncPeekResult peek = {0};
+	TimestampTz peek_at;
+	uint64		nrows = 0;
+	uint64		applied_before = 0;
+	uint64		applied_after = 0;
+	ListCell   *lc;
+
+	/* a check that ctas_fed.verify_sync() asked for (sync/verify.c) */
+	if (*jobs != NIL)
+		CtasSyncVerifyIfAsked(*jobs);
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+
+	/* stopped (stop_sync, DROP TABLE) or gone: leave; joined: copy after */
+	sl->joining = leave_stopped(sl->stream_id, jobs);
+	if (*jobs == NIL)
+	{
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		/* none left: end; jobs held or to copy: wait for them */
+		sl->done = held_jobs == NIL && sl->joining == NIL;
+		return sl->joining == NIL;
+	}
+	foreach(lc, *jobs)
+		check_source(lfirst(lc), false);
+	foreach(lc, *jobs)
+	{
+		SyncJob    *job = lfirst(lc);
+
+		if (!job->open)
+		{
+			Datum		id[1];
+
+			open_target(job);
+			/* back after a retry: its error is over */
+			id[0] = Int64GetDatum(job->id);
+			spi_exec("UPDATE ctas_fed.syncs SET error = NULL "
+					 "WHERE sync_id = $1 AND error IS NOT NULL "
+					 "AND state IN ('copying', 'streaming')",
+					 1, (Oid[]) {INT8OID}, id, false);
+		}
+		applied_before += job->applied;
+	}
+
+	insert = GetXLogInsertRecPtr();
+	flush = GetFlushRecPtr(NULL);
+	peek_at = GetCurrentTimestamp();
+	args[0] = DirectFunctionCall1(namein, CStringGetDatum(sl->slot_name));
+	if (flush == sl->idle_flush)
+		idle = true;			/* no WAL since the last empty peek */
+	else
+	{
+		/*
+		 * Every call of a decoding function logs "starting logical
+		 * decoding" at LOG: not ten times a second in the server log.
+		 */
+		(void) set_config_option("log_min_messages", "warning",
+								 PGC_SUSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
+		args[1] = Int32GetDatum(peek_changes);
+		portal = SPI_cursor_open_with_args(NULL, sl->peek_sql, 2, types, args,
+										   NULL, true, 0);
+		CtasSyncApplyPeek(*jobs, portal, &peek);
+		SPI_cursor_close(portal);
+		nrows = peek.nrows;
+		idle = nrows == 0;
+		if (peek.redo)
+		{
+			/* roll the remote transactions back, then read again */
+			foreach(lc, *jobs)
+			{
+				SyncJob    *job = lfirst(lc);
+
+				CtasSyncCurrentJob = job;
+				if (job->open)
+					job->apply->close(&job->target);
+				job->open = false;
+				open_target(job);
+			}
+		}
+		else if (idle)
+		{
+			sl->idle_flush = flush;
+
+			/*
+			 * The slot may be advanced over WAL that this empty peek read
+			 * whole, but only to a record boundary: a commit record cut by
+			 * the flush position would be skipped for good.  An insert
+			 * position taken before an earlier peek is such a boundary, and
+			 * this peek read up to it when it was flushed before the peek
+			 * began.
+			 */
+			if (sl->idle_safe != InvalidXLogRecPtr && sl->idle_safe <= flush &&
+				TimestampDifferenceExceeds(sl->last_idle_advance, peek_at,
+										   SYNC_IDLE_ADVANCE_MS))
+			{
+				advance_to = sl->idle_safe;
+				sl->last_idle_advance = peek_at;
+			}
+			sl->idle_safe = insert;
+		}
+		else
+		{
+			sl->idle_safe = InvalidXLogRecPtr;
+			advance_to = peek.last_end;
+		}
+	}
+	foreach(lc, *jobs)
+		applied_after += ((SyncJob *) lfirst(lc))->applied;
+
+	/*
+	 * Only after the remote COMMITs: what they hold may be confirmed. The
+	 * slot goes to the end lsn of the last source transaction read (its
+	 * commit record's end): the decoder returns again every transaction
+	 * whose commit record begins at or after the slot's confirmed position,
+	 * and a transaction whose commit record begins exactly at that end is
+	 * one not yet applied (docs/sync-exactly-once.md).  A held job keeps
+	 * it at its own applied lsn.
+	 */
+	confirmed = slot_confirmed(sl->slot_name);
+	hold = held_position(confirmed);
+	if (hold != InvalidXLogRecPtr && advance_to > hold)
+		advance_to = hold;
+	if (advance_to != InvalidXLogRecPtr && advance_to > confirmed)
+	{
+		/* tests: a crash between the remote commits and the advance */
+		if (!idle)
+			CtasFaultPointWait("sync_before_advance");
+		args[1] = LSNGetDatum(advance_to);
+		spi_exec("SELECT pg_catalog.pg_replication_slot_advance($1, $2)",
+				 2, (Oid[]) {NAMEOID, PG_LSNOID}, args, false);
+	}
+
+	/* a peek that read to the end: all before it is applied */
+	if (idle || (nrows < (uint64) peek_changes && !peek.redo))
+	{
+		foreach(lc, *jobs)
+		{
+			CtasSyncStatusUse(((SyncJob *) lfirst(lc))->id);
+			CtasSyncStatusReport(0, 0, peek_at);
+		}
+	}
+
+	/*
+	 * While a held job keeps the slot back, each peek reads again from its
+	 * position what the other jobs applied already.  A full peek that gave
+	 * them nothing new is read further the next time; one that read to the
+	 * end is not read again before new WAL comes.
+	 */
+	sleep = idle;
+	if (held_jobs == NIL)
+		sl->peek_limit = 0;
+	else if (!idle && !peek.redo && applied_after == applied_before)
+	{
+		if (nrows >= (uint64) peek_changes)
+			sl->peek_limit = peek_changes < INT_MAX / 4 ?
+				peek_changes * 4 : INT_MAX;
+		else
+		{
+			sl->idle_flush = flush;
+			sleep = true;
+		}
+	}
+
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return sleep;
 }
 
 /*
  * do_stream
  *		The streaming phase of the jobs of a stream (a List of SyncJob in
- *		job_cxt, updated as jobs leave), until none is left.
+ *		job_cxt, updated as jobs leave, join and are held), until none is
+ *		left: rounds of stream_round, the joins between them.  An error of
+ *		one job's catalog holds that job (catch_job_error) and the stream
+ *		goes on; any other ends the worker.
  */
 static void
 do_stream(List **jobs)
 {
 	SyncJob    *first = linitial(*jobs);
-	int64		stream_id = first->stream_id;
-	char	   *slot_name = first->slot_name;
-	TimestampTz last_idle_advance = 0;
-	XLogRecPtr	idle_flush = InvalidXLogRecPtr;
-	XLogRecPtr	idle_safe = InvalidXLogRecPtr;
-	char	   *peek_sql;
+	StreamLoop *sl = palloc0(sizeof(StreamLoop));
 	char	   *pubs = pstrdup(quote_identifier(first->publication));
 	ListCell   *lc;
+
+	sl->stream_id = first->stream_id;
+	sl->slot_name = first->slot_name;
 
 	/*
 	 * $2: ctas_fed.sync_peek_changes, read at each peek; a peek never splits
 	 * a transaction
 	 */
-	peek_sql = psprintf("SELECT lsn, data FROM "
-						"pg_catalog.pg_logical_slot_peek_binary_changes($1, NULL, $2, "
-						"'proto_version', '1', 'publication_names', %s, "
-						"'messages', 'true')",
-						quote_literal_cstr(pubs));
+	sl->peek_sql = psprintf("SELECT lsn, data FROM "
+							"pg_catalog.pg_logical_slot_peek_binary_changes($1, NULL, $2, "
+							"'proto_version', '1', 'publication_names', %s, "
+							"'messages', 'true')",
+							quote_literal_cstr(pubs));
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
+
 	/*
 	 * The columns are not checked against the catalog here: the WAL still
 	 * to read may have been written before a DDL that the catalog shows,
 	 * and the changes committed before it are applied before the job meets
-	 * it (sync/ddl.c, Relation messages in sync/apply.c).
+	 * it (sync/ddl.c, Relation messages in sync/apply.c).  The targets are
+	 * opened by the first round, each job's error its own.
 	 */
 	foreach(lc, *jobs)
-	{
 		check_source(lfirst(lc), false);
-		open_target(lfirst(lc));
-	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
 	for (;;)
 	{
-		Oid			types[2] = {NAMEOID, INT4OID};
-		Datum		args[2];
-		int			peek_changes = CtasSyncPeekChanges;
-		XLogRecPtr	flush;
-		XLogRecPtr	insert;
-		XLogRecPtr	advance_to = InvalidXLogRecPtr;
-		bool		idle;
-		Portal		portal;
-		SyncPeekResult peek = {0};
-		TimestampTz peek_at;
-		uint64		nrows = 0;
+		volatile bool sleep = false;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -975,126 +1683,34 @@ do_stream(List **jobs)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-		/* a check that ctas_fed.verify_sync() asked for (sync/verify.c) */
-		CtasSyncVerifyIfAsked(*jobs);
+		if (rejoin_held(jobs))
+			sl->idle_flush = InvalidXLogRecPtr;
 
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		SPI_connect();
-		PushActiveSnapshot(GetTransactionSnapshot());
-
-		/* stopped (stop_sync, DROP TABLE) or gone: leave; none left: end */
-		leave_stopped(stream_id, jobs);
-		if (*jobs == NIL)
+		in_target = NULL;
+		PG_TRY();
 		{
-			SPI_finish();
-			PopActiveSnapshot();
-			CommitTransactionCommand();
+			sleep = stream_round(sl, jobs);
+			if (sl->joining != NIL)
+			{
+				join_all(sl->joining, jobs);
+				list_free_deep(sl->joining);
+				sl->joining = NIL;
+				sl->idle_flush = InvalidXLogRecPtr;
+			}
+		}
+		PG_CATCH();
+		{
+			if (!catch_job_error(jobs))
+				PG_RE_THROW();
+			sl->idle_flush = InvalidXLogRecPtr;
+			sleep = *jobs == NIL;
+		}
+		PG_END_TRY();
+		if (sl->done)
 			return;
-		}
-		foreach(lc, *jobs)
-			check_source(lfirst(lc), false);
-
-		insert = GetXLogInsertRecPtr();
-		flush = GetFlushRecPtr(NULL);
-		peek_at = GetCurrentTimestamp();
-		args[0] = DirectFunctionCall1(namein, CStringGetDatum(slot_name));
-		if (flush == idle_flush)
-			idle = true;		/* no WAL since the last empty peek */
-		else
-		{
-			/*
-			 * Every call of a decoding function logs "starting logical
-			 * decoding" at LOG: not ten times a second in the server log.
-			 */
-			(void) set_config_option("log_min_messages", "warning",
-									 PGC_SUSET, PGC_S_SESSION,
-									 GUC_ACTION_LOCAL, true, 0, false);
-			args[1] = Int32GetDatum(peek_changes);
-			portal = SPI_cursor_open_with_args(NULL, peek_sql, 2, types, args,
-											   NULL, true, 0);
-			CtasSyncApplyPeek(*jobs, portal, &peek);
-			SPI_cursor_close(portal);
-			nrows = peek.nrows;
-			idle = nrows == 0;
-			if (peek.redo)
-			{
-				/* roll the remote transactions back, then read again */
-				foreach(lc, *jobs)
-				{
-					SyncJob    *job = lfirst(lc);
-
-					CtasSyncCurrentJob = job;
-					if (job->open)
-						job->apply->close(&job->target);
-					job->open = false;
-					open_target(job);
-				}
-			}
-			else if (idle)
-			{
-				idle_flush = flush;
-
-				/*
-				 * The slot may be advanced over WAL that this empty peek read
-				 * whole, but only to a record boundary: a commit record cut
-				 * by the flush position would be skipped for good.  An
-				 * insert position taken before an earlier peek is such a
-				 * boundary, and this peek read up to it when it was flushed
-				 * before the peek began.
-				 */
-				if (idle_safe != InvalidXLogRecPtr && idle_safe <= flush &&
-					TimestampDifferenceExceeds(last_idle_advance, peek_at,
-											   SYNC_IDLE_ADVANCE_MS))
-				{
-					advance_to = idle_safe;
-					last_idle_advance = peek_at;
-				}
-				idle_safe = insert;
-			}
-			else
-			{
-				idle_safe = InvalidXLogRecPtr;
-				advance_to = peek.last_end;
-			}
-		}
-
-		/*
-		 * Only after the remote COMMITs: what they hold may be confirmed.
-		 * The slot goes to the end lsn of the last source transaction read
-		 * (its commit record's end): the decoder returns again every
-		 * transaction whose commit record begins at or after the slot's
-		 * confirmed position, and a transaction whose commit record begins
-		 * exactly at that end is one not yet applied
-		 * (docs/sync-exactly-once.md).
-		 */
-		if (advance_to != InvalidXLogRecPtr &&
-			advance_to > slot_confirmed(slot_name))
-		{
-			/* tests: a crash between the remote commits and the advance */
-			if (!idle)
-				CtasFaultPointWait("sync_before_advance");
-			args[1] = LSNGetDatum(advance_to);
-			spi_exec("SELECT pg_catalog.pg_replication_slot_advance($1, $2)",
-					 2, (Oid[]) {NAMEOID, PG_LSNOID}, args, false);
-		}
-
-		/* a peek that read to the end: all before it is applied */
-		if (idle || (nrows < (uint64) peek_changes && !peek.redo))
-		{
-			foreach(lc, *jobs)
-			{
-				CtasSyncStatusUse(((SyncJob *) lfirst(lc))->id);
-				CtasSyncStatusReport(0, 0, peek_at);
-			}
-		}
-
-		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
 		pgstat_report_stat(false);
 
-		if (idle)
+		if (sleep)
 		{
 			(void) WaitLatch(MyLatch,
 							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -1172,7 +1788,6 @@ ctas_fed_sync_main(Datum main_arg)
 	int64		stream_id = DatumGetInt64(main_arg);
 	Oid			dboid;
 	LOCKTAG		tag;
-	List	   *volatile jobs = NIL;
 
 	memcpy(&dboid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -1201,6 +1816,7 @@ ctas_fed_sync_main(Datum main_arg)
 	PG_TRY();
 	{
 		List	   *loaded;
+		List	   *streaming = NIL;
 		bool		copying = false;
 		char	   *lost;
 		ListCell   *lc;
@@ -1210,7 +1826,7 @@ ctas_fed_sync_main(Datum main_arg)
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		loaded = load_stream(stream_id);
-		jobs = loaded;
+		stream_jobs = loaded;
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
@@ -1224,7 +1840,25 @@ ctas_fed_sync_main(Datum main_arg)
 								 job->target.table, job->slot_name);
 			if (strcmp(job->state, "copying") == 0)
 				copying = true;
+			else
+				streaming = lappend(streaming, job);
 		}
+
+		/*
+		 * Jobs to copy in a stream that streams: they join it, each under
+		 * a temporary slot of its own (join_copy, in do_stream's first
+		 * round).  Otherwise (a new stream, or one whose first copy was
+		 * interrupted, or whose slot is gone) all are copied under the
+		 * stream's new slot.
+		 */
+		if (copying && streaming != NIL &&
+			SearchNamedReplicationSlot(((SyncJob *) linitial(loaded))->slot_name,
+									   true) != NULL)
+		{
+			loaded = streaming;
+			copying = false;
+		}
+		stream_jobs = loaded;
 
 		/* a lost slot: copy again (sync/resync.c) */
 		if (!copying && loaded != NIL &&
@@ -1251,8 +1885,8 @@ ctas_fed_sync_main(Datum main_arg)
 		if (loaded != NIL)
 		{
 			set_stream_error(stream_id, NULL);
-			do_stream(&loaded);
-			jobs = loaded;
+			stream_jobs = loaded;
+			do_stream(&stream_jobs);
 		}
 	}
 	PG_CATCH();
@@ -1271,7 +1905,7 @@ ctas_fed_sync_main(Datum main_arg)
 		AbortOutOfAnyTransaction();
 		if (MyReplicationSlot != NULL)
 			ReplicationSlotRelease();
-		close_targets(jobs);
+		close_targets(stream_jobs);
 		RESUME_INTERRUPTS();
 
 		/*
@@ -1284,8 +1918,9 @@ ctas_fed_sync_main(Datum main_arg)
 			fail_job(failed_id, edata->message);
 			if (failed != NULL)
 				job_event(failed, "failed", edata->message);
-			foreach(lc, jobs)
+			foreach(lc, stream_jobs)
 				others |= ((SyncJob *) lfirst(lc))->id != failed_id;
+			others |= held_jobs != NIL;
 		}
 		else
 			set_stream_error(stream_id, edata->message);
@@ -1293,6 +1928,6 @@ ctas_fed_sync_main(Datum main_arg)
 	}
 	PG_END_TRY();
 
-	close_targets(jobs);
+	close_targets(stream_jobs);
 	proc_exit(0);
 }

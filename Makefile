@@ -61,6 +61,7 @@ OBJS = \
 	src/sync/resync.o \
 	src/sync/statement.o \
 	src/sync/status.o \
+	src/sync/syncs.o \
 	src/sync/tick.o \
 	src/sync/toast.o \
 	src/sync/verify.o \

@@ -159,13 +159,26 @@ extern TupleDesc CtasSyncRecordedTupdesc(SyncJob *job);
 /* field4 of the advisory lock tag of a stream (CtasSyncLockStream) */
 #define CTAS_LOCKTAG_STREAM	0xCF04
 
-/* in sync/worker.c: reading ctas_fed.syncs through SPI, webhook events */
+/* in sync/syncs.c: the job records, webhook events */
+extern MemoryContext CtasSyncJobCxt;
+extern int64 CtasSyncLoadingId;
+extern SyncJob *CtasSyncInTarget;
+extern void CtasSyncSpiExec(const char *sql, int nargs, Oid *types,
+							Datum *values, bool ro);
 extern char *CtasSyncSpiText(int row, int col);
 extern Datum CtasSyncSpiDatum(int row, int col);
-extern void CtasSyncLockStream(int64 stream_id);
 extern void CtasSyncQueueEvent(int64 job_id, const CtasCatalog *catalog,
 							   const char *schema, const char *table,
 							   const char *state, uint64 rows,
 							   const char *error, TimestampTz started_at);
+extern void CtasSyncJobEvent(SyncJob *job, const char *state,
+							 const char *error);
+extern SyncJob *CtasSyncLoadJob(int64 id);
+extern List *CtasSyncLoadStream(int64 stream_id);
+extern void CtasSyncSetState(int64 id, const char *state, const char *error,
+							 XLogRecPtr lsn);
+extern void CtasSyncSetStreamError(int64 stream_id, const char *error);
+extern void CtasSyncLockStream(int64 stream_id);
+extern void CtasSyncFailJob(int64 id, const char *error);
 
 #endif							/* CTAS_SYNC_INT_H */

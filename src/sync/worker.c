@@ -72,7 +72,7 @@
  *
  * A catalog that is down holds back only its own jobs.  Every call of a
  * job's target that reaches the remote runs under guard_routine, which
- * names the job in in_target; an error raised there that does not fail
+ * names the job in CtasSyncInTarget; an error raised there that does not fail
  * the job for good (remote unreachable, a remote error) is caught by the
  * streaming loop (catch_job_error): the local transaction is aborted, the
  * remote transactions the jobs did not commit roll back, the job (and,
@@ -188,17 +188,12 @@
 
 PGDLLEXPORT void ctas_fed_sync_main(Datum main_arg);
 
-static MemoryContext job_cxt = NULL;
-
-/* in a sync worker: the job being loaded, before it has a SyncJob */
-static int64 loading_id = 0;
-
 /* the jobs that stream (do_stream), for the worker's error exit */
 static List *stream_jobs = NIL;
 
 /*
  * A job held out of the stream after a transient error of its catalog
- * (catch_job_error), until retry_at; in job_cxt.
+ * (catch_job_error), until retry_at; in CtasSyncJobCxt.
  */
 typedef struct HeldJob
 {
@@ -208,385 +203,6 @@ typedef struct HeldJob
 } HeldJob;
 
 static List *held_jobs = NIL;
-
-/*
- * The job whose target call runs (the guard_* functions), NULL outside
- * one: an error raised there is that job's, and its catalog's.
- */
-static SyncJob *in_target = NULL;
-
-/* the job of a target, which is embedded in it */
-#define TARGET_JOB(t) ((SyncJob *) ((char *) (t) - offsetof(SyncJob, target)))
-/* the target's own routine */
-#define TARGET_SYNC(t) (CtasCatalogRoutine(TARGET_JOB(t)->target.catalog)->sync)
-/* call, with in_target naming the job of target t */
-#define GUARDED(t, call) \
-	do { \
-		SyncJob    *save_ = in_target; \
-		in_target = TARGET_JOB(t); \
-		call; \
-		in_target = save_; \
-	} while (0)
-
-static void
-guard_open(CtasSyncTarget *t)
-{
-	GUARDED(t, TARGET_SYNC(t)->open(t));
-}
-
-static uint64
-guard_applied_lsn(CtasSyncTarget *t)
-{
-	uint64		lsn;
-
-	GUARDED(t, lsn = TARGET_SYNC(t)->applied_lsn(t));
-	return lsn;
-}
-
-static void
-guard_begin(CtasSyncTarget *t)
-{
-	GUARDED(t, TARGET_SYNC(t)->begin(t));
-}
-
-static void
-guard_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
-			 const bool *unchanged)
-{
-	GUARDED(t, TARGET_SYNC(t)->upsert(t, values, nulls, unchanged));
-}
-
-static void
-guard_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
-{
-	GUARDED(t, TARGET_SYNC(t)->copy_row(t, values, nulls));
-}
-
-static void
-guard_delete(CtasSyncTarget *t, Datum *keys)
-{
-	GUARDED(t, TARGET_SYNC(t)->delete(t, keys));
-}
-
-static void
-guard_truncate(CtasSyncTarget *t)
-{
-	GUARDED(t, TARGET_SYNC(t)->truncate(t));
-}
-
-static void
-guard_commit(CtasSyncTarget *t, uint64 lsn)
-{
-	GUARDED(t, TARGET_SYNC(t)->commit(t, lsn));
-}
-
-static void
-guard_rebuild(CtasSyncTarget *t)
-{
-	GUARDED(t, TARGET_SYNC(t)->rebuild(t));
-}
-
-static void
-guard_rebuilt(CtasSyncTarget *t)
-{
-	GUARDED(t, TARGET_SYNC(t)->rebuilt(t));
-}
-
-/*
- * guard_routine
- *		A copy of routine, in the current memory context, whose calls that
- *		reach the remote name their job in in_target while they run, so
- *		that the streaming loop can tell an error of one catalog from one
- *		of the stream (catch_job_error).  close never errors; the verify
- *		members, and any a target adds later, are called as they are.
- */
-static const CtasSyncApply *
-guard_routine(const CtasSyncApply *routine)
-{
-	CtasSyncApply *g = palloc(sizeof(CtasSyncApply));
-
-	memcpy(g, routine, sizeof(CtasSyncApply));
-	g->open = guard_open;
-	g->applied_lsn = guard_applied_lsn;
-	g->begin = guard_begin;
-	g->upsert = guard_upsert;
-	g->copy_row = guard_copy_row;
-	g->delete = guard_delete;
-	g->truncate = guard_truncate;
-	g->commit = guard_commit;
-	if (routine->rebuild != NULL)
-		g->rebuild = guard_rebuild;
-	if (routine->rebuilt != NULL)
-		g->rebuilt = guard_rebuilt;
-	return g;
-}
-
-/*
- * spi_exec
- *		Run sql with args through SPI (connected by the caller); ERROR on
- *		failure.
- */
-static void
-spi_exec(const char *sql, int nargs, Oid *types, Datum *values, bool ro)
-{
-	int			rc = SPI_execute_with_args(sql, nargs, types, values, NULL,
-										   ro, 0);
-
-	if (rc < 0)
-		elog(ERROR, "SPI_execute_with_args failed for \"%s\": %s", sql,
-			 SPI_result_code_string(rc));
-}
-
-/* column col of row of SPI_tuptable, as text (NULL for NULL) */
-char *
-CtasSyncSpiText(int row, int col)
-{
-	return SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
-}
-
-/* column col of row of SPI_tuptable, a by-value type, never NULL */
-Datum
-CtasSyncSpiDatum(int row, int col)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[row],
-								  SPI_tuptable->tupdesc, col, &isnull);
-
-	if (isnull)
-		elog(ERROR, "unexpected NULL in column %d of ctas_fed.syncs", col);
-	return d;
-}
-
-/* an int2[] or oid[] or text[] column of row 0 as a Datum array */
-static Datum *
-spi_array(int col, Oid elemtype, int *n)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-								  col, &isnull);
-	Datum	   *elems;
-	int16		typlen;
-	bool		typbyval;
-	char		typalign;
-
-	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
-	deconstruct_array(DatumGetArrayTypeP(d), elemtype, typlen, typbyval,
-					  typalign, &elems, NULL, n);
-	return elems;
-}
-
-/*
- * CtasSyncQueueEvent
- *		The webhook event of a state change of a sync job, if its catalog
- *		(or ctas_fed.notify_url) names a webhook.
- */
-void
-CtasSyncQueueEvent(int64 job_id, const CtasCatalog *catalog,
-				   const char *schema, const char *table, const char *state,
-				   uint64 rows, const char *error, TimestampTz started_at)
-{
-	CtasJobEvent ev;
-	const char *url = catalog->notify_url ? catalog->notify_url : CtasNotifyUrl;
-
-	if (url == NULL || url[0] == '\0')
-		return;
-	memset(&ev, 0, sizeof(ev));
-	ev.job_id = job_id;
-	strlcpy(ev.catalog, catalog->name, sizeof(ev.catalog));
-	snprintf(ev.target, sizeof(ev.target), "%s.%s",
-			 quote_identifier(schema), quote_identifier(table));
-	strlcpy(ev.mode, "sync", sizeof(ev.mode));
-	strlcpy(ev.state_name, state, sizeof(ev.state_name));
-	ev.rows = rows;
-	if (error)
-		strlcpy(ev.error, error, sizeof(ev.error));
-	strlcpy(ev.notify_url, url, sizeof(ev.notify_url));
-	ev.notify_trusted = !(catalog->notify_url_limited &&
-						  url == catalog->notify_url);
-	ev.started_at = started_at;
-	if (strcmp(state, "stopped") == 0 || strcmp(state, "failed") == 0)
-		ev.finished_at = GetCurrentTimestamp();
-	CtasJobsQueueEvent(&ev);
-}
-
-static void
-job_event(SyncJob *job, const char *state, const char *error)
-{
-	CtasSyncStatusUse(job->id);
-	CtasSyncQueueEvent(job->job_id, job->target.catalog, job->target.schema,
-				job->target.table, state,
-				CtasSyncStatusRows(), error, job->created_at);
-}
-
-/*
- * load_job
- *		Read the job's row into a SyncJob in job_cxt, in a transaction of
- *		the caller's.  Returns NULL when the row is gone.
- */
-static SyncJob *
-load_job(int64 id)
-{
-	Oid			argtypes[1] = {INT8OID};
-	Datum		args[1];
-	SyncJob    *job;
-	MemoryContext oldcxt;
-	Datum	   *elems;
-	int			n;
-	int			i;
-	Oid			serverid;
-	ListCell   *lc;
-
-	args[0] = Int64GetDatum(id);
-	loading_id = id;
-	spi_exec("SELECT owner, server, remote_schema, remote_table, source, "
-			 "query_tree, publication, slot_name, state, source_attnums, "
-			 "source_columns, source_types, key_columns, source_key, "
-			 "remote_columns, job_id, created_at, stream_id, "
-			 "schema_changes = 'fail', whole_row "
-			 "FROM ctas_fed.syncs WHERE sync_id = $1",
-			 1, argtypes, args, true);
-	if (SPI_processed != 1)
-		return NULL;
-
-	oldcxt = MemoryContextSwitchTo(job_cxt);
-	job = palloc0(sizeof(SyncJob));
-	job->id = id;
-	job->owner = DatumGetObjectId(CtasSyncSpiDatum(0, 1));
-	serverid = DatumGetObjectId(CtasSyncSpiDatum(0, 2));
-	job->target.schema = CtasSyncSpiText(0, 3);
-	job->target.table = CtasSyncSpiText(0, 4);
-	job->relid = DatumGetObjectId(CtasSyncSpiDatum(0, 5));
-	job->query = (Query *) stringToNode(CtasSyncSpiText(0, 6));
-	job->publication = CtasSyncSpiText(0, 7);
-	job->slot_name = CtasSyncSpiText(0, 8);
-	job->state = CtasSyncSpiText(0, 9);
-
-	elems = spi_array(10, INT2OID, &job->ncols);
-	job->attnums = palloc(sizeof(AttrNumber) * job->ncols);
-	for (i = 0; i < job->ncols; i++)
-		job->attnums[i] = DatumGetInt16(elems[i]);
-	elems = spi_array(11, TEXTOID, &n);
-	job->attnames = palloc(sizeof(char *) * job->ncols);
-	for (i = 0; i < job->ncols; i++)
-		job->attnames[i] = TextDatumGetCString(elems[i]);
-	elems = spi_array(12, OIDOID, &n);
-	job->atttypes = palloc(sizeof(Oid) * job->ncols);
-	job->infuncs = palloc0(sizeof(FmgrInfo) * job->ncols);
-	job->ioparams = palloc(sizeof(Oid) * job->ncols);
-	job->msgcol = palloc(sizeof(int) * job->ncols);
-	for (i = 0; i < job->ncols; i++)
-	{
-		Oid			infunc;
-
-		job->atttypes[i] = DatumGetObjectId(elems[i]);
-		getTypeInputInfo(job->atttypes[i], &infunc, &job->ioparams[i]);
-		fmgr_info_cxt(infunc, &job->infuncs[i], job_cxt);
-		job->msgcol[i] = -1;
-	}
-
-	elems = spi_array(13, TEXTOID, &job->target.nkeys);
-	job->target.keys = palloc(sizeof(char *) * job->target.nkeys);
-	for (i = 0; i < job->target.nkeys; i++)
-		job->target.keys[i] = TextDatumGetCString(elems[i]);
-	elems = spi_array(14, INT2OID, &n);
-	job->keycol = palloc(sizeof(int) * n);
-	for (i = 0; i < n; i++)
-	{
-		int			j;
-
-		job->keycol[i] = -1;
-		for (j = 0; j < job->ncols; j++)
-		{
-			if (job->attnums[j] == DatumGetInt16(elems[i]))
-				job->keycol[i] = j;
-		}
-		if (job->keycol[i] < 0)
-			elog(ERROR, "key column %d of sync " INT64_FORMAT " is not read",
-				 DatumGetInt16(elems[i]), id);
-	}
-	elems = spi_array(15, TEXTOID, &job->target.ncolumns);
-	job->target.columns = palloc(sizeof(char *) * job->target.ncolumns);
-	for (i = 0; i < job->target.ncolumns; i++)
-		job->target.columns[i] = TextDatumGetCString(elems[i]);
-
-	/* the types of the values the target gets */
-	job->target.types = palloc(sizeof(Oid) * Max(job->target.ncolumns, 1));
-	n = 0;
-	foreach(lc, job->query->targetList)
-	{
-		TargetEntry *tle = lfirst_node(TargetEntry, lc);
-
-		if (!tle->resjunk && n < job->target.ncolumns)
-			job->target.types[n++] = exprType((Node *) tle->expr);
-	}
-	job->target.key_types = palloc(sizeof(Oid) * Max(job->target.nkeys, 1));
-	for (i = 0; i < job->target.nkeys; i++)
-		job->target.key_types[i] = job->atttypes[job->keycol[i]];
-
-	job->job_id = DatumGetInt64(CtasSyncSpiDatum(0, 16));
-	job->created_at = DatumGetTimestampTz(CtasSyncSpiDatum(0, 17));
-	job->stream_id = DatumGetInt64(CtasSyncSpiDatum(0, 18));
-	job->fail_on_ddl = DatumGetBool(CtasSyncSpiDatum(0, 19));
-	job->whole_row = DatumGetBool(CtasSyncSpiDatum(0, 20));
-	job->tupdesc = CtasSyncRecordedTupdesc(job);
-
-	/*
-	 * The owner's catalog, USAGE and user mapping: their loss does not
-	 * heal by itself, and a job retried for ever would hold its slot's WAL.
-	 */
-	CtasSyncFailed = true;
-	job->target.catalog = CtasGetCatalog(serverid, job->owner, true, true);
-	CtasSyncFailed = false;
-	job->apply = CtasCatalogRoutine(job->target.catalog)->sync;
-	if (job->apply == NULL)
-		SYNC_FAIL(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				  errmsg("catalogs of type \"%s\" do not support continuous sync",
-						 CtasCatalogRoutine(job->target.catalog)->type_name));
-	job->apply = guard_routine(job->apply);
-	job->target.job_key = psprintf(UINT64_FORMAT "/%u/" INT64_FORMAT,
-								   GetSystemIdentifier(), MyDatabaseId, id);
-	MemoryContextSwitchTo(oldcxt);
-	return job;
-}
-
-/*
- * load_stream
- *		The jobs of stream stream_id that run (copying or streaming), as a
- *		List of SyncJob in job_cxt, in a transaction of the caller's.  NIL
- *		when there is none.
- */
-static List *
-load_stream(int64 stream_id)
-{
-	Oid			argtypes[1] = {INT8OID};
-	Datum		args[1];
-	int64	   *ids;
-	int			n;
-	int			i;
-	List	   *jobs = NIL;
-
-	args[0] = Int64GetDatum(stream_id);
-	spi_exec("SELECT sync_id FROM ctas_fed.syncs WHERE stream_id = $1 "
-			 "AND state IN ('copying', 'streaming') ORDER BY sync_id",
-			 1, argtypes, args, true);
-	n = (int) SPI_processed;
-	ids = palloc(sizeof(int64) * Max(n, 1));
-	for (i = 0; i < n; i++)
-		ids[i] = DatumGetInt64(CtasSyncSpiDatum(i, 1));
-	for (i = 0; i < n; i++)
-	{
-		SyncJob    *job = load_job(ids[i]);
-		MemoryContext oldcxt;
-
-		if (job == NULL)
-			continue;
-		oldcxt = MemoryContextSwitchTo(job_cxt);
-		jobs = lappend(jobs, job);
-		MemoryContextSwitchTo(oldcxt);
-	}
-	loading_id = 0;
-	return jobs;
-}
 
 /*
  * check_source
@@ -677,183 +293,6 @@ check_source(SyncJob *job, bool columns)
 }
 
 /*
- * set_state
- *		Record the job's state (and error, and applied lsn when valid) in a
- *		transaction of its own.
- */
-static void
-set_state(int64 id, const char *state, const char *error, XLogRecPtr lsn)
-{
-	Oid			types[4] = {INT8OID, TEXTOID, TEXTOID, PG_LSNOID};
-	Datum		values[4];
-	char		nulls[4] = {' ', ' ', error ? ' ' : 'n', lsn ? ' ' : 'n'};
-	int			rc;
-
-	values[0] = Int64GetDatum(id);
-	values[1] = CStringGetTextDatum(state ? state : "");
-	values[2] = error ? CStringGetTextDatum(error) : (Datum) 0;
-	values[3] = LSNGetDatum(lsn);
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	rc = SPI_execute_with_args("UPDATE ctas_fed.syncs SET "
-							   "state = CASE WHEN $2 = '' THEN state ELSE $2 END, "
-							   "finished_at = CASE WHEN $2 = 'failed' "
-							   "THEN pg_catalog.now() END, "
-							   "error = $3, "
-							   "applied_lsn = coalesce($4, applied_lsn) "
-							   "WHERE sync_id = $1 "
-							   "AND state IN ('copying', 'streaming')",
-							   4, types, values, nulls, false, 0);
-	if (rc < 0)
-		elog(ERROR, "could not record the state of sync " INT64_FORMAT, id);
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-}
-
-/*
- * set_stream_error
- *		Record error (NULL: none) in every running job of stream stream_id,
- *		in a transaction of its own: what ended or delays the worker that
- *		runs them all.
- */
-static void
-set_stream_error(int64 stream_id, const char *error)
-{
-	Oid			types[2] = {INT8OID, TEXTOID};
-	Datum		values[2];
-	char		nulls[2] = {' ', error ? ' ' : 'n'};
-
-	values[0] = Int64GetDatum(stream_id);
-	values[1] = error ? CStringGetTextDatum(error) : (Datum) 0;
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET error = $2 "
-							  "WHERE stream_id = $1 "
-							  "AND state IN ('copying', 'streaming') "
-							  "AND error IS DISTINCT FROM $2",
-							  2, types, values, nulls, false, 0) < 0)
-		elog(ERROR, "could not record the error of stream " INT64_FORMAT,
-			 stream_id);
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-}
-
-/*
- * CtasSyncUnpublish
- *		Take table relid out of publication, as user userid, in the current
- *		transaction (stop_sync of one job of a stream, sync/statement.c, or a failed
- *		job here); nothing when it is not, or no longer, in it.  The other
- *		tables of the publication's stream go on.  ereport(ERROR) on
- *		failure.
- */
-void
-CtasSyncUnpublish(const char *publication, Oid relid, Oid userid)
-{
-	Oid			argtypes[2] = {NAMEOID, OIDOID};
-	Datum		values[2];
-	char	   *relname = get_rel_name(relid);
-	Oid			save_userid;
-	int			save_sec;
-	int			nestlevel;
-
-	if (relname == NULL)
-		return;					/* dropped, and with it its membership */
-	values[0] = DirectFunctionCall1(namein, CStringGetDatum(publication));
-	values[1] = ObjectIdGetDatum(relid);
-
-	/* as sync/statement.c's spi_begin_as: no operator of the caller's schemas */
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(userid, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	spi_exec("SELECT FROM pg_catalog.pg_publication_rel pr "
-			 "JOIN pg_catalog.pg_publication p ON p.oid = pr.prpubid "
-			 "WHERE p.pubname = $1 AND pr.prrelid = $2",
-			 2, argtypes, values, true);
-	if (SPI_processed > 0)
-		spi_exec(psprintf("ALTER PUBLICATION %s DROP TABLE ONLY %s",
-						  quote_identifier(publication),
-						  quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-													 relname)),
-				 0, NULL, NULL, false);
-	SPI_finish();
-	AtEOXact_GUC(true, nestlevel);
-	SetUserIdAndSecContext(save_userid, save_sec);
-}
-
-/*
- * CtasSyncLockStream
- *		Lock stream stream_id of this database until the end of the
- *		transaction: a sync joining it, a stop of one of its jobs and the
- *		failure of one take this lock before they read whether the stream
- *		still runs, so that a join never adds a table to a publication that
- *		the stop of the stream's last job drops, nor a stop drops the
- *		publication of a stream that a new sync joined.  Can ERROR.
- */
-void
-CtasSyncLockStream(int64 stream_id)
-{
-	LOCKTAG		tag;
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (stream_id >> 32),
-						 (uint32) stream_id, CTAS_LOCKTAG_STREAM);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
-}
-
-/*
- * fail_job
- *		Mark job id "failed" with error, and take its table out of its
- *		stream's publication, in a transaction of its own, so that the
- *		stream's other jobs go on without it.  Nothing when the job no
- *		longer runs (stopped meanwhile).
- */
-static void
-fail_job(int64 id, const char *error)
-{
-	Oid			types[2] = {INT8OID, TEXTOID};
-	Datum		values[2];
-	char	   *publication = NULL;
-	Oid			source = InvalidOid;
-
-	values[0] = Int64GetDatum(id);
-	values[1] = CStringGetTextDatum(error);
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	spi_exec("UPDATE ctas_fed.syncs SET state = 'failed', error = $2, "
-			 "finished_at = pg_catalog.now() WHERE sync_id = $1 "
-			 "AND state IN ('copying', 'streaming') "
-			 "RETURNING publication, source, stream_id",
-			 2, types, values, false);
-	if (SPI_processed == 1)
-	{
-		publication = CtasSyncSpiText(0, 1);
-		source = DatumGetObjectId(CtasSyncSpiDatum(0, 2));
-		/* a sync joining the stream waits for this (sync/statement.c) */
-		CtasSyncLockStream(DatumGetInt64(CtasSyncSpiDatum(0, 3)));
-	}
-	if (publication != NULL)
-		CtasSyncUnpublish(publication, source, GetUserId());
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-}
-
-/*
  * open_target
  *		Connect to the catalog (in a transaction of the caller's) and read
  *		the applied lsn.
@@ -861,7 +300,7 @@ fail_job(int64 id, const char *error)
 static void
 open_target(SyncJob *job)
 {
-	MemoryContext oldcxt = MemoryContextSwitchTo(job_cxt);
+	MemoryContext oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
 
 	if (!job->open)
 	{
@@ -1018,7 +457,7 @@ do_copy(List *jobs)
 	TimestampTz started = GetCurrentTimestamp();
 
 	foreach(lc, jobs)
-		job_event(lfirst(lc), "copying", NULL);
+		CtasSyncJobEvent(lfirst(lc), "copying", NULL);
 
 	/* a slot of an interrupted copy: begin again */
 	if (SearchNamedReplicationSlot(first->slot_name, true) != NULL)
@@ -1084,10 +523,10 @@ leave_stopped(int64 stream_id, List **jobs)
 	uint64		i;
 
 	args[0] = Int64GetDatum(stream_id);
-	spi_exec("SELECT sync_id, state = 'copying' FROM ctas_fed.syncs "
+	CtasSyncSpiExec("SELECT sync_id, state = 'copying' FROM ctas_fed.syncs "
 			 "WHERE stream_id = $1 AND state IN ('copying', 'streaming')",
 			 1, (Oid[]) {INT8OID}, args, true);
-	oldcxt = MemoryContextSwitchTo(job_cxt);
+	oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
 	foreach(lc, *jobs)
 	{
 		SyncJob    *job = lfirst(lc);
@@ -1104,7 +543,7 @@ leave_stopped(int64 stream_id, List **jobs)
 		else
 			left = lappend(left, job);
 	}
-	/* copying: read after the transaction (join_all), in job_cxt */
+	/* copying: read after the transaction (join_all), in CtasSyncJobCxt */
 	for (i = 0; i < SPI_processed; i++)
 	{
 		int64		id = DatumGetInt64(CtasSyncSpiDatum(i, 1));
@@ -1142,7 +581,7 @@ leave_stopped(int64 stream_id, List **jobs)
 						job->id, stream_id)));
 		if (kept != NIL)
 		{
-			job_event(job, "stopped", NULL);
+			CtasSyncJobEvent(job, "stopped", NULL);
 			CtasSyncStatusRelease(job->id);
 		}
 	}
@@ -1176,7 +615,7 @@ close_job(SyncJob *job)
 static void
 hold_job(SyncJob *job, const char *error, bool copying)
 {
-	MemoryContext oldcxt = MemoryContextSwitchTo(job_cxt);
+	MemoryContext oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
 	HeldJob    *h = palloc0(sizeof(HeldJob));
 
 	close_job(job);
@@ -1191,13 +630,13 @@ hold_job(SyncJob *job, const char *error, bool copying)
 					job->id, job->target.catalog->name,
 					CTAS_SYNC_RESTART_SECS, job->stream_id),
 			 errdetail_internal("%s", error)));
-	set_state(job->id, "", error, InvalidXLogRecPtr);
+	CtasSyncSetState(job->id, "", error, InvalidXLogRecPtr);
 }
 
 /*
  * catch_job_error
  *		In the PG_CATCH of the streaming loop (do_stream): when the error in
- *		flight was raised by a target call of one job (in_target) and is not
+ *		flight was raised by a target call of one job (CtasSyncInTarget) and is not
  *		one that fails the job for good, it is that job's catalog's: abort
  *		the local transaction, close the targets of the stream's jobs (the
  *		remote transactions they did not commit roll back; each applies
@@ -1210,7 +649,7 @@ hold_job(SyncJob *job, const char *error, bool copying)
 static bool
 catch_job_error(List **jobs)
 {
-	SyncJob    *job = in_target;
+	SyncJob    *job = CtasSyncInTarget;
 	ErrorData  *edata;
 	List	   *kept = NIL;
 	List	   *hold = NIL;
@@ -1219,10 +658,10 @@ catch_job_error(List **jobs)
 
 	if (job == NULL || CtasSyncFailed)
 		return false;
-	in_target = NULL;
+	CtasSyncInTarget = NULL;
 
 	HOLD_INTERRUPTS();
-	MemoryContextSwitchTo(job_cxt);
+	MemoryContextSwitchTo(CtasSyncJobCxt);
 	edata = CopyErrorData();
 	FlushErrorState();
 	AbortCurrentTransaction();
@@ -1271,7 +710,7 @@ rejoin_held(List **jobs)
 	List	   *still = NIL;
 	bool		any = false;
 	ListCell   *lc;
-	MemoryContext oldcxt = MemoryContextSwitchTo(job_cxt);
+	MemoryContext oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
 
 	foreach(lc, held_jobs)
 	{
@@ -1345,7 +784,7 @@ join_copy(SyncJob *job)
 	XLogRecPtr	consistent;
 	XLogRecPtr	confirmed;
 
-	job_event(job, "copying", NULL);
+	CtasSyncJobEvent(job, "copying", NULL);
 
 	/* the temporary slot of a copy that a crash interrupted */
 	if (SearchNamedReplicationSlot(name, true) != NULL)
@@ -1369,9 +808,9 @@ join_copy(SyncJob *job)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
-	set_state(job->id, "streaming", NULL, consistent);
+	CtasSyncSetState(job->id, "streaming", NULL, consistent);
 	job->state = "streaming";
-	job_event(job, "streaming", NULL);
+	CtasSyncJobEvent(job, "streaming", NULL);
 	ereport(LOG,
 			(errmsg("ctas_fed sync " INT64_FORMAT ": joined stream " INT64_FORMAT " at %X/%X",
 					job->id, job->stream_id, LSN_FORMAT_ARGS(consistent))));
@@ -1398,8 +837,8 @@ join_all(List *ids, List **jobs)
 		StartTransactionCommand();
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		job = load_job(*(int64 *) lfirst(lc));
-		loading_id = 0;
+		job = CtasSyncLoadJob(*(int64 *) lfirst(lc));
+		CtasSyncLoadingId = 0;
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
@@ -1410,7 +849,7 @@ join_all(List *ids, List **jobs)
 		CtasSyncStatusLabels(job->target.catalog->name, job->target.schema,
 							 job->target.table, job->slot_name);
 		join_copy(job);
-		oldcxt = MemoryContextSwitchTo(job_cxt);
+		oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
 		*jobs = lappend(*jobs, job);
 		MemoryContextSwitchTo(oldcxt);
 	}
@@ -1494,7 +933,7 @@ stream_round(StreamLoop *sl, List **jobs)
 			open_target(job);
 			/* back after a retry: its error is over */
 			id[0] = Int64GetDatum(job->id);
-			spi_exec("UPDATE ctas_fed.syncs SET error = NULL "
+			CtasSyncSpiExec("UPDATE ctas_fed.syncs SET error = NULL "
 					 "WHERE sync_id = $1 AND error IS NOT NULL "
 					 "AND state IN ('copying', 'streaming')",
 					 1, (Oid[]) {INT8OID}, id, false);
@@ -1587,7 +1026,7 @@ stream_round(StreamLoop *sl, List **jobs)
 		if (!idle)
 			CtasFaultPointWait("sync_before_advance");
 		args[1] = LSNGetDatum(advance_to);
-		spi_exec("SELECT pg_catalog.pg_replication_slot_advance($1, $2)",
+		CtasSyncSpiExec("SELECT pg_catalog.pg_replication_slot_advance($1, $2)",
 				 2, (Oid[]) {NAMEOID, PG_LSNOID}, args, false);
 	}
 
@@ -1631,7 +1070,7 @@ stream_round(StreamLoop *sl, List **jobs)
 /*
  * do_stream
  *		The streaming phase of the jobs of a stream (a List of SyncJob in
- *		job_cxt, updated as jobs leave, join and are held), until none is
+ *		CtasSyncJobCxt, updated as jobs leave, join and are held), until none is
  *		left: rounds of stream_round, the joins between them.  An error of
  *		one job's catalog holds that job (catch_job_error) and the stream
  *		goes on; any other ends the worker.
@@ -1686,7 +1125,7 @@ do_stream(List **jobs)
 		if (rejoin_held(jobs))
 			sl->idle_flush = InvalidXLogRecPtr;
 
-		in_target = NULL;
+		CtasSyncInTarget = NULL;
 		PG_TRY();
 		{
 			sleep = stream_round(sl, jobs);
@@ -1804,7 +1243,7 @@ ctas_fed_sync_main(Datum main_arg)
 	SetConfigOption("search_path", "", PGC_SUSET, PGC_S_OVERRIDE);
 	pin_text_settings();
 
-	job_cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed sync job",
+	CtasSyncJobCxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed sync job",
 									ALLOCSET_DEFAULT_SIZES);
 
 	/* one worker per stream: a session lock that goes with the process */
@@ -1825,7 +1264,7 @@ ctas_fed_sync_main(Datum main_arg)
 		StartTransactionCommand();
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		loaded = load_stream(stream_id);
+		loaded = CtasSyncLoadStream(stream_id);
 		stream_jobs = loaded;
 		SPI_finish();
 		PopActiveSnapshot();
@@ -1865,7 +1304,7 @@ ctas_fed_sync_main(Datum main_arg)
 			(lost = CtasSyncResyncIfLost(loaded)) != NULL)
 		{
 			foreach(lc, loaded)
-				job_event(lfirst(lc), "resyncing", lost);
+				CtasSyncJobEvent(lfirst(lc), "resyncing", lost);
 			copying = true;
 		}
 		/* a job to copy copies them all, under one new slot */
@@ -1877,14 +1316,14 @@ ctas_fed_sync_main(Datum main_arg)
 			{
 				SyncJob    *job = lfirst(lc);
 
-				set_state(job->id, "streaming", NULL, consistent);
+				CtasSyncSetState(job->id, "streaming", NULL, consistent);
 				job->state = "streaming";
-				job_event(job, "streaming", NULL);
+				CtasSyncJobEvent(job, "streaming", NULL);
 			}
 		}
 		if (loaded != NIL)
 		{
-			set_stream_error(stream_id, NULL);
+			CtasSyncSetStreamError(stream_id, NULL);
 			stream_jobs = loaded;
 			do_stream(&stream_jobs);
 		}
@@ -1893,12 +1332,12 @@ ctas_fed_sync_main(Datum main_arg)
 	{
 		ErrorData  *edata;
 		SyncJob    *failed = CtasSyncFailed ? CtasSyncCurrentJob : NULL;
-		int64		failed_id = failed ? failed->id : loading_id;
+		int64		failed_id = failed ? failed->id : CtasSyncLoadingId;
 		bool		others = false;
 		ListCell   *lc;
 
 		HOLD_INTERRUPTS();
-		MemoryContextSwitchTo(job_cxt);
+		MemoryContextSwitchTo(CtasSyncJobCxt);
 		edata = CopyErrorData();
 		EmitErrorReport();
 		FlushErrorState();
@@ -1915,15 +1354,15 @@ ctas_fed_sync_main(Datum main_arg)
 		 */
 		if (CtasSyncFailed && failed_id != 0)
 		{
-			fail_job(failed_id, edata->message);
+			CtasSyncFailJob(failed_id, edata->message);
 			if (failed != NULL)
-				job_event(failed, "failed", edata->message);
+				CtasSyncJobEvent(failed, "failed", edata->message);
 			foreach(lc, stream_jobs)
 				others |= ((SyncJob *) lfirst(lc))->id != failed_id;
 			others |= held_jobs != NIL;
 		}
 		else
-			set_stream_error(stream_id, edata->message);
+			CtasSyncSetStreamError(stream_id, edata->message);
 		proc_exit(CtasSyncFailed && !others ? 0 : 1);
 	}
 	PG_END_TRY();

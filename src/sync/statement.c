@@ -649,6 +649,25 @@ is_whole_row(CtasSync *sync, Relation rel, CtasLoad *load)
 }
 
 /*
+ * is_published
+ *		Whether table relid is in publication, as user owner.
+ */
+static bool
+is_published(Oid owner, const char *publication, Oid relid)
+{
+	Oid			argtypes[2] = {NAMEOID, OIDOID};
+	Datum		args[2];
+
+	args[0] = DirectFunctionCall1(namein, CStringGetDatum(publication));
+	args[1] = ObjectIdGetDatum(relid);
+	return run_as(owner,
+				  "SELECT FROM pg_catalog.pg_publication_rel pr "
+				  "JOIN pg_catalog.pg_publication p ON p.oid = pr.prpubid "
+				  "WHERE p.pubname = $1 AND pr.prrelid = $2",
+				  2, argtypes, args, NULL) > 0;
+}
+
+/*
  * stream_runs_besides
  *		Whether stream stream_id has a running job other than sync_id, read
  *		by a statement of its own (a fresh snapshot in READ COMMITTED), as
@@ -827,10 +846,12 @@ CtasSyncCreate(CtasLoad *load)
 			aclcheck_error(ACLCHECK_NOT_OWNER,
 						   get_relkind_objtype(get_rel_relkind(sync->relid)),
 						   RelationGetRelationName(rel));
-		run_as(owner,
-			   psprintf("ALTER PUBLICATION %s ADD TABLE ONLY %s",
-						quote_identifier(name), relname),
-			   0, NULL, NULL, NULL);
+		/* another sync of the stream may read the table already */
+		if (!is_published(owner, name, sync->relid))
+			run_as(owner,
+				   psprintf("ALTER PUBLICATION %s ADD TABLE ONLY %s",
+							quote_identifier(name), relname),
+				   0, NULL, NULL, NULL);
 	}
 
 	/* the names and types the query reads, to detect DDL on them */
@@ -1033,7 +1054,7 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 		CtasSyncLockStream(streams[i]);
 		if (IsolationUsesXactSnapshot() ||
 			stream_runs_besides(owner, streams[i], ids[i]))
-			CtasSyncUnpublish(publications[i], sources[i], owner);
+			CtasSyncUnpublish(publications[i], sources[i], owner, ids[i]);
 		else
 			run_as(owner,
 				   psprintf("DROP PUBLICATION IF EXISTS %s",

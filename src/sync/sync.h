@@ -88,7 +88,7 @@ extern void CtasSyncTick(void);
 
 /* in sync/syncs.c */
 extern void CtasSyncUnpublish(const char *publication, Oid relid,
-							  Oid userid);
+							  Oid userid, int64 sync_id);
 
 /* in sync/copy.c */
 extern AttrNumber *CtasSyncPlainColumns(Query *query, int ncolumns);

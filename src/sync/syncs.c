@@ -530,15 +530,17 @@ CtasSyncSetStreamError(int64 stream_id, const char *error)
  * CtasSyncUnpublish
  *		Take table relid out of publication, as user userid, in the current
  *		transaction (stop_sync of one job of a stream, sync/statement.c, or a failed
- *		job here); nothing when it is not, or no longer, in it.  The other
- *		tables of the publication's stream go on.  ereport(ERROR) on
- *		failure.
+ *		job here); nothing when it is not, or no longer, in it, or when
+ *		another running job of the stream than sync_id reads it too (two
+ *		syncs of one table).  The other tables of the publication's stream
+ *		go on.  ereport(ERROR) on failure.
  */
 void
-CtasSyncUnpublish(const char *publication, Oid relid, Oid userid)
+CtasSyncUnpublish(const char *publication, Oid relid, Oid userid,
+				  int64 sync_id)
 {
-	Oid			argtypes[2] = {NAMEOID, OIDOID};
-	Datum		values[2];
+	Oid			argtypes[3] = {NAMEOID, OIDOID, INT8OID};
+	Datum		values[3];
 	char	   *relname = get_rel_name(relid);
 	Oid			save_userid;
 	int			save_sec;
@@ -548,6 +550,7 @@ CtasSyncUnpublish(const char *publication, Oid relid, Oid userid)
 		return;					/* dropped, and with it its membership */
 	values[0] = DirectFunctionCall1(namein, CStringGetDatum(publication));
 	values[1] = ObjectIdGetDatum(relid);
+	values[2] = Int64GetDatum(sync_id);
 
 	/* as sync/statement.c's spi_begin_as: no operator of the caller's schemas */
 	GetUserIdAndSecContext(&save_userid, &save_sec);
@@ -560,8 +563,12 @@ CtasSyncUnpublish(const char *publication, Oid relid, Oid userid)
 		elog(ERROR, "SPI_connect failed");
 	CtasSyncSpiExec("SELECT FROM pg_catalog.pg_publication_rel pr "
 			 "JOIN pg_catalog.pg_publication p ON p.oid = pr.prpubid "
-			 "WHERE p.pubname = $1 AND pr.prrelid = $2",
-			 2, argtypes, values, true);
+			 "WHERE p.pubname = $1 AND pr.prrelid = $2 "
+			 "AND NOT EXISTS (SELECT FROM ctas_fed.syncs s "
+			 "WHERE s.publication = $1 AND s.source = $2 "
+			 "AND s.sync_id <> $3 "
+			 "AND s.state IN ('copying', 'streaming'))",
+			 3, argtypes, values, true);
 	if (SPI_processed > 0)
 		CtasSyncSpiExec(psprintf("ALTER PUBLICATION %s DROP TABLE ONLY %s",
 						  quote_identifier(publication),
@@ -627,7 +634,7 @@ CtasSyncFailJob(int64 id, const char *error)
 		CtasSyncLockStream(DatumGetInt64(CtasSyncSpiDatum(0, 3)));
 	}
 	if (publication != NULL)
-		CtasSyncUnpublish(publication, source, GetUserId());
+		CtasSyncUnpublish(publication, source, GetUserId(), id);
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();

@@ -3,7 +3,8 @@
 
 # Exactly once at the LSN boundaries (docs/sync-exactly-once.md), into both
 # targets at once: one insert-only source table synced into PostgreSQL and
-# into ClickHouse (two streams, two slots, two workers).  Several writer
+# into ClickHouse (two streams, stream = 'ch' for the second: two slots, two
+# workers).  Several writer
 # sessions hold overlapping transactions open and commit them one after
 # the other, so that their commit records lie next to each other in the WAL
 # (one's end lsn is the next one's commit lsn, which pg_walinspect shows);
@@ -41,7 +42,7 @@ CREATE EXTENSION pg_walinspect;
 -- a per-change write log: every row inserted once, never changed
 CREATE TABLE wlog (id bigint PRIMARY KEY, writer int, round int, note text);
 CREATE TABLE wh.public.wlog WITH (sync = 'continuous') AS SELECT * FROM wlog;
-CREATE TABLE lake.dw.wlog WITH (sync = 'continuous') AS SELECT * FROM wlog;
+CREATE TABLE lake.dw.wlog WITH (sync = 'continuous', stream = 'ch') AS SELECT * FROM wlog;
 });
 
 sub streaming

@@ -159,6 +159,24 @@ extern TupleDesc CtasSyncRecordedTupdesc(SyncJob *job);
 /* field4 of the advisory lock tag of a stream (CtasSyncLockStream) */
 #define CTAS_LOCKTAG_STREAM	0xCF04
 
+/*
+ * The pool of sync workers (ctas_fed.max_sync_workers), cluster-wide:
+ * pool slot i is the advisory lock (database 0, i, CTAS_LOCKTAG_POOL) that
+ * a running sync worker holds for its life; a resolver with a stream that
+ * waits for a slot holds CTAS_LOCKTAG_POOL_WAIT in share mode, which tells
+ * the running workers to yield after their time slice (sync/tick.c).
+ */
+#define CTAS_LOCKTAG_POOL		0xCF05
+#define CTAS_LOCKTAG_POOL_WAIT	0xCF06
+/* a sync worker serves its stream this long before it yields to a waiter */
+#define CTAS_SYNC_SLICE_MS		10000
+
+/* in sync/syncs.c: the pool */
+extern int	CtasSyncPoolTake(void);
+extern bool CtasSyncPoolFree(void);
+extern bool CtasSyncPoolWaited(void);
+extern void CtasSyncPoolWait(bool wait);
+
 /* in sync/syncs.c: the job records, webhook events */
 extern MemoryContext CtasSyncJobCxt;
 extern int64 CtasSyncLoadingId;

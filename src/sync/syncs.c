@@ -640,3 +640,102 @@ CtasSyncFailJob(int64 id, const char *error)
 	CommitTransactionCommand();
 }
 
+
+/*
+ * pool_tag
+ *		The lock tag of pool slot i, or of the waiters (i < 0): advisory
+ *		locks of database 0, the same in every database of the cluster.
+ */
+static void
+pool_tag(LOCKTAG *tag, int i)
+{
+	if (i < 0)
+		SET_LOCKTAG_ADVISORY(*tag, InvalidOid, 0, 0, CTAS_LOCKTAG_POOL_WAIT);
+	else
+		SET_LOCKTAG_ADVISORY(*tag, InvalidOid, 0, (uint32) i, CTAS_LOCKTAG_POOL);
+}
+
+/*
+ * CtasSyncPoolTake
+ *		In a sync worker: take a free slot of the pool of
+ *		ctas_fed.max_sync_workers for the life of the process (a session
+ *		lock, released at exit).  Returns its number, or -1 when every slot
+ *		is taken (the worker must exit; its resolver tries again).
+ */
+int
+CtasSyncPoolTake(void)
+{
+	int			i;
+
+	for (i = 0; i < CtasMaxSyncWorkers; i++)
+	{
+		LOCKTAG		tag;
+
+		pool_tag(&tag, i);
+		if (LockAcquire(&tag, ExclusiveLock, true, true) != LOCKACQUIRE_NOT_AVAIL)
+			return i;
+	}
+	return -1;
+}
+
+/*
+ * CtasSyncPoolFree
+ *		Whether a slot of the pool is free now (taken and given back at
+ *		once): a resolver starts a sync worker only then.
+ */
+bool
+CtasSyncPoolFree(void)
+{
+	int			i;
+
+	for (i = 0; i < CtasMaxSyncWorkers; i++)
+	{
+		LOCKTAG		tag;
+
+		pool_tag(&tag, i);
+		if (LockAcquire(&tag, ExclusiveLock, true, true) != LOCKACQUIRE_NOT_AVAIL)
+		{
+			LockRelease(&tag, ExclusiveLock, true);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * CtasSyncPoolWaited
+ *		Whether a resolver other than this process has a stream waiting for
+ *		a slot of the pool (holds the waiters' lock in share mode).
+ */
+bool
+CtasSyncPoolWaited(void)
+{
+	LOCKTAG		tag;
+
+	pool_tag(&tag, -1);
+	if (LockAcquire(&tag, ExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
+		return true;
+	LockRelease(&tag, ExclusiveLock, true);
+	return false;
+}
+
+/*
+ * CtasSyncPoolWait
+ *		In a resolver: say (wait) or stop saying that a stream of its
+ *		database waits for a slot of the pool.
+ */
+void
+CtasSyncPoolWait(bool wait)
+{
+	static bool waiting = false;
+	LOCKTAG		tag;
+
+	if (wait == waiting)
+		return;
+	pool_tag(&tag, -1);
+	if (wait)
+		(void) LockAcquire(&tag, ShareLock, true, false);
+	else
+		LockRelease(&tag, ShareLock, true);
+	waiting = wait;
+}

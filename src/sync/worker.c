@@ -1081,6 +1081,7 @@ do_stream(List **jobs)
 	SyncJob    *first = linitial(*jobs);
 	StreamLoop *sl = palloc0(sizeof(StreamLoop));
 	char	   *pubs = pstrdup(quote_identifier(first->publication));
+	TimestampTz slice_start = GetCurrentTimestamp();
 	ListCell   *lc;
 
 	sl->stream_id = first->stream_id;
@@ -1148,6 +1149,20 @@ do_stream(List **jobs)
 		if (sl->done)
 			return;
 		pgstat_report_stat(false);
+
+		/* a time slice served, and a stream waits for the pool: yield */
+		if (TimestampDifferenceExceeds(slice_start, GetCurrentTimestamp(),
+									   CTAS_SYNC_SLICE_MS))
+		{
+			slice_start = GetCurrentTimestamp();
+			if (CtasSyncPoolWaited())
+			{
+				ereport(LOG,
+						(errmsg("ctas_fed sync " INT64_FORMAT ": yielding to a stream that waits for a sync worker",
+								sl->stream_id)));
+				return;
+			}
+		}
 
 		if (sleep)
 		{
@@ -1251,6 +1266,14 @@ ctas_fed_sync_main(Datum main_arg)
 						 (uint32) stream_id, CTAS_LOCKTAG_SYNC);
 	if (LockAcquire(&tag, ExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
 		proc_exit(0);
+	/* a slot of the pool of ctas_fed.max_sync_workers (sync/tick.c) */
+	if (CtasSyncPoolTake() < 0)
+	{
+		ereport(DEBUG1,
+				(errmsg_internal("ctas_fed sync " INT64_FORMAT ": no slot of the pool is free",
+								 stream_id)));
+		proc_exit(0);
+	}
 
 	PG_TRY();
 	{

@@ -201,7 +201,8 @@ is(sync_writes($ch, 'wlog'), "$next $next 0",
 	'crash, ClickHouse: every row written exactly once');
 is(sync_writes_conflicts($ch, 'wlog'), 0, 'ClickHouse: no version written with two rows');
 
-# 4. a stream of two jobs (create_tables_as), each with its own applied lsn:
+# 4. a stream of more jobs (create_tables_as of two tables joins the stream
+# of wlog, into each remote), each with its own applied lsn:
 # a crash after the first job's remote commit and before the second's; the
 # worker started again skips, for each job, what that job applied
 $local->safe_psql('postgres', q{
@@ -210,7 +211,7 @@ CREATE TABLE pb (id bigint PRIMARY KEY, writer int, round int, note text);
 SELECT count(*) FROM ctas_fed.create_tables_as('wh', 'public',
   tables => ARRAY['pa', 'pb']::regclass[], options => '{"sync": "continuous"}');
 SELECT count(*) FROM ctas_fed.create_tables_as('lake', 'dw',
-  tables => ARRAY['pa', 'pb']::regclass[], options => '{"sync": "continuous"}');
+  tables => ARRAY['pa', 'pb']::regclass[], options => '{"sync": "continuous", "stream": "ch"}');
 });
 ok(wait_until(120, sub { streaming() eq '6' }), 'two streams of two jobs reach streaming');
 for my $t ('pa', 'pb')

@@ -87,6 +87,28 @@ start_worker(int64 id, BackgroundWorkerHandle **handle)
 }
 
 /*
+ * others_wait
+ *		Whether a stream of this database other than entry's waits for a
+ *		slot of the pool (CtasSyncPoolWaited sees those of the other
+ *		databases only: this process's own lock does not conflict with
+ *		itself).
+ */
+static bool
+others_wait(SyncWorkerEntry *entry)
+{
+	ListCell   *lc;
+
+	foreach(lc, sync_workers)
+	{
+		SyncWorkerEntry *e = lfirst(lc);
+
+		if (e != entry && e->waiting)
+			return true;
+	}
+	return false;
+}
+
+/*
  * stopped_event
  *		The webhook event of a stopped job, from row i of the resolver's
  *		scan of ctas_fed.syncs (sync_id, state, slot_name, publication,
@@ -190,7 +212,7 @@ CtasSyncTick(void)
 			 * streams that wait go first, waiting in its turn.
 			 */
 			if (!CtasSyncPoolFree() ||
-				(!entry->waiting && CtasSyncPoolWaited()))
+				(!entry->waiting && (others_wait(entry) || CtasSyncPoolWaited())))
 			{
 				if (!entry->waiting)
 					ereport(DEBUG1,
@@ -227,6 +249,12 @@ CtasSyncTick(void)
 			/* the slot and the publication go with the stream's last job */
 			if (stream_runs)
 				continue;
+			/* an ended stream waits for nothing */
+			foreach(lc, sync_workers)
+			{
+				if (((SyncWorkerEntry *) lfirst(lc))->id == stream_id)
+					((SyncWorkerEntry *) lfirst(lc))->waiting = false;
+			}
 
 			LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
 			s = SearchNamedReplicationSlot(slot_name, false);

@@ -84,8 +84,10 @@
  * back and catches up from there, the peeks reading again from the slot's
  * position what the others skip (a full peek that gave them nothing new is
  * read further the next time: XXX a long outage of one catalog makes every
- * peek read again the WAL it holds back).  Any other error ends the
- * worker, and the resolver starts it again after CTAS_SYNC_RESTART_SECS.
+ * peek read again the WAL it holds back).  When every job of the stream is
+ * held, the worker ends, and the resolver starts it again after
+ * CTAS_SYNC_RESTART_SECS, as after any other error: a new worker reads
+ * every job anew and checks the slot (sync/resync.c).
  *
  * In the streaming phase the slot's changes are peeked at through SQL
  * (pg_logical_slot_peek_binary_changes, proto_version 1, the stream's
@@ -699,9 +701,10 @@ catch_job_error(List **jobs)
 /*
  * rejoin_held
  *		The held jobs whose retry is due go back: a streaming one into
- *		*jobs, its target closed (stream_round opens it, and the job then
- *		reads from its own applied lsn), a copying one to the joins of the
- *		next round.  Returns whether any came back.
+ *		*jobs, read again from its row (its catalog's options may have
+ *		changed; stream_round opens its target, and the job then reads from
+ *		its own applied lsn), a copying one to the joins of the next round.
+ *		Returns whether any came back.  Can ERROR.
  */
 static bool
 rejoin_held(List **jobs)
@@ -722,7 +725,25 @@ rejoin_held(List **jobs)
 			continue;
 		}
 		if (!h->copying)
-			*jobs = lappend(*jobs, h->job);
+		{
+			SyncJob    *job;
+
+			/* read again: its catalog's options may have changed */
+			MemoryContextSwitchTo(oldcxt);
+			SetCurrentStatementStartTimestamp();
+			StartTransactionCommand();
+			SPI_connect();
+			PushActiveSnapshot(GetTransactionSnapshot());
+			CtasSyncCurrentJob = NULL;
+			job = CtasSyncLoadJob(h->job->id);
+			CtasSyncLoadingId = 0;
+			SPI_finish();
+			PopActiveSnapshot();
+			CommitTransactionCommand();
+			MemoryContextSwitchTo(CtasSyncJobCxt);
+			if (job != NULL)
+				*jobs = lappend(*jobs, job);
+		}
 		any = true;
 	}
 	held_jobs = still;
@@ -916,9 +937,13 @@ stream_round(StreamLoop *sl, List **jobs)
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
-		/* none left: end; jobs held or to copy: wait for them */
-		sl->done = held_jobs == NIL && sl->joining == NIL;
-		return sl->joining == NIL;
+		/*
+		 * None left, or all held by errors of their catalogs: end (the
+		 * resolver starts the worker again, which reads every job anew);
+		 * jobs to copy: copy them.
+		 */
+		sl->done = sl->joining == NIL;
+		return false;
 	}
 	foreach(lc, *jobs)
 		check_source(lfirst(lc), false);

@@ -763,6 +763,7 @@ CtasSyncCreate(CtasLoad *load)
 	Oid			argtypes[16];
 	Datum		values[16];
 	bool		whole_row;
+	bool		streams;
 	List	   *colnames = NIL;
 	List	   *coltypes = NIL;
 	List	   *remote_columns = NIL;
@@ -785,8 +786,18 @@ CtasSyncCreate(CtasLoad *load)
 				   "LIMIT 1", 1, grouptype, group, &stream_id) == 0)
 			stream_id = id;
 	}
-	/* any other the running stream of its name, if there is one */
-	if (DatumGetInt64(stream_id) == DatumGetInt64(id))
+	/*
+	 * Any other the running stream of its name, if there is one; before
+	 * ALTER EXTENSION ctas_fed UPDATE to 0.3 (no stream_name yet), a stream
+	 * of its own, as in 0.2.
+	 */
+	streams = get_attnum(syncs_relid, "stream_name") != InvalidAttrNumber;
+	if (!streams && load->opts.stream != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("option \"stream\" needs version 0.3 of extension \"ctas_fed\""),
+				 errhint("ALTER EXTENSION ctas_fed UPDATE.")));
+	if (streams && DatumGetInt64(stream_id) == DatumGetInt64(id))
 	{
 		int64		running = find_stream(owner, load->opts.stream);
 
@@ -909,17 +920,19 @@ CtasSyncCreate(CtasLoad *load)
 					"key_columns, source_key, source_attnums, source_columns, "
 					"source_types, remote_columns, job_id, stream_id, "
 					"job_group, publication, slot_name, schema_changes, "
-					"whole_row, stream_name) "
+					"whole_row%s) "
 					"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
 					"$10::pg_catalog.int2[], $11::pg_catalog.int2[], $12, "
 					"$13::pg_catalog.oid[], $14, $15, $16, "
-					"NULLIF(" INT64_FORMAT ", 0), %s, %s, %s, %s, %s)",
+					"NULLIF(" INT64_FORMAT ", 0), %s, %s, %s, %s%s%s)",
+					streams ? ", stream_name" : "",
 					load->group_id,
 					quote_literal_cstr(name), quote_literal_cstr(name),
 					quote_literal_cstr(load->opts.schema_changes ?
 									   load->opts.schema_changes : "follow"),
 					whole_row ? "true" : "false",
-					load->opts.stream ?
+					streams ? ", " : "",
+					!streams ? "" : load->opts.stream ?
 					quote_literal_cstr(load->opts.stream) : "NULL"),
 		   16, argtypes, values, NULL);
 

@@ -193,6 +193,9 @@ PGDLLEXPORT void ctas_fed_sync_main(Datum main_arg);
 /* the jobs that stream (do_stream), for the worker's error exit */
 static List *stream_jobs = NIL;
 
+/* the worker yielded its stream to one that waits for the pool */
+static bool stream_yielded = false;
+
 /*
  * A job held out of the stream after a transient error of its catalog
  * (catch_job_error), until retry_at; in CtasSyncJobCxt.
@@ -1185,6 +1188,7 @@ do_stream(List **jobs)
 				ereport(LOG,
 						(errmsg("ctas_fed sync " INT64_FORMAT ": yielding to a stream that waits for a sync worker",
 								sl->stream_id)));
+				stream_yielded = true;
 				return;
 			}
 		}
@@ -1416,5 +1420,11 @@ ctas_fed_sync_main(Datum main_arg)
 	PG_END_TRY();
 
 	close_targets(stream_jobs);
-	proc_exit(0);
+
+	/*
+	 * Jobs held by their catalogs, or a stream that yielded to another:
+	 * the stream goes on in a later worker, which keeps the jobs' status
+	 * entries (sync/status.c) only after an exit that is not 0.
+	 */
+	proc_exit(held_jobs != NIL || stream_yielded ? 1 : 0);
 }

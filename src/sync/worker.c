@@ -196,6 +196,9 @@ static List *stream_jobs = NIL;
 /* the worker yielded its stream to one that waits for the pool */
 static bool stream_yielded = false;
 
+/* a peek is being applied: the jobs' remote transactions may be open */
+static bool in_peek = false;
+
 /*
  * A job held out of the stream after a transient error of its catalog
  * (catch_job_error), until retry_at; in CtasSyncJobCxt.
@@ -680,7 +683,9 @@ catch_job_error(List **jobs)
 	{
 		SyncJob    *other = lfirst(lc);
 
-		close_job(other);
+		/* what the others did not commit of the peek rolls back */
+		if (in_peek || other == job)
+			close_job(other);
 		if (other == job ||
 			(unreachable &&
 			 other->target.catalog->serverid == job->target.catalog->serverid))
@@ -689,6 +694,7 @@ catch_job_error(List **jobs)
 			kept = lappend(kept, other);
 	}
 	*jobs = kept;
+	in_peek = false;
 	if (!list_member_ptr(hold, job))
 		hold = lappend(hold, job);	/* a job being joined */
 	foreach(lc, hold)
@@ -987,6 +993,7 @@ stream_round(StreamLoop *sl, List **jobs)
 		args[1] = Int32GetDatum(peek_changes);
 		portal = SPI_cursor_open_with_args(NULL, sl->peek_sql, 2, types, args,
 										   NULL, true, 0);
+		in_peek = true;
 		CtasSyncApplyPeek(*jobs, portal, &peek);
 		SPI_cursor_close(portal);
 		nrows = peek.nrows;
@@ -1005,7 +1012,9 @@ stream_round(StreamLoop *sl, List **jobs)
 				open_target(job);
 			}
 		}
-		else if (idle)
+		/* the remote transactions are committed, or rolled back */
+		in_peek = false;
+		if (!peek.redo && idle)
 		{
 			sl->idle_flush = flush;
 
@@ -1026,7 +1035,7 @@ stream_round(StreamLoop *sl, List **jobs)
 			}
 			sl->idle_safe = insert;
 		}
-		else
+		else if (!peek.redo)
 		{
 			sl->idle_safe = InvalidXLogRecPtr;
 			advance_to = peek.last_end;

@@ -12,6 +12,9 @@
  *				copy, joins, decoding loop, jobs held by a down catalog)
  *	syncs.c		the job records (ctas_fed.syncs) as the worker reads and
  *				writes them, webhook events, the guard on target calls
+ *	slot.c		a slot made with its consistent point's snapshot, a
+ *				slot's position
+ *	merge.c		the default streams of a database merged into one
  *	apply.c		the apply side of the sync worker: the messages of one
  *				peek applied to the target
  *	toast.c		unchanged TOAST values rebuilt, or the job failed

@@ -198,5 +198,10 @@ extern void CtasSyncSetState(int64 id, const char *state, const char *error,
 extern void CtasSyncSetStreamError(int64 stream_id, const char *error);
 extern void CtasSyncLockStream(int64 stream_id);
 extern void CtasSyncFailJob(int64 id, const char *error);
+extern void CtasSyncOpenTarget(SyncJob *job);
+
+/* in sync/slot.c */
+extern XLogRecPtr CtasSyncSlotSnapshot(const char *name, bool keep);
+extern XLogRecPtr CtasSyncSlotConfirmed(const char *slot_name);
 
 #endif							/* CTAS_SYNC_INT_H */

@@ -642,6 +642,25 @@ CtasSyncFailJob(int64 id, const char *error)
 
 
 /*
+ * CtasSyncOpenTarget
+ *		Connect to the catalog (in a transaction of the caller's) and read
+ *		the applied lsn.
+ */
+void
+CtasSyncOpenTarget(SyncJob *job)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
+
+	if (!job->open)
+	{
+		job->apply->open(&job->target);
+		job->open = true;
+	}
+	job->applied = job->apply->applied_lsn(&job->target);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
  * pool_tag
  *		The lock tag of pool slot i, or of the waiters (i < 0): advisory
  *		locks of database 0, the same in every database of the cluster.

@@ -31,7 +31,7 @@
  * The copy of a new stream, as PostgreSQL's own tablesync: create the
  * logical replication slot (pgoutput) in a REPEATABLE READ read-only
  * transaction, exactly as the walsender's CREATE_REPLICATION_SLOT ...
- * (SNAPSHOT 'use') does (slot_snapshot): the snapshot built at the slot's
+ * (SNAPSHOT 'use') does (CtasSyncSlotSnapshot): the snapshot built at the slot's
  * consistent point becomes the transaction's snapshot, so the copy sees
  * every transaction that committed before that point and none after it;
  * the decoding stream begins there.
@@ -39,7 +39,7 @@
  * Joining.  A sync's statement adds its table to the stream's publication
  * and records the job "copying", in its transaction, which commits at T.
  * Between two rounds the worker sees the job (leave_stopped) and copies it
- * (join_copy): a temporary slot, made by the same code (slot_snapshot),
+ * (join_copy): a temporary slot, made by the same code (CtasSyncSlotSnapshot),
  * gives its consistent point X and the snapshot of X, under which the table
  * is copied in a remote transaction of the job's own that stores X as the
  * job's applied lsn; the temporary slot is dropped once the snapshot is
@@ -301,25 +301,6 @@ check_source(SyncJob *job, bool columns)
 }
 
 /*
- * open_target
- *		Connect to the catalog (in a transaction of the caller's) and read
- *		the applied lsn.
- */
-static void
-open_target(SyncJob *job)
-{
-	MemoryContext oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
-
-	if (!job->open)
-	{
-		job->apply->open(&job->target);
-		job->open = true;
-	}
-	job->applied = job->apply->applied_lsn(&job->target);
-	MemoryContextSwitchTo(oldcxt);
-}
-
-/*
  * copy_job
  *		The copy of one job's table under the transaction's snapshot (that
  *		of the slot, see do_copy), into its remote table in one remote
@@ -343,7 +324,7 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 	at[0] = started;
 	at[1] = GetCurrentTimestamp();
 	check_source(job, true);
-	open_target(job);
+	CtasSyncOpenTarget(job);
 	ev = CtasSyncBuildEval(job);
 	/* plain columns and no WHERE: nothing to evaluate (sync/copy.c) */
 	plain = CtasSyncPlainColumns(job->query, ev->nexprs);
@@ -409,48 +390,6 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 }
 
 /*
- * slot_snapshot
- *		In a transaction just started, that has done nothing yet: create
- *		the logical replication slot name (pgoutput) and make the snapshot
- *		of its consistent point the transaction's, exactly as walsender's
- *		CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use') does; the transaction
- *		becomes REPEATABLE READ and read-only.  keep: the slot is made
- *		persistent, the stream's; otherwise it is dropped at once (a join,
- *		which needs only the consistent point and the snapshot: the
- *		transaction's xmin, set here, keeps the rows the snapshot sees).
- *		Returns the consistent point.  Can ERROR; the caller's abort then
- *		releases (and so drops) the slot.
- */
-static XLogRecPtr
-slot_snapshot(const char *name, bool keep)
-{
-	LogicalDecodingContext *ctx;
-	Snapshot	snap;
-	XLogRecPtr	consistent;
-
-	XactIsoLevel = XACT_REPEATABLE_READ;
-	XactReadOnly = true;
-
-	CheckLogicalDecodingRequirements();
-	ReplicationSlotCreate(name, true, RS_EPHEMERAL, false);
-	ctx = CreateInitDecodingContext("pgoutput", NIL, true, InvalidXLogRecPtr,
-									XL_ROUTINE(.page_read = read_local_xlog_page,
-											   .segment_open = wal_segment_open,
-											   .segment_close = wal_segment_close),
-									NULL, NULL, NULL);
-	DecodingContextFindStartpoint(ctx);
-	snap = SnapBuildInitialSnapshot(ctx->snapshot_builder);
-	RestoreTransactionSnapshot(snap, MyProc);
-	consistent = MyReplicationSlot->data.confirmed_flush;
-	FreeDecodingContext(ctx);
-	if (keep)
-		ReplicationSlotPersist();
-	/* an ephemeral slot is dropped when released */
-	ReplicationSlotRelease();
-	return consistent;
-}
-
-/*
  * do_copy
  *		The copying phase of a stream: a new slot, then the copy of every
  *		job's table under its snapshot (copy_job), each in a remote
@@ -477,7 +416,7 @@ do_copy(List *jobs)
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	consistent = slot_snapshot(first->slot_name, true);
+	consistent = CtasSyncSlotSnapshot(first->slot_name, true);
 
 	PushActiveSnapshot(GetTransactionSnapshot());
 	foreach(lc, jobs)
@@ -486,25 +425,6 @@ do_copy(List *jobs)
 	CommitTransactionCommand();
 
 	return consistent;
-}
-
-/* the slot's confirmed_flush_lsn */
-static XLogRecPtr
-slot_confirmed(const char *slot_name)
-{
-	ReplicationSlot *s;
-	XLogRecPtr	lsn = InvalidXLogRecPtr;
-
-	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
-	s = SearchNamedReplicationSlot(slot_name, false);
-	if (s != NULL)
-	{
-		SpinLockAcquire(&s->mutex);
-		lsn = s->data.confirmed_flush;
-		SpinLockRelease(&s->mutex);
-	}
-	LWLockRelease(ReplicationSlotControlLock);
-	return lsn;
 }
 
 /*
@@ -826,8 +746,8 @@ join_copy(SyncJob *job)
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	confirmed = slot_confirmed(job->slot_name);
-	consistent = slot_snapshot(name, false);
+	confirmed = CtasSyncSlotConfirmed(job->slot_name);
+	consistent = CtasSyncSlotSnapshot(name, false);
 	if (confirmed > consistent)
 		elog(ERROR, "slot \"%s\" is confirmed at %X/%X, past the consistent point %X/%X of sync " INT64_FORMAT,
 			 job->slot_name, LSN_FORMAT_ARGS(confirmed),
@@ -964,7 +884,7 @@ stream_round(StreamLoop *sl, List **jobs)
 		{
 			Datum		id[1];
 
-			open_target(job);
+			CtasSyncOpenTarget(job);
 			/* back after a retry: its error is over */
 			id[0] = Int64GetDatum(job->id);
 			CtasSyncSpiExec("UPDATE ctas_fed.syncs SET error = NULL "
@@ -1009,7 +929,7 @@ stream_round(StreamLoop *sl, List **jobs)
 				if (job->open)
 					job->apply->close(&job->target);
 				job->open = false;
-				open_target(job);
+				CtasSyncOpenTarget(job);
 			}
 		}
 		/* the remote transactions are committed, or rolled back */
@@ -1053,7 +973,7 @@ stream_round(StreamLoop *sl, List **jobs)
 	 * one not yet applied (docs/sync-exactly-once.md).  A held job keeps
 	 * it at its own applied lsn.
 	 */
-	confirmed = slot_confirmed(sl->slot_name);
+	confirmed = CtasSyncSlotConfirmed(sl->slot_name);
 	hold = held_position(confirmed);
 	if (hold != InvalidXLogRecPtr && advance_to > hold)
 		advance_to = hold;

@@ -58,6 +58,7 @@ OBJS = \
 	src/sync/apply.o \
 	src/sync/copy.o \
 	src/sync/ddl.o \
+	src/sync/merge.o \
 	src/sync/resync.o \
 	src/sync/slot.o \
 	src/sync/statement.o \

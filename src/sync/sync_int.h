@@ -156,6 +156,9 @@ extern TupleDesc CtasSyncRecordedTupdesc(SyncJob *job);
  */
 #define CTAS_SYNC_RESTART_SECS	5
 
+/* field4 of the advisory lock tag that makes a worker its stream's only one */
+#define CTAS_LOCKTAG_SYNC	0xCF02
+
 /* field4 of the advisory lock tag of a stream (CtasSyncLockStream) */
 #define CTAS_LOCKTAG_STREAM	0xCF04
 
@@ -199,6 +202,10 @@ extern void CtasSyncSetStreamError(int64 stream_id, const char *error);
 extern void CtasSyncLockStream(int64 stream_id);
 extern void CtasSyncFailJob(int64 id, const char *error);
 extern void CtasSyncOpenTarget(SyncJob *job);
+
+/* in sync/merge.c */
+extern bool CtasSyncMergeStreams(int64 primary, const char *publication,
+								 const char *slot_name, List **jobs);
 
 /* in sync/slot.c */
 extern XLogRecPtr CtasSyncSlotSnapshot(const char *name, bool keep);

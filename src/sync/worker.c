@@ -183,10 +183,10 @@
 
 /* sleep when the slot had nothing new, ms */
 #define SYNC_IDLE_MS		100
+/* look for default streams to merge into this one this often, ms */
+#define SYNC_MERGE_MS		5000
 /* advance the slot over WAL without our changes at most this often, ms */
 #define SYNC_IDLE_ADVANCE_MS	1000
-/* field4 of the advisory lock tag that makes a worker the only one */
-#define CTAS_LOCKTAG_SYNC	0xCF02
 
 PGDLLEXPORT void ctas_fed_sync_main(Datum main_arg);
 
@@ -1039,6 +1039,7 @@ do_stream(List **jobs)
 	StreamLoop *sl = palloc0(sizeof(StreamLoop));
 	char	   *pubs = pstrdup(quote_identifier(first->publication));
 	TimestampTz slice_start = GetCurrentTimestamp();
+	TimestampTz merge_at = 0;
 	ListCell   *lc;
 
 	sl->stream_id = first->stream_id;
@@ -1106,6 +1107,23 @@ do_stream(List **jobs)
 		if (sl->done)
 			return;
 		pgstat_report_stat(false);
+
+		/*
+		 * Other default streams of the database (of syncs made before 0.3)
+		 * merge into the oldest, between two of its rounds (sync/merge.c);
+		 * looked for about every SYNC_MERGE_MS.
+		 */
+		if (TimestampDifferenceExceeds(merge_at, GetCurrentTimestamp(),
+									   SYNC_MERGE_MS))
+		{
+			merge_at = GetCurrentTimestamp();
+			if (CtasSyncMergeStreams(sl->stream_id, first->publication,
+									 sl->slot_name, jobs))
+			{
+				sl->idle_flush = InvalidXLogRecPtr;
+				merge_at = 0;	/* another one may follow */
+			}
+		}
 
 		/* a time slice served, and a stream waits for the pool: yield */
 		if (TimestampDifferenceExceeds(slice_start, GetCurrentTimestamp(),

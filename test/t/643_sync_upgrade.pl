@@ -5,10 +5,11 @@
 # (docs/sync.md, "Streams"): the extension installed at version 0.2 with
 # this library, two single syncs and a create_tables_as sync made there
 # (each a stream of its own, as in 0.2: three slots), a writer running
-# through the update; every sync goes on without a copy again, nothing lost
-# or written twice, and a sync made after the update joins the oldest
-# stream.  (Merging the three streams into one is not done: issue 22
-# item 4.)
+# through the update.  After it the oldest stream's worker merges the other
+# two into its own (sync/merge.c): one slot, one publication, every sync
+# goes on without a copy again (a marker row in each remote table stays),
+# nothing lost (every row compared) or written twice (every remote write
+# logged), and a sync made after the update joins that stream.
 # ctas-tap: parallel
 
 use strict;
@@ -106,9 +107,16 @@ ok(wait_until(60, sub {
 	$local->safe_psql('postgres',
 		"SELECT count(*) FROM ctas_fed.syncs WHERE state = 'streaming'") eq '5' }),
 	'five syncs stream');
-is($local->safe_psql('postgres',
-	"SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'ctas_fed_sync_%'"),
-	'3', 'still three slots (the streams of 0.2 are not merged)');
+ok(wait_until(90, sub { $local->safe_psql('postgres', q{
+  SELECT count(DISTINCT stream_id) || ' ' ||
+         (SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'ctas_fed_sync_%') || ' ' ||
+         (SELECT count(*) FROM pg_publication WHERE pubname LIKE 'ctas_fed_sync_%')
+    FROM ctas_fed.syncs WHERE state = 'streaming'}) eq '1 1 1' }),
+	'the streams of 0.2 merged: one stream, one slot, one publication');
+is($local->safe_psql('postgres', q{
+  SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_publication_tables
+   WHERE pubname LIKE 'ctas_fed_sync_%'}),
+	'g1,g2,late,s1,s2', 'the merged publication holds every synced table');
 sleep(2);
 $local->safe_psql('postgres', 'UPDATE ctl SET stop = true');
 $w->finish;

@@ -644,7 +644,8 @@ CtasSyncFailJob(int64 id, const char *error)
 /*
  * CtasSyncOpenTarget
  *		Connect to the catalog (in a transaction of the caller's) and read
- *		the applied lsn.
+ *		the applied lsn; an error leaves the job open, for the caller to
+ *		close (the target's close takes a half-opened target).
  */
 void
 CtasSyncOpenTarget(SyncJob *job)
@@ -653,8 +654,13 @@ CtasSyncOpenTarget(SyncJob *job)
 
 	if (!job->open)
 	{
-		job->apply->open(&job->target);
+		/*
+		 * Open before the call: an open that fails half way is closed too
+		 * (a connection left with its transaction open would hold what it
+		 * locked until the worker ends, and the next open wait for it).
+		 */
 		job->open = true;
+		job->apply->open(&job->target);
 	}
 	job->applied = job->apply->applied_lsn(&job->target);
 	MemoryContextSwitchTo(oldcxt);

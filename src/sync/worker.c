@@ -63,6 +63,11 @@
  * the stream's other jobs wait for it (XXX: a large table joining a busy
  * stream delays the others by its copy).
  *
+ * Merging.  The worker of the oldest default stream of the database takes
+ * the other default streams (of syncs made before version 0.3, one per
+ * CTAS) into its own between two rounds, without a copy again
+ * (sync/merge.c).
+ *
  * A job that is stopped leaves the stream (its table leaves the
  * publication in the stopping transaction, sync/statement.c) and the worker
  * goes on with the others; one that fails for good is recorded as failed

@@ -941,12 +941,54 @@ CtasSyncCreate(CtasLoad *load)
 }
 
 /*
+ * running_stream
+ *		For EXPLAIN: the publication (and slot) of the running stream that a
+ *		sync of stream name stream (NULL: the default) would join now, or
+ *		NULL (none, or version 0.2).  Reads without locking anything.
+ */
+static char *
+running_stream(const char *stream)
+{
+	Oid			syncs_relid;
+	Oid			owner = syncs_owner(&syncs_relid);
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+	SpiAs		as;
+	char	   *publication = NULL;
+	MemoryContext outercxt = CurrentMemoryContext;
+
+	if (get_attnum(syncs_relid, "stream_name") == InvalidAttrNumber)
+		return NULL;
+	args[0] = stream ? CStringGetTextDatum(stream) : (Datum) 0;
+	spi_begin_as(owner, &as);
+	if (SPI_execute_with_args("SELECT publication FROM ctas_fed.syncs "
+							  "WHERE state IN ('copying', 'streaming') "
+							  "AND stream_name IS NOT DISTINCT FROM $1 "
+							  "ORDER BY stream_id LIMIT 1",
+							  1, argtypes, args, stream ? NULL : "n",
+							  true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read ctas_fed.syncs");
+	if (SPI_processed == 1)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(outercxt);
+
+		publication = SPI_getvalue(SPI_tuptable->vals[0],
+								   SPI_tuptable->tupdesc, 1);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	spi_end_as(&as);
+	return publication;
+}
+
+/*
  * CtasSyncExplain
  *		EXPLAIN of a sync CTAS, after the target's own properties: the key,
  *		and what the statement (publication) and then the sync worker
- *		(slot, initial copy) will make.  No effect anywhere: the names end
+ *		(slot, initial copy) will make, or the running stream it would
+ *		join.  No effect anywhere: the names end
  *		with the job's sync_id, given only when the statement runs.
- *		Allocates in the current memory context; does not ERROR.
+ *		Allocates in the current memory context; ERRORs only when
+ *		ctas_fed.syncs cannot be read.
  */
 void
 CtasSyncExplain(CtasLoad *load, ExplainState *es)
@@ -955,6 +997,7 @@ CtasSyncExplain(CtasLoad *load, ExplainState *es)
 	char	   *nspname;
 	char	   *source;
 	char	   *name;
+	char	   *running;
 	List	   *keys = NIL;
 	ListCell   *lc;
 
@@ -964,19 +1007,36 @@ CtasSyncExplain(CtasLoad *load, ExplainState *es)
 	foreach(lc, sync->key_names)
 		keys = lappend(keys, (char *) quote_identifier(strVal(lfirst(lc))));
 
+	running = running_stream(load->opts.stream);
+
 	ExplainPropertyText("Sync", "continuous", es);
 	ExplainPropertyText("Sync Source", source, es);
 	ExplainPropertyList("Sync Key", keys, es);
-	ExplainPropertyText("Sync Publication",
-						psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s",
-								 name, source), es);
-	ExplainPropertyText("Sync Slot",
-						psprintf("%s (pgoutput), created by the sync worker after commit",
-								 name), es);
+	if (running != NULL)
+	{
+		/* it would join the running stream of its name */
+		ExplainPropertyText("Sync Publication",
+							psprintf("ALTER PUBLICATION %s ADD TABLE ONLY %s",
+									 quote_identifier(running), source), es);
+		ExplainPropertyText("Sync Slot",
+							psprintf("%s (pgoutput), of the running stream",
+									 running), es);
+	}
+	else
+	{
+		ExplainPropertyText("Sync Publication",
+							psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s",
+									 name, source), es);
+		ExplainPropertyText("Sync Slot",
+							psprintf("%s (pgoutput), created by the sync worker after commit",
+									 name), es);
+	}
 	ExplainPropertyText("Sync Schema Changes",
 						load->opts.schema_changes ?
 						load->opts.schema_changes : "follow", es);
 	ExplainPropertyText("Sync Initial Copy",
+						running != NULL ?
+						"by the sync worker, under the snapshot of a temporary slot's consistent point, then streaming from that point in the running stream" :
 						"by the sync worker, under the snapshot of the slot's consistent point, then streaming from that point",
 						es);
 }

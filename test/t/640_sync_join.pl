@@ -101,6 +101,12 @@ sub sync
 sync('big');
 ok(wait_until(60, sub { state_of('big') eq 'streaming' }), 'first sync streams');
 is(slots(), '1', 'first sync: one slot');
+my $explain = $local->safe_psql('postgres',
+	"EXPLAIN (COSTS OFF) CREATE TABLE wh.public.j WITH (sync = 'continuous') AS SELECT id, n FROM public.j");
+like($explain, qr/^\s*Sync Publication: ALTER PUBLICATION ctas_fed_sync_\d+_\d+ ADD TABLE ONLY public\.j$/m,
+	'EXPLAIN: a sync would join the running stream');
+like($explain, qr/^\s*Sync Initial Copy: by the sync worker, under the snapshot of a temporary slot's consistent point/m,
+	'EXPLAIN: its copy under a temporary slot');
 sync_write_log($remote, 'big', 'id');
 
 # a sync of j made while the stream applies a large transaction on big,

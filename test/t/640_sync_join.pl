@@ -7,7 +7,8 @@
 # stream applies a large transaction and while a writer changes the joining
 # table; a worker killed with a join copy sent and not committed; the
 # option stream = 'name' makes a stream of its own; ctas_fed.resync() of one
-# table copies that table only.  Every table compared row by row, and every
+# table copies that table only; a worker killed during a join copy.  Every
+# table compared row by row, and every
 # remote write logged: nothing lost, nothing applied twice.
 # ctas-tap: parallel
 
@@ -189,6 +190,37 @@ is($remote->safe_psql('dw', 'SELECT count(*) FROM public.j WHERE id <= 3000 AND 
 is($local->safe_psql('postgres',
 	"SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'ctas_fed_sync_j%'"),
 	'0', 'no temporary slot of a join is left');
+
+# a worker killed (SIGTERM) while the rows of a join copy go to the remote:
+# nothing of that copy shows, and the next worker copies the table again
+# (the query's WHERE waits a little every 1000 rows: a copy of some seconds)
+$local->safe_psql('postgres', q{
+  CREATE TABLE big2 (id int PRIMARY KEY, n int);
+  INSERT INTO big2 SELECT g, 0 FROM generate_series(1, 200000) g;
+  CREATE FUNCTION slow(int) RETURNS boolean IMMUTABLE LANGUAGE plpgsql AS $$
+  BEGIN
+    IF $1 % 1000 = 0 THEN PERFORM pg_sleep(0.01); END IF;
+    RETURN true;
+  END $$;
+  CREATE TABLE wh.public.big2 WITH (sync = 'continuous')
+    AS SELECT id, n FROM public.big2 WHERE public.slow(id);});
+ok(wait_until(60, sub {
+	$remote->safe_psql('dw', q{
+	  SELECT count(*) FROM pg_stat_activity
+	   WHERE query LIKE 'COPY public.big2%' AND state = 'active'}) eq '1' }),
+	'the join copy of big2 sends its rows');
+$local->safe_psql('postgres', q{
+  SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+   WHERE backend_type = 'ctas_fed sync'
+     AND application_name = (SELECT 'ctas_fed sync ' || stream_id FROM ctas_fed.syncs
+                              WHERE remote_table = 'big2')});
+$local->safe_psql('postgres', 'UPDATE big2 SET n = 1 WHERE id % 1000 = 0');
+ok(wait_until(90, sub { state_of('big2') eq 'streaming' && same('big2') }),
+	'killed during a join copy: copied again, then streaming, equal to its source');
+is($local->safe_psql('postgres',
+	"SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'ctas_fed_sync_%'"),
+	'2', 'no temporary slot left by the killed join copy');
+$local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.big2')");
 
 # stop_sync leaves the stream; the last stop drops the slot
 $local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.j')");

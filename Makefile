@@ -65,9 +65,12 @@ OBJS = \
 	src/sync/copy.o \
 	src/sync/ddl.o \
 	src/sync/follow.o \
+	src/sync/merge.o \
 	src/sync/resync.o \
+	src/sync/slot.o \
 	src/sync/statement.o \
 	src/sync/status.o \
+	src/sync/syncs.o \
 	src/sync/tick.o \
 	src/sync/toast.o \
 	src/sync/verify.o \
@@ -82,7 +85,7 @@ OBJS = \
 	src/xrecord.o
 
 EXTENSION = ctas_fed
-DATA = ctas_fed--0.1.sql ctas_fed--0.1--0.2.sql
+DATA = ctas_fed--0.1.sql ctas_fed--0.1--0.2.sql ctas_fed--0.2--0.3.sql
 PGFILEDESC = "ctas_fed - federated CREATE TABLE AS into external catalogs"
 
 REGRESS = catalog postgres types clickhouse mysql

@@ -102,6 +102,7 @@ typedef struct CtasOptions
 	void	   *target_opts;	/* the target's own options, or NULL */
 	bool		sync;			/* sync = 'continuous' (sync/statement.c) */
 	char	   *schema_changes; /* of a sync: "follow" (NULL) or "fail" */
+	char	   *stream;			/* of a sync: its stream, NULL: the default */
 } CtasOptions;
 
 /*

@@ -51,7 +51,7 @@ $local->safe_psql('postgres', q{
 CREATE TABLE big (id int PRIMARY KEY, v int NOT NULL, pad text NOT NULL);
 INSERT INTO big VALUES (0, 0, 'seed');
 CREATE TABLE wh.public.big WITH (sync = 'continuous') AS SELECT id, v, pad FROM big;
-CREATE TABLE lake.dw.big WITH (sync = 'continuous') AS SELECT id, v, pad FROM big;
+CREATE TABLE lake.dw.big WITH (sync = 'continuous', stream = 'ch') AS SELECT id, v, pad FROM big;
 });
 
 sub our_slots

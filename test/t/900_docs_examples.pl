@@ -225,7 +225,7 @@ is($ch->query('SELECT count(), sum(total) = 2485 FROM default.daily_sales'),
 	"7\t1\n", 'README: daily_sales arrived in ClickHouse');
 is($remote->safe_psql('dw', 'SELECT count(*) FROM pg_prepared_xacts'),
 	'0', 'no prepared transaction left on the remote');
-# the slot goes with the stream's last job, dropped after the stop commits
+# the resolver drops the slot of a stopped stream within about a second
 ok(wait_until(30, sub {
 	$local->safe_psql('postgres', 'SELECT count(*) FROM pg_replication_slots') eq '0' }),
 	'the stopped sync left no slot');

@@ -58,6 +58,7 @@ OBJS = \
 	src/sync/apply.o \
 	src/sync/copy.o \
 	src/sync/ddl.o \
+	src/sync/partition.o \
 	src/sync/resync.o \
 	src/sync/statement.o \
 	src/sync/status.o \

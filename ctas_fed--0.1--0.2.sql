@@ -68,3 +68,18 @@ CREATE EVENT TRIGGER ctas_fed_schema_changes ON ddl_command_end
   EXECUTE FUNCTION @extschema@.schema_change_trigger();
 
 ALTER EVENT TRIGGER ctas_fed_schema_changes ENABLE ALWAYS;
+
+-- DROP TABLE of a partition of a synced partitioned table: the message is
+-- written before the catalog forgets whose partition it was
+-- (src/sync/partition.c)
+CREATE FUNCTION @extschema@.partition_drop_trigger()
+RETURNS event_trigger LANGUAGE C
+AS 'MODULE_PATHNAME', 'ctas_fed_partition_drop_trigger';
+
+REVOKE ALL ON FUNCTION @extschema@.partition_drop_trigger() FROM PUBLIC;
+
+CREATE EVENT TRIGGER ctas_fed_partition_drops ON ddl_command_start
+  WHEN TAG IN ('DROP TABLE', 'DROP FOREIGN TABLE')
+  EXECUTE FUNCTION @extschema@.partition_drop_trigger();
+
+ALTER EVENT TRIGGER ctas_fed_partition_drops ENABLE ALWAYS;

@@ -565,6 +565,11 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 			return;
 		}
 		finish_remote(st);
+		if (CtasSyncResyncWanted)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg_internal("%s", reason),
+					 errdetail("The stream is copied again under a new snapshot (docs/sync.md, \"Partitioned sources\").")));
 		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				  errmsg_internal("%s", reason),
 				  errdetail("The remote table keeps the changes of the source transactions that committed before the one of the schema change."),

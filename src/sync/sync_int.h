@@ -122,6 +122,19 @@ extern bool CtasSyncEvaluate(SyncEval *ev, TupleTableSlot *slot);
 extern void CtasSyncApplyPeek(List *jobs, Portal portal,
 							  SyncPeekResult *result);
 
+/* in sync/partition.c */
+struct CollectedCommand;
+extern bool CtasSyncResyncWanted;
+extern void CtasSyncPartitionLock(List *jobs);
+extern void CtasSyncPartitionCopy(SyncJob *job, Relation rel,
+								  void (*row) (TupleTableSlot *slot, void *arg),
+								  void *arg);
+extern void CtasSyncPartitionLines(StringInfo buf, Oid source, Oid objid,
+								   struct CollectedCommand *cmd);
+extern char *CtasSyncPartitionChange(SyncJob *job, List *lines,
+									 const char *command);
+extern void CtasSyncPartitionResync(int64 stream_id, const char *why);
+
 /* SPI as the owner of ctas_fed.syncs (sync/resync.c) */
 typedef struct CtasSyncAs
 {

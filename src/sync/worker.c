@@ -104,6 +104,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlogutils.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_publication.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
@@ -686,6 +687,41 @@ open_target(SyncJob *job)
 	MemoryContextSwitchTo(oldcxt);
 }
 
+/* what copy_row needs */
+typedef struct SyncCopyRow
+{
+	SyncJob    *job;
+	SyncEval   *ev;
+	AttrNumber *plain;
+	uint64		rows;
+} SyncCopyRow;
+
+/*
+ * copy_row
+ *		The row of the query for the source row in slot, if any, given to
+ *		the job's target, in per-tuple memory.
+ */
+static void
+copy_row(TupleTableSlot *slot, void *arg)
+{
+	SyncCopyRow  *copy = arg;
+	SyncEval   *ev = copy->ev;
+	MemoryContext oldcxt;
+
+	oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
+	if (copy->plain != NULL)
+		CtasSyncPlainRow(slot, ev->nexprs, copy->plain, ev->values,
+						 ev->nulls);
+	if (copy->plain != NULL || CtasSyncEvaluate(ev, slot))
+	{
+		copy->job->apply->copy_row(&copy->job->target, ev->values,
+								   ev->nulls);
+		copy->rows++;
+	}
+	MemoryContextSwitchTo(oldcxt);
+	ResetExprContext(ev->econtext);
+}
+
 /*
  * copy_job
  *		The copy of one job's table under the transaction's snapshot (that
@@ -704,6 +740,7 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 	int			gucnest;
 	uint64		rows = 0;
 	AttrNumber *plain;
+	SyncCopyRow	copy;
 	bool		rebuilding;
 	TimestampTz at[5];			/* start, slot, catalog, rows, commit */
 
@@ -727,28 +764,28 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 						   SECURITY_RESTRICTED_OPERATION);
 	/* what the owner's code sets ends with the copy (sync/apply.c) */
 	gucnest = NewGUCNestLevel();
-	rel = table_open(job->relid, AccessShareLock);
-	hslot = table_slot_create(rel, NULL);
-	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
-	while (table_scan_getnextslot(scan, ForwardScanDirection, hslot))
+	copy.job = job;
+	copy.ev = ev;
+	copy.plain = plain;
+	copy.rows = 0;
+	rel = relation_open(job->relid, AccessShareLock);
+	/* every partition, as the root's rows (sync/partition.c) */
+	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE)
+		CtasSyncPartitionCopy(job, rel, copy_row, &copy);
+	else
 	{
-		MemoryContext oldcxt;
-
-		CHECK_FOR_INTERRUPTS();
-		oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
-		if (plain != NULL)
-			CtasSyncPlainRow(hslot, ev->nexprs, plain, ev->values, ev->nulls);
-		if (plain != NULL || CtasSyncEvaluate(ev, hslot))
+		hslot = table_slot_create(rel, NULL);
+		scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+		while (table_scan_getnextslot(scan, ForwardScanDirection, hslot))
 		{
-			job->apply->copy_row(&job->target, ev->values, ev->nulls);
-			rows++;
+			CHECK_FOR_INTERRUPTS();
+			copy_row(hslot, &copy);
 		}
-		MemoryContextSwitchTo(oldcxt);
-		ResetExprContext(ev->econtext);
+		table_endscan(scan);
+		ExecDropSingleTupleTableSlot(hslot);
 	}
-	table_endscan(scan);
-	ExecDropSingleTupleTableSlot(hslot);
-	table_close(rel, AccessShareLock);
+	rows = copy.rows;
+	relation_close(rel, AccessShareLock);
 	AtEOXact_GUC(false, gucnest);
 	SetUserIdAndSecContext(save_userid, save_sec);
 	at[3] = GetCurrentTimestamp();
@@ -807,6 +844,8 @@ do_copy(List *jobs)
 	XactReadOnly = true;
 
 	CheckLogicalDecodingRequirements();
+	/* partitions stay those of the slot's snapshot (sync/partition.c) */
+	CtasSyncPartitionLock(jobs);
 	ReplicationSlotCreate(first->slot_name, true, RS_EPHEMERAL, false);
 	ctx = CreateInitDecodingContext("pgoutput", NIL, true, InvalidXLogRecPtr,
 									XL_ROUTINE(.page_read = read_local_xlog_page,
@@ -1279,7 +1318,14 @@ ctas_fed_sync_main(Datum main_arg)
 		 * the worker again for the others.  Any other error is the
 		 * stream's: its jobs are tried again.
 		 */
-		if (CtasSyncFailed && failed_id != 0)
+		/* a partition attached, detached or dropped (sync/partition.c) */
+		if (CtasSyncResyncWanted && !CtasSyncFailed)
+		{
+			CtasSyncPartitionResync(stream_id, edata->message);
+			foreach(lc, jobs)
+				job_event(lfirst(lc), "resyncing", edata->message);
+		}
+		else if (CtasSyncFailed && failed_id != 0)
 		{
 			fail_job(failed_id, edata->message);
 			if (failed != NULL)

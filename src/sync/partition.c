@@ -1,0 +1,616 @@
+/*-------------------------------------------------------------------------
+ *
+ * partition.c
+ *		  Continuous sync of a partitioned table (or of a query over one):
+ *		  the partition tree followed as one table (docs/sync.md,
+ *		  "Partitioned sources").
+ *
+ * The stream's publication names the root with publish_via_partition_root
+ * = true: pgoutput then sends the changes of every partition, present or
+ * future, as changes of the root, in the root's row type (a Relation
+ * message names the root, and the attnums of a partition never matter), so
+ * that the apply side (sync/apply.c) sees one table.  An UPDATE that moves
+ * a row to another partition comes as a DELETE and an INSERT of the root.
+ *
+ * What this file adds to the sync of a plain table:
+ *
+ *	eligibility		every partition is a permanent plain table (logical
+ *					decoding sees no foreign or unlogged partition) whose
+ *					replica identity holds the sync's key (the root's), so
+ *					that an UPDATE or DELETE of it sends the old key;
+ *					checked at statement time, at every copy, and for every
+ *					partition a DDL makes or changes (from the DDL's message)
+ *	the copy		the leaves under the slot's snapshot, each row converted
+ *					to the root's row type by column name; the partition
+ *					tree is locked (SHARE UPDATE EXCLUSIVE on the root, which
+ *					CREATE ... PARTITION OF, ATTACH, DETACH and DROP of a
+ *					partition all conflict with) from before the slot is
+ *					made to the end of the copy, so that the leaves read are
+ *					exactly those of the snapshot
+ *	partition DDL	the event trigger (sync/ddl.c) describes a command on a
+ *					partition, or one that attaches or detaches one, in its
+ *					message ("partitioned", "leaf", "resync" lines, written
+ *					here), and a second event trigger (ddl_command_start,
+ *					ctas_fed_partition_drops) writes one for DROP TABLE of a
+ *					partition, whose catalog rows are gone by
+ *					ddl_command_end.  A new partition (CREATE TABLE ...
+ *					PARTITION OF) is empty and followed as it is; ATTACH,
+ *					DETACH and DROP change the rows of the query without a
+ *					change in the WAL, so the worker, having applied every
+ *					source transaction committed before the DDL's, resyncs
+ *					the stream (sync/resync.c): the remote table keeps the
+ *					state before the DDL until a copy under a snapshot after
+ *					it replaces it atomically.
+ *
+ * Not seen by pgoutput under publish_via_partition_root: TRUNCATE of one
+ * partition (only a TRUNCATE of the root is sent).  docs/sync.md says so;
+ * ctas_fed.verify_sync() finds it and ctas_fed.resync() repairs it.
+ *
+ * Portions Copyright (c) 2026, ctas_fed developers
+ *
+ * IDENTIFICATION
+ *		  src/sync/partition.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/tupconvert.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/namespace.h"
+#include "catalog/partition.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_publication.h"
+#include "catalog/pg_type.h"
+#include "commands/event_trigger.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "replication/message.h"
+#include "storage/lmgr.h"
+#include "tcop/deparse_utility.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+#include "utils/snapmgr.h"
+
+#include "sync/sync_int.h"
+
+PG_FUNCTION_INFO_V1(ctas_fed_partition_drop_trigger);
+
+/* the schema change in flight asks for a resync, not a failure */
+bool		CtasSyncResyncWanted = false;
+
+/*
+ * identity_attnums
+ *		The columns of leaf's replica identity as attnums of root (matched
+ *		by name), into *attnums (palloc'd, *n of them); returns the
+ *		identity's kind, REPLICA_IDENTITY_NOTHING when there is none to use.
+ */
+static char
+identity_attnums(Relation leaf, Oid root, AttrNumber **attnums, int *n)
+{
+	char		ident = leaf->rd_rel->relreplident;
+	Oid			indexoid;
+	Relation	index;
+	int			i;
+
+	*n = 0;
+	*attnums = NULL;
+	if (ident == REPLICA_IDENTITY_FULL || ident == REPLICA_IDENTITY_NOTHING)
+		return ident;
+	indexoid = RelationGetReplicaIndex(leaf);
+	if (!OidIsValid(indexoid))
+		return REPLICA_IDENTITY_NOTHING;
+	index = index_open(indexoid, AccessShareLock);
+	*attnums = palloc(sizeof(AttrNumber) * Max(index->rd_index->indnkeyatts, 1));
+	for (i = 0; i < index->rd_index->indnkeyatts; i++)
+	{
+		AttrNumber	a = index->rd_index->indkey.values[i];
+
+		(*attnums)[(*n)++] = a == 0 ? InvalidAttrNumber :
+			get_attnum(root, get_attname(RelationGetRelid(leaf), a, false));
+	}
+	index_close(index, AccessShareLock);
+	return ident;
+}
+
+/*
+ * leaf_problem
+ *		Why partition relid of root cannot be followed by a sync whose key
+ *		is keys (attnums of root), or NULL when it can.
+ */
+static char *
+leaf_problem(Oid root, Oid relid, const AttrNumber *keys, int nkeys)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+	char	   *why = NULL;
+	AttrNumber *ident;
+	int			n;
+	int			k;
+	int			i;
+
+	if (rel->rd_rel->relkind == RELKIND_FOREIGN_TABLE)
+		why = psprintf("partition \"%s\" is a foreign table, whose changes logical decoding does not see",
+					   RelationGetRelationName(rel));
+	else if (rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT)
+		why = psprintf("partition \"%s\" is unlogged, and logical decoding does not see its changes",
+					   RelationGetRelationName(rel));
+	else if (rel->rd_rel->relkind == RELKIND_RELATION &&
+			 identity_attnums(rel, root, &ident, &n) != REPLICA_IDENTITY_FULL)
+	{
+		for (k = 0; k < nkeys && why == NULL; k++)
+		{
+			for (i = 0; i < n && ident[i] != keys[k]; i++)
+				;
+			if (i == n)
+				why = psprintf("the replica identity of partition \"%s\" does not contain the key column \"%s\"",
+							   RelationGetRelationName(rel),
+							   get_attname(root, keys[k], false));
+		}
+	}
+	relation_close(rel, AccessShareLock);
+	return why;
+}
+
+/*
+ * tree_problem
+ *		leaf_problem of each partition under relid (relid too when it is
+ *		one), all levels; NULL when every one can be followed.
+ */
+static char *
+tree_problem(Oid root, Oid relid, const AttrNumber *keys, int nkeys)
+{
+	List	   *rels = find_all_inheritors(relid, AccessShareLock, NULL);
+	ListCell   *lc;
+
+	foreach(lc, rels)
+	{
+		char	   *why;
+
+		if (lfirst_oid(lc) == root)
+			continue;
+		why = leaf_problem(root, lfirst_oid(lc), keys, nkeys);
+		if (why != NULL)
+			return why;
+	}
+	return NULL;
+}
+
+/*
+ * CtasSyncPartitionCheck
+ *		At statement time: when relid is a partitioned table, every
+ *		partition of it can be followed with the key key_attnums (a List of
+ *		attnums of relid); ereport(ERROR) naming the first that cannot.
+ */
+void
+CtasSyncPartitionCheck(Oid relid, List *key_attnums)
+{
+	AttrNumber *keys;
+	int			nkeys = 0;
+	ListCell   *lc;
+	char	   *why;
+
+	if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
+		return;
+	keys = palloc(sizeof(AttrNumber) * Max(list_length(key_attnums), 1));
+	foreach(lc, key_attnums)
+		keys[nkeys++] = (AttrNumber) lfirst_int(lc);
+	why = tree_problem(relid, relid, keys, nkeys);
+	if (why != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot sync partitioned table \"%s\": %s",
+						get_rel_name(relid), why),
+				 errdetail("A sync follows every partition of a partitioned table through logical decoding, by the key of the partitioned table."),
+				 errhint("Give the partition a replica identity that contains the key (the primary key of the partitioned table is the default), or sync the other partitions one by one.")));
+}
+
+/*
+ * CtasSyncPartitionPublication
+ *		At statement time, for the publication name of a stream that is to
+ *		carry relid: the options its CREATE PUBLICATION takes (a partitioned
+ *		table publishes its partitions' changes as its own), or, when
+ *		joining, the ALTER PUBLICATION that sets them (NULL: none).  A
+ *		stream cannot carry a table and one of its partitions (pgoutput
+ *		would send the partition's changes as the ancestor's only):
+ *		ereport(ERROR) then.
+ */
+char *
+CtasSyncPartitionPublication(const char *name, Oid relid, bool joining)
+{
+	bool		partitioned = get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE;
+	Oid			pubid = joining ? get_publication_oid(name, false) : InvalidOid;
+
+	if (joining)
+	{
+		List	   *rels = GetPublicationRelations(pubid, PUBLICATION_PART_ROOT);
+		List	   *mine = get_partition_ancestors(relid);
+		ListCell   *lc;
+
+		if (partitioned)
+			mine = list_concat(mine, find_all_inheritors(relid, NoLock, NULL));
+		foreach(lc, rels)
+		{
+			if (list_member_oid(mine, lfirst_oid(lc)) ||
+				list_member_oid(get_partition_ancestors(lfirst_oid(lc)), relid))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot sync table \"%s\" and its partition or partitioned ancestor \"%s\" in one stream",
+								get_rel_name(relid),
+								get_rel_name(lfirst_oid(lc))),
+						 errdetail("The stream publishes the changes of a partition as those of its partitioned table."),
+						 errhint("Sync them in separate statements.")));
+		}
+		if (!partitioned)
+			return NULL;
+		return psprintf("ALTER PUBLICATION %s SET (publish_via_partition_root = true)",
+						quote_identifier(name));
+	}
+	return partitioned ? " WITH (publish_via_partition_root = true)" : "";
+}
+
+/*
+ * CtasSyncPartitionLock
+ *		In the copy's transaction, before the slot is made: lock the
+ *		partition tree of each partitioned source of jobs (SyncJob
+ *		pointers) against CREATE ... PARTITION OF, ATTACH, DETACH and DROP
+ *		until the copy ends, so that the catalog shows the partitions of
+ *		the slot's snapshot.  A DDL already waiting is applied before.
+ */
+void
+CtasSyncPartitionLock(List *jobs)
+{
+	ListCell   *lc;
+
+	foreach(lc, jobs)
+	{
+		SyncJob    *job = lfirst(lc);
+
+		if (get_rel_relkind(job->relid) == RELKIND_PARTITIONED_TABLE)
+			LockRelationOid(job->relid, ShareUpdateExclusiveLock);
+	}
+	/* the slot's snapshot must be the transaction's first */
+	InvalidateCatalogSnapshot();
+}
+
+/*
+ * CtasSyncPartitionCopy
+ *		The copy of job's partitioned source rel (sync/worker.c copy_job):
+ *		each leaf scanned under the active snapshot, each of its rows given
+ *		to row (with arg) in a slot of the root's row type, in the
+ *		current memory context.  A partition the sync cannot follow fails
+ *		the job.
+ */
+void
+CtasSyncPartitionCopy(SyncJob *job, Relation rel,
+					  void (*row) (TupleTableSlot *slot, void *arg),
+					  void *arg)
+{
+	Oid			root = RelationGetRelid(rel);
+	TupleDesc	rootdesc = RelationGetDescr(rel);
+	TupleTableSlot *rootslot = MakeSingleTupleTableSlot(rootdesc,
+														&TTSOpsVirtual);
+	AttrNumber *keys = palloc(sizeof(AttrNumber) * Max(job->target.nkeys, 1));
+	List	   *rels = find_all_inheritors(root, AccessShareLock, NULL);
+	ListCell   *lc;
+	int			k;
+	char	   *why;
+
+	for (k = 0; k < job->target.nkeys; k++)
+		keys[k] = job->attnums[job->keycol[k]];
+	why = tree_problem(root, root, keys, job->target.nkeys);
+	if (why != NULL)
+		SYNC_FAIL(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				  errmsg("sync " INT64_FORMAT " cannot follow partitioned table \"%s\": %s",
+						 job->id, RelationGetRelationName(rel), why),
+				  errhint("Stop the sync with ctas_fed.stop_sync(), fix the partition and create it again (docs/sync.md, \"Partitioned sources\")."));
+
+	foreach(lc, rels)
+	{
+		Relation	leaf;
+		TupleTableSlot *hslot;
+		TableScanDesc scan;
+		TupleConversionMap *map;
+
+		if (get_rel_relkind(lfirst_oid(lc)) != RELKIND_RELATION)
+			continue;
+		leaf = table_open(lfirst_oid(lc), AccessShareLock);
+		map = convert_tuples_by_name(RelationGetDescr(leaf), rootdesc);
+		hslot = table_slot_create(leaf, NULL);
+		scan = table_beginscan(leaf, GetActiveSnapshot(), 0, NULL);
+		while (table_scan_getnextslot(scan, ForwardScanDirection, hslot))
+		{
+			CHECK_FOR_INTERRUPTS();
+			row(map != NULL ?
+				execute_attr_map_slot(map->attrMap, hslot, rootslot) : hslot,
+				arg);
+		}
+		table_endscan(scan);
+		ExecDropSingleTupleTableSlot(hslot);
+		if (map != NULL)
+			free_conversion_map(map);
+		table_close(leaf, AccessShareLock);
+	}
+	ExecDropSingleTupleTableSlot(rootslot);
+}
+
+/* the name of the partition an ATTACH or DETACH PARTITION names */
+static const char *
+partition_name(AlterTableCmd *at)
+{
+	PartitionCmd *pc = (PartitionCmd *) at->def;
+
+	if (pc == NULL || !IsA(pc, PartitionCmd) || pc->name == NULL)
+		return "?";
+	return quote_identifier(pc->name->relname);
+}
+
+/*
+ * CtasSyncPartitionLines
+ *		In the event trigger's message about a command on source or on
+ *		objid, one of its partitions (sync/ddl.c): nothing unless source is
+ *		partitioned; else "partitioned 1", a line "resync <what>" for each
+ *		partition the command attached or detached, and, for a command on a
+ *		partition, "leaf <oid> <problem-or-dash>" for each partition under
+ *		it as the command left it ("-": none; the key is the job's, so the
+ *		identity goes as root attnums: "leaf <oid> ident <kind> <attnum>...").
+ */
+void
+CtasSyncPartitionLines(StringInfo buf, Oid source, Oid objid,
+					   CollectedCommand *cmd)
+{
+	ListCell   *lc;
+
+	if (get_rel_relkind(source) != RELKIND_PARTITIONED_TABLE)
+		return;
+	appendStringInfoString(buf, "partitioned 1\n");
+	if (cmd != NULL && cmd->type == SCT_AlterTable)
+	{
+		foreach(lc, cmd->d.alterTable.subcmds)
+		{
+			CollectedATSubcmd *sub = lfirst(lc);
+			AlterTableCmd *at = (AlterTableCmd *) sub->parsetree;
+
+			if (!IsA(at, AlterTableCmd))
+				continue;
+			if (at->subtype == AT_AttachPartition ||
+				at->subtype == AT_DetachPartition ||
+				at->subtype == AT_DetachPartitionFinalize)
+				appendStringInfo(buf, "resync %s %s\n",
+								 at->subtype == AT_AttachPartition ?
+								 "attach" : "detach",
+								 partition_name(at));
+		}
+	}
+	if (objid == source || get_rel_relkind(objid) == RELKIND_INDEX ||
+		get_rel_relkind(objid) == RELKIND_PARTITIONED_INDEX)
+		return;
+	foreach(lc, find_all_inheritors(objid, AccessShareLock, NULL))
+	{
+		Relation	rel = relation_open(lfirst_oid(lc), AccessShareLock);
+		AttrNumber *ident;
+		int			n;
+		int			i;
+
+		appendStringInfo(buf, "leaf %u ", lfirst_oid(lc));
+		if (rel->rd_rel->relkind == RELKIND_FOREIGN_TABLE)
+			appendStringInfoString(buf, "foreign\n");
+		else if (rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT)
+			appendStringInfoString(buf, "unlogged\n");
+		else if (rel->rd_rel->relkind != RELKIND_RELATION)
+			appendStringInfoString(buf, "-\n");
+		else
+		{
+			char		kind = identity_attnums(rel, source, &ident, &n);
+
+			appendStringInfo(buf, "ident %c", kind);
+			for (i = 0; i < n; i++)
+				appendStringInfo(buf, " %d", ident[i]);
+			appendStringInfoChar(buf, '\n');
+		}
+		relation_close(rel, AccessShareLock);
+	}
+}
+
+/*
+ * CtasSyncPartitionChange
+ *		In the worker, the lines of an event trigger's message about
+ *		job's partitioned source: NULL when the partitions it describes
+ *		can be followed as they are, else why not; a command that
+ *		attached, detached or dropped a partition returns why and sets
+ *		CtasSyncResyncWanted (the caller resyncs the stream rather than
+ *		fail the job).
+ */
+char *
+CtasSyncPartitionChange(SyncJob *job, List *lines, const char *command)
+{
+	ListCell   *lc;
+
+	foreach(lc, lines)
+	{
+		char	   *line = lfirst(lc);
+		unsigned int oid;
+		int			off = 0;
+		int			k;
+
+		if (strncmp(line, "resync ", 7) == 0)
+		{
+			CtasSyncResyncWanted = true;
+			return psprintf("partition %s of the source of sync " INT64_FORMAT ": %s",
+							line + 7, job->id, command);
+		}
+		if (sscanf(line, "leaf %u %n", &oid, &off) != 1 || off == 0)
+			continue;
+		line += off;
+		if (strcmp(line, "-") == 0)
+			continue;
+		if (strncmp(line, "ident ", 6) != 0)
+			return psprintf("a partition of the source of sync " INT64_FORMAT " is %s, and logical decoding does not see its changes: %s",
+							job->id, line, command);
+		if (line[6] == REPLICA_IDENTITY_FULL)
+			continue;
+		for (k = 0; k < job->target.nkeys; k++)
+		{
+			AttrNumber	key = job->attnums[job->keycol[k]];
+			bool		found = false;
+			char	   *q = line + 7;
+
+			while (*q == ' ')
+				found |= strtol(q + 1, &q, 10) == key;
+			if (!found)
+				return psprintf("the replica identity of a partition of the source of sync " INT64_FORMAT " does not contain the key column \"%s\": %s",
+								job->id, job->attnames[job->keycol[k]],
+								command);
+		}
+	}
+	return NULL;
+}
+
+/*
+ * CtasSyncPartitionResync
+ *		In the worker, after the error of a partition DDL that asked for a
+ *		resync (CtasSyncResyncWanted): the jobs of stream_id that stream are
+ *		marked "copying" in a transaction of its own, so that the next
+ *		worker copies them again under a new slot (sync/resync.c).  The
+ *		remote tables keep the source transactions committed before the
+ *		DDL's until then.  Outside a transaction.
+ */
+void
+CtasSyncPartitionResync(int64 stream_id, const char *why)
+{
+	Datum		args[1];
+
+	args[0] = Int64GetDatum(stream_id);
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET state = 'copying', "
+							  "error = NULL WHERE stream_id = $1 "
+							  "AND state = 'streaming'",
+							  1, (Oid[]) {INT8OID}, args, NULL, false, 0) < 0)
+		elog(ERROR, "could not mark stream " INT64_FORMAT " for a resync",
+			 stream_id);
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	ereport(LOG,
+			(errmsg("ctas_fed stream " INT64_FORMAT ": %s, resyncing the remote tables from a new snapshot",
+					stream_id, why)));
+}
+
+/*
+ * drop_message
+ *		For DROP of relation relid: when it is a partition of a table a
+ *		running sync reads, the message that makes the sync resync, after
+ *		the changes committed before the DROP's transaction.
+ */
+static void
+drop_message(Oid relid)
+{
+	Datum		args[1];
+	uint64		i;
+
+	if (!get_rel_relispartition(relid))
+		return;
+	args[0] = ObjectIdGetDatum(relid);
+	if (SPI_execute_with_args("SELECT a.relid FROM "
+							  "pg_catalog.pg_partition_ancestors($1) a "
+							  "WHERE a.relid <> $1 AND EXISTS (SELECT "
+							  "FROM pg_catalog.pg_publication_rel r "
+							  "JOIN pg_catalog.pg_publication b "
+							  "ON b.oid = r.prpubid WHERE r.prrelid = a.relid "
+							  "AND pg_catalog.starts_with("
+							  "b.pubname::pg_catalog.text, '"
+							  CTAS_SYNC_PREFIX "'))",
+							  1, (Oid[]) {OIDOID}, args, NULL, false, 0)
+		!= SPI_OK_SELECT)
+		elog(ERROR, "could not read the ancestors of relation %u", relid);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Oid			source = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+															SPI_tuptable->tupdesc,
+															1, &isnull));
+		char	   *msg;
+
+		msg = psprintf("relid %u\ntable %s.%s\ncommand DROP TABLE %s\n"
+					   "partitioned 1\nresync drop %s\n", source,
+					   get_namespace_name(get_rel_namespace(source)),
+					   get_rel_name(source), get_rel_name(relid),
+					   get_rel_name(relid));
+		(void) LogLogicalMessage("ctas_fed", msg, strlen(msg), true);
+	}
+}
+
+/*
+ * ctas_fed_partition_drop_trigger
+ *		The event trigger ctas_fed_partition_drops (ddl_command_start, DROP
+ *		TABLE and DROP FOREIGN TABLE): a message for each partition the
+ *		statement names of a table a running sync reads (drop_message),
+ *		while the catalog still tells whose partition it is.  Transactional:
+ *		a DROP that fails or is rolled back leaves none.  DROP SCHEMA ...
+ *		CASCADE and DROP OWNED of a partition are not seen
+ *		(docs/sync-schema-changes.md).
+ */
+Datum
+ctas_fed_partition_drop_trigger(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *trigdata;
+	DropStmt   *stmt;
+	Oid			save_userid;
+	int			save_sec;
+	int			nestlevel;
+	List	   *relids = NIL;
+	ListCell   *lc;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		elog(ERROR, "ctas_fed_partition_drop_trigger: not fired by the event trigger manager");
+	trigdata = (EventTriggerData *) fcinfo->context;
+	stmt = (DropStmt *) trigdata->parsetree;
+	if (!XLogLogicalInfoActive() || stmt == NULL || !IsA(stmt, DropStmt) ||
+		(stmt->removeType != OBJECT_TABLE &&
+		 stmt->removeType != OBJECT_FOREIGN_TABLE))
+		PG_RETURN_VOID();
+
+	/* the names as the statement resolves them: the caller's search_path */
+	foreach(lc, stmt->objects)
+	{
+		Oid			relid;
+
+		relid = RangeVarGetRelid(makeRangeVarFromNameList((List *) lfirst(lc)),
+								 NoLock, true);
+		if (OidIsValid(relid) && get_rel_relispartition(relid))
+			relids = lappend_oid(relids, relid);
+	}
+	if (relids == NIL)
+		PG_RETURN_VOID();
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
+						   save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	foreach(lc, relids)
+		drop_message(lfirst_oid(lc));
+	SPI_finish();
+	AtEOXact_GUC(true, nestlevel);
+	SetUserIdAndSecContext(save_userid, save_sec);
+	PG_RETURN_VOID();
+}

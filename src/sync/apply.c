@@ -507,6 +507,8 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
 	check_relation_message(st->job, rel);
 }
 
+static bool job_change(SyncPeekState *peek, SyncApplyState *st, Oid relid);
+
 /*
  * schema_change_message
  *		A logical message of the event trigger (sync/ddl.c), at its place
@@ -553,6 +555,19 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 			continue;
 		if (reason == NULL)
 		{
+			ListCell   *lc;
+
+			/* the rows of a partition detached or dropped leave */
+			if (CtasSyncPartitionDeletes != NIL &&
+				job_change(peek, st, st->relid))
+			{
+				foreach(lc, CtasSyncPartitionDeletes)
+				{
+					CtasSyncToastCheck(st->toast, st->job, NULL, lfirst(lc),
+									   NULL);
+					delete_key(st->job, st->ev, lfirst(lc));
+				}
+			}
 			ereport(LOG,
 					(errmsg("ctas_fed sync " INT64_FORMAT ": followed a schema change of its source in the transaction committed at %X/%X",
 							st->job->id, LSN_FORMAT_ARGS(st->xact_lsn))));

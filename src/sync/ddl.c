@@ -312,7 +312,8 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 	{
 		char	   *why = CtasSyncPartitionChange(job, lines, command);
 
-		if (why != NULL)
+		/* a partition dropped: nothing else in the message */
+		if (why != NULL || message_line(lines, "identity") == NULL)
 			return why;
 	}
 	child = message_line(lines, "child");

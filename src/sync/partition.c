@@ -64,6 +64,8 @@
 #include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/partition.h"
+#include "access/stratnum.h"
+#include "catalog/indexing.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
@@ -79,6 +81,7 @@
 #include "storage/lmgr.h"
 #include "tcop/deparse_utility.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -91,6 +94,15 @@ PG_FUNCTION_INFO_V1(ctas_fed_partition_drop_trigger);
 
 /* the schema change in flight asks for a resync, not a failure */
 bool		CtasSyncResyncWanted = false;
+
+/* the keys the schema change in flight deletes (CtasSyncPartitionChange) */
+List	   *CtasSyncPartitionDeletes = NIL;
+
+/*
+ * A DETACH or DROP of a partition with more rows than this resyncs the
+ * stream rather than carry the keys of its rows in its message.
+ */
+#define CTAS_PARTITION_KEYS_MAX		100000
 
 /*
  * identity_attnums
@@ -358,46 +370,201 @@ partition_name(AlterTableCmd *at)
 }
 
 /*
- * CtasSyncPartitionLines
- *		In the event trigger's message about a command on source or on
- *		objid, one of its partitions (sync/ddl.c): nothing unless source is
- *		partitioned; else "partitioned 1", a line "resync <what>" for each
- *		partition the command attached or detached, and, for a command on a
- *		partition, "leaf <oid> <problem-or-dash>" for each partition under
- *		it as the command left it ("-": none; the key is the job's, so the
- *		identity goes as root attnums: "leaf <oid> ident <kind> <attnum>...").
+ * named_table
+ *		The table rv names, when the name tells it without a search_path
+ *		(the event trigger runs under its own): qualified, or the only
+ *		child of parent so named (attached), or the only table so named in
+ *		the database (detached).  InvalidOid when it does not.
  */
-void
-CtasSyncPartitionLines(StringInfo buf, Oid source, Oid objid,
-					   CollectedCommand *cmd)
+static Oid
+named_table(RangeVar *rv, Oid parent)
+{
+	Oid			found = InvalidOid;
+	int			n = 0;
+	ListCell   *lc;
+
+	if (rv->schemaname != NULL)
+	{
+		Oid			nsp = get_namespace_oid(rv->schemaname, true);
+
+		return OidIsValid(nsp) ? get_relname_relid(rv->relname, nsp) :
+			InvalidOid;
+	}
+	if (OidIsValid(parent))
+	{
+		foreach(lc, find_inheritance_children(parent, NoLock))
+		{
+			if (strcmp(get_rel_name(lfirst_oid(lc)), rv->relname) == 0)
+			{
+				found = lfirst_oid(lc);
+				n++;
+			}
+		}
+	}
+	else
+	{
+		Relation	pg_class = table_open(RelationRelationId, AccessShareLock);
+		ScanKeyData key;
+		SysScanDesc scan;
+		HeapTuple	tup;
+
+		ScanKeyInit(&key, Anum_pg_class_relname, BTEqualStrategyNumber,
+					F_NAMEEQ, CStringGetDatum(rv->relname));
+		scan = systable_beginscan(pg_class, ClassNameNspIndexId, true, NULL,
+								  1, &key);
+		while (HeapTupleIsValid(tup = systable_getnext(scan)))
+		{
+			Form_pg_class c = (Form_pg_class) GETSTRUCT(tup);
+
+			if (c->relkind == RELKIND_RELATION ||
+				c->relkind == RELKIND_PARTITIONED_TABLE ||
+				c->relkind == RELKIND_FOREIGN_TABLE)
+			{
+				found = c->oid;
+				n++;
+			}
+		}
+		systable_endscan(scan);
+		table_close(pg_class, AccessShareLock);
+	}
+	return n == 1 ? found : InvalidOid;
+}
+
+/*
+ * key_lines
+ *		"delkeys <attnum>..." (the key of root: its replica identity index,
+ *		else its primary key, as sync/statement.c derives a sync's key)
+ *		and a line "k <value>..." per row of the leaves under relid, read
+ *		under the latest snapshot, each value the text of its type made
+ *		under the sync worker's settings (sync/worker.c pin_text_settings),
+ *		a space escaped as \s, a newline as \n, a backslash as \\.  The
+ *		caller holds a lock that keeps every other writer off relid: the
+ *		rows are those the DDL's transaction commits with.  False, having
+ *		written nothing, when root has no such key or relid more than max
+ *		rows.
+ */
+static bool
+key_lines(StringInfo buf, Oid root, Oid relid, int64 max)
+{
+	Relation	rootrel = relation_open(root, AccessShareLock);
+	Oid			indexoid = RelationGetReplicaIndex(rootrel);
+	Relation	index;
+	int			nkeys;
+	AttrNumber	keys[INDEX_MAX_KEYS];
+	StringInfoData out;
+	Snapshot	snap;
+	int64		rows = 0;
+	int			nestlevel;
+	int			i;
+	ListCell   *lc;
+	static const char *const pinned[][2] = {
+		{"datestyle", "ISO, MDY"},
+		{"intervalstyle", "postgres"},
+		{"extra_float_digits", "3"},
+		{"bytea_output", "hex"},
+		{"timezone", "UTC"},
+		{"lc_monetary", "C"},
+	};
+
+	if (!OidIsValid(indexoid))
+		indexoid = RelationGetPrimaryKeyIndex(rootrel);
+	relation_close(rootrel, AccessShareLock);
+	if (!OidIsValid(indexoid))
+		return false;
+	index = index_open(indexoid, AccessShareLock);
+	nkeys = index->rd_index->indnkeyatts;
+	for (i = 0; i < nkeys; i++)
+		keys[i] = index->rd_index->indkey.values[i];
+	index_close(index, AccessShareLock);
+
+	initStringInfo(&out);
+	appendStringInfoString(&out, "delkeys");
+	for (i = 0; i < nkeys; i++)
+		appendStringInfo(&out, " %d", keys[i]);
+	appendStringInfoChar(&out, '\n');
+
+	nestlevel = NewGUCNestLevel();
+	for (i = 0; i < lengthof(pinned); i++)
+		(void) set_config_option(pinned[i][0], pinned[i][1], PGC_SUSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+								 false);
+	snap = RegisterSnapshot(GetLatestSnapshot());
+	foreach(lc, find_all_inheritors(relid, AccessShareLock, NULL))
+	{
+		Relation	leaf;
+		TupleTableSlot *slot;
+		TableScanDesc scan;
+		AttrNumber	leafkeys[INDEX_MAX_KEYS];
+		FmgrInfo	out_funcs[INDEX_MAX_KEYS];
+
+		if (get_rel_relkind(lfirst_oid(lc)) != RELKIND_RELATION)
+			continue;
+		leaf = table_open(lfirst_oid(lc), AccessShareLock);
+		for (i = 0; i < nkeys; i++)
+		{
+			Oid			typoutput;
+			bool		isvarlena;
+
+			leafkeys[i] = get_attnum(RelationGetRelid(leaf),
+									 get_attname(root, keys[i], false));
+			getTypeOutputInfo(get_atttype(root, keys[i]), &typoutput,
+							  &isvarlena);
+			fmgr_info(typoutput, &out_funcs[i]);
+		}
+		slot = table_slot_create(leaf, NULL);
+		scan = table_beginscan(leaf, snap, 0, NULL);
+		while (rows <= max &&
+			   table_scan_getnextslot(scan, ForwardScanDirection, slot))
+		{
+			CHECK_FOR_INTERRUPTS();
+			if (++rows > max)
+				break;
+			appendStringInfoChar(&out, 'k');
+			for (i = 0; i < nkeys; i++)
+			{
+				bool		isnull;
+				Datum		d = slot_getattr(slot, leafkeys[i], &isnull);
+				char	   *v = isnull ? "" : OutputFunctionCall(&out_funcs[i], d);
+
+				appendStringInfoChar(&out, ' ');
+				for (; *v; v++)
+				{
+					if (*v == ' ')
+						appendStringInfoString(&out, "\\s");
+					else if (*v == '\n')
+						appendStringInfoString(&out, "\\n");
+					else if (*v == '\\')
+						appendStringInfoString(&out, "\\\\");
+					else
+						appendStringInfoChar(&out, *v);
+				}
+			}
+			appendStringInfoChar(&out, '\n');
+		}
+		table_endscan(scan);
+		ExecDropSingleTupleTableSlot(slot);
+		table_close(leaf, AccessShareLock);
+	}
+	UnregisterSnapshot(snap);
+	AtEOXact_GUC(true, nestlevel);
+	if (rows > max)
+	{
+		pfree(out.data);
+		return false;
+	}
+	if (buf != NULL)
+		appendBinaryStringInfo(buf, out.data, out.len);
+	pfree(out.data);
+	return true;
+}
+
+/* "leaf" lines: each partition under relid as it is now, for the worker */
+static void
+leaf_lines(StringInfo buf, Oid source, Oid relid)
 {
 	ListCell   *lc;
 
-	if (get_rel_relkind(source) != RELKIND_PARTITIONED_TABLE)
-		return;
-	appendStringInfoString(buf, "partitioned 1\n");
-	if (cmd != NULL && cmd->type == SCT_AlterTable)
-	{
-		foreach(lc, cmd->d.alterTable.subcmds)
-		{
-			CollectedATSubcmd *sub = lfirst(lc);
-			AlterTableCmd *at = (AlterTableCmd *) sub->parsetree;
-
-			if (!IsA(at, AlterTableCmd))
-				continue;
-			if (at->subtype == AT_AttachPartition ||
-				at->subtype == AT_DetachPartition ||
-				at->subtype == AT_DetachPartitionFinalize)
-				appendStringInfo(buf, "resync %s %s\n",
-								 at->subtype == AT_AttachPartition ?
-								 "attach" : "detach",
-								 partition_name(at));
-		}
-	}
-	if (objid == source || get_rel_relkind(objid) == RELKIND_INDEX ||
-		get_rel_relkind(objid) == RELKIND_PARTITIONED_INDEX)
-		return;
-	foreach(lc, find_all_inheritors(objid, AccessShareLock, NULL))
+	foreach(lc, find_all_inheritors(relid, AccessShareLock, NULL))
 	{
 		Relation	rel = relation_open(lfirst_oid(lc), AccessShareLock);
 		AttrNumber *ident;
@@ -425,6 +592,123 @@ CtasSyncPartitionLines(StringInfo buf, Oid source, Oid objid,
 }
 
 /*
+ * attach_lines
+ *		ATTACH PARTITION under parent (source or one of its partitions):
+ *		an empty table (it holds the lock that keeps writers off it) is
+ *		followed as a new partition ("leaf" lines); one with rows, or one
+ *		the trigger cannot name, resyncs.
+ */
+static void
+attach_lines(StringInfo buf, Oid source, Oid parent, AlterTableCmd *at)
+{
+	PartitionCmd *pc = (PartitionCmd *) at->def;
+	Oid			part = InvalidOid;
+
+	if (pc != NULL && IsA(pc, PartitionCmd) && pc->name != NULL)
+		part = named_table(pc->name, parent);
+	if (OidIsValid(part) && key_lines(NULL, source, part, 0))
+		leaf_lines(buf, source, part);
+	else
+		appendStringInfo(buf, "resync attach %s\n", partition_name(at));
+}
+
+/*
+ * detach_lines
+ *		DETACH PARTITION: the keys of the detached table's rows, which leave
+ *		the query's result (key_lines), or a resync when it has more than
+ *		CTAS_PARTITION_KEYS_MAX rows, when the trigger cannot name it, or
+ *		for DETACH ... CONCURRENTLY (writers are not kept off it).
+ */
+static void
+detach_lines(StringInfo buf, Oid source, AlterTableCmd *at)
+{
+	PartitionCmd *pc = (PartitionCmd *) at->def;
+	Oid			part = InvalidOid;
+
+	if (at->subtype == AT_DetachPartition && pc != NULL &&
+		IsA(pc, PartitionCmd) && !pc->concurrent && pc->name != NULL)
+		part = named_table(pc->name, InvalidOid);
+	if (!OidIsValid(part) ||
+		!key_lines(buf, source, part, CTAS_PARTITION_KEYS_MAX))
+		appendStringInfo(buf, "resync detach %s\n", partition_name(at));
+}
+
+/*
+ * CtasSyncPartitionLines
+ *		In the event trigger's message about a command on source or on
+ *		objid, one of its partitions (sync/ddl.c): nothing unless source is
+ *		partitioned; else "partitioned 1", a line "resync <what>" for each
+ *		partition the command attached or detached, and, for a command on a
+ *		partition, "leaf <oid> <problem-or-dash>" for each partition under
+ *		it as the command left it ("-": none; the key is the job's, so the
+ *		identity goes as root attnums: "leaf <oid> ident <kind> <attnum>...").
+ */
+void
+CtasSyncPartitionLines(StringInfo buf, Oid source, Oid objid,
+					   CollectedCommand *cmd)
+{
+	ListCell   *lc;
+
+	if (get_rel_relkind(source) != RELKIND_PARTITIONED_TABLE)
+		return;
+	appendStringInfoString(buf, "partitioned 1\n");
+	if (cmd != NULL && cmd->type == SCT_AlterTable)
+	{
+		foreach(lc, cmd->d.alterTable.subcmds)
+		{
+			CollectedATSubcmd *sub = lfirst(lc);
+			AlterTableCmd *at = (AlterTableCmd *) sub->parsetree;
+
+			if (!IsA(at, AlterTableCmd))
+				continue;
+			if (at->subtype == AT_AttachPartition)
+				attach_lines(buf, source, objid, at);
+			else if (at->subtype == AT_DetachPartition ||
+					 at->subtype == AT_DetachPartitionFinalize)
+				detach_lines(buf, source, at);
+		}
+	}
+	if (objid == source || get_rel_relkind(objid) == RELKIND_INDEX ||
+		get_rel_relkind(objid) == RELKIND_PARTITIONED_INDEX)
+		return;
+	leaf_lines(buf, source, objid);
+}
+
+/*
+ * decode_keys
+ *		The n values of a "k" line (key_lines), each after a space, as
+ *		text, palloc'd.
+ */
+static char **
+decode_keys(const char *p, int n)
+{
+	char	  **keys = palloc0(sizeof(char *) * Max(n, 1));
+	int			k;
+
+	for (k = 0; k < n; k++)
+	{
+		StringInfoData v;
+
+		initStringInfo(&v);
+		if (*p == ' ')
+			p++;
+		for (; *p != '\0' && *p != ' '; p++)
+		{
+			if (*p == '\\' && p[1] != '\0')
+			{
+				p++;
+				appendStringInfoChar(&v, *p == 's' ? ' ' :
+									 *p == 'n' ? '\n' : *p);
+			}
+			else
+				appendStringInfoChar(&v, *p);
+		}
+		keys[k] = v.data;
+	}
+	return keys;
+}
+
+/*
  * CtasSyncPartitionChange
  *		In the worker, the lines of an event trigger's message about
  *		job's partitioned source: NULL when the partitions it describes
@@ -437,7 +721,9 @@ char *
 CtasSyncPartitionChange(SyncJob *job, List *lines, const char *command)
 {
 	ListCell   *lc;
+	bool		keys_ok = false;
 
+	CtasSyncPartitionDeletes = NIL;
 	foreach(lc, lines)
 	{
 		char	   *line = lfirst(lc);
@@ -445,6 +731,31 @@ CtasSyncPartitionChange(SyncJob *job, List *lines, const char *command)
 		int			off = 0;
 		int			k;
 
+		if (strncmp(line, "delkeys", 7) == 0)
+		{
+			char	   *q = line + 7;
+
+			/* the keys of the rows that leave: the job's key? */
+			keys_ok = true;
+			for (k = 0; k < job->target.nkeys && keys_ok; k++)
+				keys_ok = *q == ' ' &&
+					strtol(q + 1, &q, 10) == job->attnums[job->keycol[k]];
+			keys_ok &= *q == '\0';
+			if (!keys_ok)
+			{
+				CtasSyncResyncWanted = true;
+				return psprintf("the rows of a partition left the source of sync " INT64_FORMAT " by a key other than the sync's: %s",
+								job->id, command);
+			}
+			continue;
+		}
+		if (keys_ok && line[0] == 'k' && (line[1] == ' ' || line[1] == '\0'))
+		{
+			CtasSyncPartitionDeletes = lappend(CtasSyncPartitionDeletes,
+											   decode_keys(line + 1,
+														   job->target.nkeys));
+			continue;
+		}
 		if (strncmp(line, "resync ", 7) == 0)
 		{
 			CtasSyncResyncWanted = true;
@@ -525,6 +836,13 @@ drop_message(Oid relid)
 
 	if (!get_rel_relispartition(relid))
 		return;
+
+	/*
+	 * As the DROP will, in its order (the parent first): no writer then
+	 * changes the rows whose keys the message carries.
+	 */
+	LockRelationOid(get_partition_parent(relid, true), AccessExclusiveLock);
+	LockRelationOid(relid, AccessExclusiveLock);
 	args[0] = ObjectIdGetDatum(relid);
 	if (SPI_execute_with_args("SELECT a.relid FROM "
 							  "pg_catalog.pg_partition_ancestors($1) a "
@@ -544,14 +862,18 @@ drop_message(Oid relid)
 		Oid			source = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
 															SPI_tuptable->tupdesc,
 															1, &isnull));
-		char	   *msg;
+		StringInfoData msg;
 
-		msg = psprintf("relid %u\ntable %s.%s\ncommand DROP TABLE %s\n"
-					   "partitioned 1\nresync drop %s\n", source,
-					   get_namespace_name(get_rel_namespace(source)),
-					   get_rel_name(source), get_rel_name(relid),
-					   get_rel_name(relid));
-		(void) LogLogicalMessage("ctas_fed", msg, strlen(msg), true);
+		initStringInfo(&msg);
+		appendStringInfo(&msg, "relid %u\ntable %s.%s\ncommand DROP TABLE %s\n"
+						 "partitioned 1\n", source,
+						 get_namespace_name(get_rel_namespace(source)),
+						 get_rel_name(source), get_rel_name(relid));
+		if (!key_lines(&msg, source, relid, CTAS_PARTITION_KEYS_MAX))
+			appendStringInfo(&msg, "resync drop %s\n",
+							 quote_identifier(get_rel_name(relid)));
+		(void) LogLogicalMessage("ctas_fed", msg.data, msg.len, true);
+		pfree(msg.data);
 	}
 }
 

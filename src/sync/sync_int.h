@@ -125,6 +125,7 @@ extern void CtasSyncApplyPeek(List *jobs, Portal portal,
 /* in sync/partition.c */
 struct CollectedCommand;
 extern bool CtasSyncResyncWanted;
+extern List *CtasSyncPartitionDeletes;
 extern void CtasSyncPartitionLock(List *jobs);
 extern void CtasSyncPartitionCopy(SyncJob *job, Relation rel,
 								  void (*row) (TupleTableSlot *slot, void *arg),

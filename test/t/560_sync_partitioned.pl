@@ -11,8 +11,12 @@
 #    row to another partition;
 #  - a new partition (CREATE TABLE ... PARTITION OF) and rows in it:
 #    followed without a copy;
-#  - a table with rows attached, a partition detached (then changed on its
-#    own), a partition dropped: the remote tables keep the transactions
+#  - an empty table attached: followed as a new partition;
+#  - a partition detached (then changed on its own), a partition dropped
+#    (in a REPEATABLE READ transaction with changes to it before): the keys
+#    of its rows, carried by the DDL's message, leave the remote tables at
+#    the DDL's place;
+#  - a table with rows attached: the remote tables keep the transactions
 #    before the DDL, then the stream is copied again (a resync, in the log);
 #  - what cannot be followed is refused with the reason: ONLY on a
 #    partitioned table, a partition whose replica identity lacks the key,
@@ -150,6 +154,15 @@ DELETE FROM ev WHERE id = 3002;});
 all_exact('a table with rows attached');
 ok(resyncs() > $before, 'the attach resynced the streams');
 
+# an empty table attached: followed as a new partition
+$before = resyncs();
+$local->safe_psql('postgres', q{
+CREATE TABLE ev_2026_05 (id int NOT NULL, d date NOT NULL, v text);
+ALTER TABLE ev ATTACH PARTITION ev_2026_05 FOR VALUES FROM ('2026-05-01') TO ('2026-06-01');
+INSERT INTO ev VALUES (4001, '2026-05-02', 'may');});
+all_exact('an empty table attached');
+is(resyncs(), $before, 'an empty table attached is followed without a copy');
+
 # a partition detached, then changed as a table of its own
 $before = resyncs();
 $local->safe_psql('postgres', q{
@@ -158,17 +171,21 @@ INSERT INTO ev_2026_01 VALUES (9001, '2026-01-05', 'after detach');
 UPDATE ev_2026_01 SET v = 'detached' WHERE id = 1;
 INSERT INTO ev VALUES (9002, '2026-02-05', 'after detach');});
 all_exact('a partition detached');
-ok(resyncs() > $before, 'the detach resynced the streams');
+is(resyncs(), $before, 'the detach is followed without a copy: the keys of its rows leave');
 
 # a partition dropped (and a DROP rolled back: nothing)
 $before = resyncs();
 $local->safe_psql('postgres', q{
 BEGIN; DROP TABLE ev_2026_04; ROLLBACK;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+UPDATE ev SET v = 'before drop' WHERE d = '2026-02-10';
+INSERT INTO ev VALUES (9005, '2026-02-11', 'dropped with its partition');
 DROP TABLE ev_2026_02;
-INSERT INTO ev VALUES (9003, '2026-03-05', 'after drop');});
+INSERT INTO ev VALUES (9003, '2026-03-05', 'after drop');
+COMMIT;});
 all_exact('a partition dropped');
-ok(resyncs() > $before, 'the drop resynced the streams');
-is($local->safe_psql('postgres', q{SELECT count(*) FROM ev WHERE d >= '2026-04-01'}),
+is(resyncs(), $before, 'the drop is followed without a copy: the keys of its rows leave');
+is($local->safe_psql('postgres', q{SELECT count(*) FROM ev WHERE d >= '2026-04-01' AND d < '2026-05-01'}),
 	'50', 'the rolled back DROP left its partition');
 
 # the leaf's sync follows the table it read, attached or not

@@ -577,6 +577,7 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 		{
 			st->job->stop_at = st->xact_lsn;
 			peek->redo = true;
+			CtasSyncResyncWanted = false;
 			return;
 		}
 		finish_remote(st);
@@ -590,6 +591,8 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 				  errdetail("The remote table keeps the changes of the source transactions that committed before the one of the schema change."),
 				  errhint("Stop the sync with ctas_fed.stop_sync() and create it again (docs/sync-schema-changes.md)."));
 	}
+	/* a resync asked for by a job that skipped the transaction: none */
+	CtasSyncResyncWanted = false;
 }
 
 /*

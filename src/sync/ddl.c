@@ -290,6 +290,7 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 	int			k;
 
 	CtasSyncResyncWanted = false;
+	CtasSyncPartitionDeletes = NIL;
 	for (p = strtok(text, "\n"); p != NULL; p = strtok(NULL, "\n"))
 		lines = lappend(lines, p);
 	line = message_line(lines, "relid");

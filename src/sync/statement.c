@@ -848,8 +848,10 @@ CtasSyncExplain(CtasLoad *load, ExplainState *es)
 	ExplainPropertyText("Sync Source", source, es);
 	ExplainPropertyList("Sync Key", keys, es);
 	ExplainPropertyText("Sync Publication",
-						psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s",
-								 name, source), es);
+						psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s%s",
+								 name, source,
+								 CtasSyncPartitionPublication(name, sync->relid,
+															  false)), es);
 	ExplainPropertyText("Sync Slot",
 						psprintf("%s (pgoutput), created by the sync worker after commit",
 								 name), es);

@@ -68,10 +68,12 @@
 #include "catalog/indexing.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_event_trigger.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_publication.h"
 #include "catalog/pg_type.h"
 #include "commands/event_trigger.h"
+#include "commands/trigger.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -87,6 +89,7 @@
 #include "utils/rel.h"
 #include "utils/relcache.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "sync/sync_int.h"
 
@@ -271,6 +274,31 @@ CtasSyncPartitionPublication(const char *name, Oid relid, bool joining)
 						quote_identifier(name));
 	}
 	return partitioned ? " WITH (publish_via_partition_root = true)" : "";
+}
+
+/*
+ * CtasSyncPartitionTriggerOn
+ *		Whether a sync of relid sees every partition DDL: always for a table
+ *		that is not partitioned; else the event trigger
+ *		ctas_fed_partition_drops must exist and fire always, or a DROP of a
+ *		partition would leave its rows on the remote.  In a transaction.
+ */
+bool
+CtasSyncPartitionTriggerOn(Oid relid)
+{
+	HeapTuple	tup;
+	bool		on;
+
+	if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
+		return true;
+	tup = SearchSysCache1(EVENTTRIGGERNAME,
+						  CStringGetDatum("ctas_fed_partition_drops"));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	on = ((Form_pg_event_trigger) GETSTRUCT(tup))->evtenabled ==
+		TRIGGER_FIRES_ALWAYS;
+	ReleaseSysCache(tup);
+	return on;
 }
 
 /*

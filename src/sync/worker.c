@@ -487,6 +487,12 @@ check_source(SyncJob *job, bool columns)
 						 job->id),
 				  errdetail("Without it the sync cannot see a schema change of its source in the WAL (docs/sync-schema-changes.md)."),
 				  errhint("ALTER EVENT TRIGGER ctas_fed_schema_changes ENABLE ALWAYS, then create the sync again."));
+	if (!CtasSyncPartitionTriggerOn(job->relid))
+		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				  errmsg("the event trigger \"ctas_fed_partition_drops\" of sync " INT64_FORMAT " is gone or not enabled always",
+						 job->id),
+				  errdetail("Without it the sync cannot see a partition of its source dropped (docs/sync.md, \"Partitioned sources\")."),
+				  errhint("ALTER EVENT TRIGGER ctas_fed_partition_drops ENABLE ALWAYS, then create the sync again."));
 	if (!has_rolreplication(job->owner))
 		SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				  errmsg("the owner of sync " INT64_FORMAT " no longer has the REPLICATION attribute",

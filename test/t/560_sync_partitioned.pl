@@ -18,6 +18,9 @@
 #    the DDL's place;
 #  - a table with rows attached: the remote tables keep the transactions
 #    before the DDL, then the stream is copied again (a resync, in the log);
+#  - two levels of partitions: a table with rows attached under a
+#    partition, a partition of a partition detached; DETACH ...
+#    CONCURRENTLY (a resync); an unlogged table attached (the job fails);
 #  - what cannot be followed is refused with the reason: ONLY on a
 #    partitioned table, a partition whose replica identity lacks the key,
 #    a table and its partition in one stream;
@@ -193,6 +196,48 @@ $local->safe_psql('postgres', q{
 ALTER TABLE ev DETACH PARTITION ev_2026_03;
 UPDATE ev_2026_03 SET v = 'leaf alone' WHERE id % 2 = 0;});
 all_exact('the leaf detached');
+
+# two levels: a partitioned partition, a table with rows attached under it
+# (resync), one of its partitions detached (keys); DETACH ... CONCURRENTLY
+# (resync)
+$before = resyncs();
+$local->safe_psql('postgres', q{
+CREATE TABLE ev_2026_06 PARTITION OF ev FOR VALUES FROM ('2026-06-01') TO ('2026-07-01') PARTITION BY RANGE (d);
+CREATE TABLE ev_2026_06a PARTITION OF ev_2026_06 FOR VALUES FROM ('2026-06-01') TO ('2026-06-16');
+INSERT INTO ev SELECT g, date '2026-06-01' + (g % 15), 'jun' || g FROM generate_series(5001, 5020) g;
+CREATE TABLE ev_2026_06b (d date NOT NULL, id int NOT NULL, v text);
+INSERT INTO ev_2026_06b SELECT date '2026-06-16' + (g % 14), g, 'late jun' || g FROM generate_series(5101, 5120) g;
+ALTER TABLE ev_2026_06 ATTACH PARTITION ev_2026_06b FOR VALUES FROM ('2026-06-16') TO ('2026-07-01');});
+all_exact('a table with rows attached to a partition of a partition');
+ok(resyncs() > $before, 'the attach two levels down resynced the streams');
+$before = resyncs();
+$local->safe_psql('postgres', q{
+ALTER TABLE ev_2026_06 DETACH PARTITION ev_2026_06a;
+UPDATE ev SET v = 'after sub-detach' WHERE id = 5101;});
+all_exact('a partition of a partition detached');
+is(resyncs(), $before, 'the detach two levels down is followed without a copy');
+$local->safe_psql('postgres', q{ALTER TABLE ev DETACH PARTITION ev_2026_05 CONCURRENTLY;});
+all_exact('DETACH ... CONCURRENTLY');
+ok(resyncs() > $before, 'DETACH ... CONCURRENTLY resynced the streams');
+
+# an unlogged table attached: its changes would not be decoded, the job
+# fails with the reason after the transactions before
+$local->safe_psql('postgres', q{
+CREATE TABLE pu (id int, d date NOT NULL, PRIMARY KEY (id, d)) PARTITION BY RANGE (d);
+CREATE TABLE pu_1 PARTITION OF pu FOR VALUES FROM ('2026-01-01') TO ('2026-02-01');
+INSERT INTO pu VALUES (1, '2026-01-01');
+CREATE TABLE wh.public.pu WITH (sync = 'continuous') AS SELECT * FROM pu;});
+ok(wait_until(60, sub { job('pu') eq 'streaming:' }), 'pu: streaming');
+$local->safe_psql('postgres', q{
+INSERT INTO pu VALUES (2, '2026-01-02');
+CREATE UNLOGGED TABLE pu_2 (id int NOT NULL, d date NOT NULL);
+ALTER TABLE pu ATTACH PARTITION pu_2 FOR VALUES FROM ('2026-02-01') TO ('2026-03-01');
+INSERT INTO pu VALUES (3, '2026-02-02');});
+ok(wait_until(30, sub { job('pu') =~ /^failed:/ }), 'pu: an unlogged partition attached fails the job');
+like(job('pu'), qr/a partition of the source of sync \d+ is unlogged, and logical decoding does not see its changes: ALTER TABLE public.pu/,
+	'pu: the reason');
+is($remote->safe_psql('dw', 'SELECT string_agg(id::text, \',\' ORDER BY id) FROM public.pu'), '1,2',
+	'pu: the remote keeps the transactions before the ATTACH');
 
 # TRUNCATE of one partition: pgoutput does not send it under
 # publish_via_partition_root (docs/sync.md); verify_sync finds the rows the

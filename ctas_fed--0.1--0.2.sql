@@ -76,7 +76,8 @@ CREATE FUNCTION @extschema@.partition_drop_trigger()
 RETURNS event_trigger LANGUAGE C
 AS 'MODULE_PATHNAME', 'ctas_fed_partition_drop_trigger';
 
-REVOKE ALL ON FUNCTION @extschema@.partition_drop_trigger() FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.partition_drop_trigger()
+  IS 'writes a logical message with the keys of a partition of a synced partitioned table that DROP TABLE drops';
 
 CREATE EVENT TRIGGER ctas_fed_partition_drops ON ddl_command_start
   WHEN TAG IN ('DROP TABLE', 'DROP FOREIGN TABLE')

@@ -29,18 +29,25 @@
  *					exactly those of the snapshot
  *	partition DDL	the event trigger (sync/ddl.c) describes a command on a
  *					partition, or one that attaches or detaches one, in its
- *					message ("partitioned", "leaf", "resync" lines, written
- *					here), and a second event trigger (ddl_command_start,
- *					ctas_fed_partition_drops) writes one for DROP TABLE of a
- *					partition, whose catalog rows are gone by
- *					ddl_command_end.  A new partition (CREATE TABLE ...
- *					PARTITION OF) is empty and followed as it is; ATTACH,
- *					DETACH and DROP change the rows of the query without a
- *					change in the WAL, so the worker, having applied every
- *					source transaction committed before the DDL's, resyncs
- *					the stream (sync/resync.c): the remote table keeps the
- *					state before the DDL until a copy under a snapshot after
- *					it replaces it atomically.
+ *					message ("partitioned", "leaf", "delkeys"/"k", "resync"
+ *					lines, written here), and a second event trigger
+ *					(ddl_command_start, ctas_fed_partition_drops) writes one
+ *					for DROP TABLE of a partition, whose catalog rows are
+ *					gone by ddl_command_end.  ATTACH, DETACH and DROP change
+ *					the rows of the query without a change in the WAL; the
+ *					worker meets the message after every source transaction
+ *					committed before the DDL's and
+ *		- a new partition (CREATE TABLE ... PARTITION OF), or an empty
+ *		  table attached: nothing (the "leaf" lines are checked);
+ *		- DETACH or DROP: deletes the keys of the partition's rows, which
+ *		  the message carries, as the DDL's transaction commits them (read
+ *		  under the latest snapshot while the DDL's lock keeps every other
+ *		  writer off the partition: exact at any isolation level);
+ *		- a table attached with rows, DETACH ... CONCURRENTLY (writers are
+ *		  not kept off), more than CTAS_PARTITION_KEYS_MAX rows, a name the
+ *		  trigger cannot resolve: resyncs the stream (sync/resync.c), the
+ *		  remote table keeping the state before the DDL until a copy under
+ *		  a snapshot after it replaces it atomically.
  *
  * Not seen by pgoutput under publish_via_partition_root: TRUNCATE of one
  * partition (only a TRUNCATE of the root is sent).  docs/sync.md says so;

@@ -24,6 +24,8 @@
 #  - what cannot be followed is refused with the reason: ONLY on a
 #    partitioned table, a partition whose replica identity lacks the key,
 #    a table and its partition in one stream;
+#  - text keys with a space, a backslash, a newline, empty, leaving with a
+#    detached partition;
 #  - TRUNCATE of one partition, which pgoutput does not send: verify_sync
 #    shows it, resync repairs it.
 # ctas-tap: parallel
@@ -219,6 +221,23 @@ is(resyncs(), $before, 'the detach two levels down is followed without a copy');
 $local->safe_psql('postgres', q{ALTER TABLE ev DETACH PARTITION ev_2026_05 CONCURRENTLY;});
 all_exact('DETACH ... CONCURRENTLY');
 ok(resyncs() > $before, 'DETACH ... CONCURRENTLY resynced the streams');
+
+# keys of text with a space, a backslash, a newline leave with a
+# detached partition (the DDL's message escapes them)
+$local->safe_psql('postgres', q{
+CREATE TABLE pk (k text, r int, v int, PRIMARY KEY (k, r)) PARTITION BY LIST (r);
+CREATE TABLE pk_1 PARTITION OF pk FOR VALUES IN (1);
+CREATE TABLE pk_2 PARTITION OF pk FOR VALUES IN (2);
+INSERT INTO pk VALUES ('a b', 1, 1), ('back\slash', 1, 2), (E'new\nline', 1, 3), ('', 1, 4),
+  ('a b', 2, 5), ('back\slash', 2, 6);
+CREATE TABLE wh.public.pk WITH (sync = 'continuous') AS SELECT * FROM pk;});
+$query{pk} = 'SELECT * FROM pk';
+all_exact('text keys');
+$before = resyncs();
+$local->safe_psql('postgres', q{ALTER TABLE pk DETACH PARTITION pk_1;});
+all_exact('text keys of a detached partition');
+is(resyncs(), $before, 'text keys: followed without a copy');
+delete $query{pk};
 
 # an unlogged table attached: its changes would not be decoded, the job
 # fails with the reason after the transactions before

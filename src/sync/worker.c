@@ -710,7 +710,7 @@ typedef struct SyncCopyRow
 static void
 copy_row(TupleTableSlot *slot, void *arg)
 {
-	SyncCopyRow  *copy = arg;
+	SyncCopyRow *copy = arg;
 	SyncEval   *ev = copy->ev;
 	MemoryContext oldcxt;
 

@@ -510,6 +510,43 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
 static bool job_change(SyncPeekState *peek, SyncApplyState *st, Oid relid);
 
 /*
+ * attached_row
+ *		A row of a table attached as a partition of the job's source, as
+ *		the text of each column the job reads (NULL: null), made under the
+ *		worker's settings by the event trigger (sync/partition.c): upserted
+ *		when the query's WHERE takes it, as the row of an INSERT.
+ */
+static void
+attached_row(SyncApplyState *st, char **values)
+{
+	SyncJob    *job = st->job;
+	SyncEval   *ev = st->ev;
+	TupleTableSlot *slot = ev->slot;
+	int			i;
+	int			k;
+
+	for (k = 0; k < job->target.nkeys; k++)
+		ev->keys[k] = values[job->keycol[k]];
+	CtasSyncToastCheck(st->toast, job, NULL, NULL, ev->keys);
+	ExecClearTuple(slot);
+	memset(slot->tts_isnull, true,
+		   sizeof(bool) * slot->tts_tupleDescriptor->natts);
+	for (i = 0; i < job->ncols; i++)
+	{
+		int			a = job->attnums[i] - 1;
+
+		if (values[i] == NULL)
+			continue;
+		slot->tts_values[a] = InputFunctionCall(&job->infuncs[i], values[i],
+												job->ioparams[i], -1);
+		slot->tts_isnull[a] = false;
+	}
+	ExecStoreVirtualTuple(slot);
+	if (CtasSyncEvaluate(ev, slot))
+		job->apply->upsert(&job->target, ev->values, ev->nulls, NULL);
+}
+
+/*
  * schema_change_message
  *		A logical message of the event trigger (sync/ddl.c), at its place
  *		in the source transaction: for each job of its table, a DDL it
@@ -557,8 +594,12 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 		{
 			ListCell   *lc;
 
-			/* the rows of a partition detached or dropped leave */
-			if (CtasSyncPartitionDeletes != NIL &&
+			/*
+			 * The rows of a partition detached or dropped leave, those of
+			 * one attached join (sync/partition.c).
+			 */
+			if ((CtasSyncPartitionDeletes != NIL ||
+				 CtasSyncPartitionInserts != NIL) &&
 				job_change(peek, st, st->relid))
 			{
 				foreach(lc, CtasSyncPartitionDeletes)
@@ -567,6 +608,8 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 									   NULL);
 					delete_key(st->job, st->ev, lfirst(lc));
 				}
+				foreach(lc, CtasSyncPartitionInserts)
+					attached_row(st, lfirst(lc));
 			}
 			ereport(LOG,
 					(errmsg("ctas_fed sync " INT64_FORMAT ": followed a schema change of its source in the transaction committed at %X/%X",

@@ -291,6 +291,7 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 
 	CtasSyncResyncWanted = false;
 	CtasSyncPartitionDeletes = NIL;
+	CtasSyncPartitionInserts = NIL;
 	for (p = strtok(text, "\n"); p != NULL; p = strtok(NULL, "\n"))
 		lines = lappend(lines, p);
 	line = message_line(lines, "relid");

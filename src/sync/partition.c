@@ -29,25 +29,27 @@
  *					exactly those of the snapshot
  *	partition DDL	the event trigger (sync/ddl.c) describes a command on a
  *					partition, or one that attaches or detaches one, in its
- *					message ("partitioned", "leaf", "delkeys"/"k", "resync"
- *					lines, written here), and a second event trigger
+ *					message ("partitioned", "leaf", "delkeys" and "k",
+ *					"rows" and "r", "resync" lines, written here), and a
+ *					second event trigger
  *					(ddl_command_start, ctas_fed_partition_drops) writes one
  *					for DROP TABLE of a partition, whose catalog rows are
  *					gone by ddl_command_end.  ATTACH, DETACH and DROP change
  *					the rows of the query without a change in the WAL; the
  *					worker meets the message after every source transaction
  *					committed before the DDL's and
- *		- a new partition (CREATE TABLE ... PARTITION OF), or an empty
- *		  table attached: nothing (the "leaf" lines are checked);
- *		- DETACH or DROP: deletes the keys of the partition's rows, which
- *		  the message carries, as the DDL's transaction commits them (read
- *		  under the latest snapshot while the DDL's lock keeps every other
- *		  writer off the partition: exact at any isolation level);
- *		- a table attached with rows, DETACH ... CONCURRENTLY (writers are
- *		  not kept off), more than CTAS_PARTITION_KEYS_MAX rows, a name the
- *		  trigger cannot resolve: resyncs the stream (sync/resync.c), the
- *		  remote table keeping the state before the DDL until a copy under
- *		  a snapshot after it replaces it atomically.
+ *		- a new partition (CREATE TABLE ... PARTITION OF): nothing (the
+ *		  "leaf" lines are checked);
+ *		- ATTACH: upserts the rows of the table attached, DETACH or DROP:
+ *		  deletes the keys of the partition's rows, which the message
+ *		  carries as the DDL's transaction commits them (read under the
+ *		  latest snapshot while the DDL's lock keeps every other writer off
+ *		  the table: exact at any isolation level);
+ *		- more than CTAS_PARTITION_KEYS_MAX rows, DETACH ... CONCURRENTLY
+ *		  (writers are not kept off), a name the trigger cannot resolve:
+ *		  resyncs the stream (sync/resync.c), the remote table keeping the
+ *		  state before the DDL until a copy under a snapshot after it
+ *		  replaces it atomically.
  *
  * Not seen by pgoutput under publish_via_partition_root: TRUNCATE of one
  * partition (only a TRUNCATE of the root is sent).  docs/sync.md says so;
@@ -105,12 +107,17 @@ PG_FUNCTION_INFO_V1(ctas_fed_partition_drop_trigger);
 /* the schema change in flight asks for a resync, not a failure */
 bool		CtasSyncResyncWanted = false;
 
-/* the keys the schema change in flight deletes (CtasSyncPartitionChange) */
+/*
+ * What the schema change in flight deletes (keys) and inserts (the values
+ * of the columns the job reads) (CtasSyncPartitionChange).
+ */
 List	   *CtasSyncPartitionDeletes = NIL;
+List	   *CtasSyncPartitionInserts = NIL;
 
 /*
- * A DETACH or DROP of a partition with more rows than this resyncs the
- * stream rather than carry the keys of its rows in its message.
+ * An ATTACH, DETACH or DROP of a partition with more rows than this
+ * resyncs the stream rather than carry its rows or their keys in its
+ * message.
  */
 #define CTAS_PARTITION_KEYS_MAX		100000
 
@@ -466,11 +473,14 @@ named_table(RangeVar *rv, Oid parent)
 }
 
 /*
- * key_lines
- *		"delkeys <attnum>..." (the key of root: its replica identity index,
- *		else its primary key, as sync/statement.c derives a sync's key)
- *		and a line "k <value>..." per row of the leaves under relid, read
- *		under the latest snapshot, each value the text of its type made
+ * row_lines
+ *		The rows of the leaves under relid, read under the latest snapshot:
+ *		with whole, "rows" and a line "r <value>..." per row with each live
+ *		column of root in attnum order (the order of the "col" lines of the
+ *		message and of pgoutput's tuples), NULL as \N; else "delkeys
+ *		<attnum>..." (the key of root: its replica identity index, else its
+ *		primary key, as sync/statement.c derives a sync's key) and a line
+ *		"k <value>..." per row.  Each value is the text of its type made
  *		under the sync worker's settings (sync/worker.c pin_text_settings),
  *		a space escaped as \s, a newline as \n, a backslash as \\.  The
  *		caller holds a lock that keeps every other writer off relid: the
@@ -479,13 +489,14 @@ named_table(RangeVar *rv, Oid parent)
  *		rows.
  */
 static bool
-key_lines(StringInfo buf, Oid root, Oid relid, int64 max)
+row_lines(StringInfo buf, Oid root, Oid relid, int64 max, bool whole)
 {
 	Relation	rootrel = relation_open(root, AccessShareLock);
-	Oid			indexoid = RelationGetReplicaIndex(rootrel);
-	Relation	index;
-	int			nkeys;
-	AttrNumber	keys[INDEX_MAX_KEYS];
+	TupleDesc	rootdesc = RelationGetDescr(rootrel);
+	int			ncols = 0;
+	AttrNumber *cols = palloc(sizeof(AttrNumber) * Max(rootdesc->natts, 1));
+	AttrNumber *leafcols = palloc(sizeof(AttrNumber) * Max(rootdesc->natts, 1));
+	FmgrInfo   *out_funcs;
 	StringInfoData out;
 	Snapshot	snap;
 	int64		rows = 0;
@@ -501,21 +512,48 @@ key_lines(StringInfo buf, Oid root, Oid relid, int64 max)
 		{"lc_monetary", "C"},
 	};
 
-	if (!OidIsValid(indexoid))
-		indexoid = RelationGetPrimaryKeyIndex(rootrel);
+	if (whole)
+	{
+		for (i = 0; i < rootdesc->natts; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(rootdesc, i);
+
+			if (!att->attisdropped && !att->attgenerated)
+				cols[ncols++] = att->attnum;
+		}
+	}
+	else
+	{
+		Oid			indexoid = RelationGetReplicaIndex(rootrel);
+		Relation	index;
+
+		if (!OidIsValid(indexoid))
+			indexoid = RelationGetPrimaryKeyIndex(rootrel);
+		if (!OidIsValid(indexoid))
+		{
+			relation_close(rootrel, AccessShareLock);
+			return false;
+		}
+		index = index_open(indexoid, AccessShareLock);
+		for (i = 0; i < index->rd_index->indnkeyatts; i++)
+			cols[ncols++] = index->rd_index->indkey.values[i];
+		index_close(index, AccessShareLock);
+	}
 	relation_close(rootrel, AccessShareLock);
-	if (!OidIsValid(indexoid))
-		return false;
-	index = index_open(indexoid, AccessShareLock);
-	nkeys = index->rd_index->indnkeyatts;
-	for (i = 0; i < nkeys; i++)
-		keys[i] = index->rd_index->indkey.values[i];
-	index_close(index, AccessShareLock);
+	out_funcs = palloc(sizeof(FmgrInfo) * Max(ncols, 1));
+	for (i = 0; i < ncols; i++)
+	{
+		Oid			typoutput;
+		bool		isvarlena;
+
+		getTypeOutputInfo(get_atttype(root, cols[i]), &typoutput, &isvarlena);
+		fmgr_info(typoutput, &out_funcs[i]);
+	}
 
 	initStringInfo(&out);
-	appendStringInfoString(&out, "delkeys");
-	for (i = 0; i < nkeys; i++)
-		appendStringInfo(&out, " %d", keys[i]);
+	appendStringInfoString(&out, whole ? "rows" : "delkeys");
+	for (i = 0; !whole && i < ncols; i++)
+		appendStringInfo(&out, " %d", cols[i]);
 	appendStringInfoChar(&out, '\n');
 
 	nestlevel = NewGUCNestLevel();
@@ -529,23 +567,13 @@ key_lines(StringInfo buf, Oid root, Oid relid, int64 max)
 		Relation	leaf;
 		TupleTableSlot *slot;
 		TableScanDesc scan;
-		AttrNumber	leafkeys[INDEX_MAX_KEYS];
-		FmgrInfo	out_funcs[INDEX_MAX_KEYS];
 
 		if (get_rel_relkind(lfirst_oid(lc)) != RELKIND_RELATION)
 			continue;
 		leaf = table_open(lfirst_oid(lc), AccessShareLock);
-		for (i = 0; i < nkeys; i++)
-		{
-			Oid			typoutput;
-			bool		isvarlena;
-
-			leafkeys[i] = get_attnum(RelationGetRelid(leaf),
-									 get_attname(root, keys[i], false));
-			getTypeOutputInfo(get_atttype(root, keys[i]), &typoutput,
-							  &isvarlena);
-			fmgr_info(typoutput, &out_funcs[i]);
-		}
+		for (i = 0; i < ncols; i++)
+			leafcols[i] = get_attnum(RelationGetRelid(leaf),
+									 get_attname(root, cols[i], false));
 		slot = table_slot_create(leaf, NULL);
 		scan = table_beginscan(leaf, snap, 0, NULL);
 		while (rows <= max &&
@@ -554,15 +582,20 @@ key_lines(StringInfo buf, Oid root, Oid relid, int64 max)
 			CHECK_FOR_INTERRUPTS();
 			if (++rows > max)
 				break;
-			appendStringInfoChar(&out, 'k');
-			for (i = 0; i < nkeys; i++)
+			appendStringInfoChar(&out, whole ? 'r' : 'k');
+			for (i = 0; i < ncols; i++)
 			{
 				bool		isnull;
-				Datum		d = slot_getattr(slot, leafkeys[i], &isnull);
-				char	   *v = isnull ? "" : OutputFunctionCall(&out_funcs[i], d);
+				Datum		d = slot_getattr(slot, leafcols[i], &isnull);
+				char	   *v;
 
 				appendStringInfoChar(&out, ' ');
-				for (; *v; v++)
+				if (isnull)
+				{
+					appendStringInfoString(&out, "\\N");
+					continue;
+				}
+				for (v = OutputFunctionCall(&out_funcs[i], d); *v; v++)
 				{
 					if (*v == ' ')
 						appendStringInfoString(&out, "\\s");
@@ -629,9 +662,10 @@ leaf_lines(StringInfo buf, Oid source, Oid relid)
 /*
  * attach_lines
  *		ATTACH PARTITION under parent (source or one of its partitions):
- *		an empty table (it holds the lock that keeps writers off it) is
- *		followed as a new partition ("leaf" lines); one with rows, or one
- *		the trigger cannot name, resyncs.
+ *		the rows of the table attached, which join the query's result
+ *		(row_lines; the ATTACH holds the lock that keeps writers off it),
+ *		and its partitions ("leaf" lines); a resync when it has more than
+ *		CTAS_PARTITION_KEYS_MAX rows or the trigger cannot name it.
  */
 static void
 attach_lines(StringInfo buf, Oid source, Oid parent, AlterTableCmd *at)
@@ -641,7 +675,8 @@ attach_lines(StringInfo buf, Oid source, Oid parent, AlterTableCmd *at)
 
 	if (pc != NULL && IsA(pc, PartitionCmd) && pc->name != NULL)
 		part = named_table(pc->name, parent);
-	if (OidIsValid(part) && key_lines(NULL, source, part, 0))
+	if (OidIsValid(part) &&
+		row_lines(buf, source, part, CTAS_PARTITION_KEYS_MAX, true))
 		leaf_lines(buf, source, part);
 	else
 		appendStringInfo(buf, "resync attach %s\n", partition_name(at));
@@ -650,7 +685,7 @@ attach_lines(StringInfo buf, Oid source, Oid parent, AlterTableCmd *at)
 /*
  * detach_lines
  *		DETACH PARTITION: the keys of the detached table's rows, which leave
- *		the query's result (key_lines), or a resync when it has more than
+ *		the query's result (row_lines), or a resync when it has more than
  *		CTAS_PARTITION_KEYS_MAX rows, when the trigger cannot name it, or
  *		for DETACH ... CONCURRENTLY (writers are not kept off it).
  */
@@ -664,7 +699,7 @@ detach_lines(StringInfo buf, Oid source, AlterTableCmd *at)
 		IsA(pc, PartitionCmd) && !pc->concurrent && pc->name != NULL)
 		part = named_table(pc->name, InvalidOid);
 	if (!OidIsValid(part) ||
-		!key_lines(buf, source, part, CTAS_PARTITION_KEYS_MAX))
+		!row_lines(buf, source, part, CTAS_PARTITION_KEYS_MAX, false))
 		appendStringInfo(buf, "resync detach %s\n", partition_name(at));
 }
 
@@ -711,8 +746,8 @@ CtasSyncPartitionLines(StringInfo buf, Oid source, Oid objid,
 
 /*
  * decode_keys
- *		The n values of a "k" line (key_lines), each after a space, as
- *		text, palloc'd.
+ *		The n values of a "k" or "r" line (row_lines), each after a space,
+ *		as text, palloc'd (NULL for \N).
  */
 static char **
 decode_keys(const char *p, int n)
@@ -727,6 +762,13 @@ decode_keys(const char *p, int n)
 		initStringInfo(&v);
 		if (*p == ' ')
 			p++;
+		/* NULL (only in "r" lines) */
+		if (p[0] == '\\' && p[1] == 'N' && (p[2] == ' ' || p[2] == '\0'))
+		{
+			keys[k] = NULL;
+			p += 2;
+			continue;
+		}
 		for (; *p != '\0' && *p != ' '; p++)
 		{
 			if (*p == '\\' && p[1] != '\0')
@@ -757,8 +799,31 @@ CtasSyncPartitionChange(SyncJob *job, List *lines, const char *command)
 {
 	ListCell   *lc;
 	bool		keys_ok = false;
+	int			ncols = 0;
+	int		   *pos = palloc(sizeof(int) * Max(job->ncols, 1));
+	int			i;
 
 	CtasSyncPartitionDeletes = NIL;
+	CtasSyncPartitionInserts = NIL;
+
+	/* where each column the job reads is in an "r" line: the "col" order */
+	for (i = 0; i < job->ncols; i++)
+		pos[i] = -1;
+	foreach(lc, lines)
+	{
+		int			attnum;
+		unsigned int typid;
+
+		if (sscanf((char *) lfirst(lc), "col %d %u", &attnum, &typid) != 2)
+			continue;
+		for (i = 0; i < job->ncols; i++)
+		{
+			if (job->attnums[i] == attnum)
+				pos[i] = ncols;
+		}
+		ncols++;
+	}
+
 	foreach(lc, lines)
 	{
 		char	   *line = lfirst(lc);
@@ -789,6 +854,22 @@ CtasSyncPartitionChange(SyncJob *job, List *lines, const char *command)
 			CtasSyncPartitionDeletes = lappend(CtasSyncPartitionDeletes,
 											   decode_keys(line + 1,
 														   job->target.nkeys));
+			continue;
+		}
+		if (line[0] == 'r' && (line[1] == ' ' || line[1] == '\0'))
+		{
+			char	  **all = decode_keys(line + 1, ncols);
+			char	  **values = palloc0(sizeof(char *) * Max(job->ncols, 1));
+
+			for (i = 0; i < job->ncols; i++)
+			{
+				/* a column gone: the checks of the message fail the job */
+				if (pos[i] < 0)
+					return NULL;
+				values[i] = all[pos[i]];
+			}
+			CtasSyncPartitionInserts = lappend(CtasSyncPartitionInserts,
+											   values);
 			continue;
 		}
 		if (strncmp(line, "resync ", 7) == 0)
@@ -904,7 +985,7 @@ drop_message(Oid relid)
 						 "partitioned 1\n", source,
 						 get_namespace_name(get_rel_namespace(source)),
 						 get_rel_name(source), get_rel_name(relid));
-		if (!key_lines(&msg, source, relid, CTAS_PARTITION_KEYS_MAX))
+		if (!row_lines(&msg, source, relid, CTAS_PARTITION_KEYS_MAX, false))
 			appendStringInfo(&msg, "resync drop %s\n",
 							 quote_identifier(get_rel_name(relid)));
 		(void) LogLogicalMessage("ctas_fed", msg.data, msg.len, true);

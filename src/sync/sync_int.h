@@ -126,6 +126,7 @@ extern void CtasSyncApplyPeek(List *jobs, Portal portal,
 struct CollectedCommand;
 extern bool CtasSyncResyncWanted;
 extern List *CtasSyncPartitionDeletes;
+extern List *CtasSyncPartitionInserts;
 extern bool CtasSyncPartitionTriggerOn(Oid relid);
 extern void CtasSyncPartitionLock(List *jobs);
 extern void CtasSyncPartitionCopy(SyncJob *job, Relation rel,

@@ -120,6 +120,8 @@ List	   *CtasSyncPartitionInserts = NIL;
  * message.
  */
 #define CTAS_PARTITION_KEYS_MAX		100000
+/* ... or more text than this (a logical message is at most 1 GB) */
+#define CTAS_PARTITION_BYTES_MAX	(64 * 1024 * 1024)
 
 /*
  * identity_attnums
@@ -485,8 +487,8 @@ named_table(RangeVar *rv, Oid parent)
  *		a space escaped as \s, a newline as \n, a backslash as \\.  The
  *		caller holds a lock that keeps every other writer off relid: the
  *		rows are those the DDL's transaction commits with.  False, having
- *		written nothing, when root has no such key or relid more than max
- *		rows.
+ *		written nothing, when root has no such key, or relid more than max
+ *		rows or than CTAS_PARTITION_BYTES_MAX of text.
  */
 static bool
 row_lines(StringInfo buf, Oid root, Oid relid, int64 max, bool whole)
@@ -499,6 +501,7 @@ row_lines(StringInfo buf, Oid root, Oid relid, int64 max, bool whole)
 	FmgrInfo   *out_funcs;
 	StringInfoData out;
 	Snapshot	snap;
+	MemoryContext rowcxt;
 	int64		rows = 0;
 	int			nestlevel;
 	int			i;
@@ -562,6 +565,8 @@ row_lines(StringInfo buf, Oid root, Oid relid, int64 max, bool whole)
 								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
 								 false);
 	snap = RegisterSnapshot(GetLatestSnapshot());
+	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "ctas_fed partition row",
+								   ALLOCSET_DEFAULT_SIZES);
 	foreach(lc, find_all_inheritors(relid, AccessShareLock, NULL))
 	{
 		Relation	leaf;
@@ -579,9 +584,16 @@ row_lines(StringInfo buf, Oid root, Oid relid, int64 max, bool whole)
 		while (rows <= max &&
 			   table_scan_getnextslot(scan, ForwardScanDirection, slot))
 		{
+			MemoryContext oldcxt;
+
 			CHECK_FOR_INTERRUPTS();
-			if (++rows > max)
+			if (++rows > max || out.len > CTAS_PARTITION_BYTES_MAX)
+			{
+				rows = max + 1;
 				break;
+			}
+			MemoryContextReset(rowcxt);
+			oldcxt = MemoryContextSwitchTo(rowcxt);
 			appendStringInfoChar(&out, whole ? 'r' : 'k');
 			for (i = 0; i < ncols; i++)
 			{
@@ -608,12 +620,14 @@ row_lines(StringInfo buf, Oid root, Oid relid, int64 max, bool whole)
 				}
 			}
 			appendStringInfoChar(&out, '\n');
+			MemoryContextSwitchTo(oldcxt);
 		}
 		table_endscan(scan);
 		ExecDropSingleTupleTableSlot(slot);
 		table_close(leaf, AccessShareLock);
 	}
 	UnregisterSnapshot(snap);
+	MemoryContextDelete(rowcxt);
 	AtEOXact_GUC(true, nestlevel);
 	if (rows > max)
 	{

@@ -59,6 +59,7 @@ OBJS = \
 	src/sync/copy.o \
 	src/sync/ddl.o \
 	src/sync/partition.o \
+	src/sync/partition_ddl.o \
 	src/sync/resync.o \
 	src/sync/statement.o \
 	src/sync/status.o \

@@ -1191,19 +1191,12 @@ close_targets(List *jobs)
 static void
 pin_text_settings(void)
 {
-	static const char *const pinned[][2] = {
-		{"datestyle", "ISO, MDY"},
-		{"intervalstyle", "postgres"},
-		{"extra_float_digits", "3"},
-		{"bytea_output", "hex"},
-		{"timezone", "UTC"},
-		{"lc_monetary", "C"},
-	};
 	int			i;
 
-	for (i = 0; i < lengthof(pinned); i++)
-		SetConfigOption(pinned[i][0], pinned[i][1], PGC_SUSET,
-						PGC_S_OVERRIDE);
+	/* the list is shared with the event triggers (sync/partition.c) */
+	for (i = 0; i < CtasSyncNTextSettings; i++)
+		SetConfigOption(CtasSyncTextSettings[i][0], CtasSyncTextSettings[i][1],
+						PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 /*

@@ -281,6 +281,9 @@ CtasSyncPartitionPublication(const char *name, Oid relid, bool joining)
 			mine = list_concat(mine, find_all_inheritors(relid, NoLock, NULL));
 		foreach(lc, rels)
 		{
+			/* another sync of the same table shares its membership */
+			if (lfirst_oid(lc) == relid)
+				continue;
 			if (list_member_oid(mine, lfirst_oid(lc)) ||
 				list_member_oid(get_partition_ancestors(lfirst_oid(lc)), relid))
 				ereport(ERROR,
@@ -289,7 +292,7 @@ CtasSyncPartitionPublication(const char *name, Oid relid, bool joining)
 								get_rel_name(relid),
 								get_rel_name(lfirst_oid(lc))),
 						 errdetail("The stream publishes the changes of a partition as those of its partitioned table."),
-						 errhint("Sync them in separate statements.")));
+						 errhint("Give one of the two syncs a stream of its own with the option stream = 'name'.")));
 		}
 		if (!partitioned)
 			return NULL;

@@ -217,7 +217,7 @@ extern TupleDesc CtasSyncRecordedTupdesc(SyncJob *job);
 
 /* in sync/syncs.c: the pool */
 extern int	CtasSyncPoolTake(void);
-extern bool CtasSyncPoolFree(void);
+extern int	CtasSyncPoolFreeSlots(void);
 extern bool CtasSyncPoolWaited(void);
 extern void CtasSyncPoolWait(bool wait);
 

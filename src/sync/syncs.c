@@ -704,13 +704,14 @@ CtasSyncPoolTake(void)
 }
 
 /*
- * CtasSyncPoolFree
- *		Whether a slot of the pool is free now (taken and given back at
- *		once): a resolver starts a sync worker only then.
+ * CtasSyncPoolFreeSlots
+ *		How many slots of the pool are free now (each taken and given back
+ *		at once): a resolver starts a sync worker only while one is.
  */
-bool
-CtasSyncPoolFree(void)
+int
+CtasSyncPoolFreeSlots(void)
 {
+	int			free_slots = 0;
 	int			i;
 
 	for (i = 0; i < CtasMaxSyncWorkers; i++)
@@ -721,10 +722,10 @@ CtasSyncPoolFree(void)
 		if (LockAcquire(&tag, ExclusiveLock, true, true) != LOCKACQUIRE_NOT_AVAIL)
 		{
 			LockRelease(&tag, ExclusiveLock, true);
-			return true;
+			free_slots++;
 		}
 	}
-	return false;
+	return free_slots;
 }
 
 /*

@@ -148,6 +148,8 @@ CtasSyncTick(void)
 	List	   *drop_publication = NIL;
 	List	   *no_worker = NIL;
 	List	   *waiting = NIL;
+	int			started_now = 0;	/* workers started by this round */
+	bool		started_waiter = false; /* one of them for a waiting stream */
 	ListCell   *lc;
 
 	SetCurrentStatementStartTimestamp();
@@ -209,10 +211,15 @@ CtasSyncTick(void)
 			/*
 			 * The pool: a worker only while a slot is free, and a stream
 			 * whose worker ended (it may have yielded its slot) lets the
-			 * streams that wait go first, waiting in its turn.
+			 * streams that wait go first, waiting in its turn.  The
+			 * workers started by this round have not taken their slots
+			 * yet: they count as taken, and a waiting stream started by
+			 * it still goes first (else the stream that yielded would be
+			 * started beside it, and win the slot, round after round).
 			 */
-			if (!CtasSyncPoolFree() ||
-				(!entry->waiting && (others_wait(entry) || CtasSyncPoolWaited())))
+			if (CtasSyncPoolFreeSlots() <= started_now ||
+				(!entry->waiting &&
+				 (others_wait(entry) || started_waiter || CtasSyncPoolWaited())))
 			{
 				if (!entry->waiting)
 					ereport(DEBUG1,
@@ -225,6 +232,8 @@ CtasSyncTick(void)
 				waiting = lappend(waiting, psprintf(INT64_FORMAT, stream_id));
 				continue;
 			}
+			if (entry->waiting)
+				started_waiter = true;
 			entry->waiting = false;
 			oldcxt = MemoryContextSwitchTo(TopMemoryContext);
 			if (entry->handle != NULL)
@@ -238,6 +247,8 @@ CtasSyncTick(void)
 			if (!started)
 				no_worker = lappend(no_worker,
 									psprintf(INT64_FORMAT, stream_id));
+			else
+				started_now++;
 		}
 		else
 		{

@@ -8,7 +8,8 @@
 # the DDL's transaction again as applied, takes the columns from its
 # message, opens its target for them (the ClickHouse table has lost a
 # column the stored columns still name) and goes on: the remote equals the
-# source, each change is recorded once.
+# source, each change is recorded once.  The ClickHouse sync has a stream
+# (and a worker) of its own, so that both stop at the fault point at once.
 # ctas-tap: parallel
 
 use strict;
@@ -82,7 +83,7 @@ CREATE TABLE t_ch (id int PRIMARY KEY, a int, b text, c int);
 INSERT INTO t_pg SELECT g, g, 'b' || g, g FROM generate_series(1, 100) g;
 INSERT INTO t_ch SELECT g, g, 'b' || g, g FROM generate_series(1, 100) g;
 CREATE TABLE wh.public.t_pg WITH (sync = 'continuous') AS SELECT * FROM t_pg;
-CREATE TABLE lake.dw.t_ch WITH (sync = 'continuous') AS SELECT * FROM t_ch;});
+CREATE TABLE lake.dw.t_ch WITH (sync = 'continuous', stream = 'ch') AS SELECT * FROM t_ch;});
 ok(wait_until(60, sub { states() eq 't_ch=streaming t_pg=streaming' }), 'streaming');
 
 $local->safe_psql('postgres', q{

@@ -28,6 +28,27 @@
  * transaction.  Begin and commit messages go to every job, each deciding
  * by its own applied lsn whether the source transaction is new to it.
  *
+ * Pipelining.  With a target that can commit in the background
+ * (CtasSyncApply.commit_send, the PostgreSQL target), a job's remote
+ * transaction is also committed at the end of a source transaction once it
+ * holds SYNC_PIPELINE_CHANGES changes, and at the end of
+ * the peek: the batch, the progress row and COMMIT are sent, and the
+ * worker goes on (reading the rest of the peek, advancing the slot,
+ * peeking again and building the next batch) while the remote applies
+ * them.  The job waits for that commit before it sends its next one, and
+ * whenever the worker needs what the remote holds (a reading that stops
+ * at job->stop_at: a verify, a second reading).  job->applied is the lsn of the last commit
+ * sent, so that the job skips its source transactions when the next peek
+ * returns them again: the slot goes only as far as what every job has
+ * confirmed (before the first source transaction of a commit in flight).
+ * So the exactly-once argument is unchanged: each remote transaction holds
+ * whole source transactions and stores the end of its last one with them;
+ * the slot never passes a source transaction whose remote commit is not
+ * confirmed; after an error the worker starts again from the lsn stored
+ * remotely, whatever became of a commit in flight.  A job with unchanged
+ * TOAST values read from the source and not proven yet (sync/toast.c)
+ * does not commit before the end of the peek.
+ *
  * A DDL on the source shows in the logical message of the extension's
  * event trigger (sync/ddl.c), and one that changes a column the query
  * reads also in a Relation message of the source; either may come in the
@@ -75,6 +96,8 @@
 
 /* rows of the peek fetched from its cursor at once */
 #define SYNC_FETCH_ROWS		1000
+/* a job's remote transaction commits once it holds this many changes */
+#define SYNC_PIPELINE_CHANGES	5000
 
 /* the job the worker works for when an error comes */
 SyncJob    *CtasSyncCurrentJob = NULL;
@@ -92,6 +115,9 @@ typedef struct SyncApplyState
 	XLogRecPtr	xact_lsn;		/* commit lsn of that transaction */
 	uint64		xact_changes;	/* its changes given to the target */
 	uint64		changes;		/* changes given to the target in all */
+	uint64		sent_changes;	/* of them, in remote commits sent */
+	XLogRecPtr	batch_start;	/* last_end when the remote transaction
+								 * began (Pipelining) */
 	XLogRecPtr	last_end;		/* end lsn of the last source transaction
 								 * read in full (applied or skipped) */
 	TransactionId xid;			/* of the source transaction being read */
@@ -462,24 +488,76 @@ apply_update(SyncApplyState *st, LogicalRepTupleData *tup,
 }
 
 /*
+ * CtasSyncApplyWait
+ *		Wait for the remote commit of job still in flight (Pipelining), if
+ *		any: then job->applied is what the remote holds.  Can ERROR.
+ */
+void
+CtasSyncApplyWait(SyncJob *job)
+{
+	if (!job->commit_pending)
+		return;
+	CtasSyncCurrentJob = job;
+	job->apply->commit_wait(&job->target);
+	job->commit_pending = false;
+	CtasSyncStatusUse(job->id);
+	CtasSyncStatusReport(job->pending_changes, job->pending_changes, 0);
+}
+
+/*
  * finish_remote
  *		Commit the remote transaction, if one is open, with the end lsn of
- *		the last source transaction read in full.  Can ERROR.
+ *		the last source transaction read in full.  With wait false and a
+ *		target that pipelines (commit_send), return once it is sent: the
+ *		job's next commit, or CtasSyncApplyWait, waits for it.  Can ERROR.
  */
 static void
-finish_remote(SyncApplyState *st)
+finish_remote(SyncApplyState *st, bool wait)
 {
 	SyncJob    *job = st->job;
+	uint64		changes = st->changes - st->sent_changes;
 
 	CtasSyncCurrentJob = job;
+	CtasSyncApplyWait(job);
 	if (st->began && st->last_end != InvalidXLogRecPtr)
 	{
-		job->apply->commit(&job->target, st->last_end);
-		job->applied = st->last_end;
-		CtasSyncStatusUse(job->id);
-		CtasSyncStatusReport(st->changes, st->changes, 0);
+		st->sent_changes = st->changes;
+		if (job->apply->commit_send != NULL)
+		{
+			job->apply->commit_send(&job->target, st->last_end);
+			job->applied = st->last_end;
+			job->commit_pending = true;
+			job->pending_safe = st->batch_start;
+			job->pending_changes = changes;
+			if (wait)
+				CtasSyncApplyWait(job);
+		}
+		else
+		{
+			job->apply->commit(&job->target, st->last_end);
+			job->applied = st->last_end;
+			CtasSyncStatusUse(job->id);
+			CtasSyncStatusReport(changes, changes, 0);
+		}
 	}
 	st->began = false;
+}
+
+/*
+ * pipeline_commit
+ *		At the end of a source transaction: a job whose remote transaction
+ *		holds SYNC_PIPELINE_CHANGES changes or more is committed in the
+ *		background (Pipelining), unless unchanged TOAST values it read from
+ *		the source are not proven yet.  Can ERROR.
+ */
+static void
+pipeline_commit(SyncApplyState *st)
+{
+	if (st->job->apply->commit_send == NULL || !st->began || st->held ||
+		st->changes - st->sent_changes < SYNC_PIPELINE_CHANGES ||
+		CtasSyncToastPending(st->toast))
+		return;
+	finish_remote(st, false);
 }
 
 /*
@@ -503,7 +581,7 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
 		peek->redo = true;
 		return;
 	}
-	finish_remote(st);
+	finish_remote(st, true);
 	check_relation_message(st->job, rel);
 }
 
@@ -564,7 +642,7 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 			peek->redo = true;
 			return;
 		}
-		finish_remote(st);
+		finish_remote(st, true);
 		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				  errmsg_internal("%s", reason),
 				  errdetail("The remote table keeps the changes of the source transactions that committed before the one of the schema change."),
@@ -595,6 +673,7 @@ job_change(SyncPeekState *peek, SyncApplyState *st, Oid relid)
 	{
 		job->apply->begin(&job->target);
 		st->began = true;
+		st->batch_start = st->last_end;
 	}
 	st->changes++;
 	st->xact_changes++;
@@ -657,6 +736,7 @@ apply_message(SyncPeekState *peek, uint64 i)
 					CtasSyncToastEndXact(st->toast, st->xid);
 					st->last_end = commit.end_lsn;
 					st->skipping = false;
+					pipeline_commit(st);
 				}
 				break;
 			}
@@ -796,6 +876,7 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 	char	 ***names;
 	int			j;
 	bool		committed = false;
+	XLogRecPtr	safe;
 
 	memset(&peek, 0, sizeof(peek));
 	peek.njobs = list_length(jobs);
@@ -880,6 +961,9 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 		{
 			SyncJob    *job = peek.jobs[j].job;
 
+			/* what was committed before stays: applied is right after */
+			CtasSyncApplyWait(job);
+
 			memcpy(job->attnames, names[j], sizeof(char *) * job->ncols);
 			job->names_changed = false;
 			if (job->stop_at != InvalidXLogRecPtr)
@@ -892,7 +976,10 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 	}
 	/*
 	 * The slot may go as far as every job has read: a job held back at its
-	 * stop_at has read less than the others.
+	 * stop_at has read less than the others, and one whose last remote
+	 * commit is in flight only as far as before that commit's first source
+	 * transaction (Invalid: the first of the peek, so not at all); the next
+	 * peek returns its transactions again, and the job skips them.
 	 */
 	for (j = 0; j < peek.njobs; j++)
 	{
@@ -902,14 +989,20 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 		if (committed && st->began)
 			CtasFaultPointWait("sync_between_commits");
 		committed |= st->began && st->last_end != InvalidXLogRecPtr;
-		finish_remote(st);
+		/*
+		 * left in flight, unless a rename must be stored after it, or the
+		 * reading stopped at stop_at (a verify compares the remote next)
+		 */
+		finish_remote(st, st->job->names_changed ||
+					  st->job->stop_at != InvalidXLogRecPtr);
 		/* renames followed: stored after the remote commit */
 		if (st->job->names_changed)
 			CtasSyncSaveNames(st->job);
 		/* read again, and the DDL did not show: nothing to hold back */
 		st->job->stop_at = InvalidXLogRecPtr;
-		if (j == 0 || st->last_end < result->last_end)
-			result->last_end = st->last_end;
+		safe = st->job->commit_pending ? st->job->pending_safe : st->last_end;
+		if (j == 0 || safe < result->last_end)
+			result->last_end = safe;
 	}
 	pfree(peek.jobs);
 }

@@ -58,6 +58,11 @@ typedef struct SyncJob
 	bool		fail_on_ddl;	/* schema_changes = 'fail' */
 	bool		whole_row;		/* the query takes the rows whole */
 	bool		names_changed;	/* attnames follow a rename not stored yet */
+
+	/* branch speed: a remote commit in flight (sync/apply.c, Pipelining) */
+	bool		commit_pending; /* sent, not confirmed; applied is its lsn */
+	XLogRecPtr	pending_safe;	/* the slot may go this far while it is */
+	uint64		pending_changes;	/* changes it holds */
 } SyncJob;
 
 /* The query's expressions, ready to run (per transaction) */
@@ -113,6 +118,7 @@ extern void CtasSyncToastCheck(SyncToast *toast, SyncJob *job,
 							   char **newkeys);
 extern void CtasSyncToastEndXact(SyncToast *toast, TransactionId xid);
 extern bool CtasSyncToastFinish(SyncToast *toast, SyncJob *job);
+extern bool CtasSyncToastPending(SyncToast *toast);
 extern void CtasSyncToastEnd(SyncToast *toast);
 
 /* in sync/apply.c */
@@ -121,6 +127,7 @@ extern void CtasSyncFreeEval(SyncEval *ev);
 extern bool CtasSyncEvaluate(SyncEval *ev, TupleTableSlot *slot);
 extern void CtasSyncApplyPeek(List *jobs, Portal portal,
 							  SyncPeekResult *result);
+extern void CtasSyncApplyWait(SyncJob *job);
 
 /* SPI as the owner of ctas_fed.syncs (sync/resync.c) */
 typedef struct CtasSyncAs

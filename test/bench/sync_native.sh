@@ -113,7 +113,8 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 digest() { "$1" -c "COPY ($2) TO STDOUT" | LC_ALL=C sort | md5sum | cut -c1-32; }
 
 pg_init local "$lport" "$(cat "$conf_file")
-wal_level = logical" || die "local cluster did not start"
+wal_level = logical
+${BENCH_LOCAL_CONF:-}" || die "local cluster did not start"
 pg_init remote "$rport" "max_prepared_transactions = 10" || die "remote cluster did not start"
 psql -X -q -h "$work" -p "$lport" -d postgres -c "CREATE DATABASE bench" || die "CREATE DATABASE"
 psql -X -q -h "$work" -p "$rport" -d postgres \
@@ -238,6 +239,15 @@ for run in $(seq 1 "$runs"); do
 	rsql -c "ALTER SUBSCRIPTION native DISABLE" || die "disable"
 
 	# ctas_fed alone
+	perf_pid=
+	if [ -n "${BENCH_PERF:-}" ]; then
+		# BENCH_PERF=1: a profile of the sync worker and its remote backend
+		perf record -q -g -o "$work/perf.ctas.$run.data" \
+			-p "$(pgrep -d, -P "$lpid" -f 'ctas_fed sync'),$(pgrep -d, -P "$rpid" -f 'loader dw')" \
+			> /dev/null 2>&1 &
+		perf_pid=$!
+		sleep 0.5
+	fi
 	cpu_watch_start "$work/cpu.ctas.$run" local="$lpid" remote="$rpid" || die "cpu_watch"
 	t0=$(now)
 	rsql -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'bench_lock'" > /dev/null
@@ -245,6 +255,10 @@ for run in $(seq 1 "$runs"); do
 		{ echo "ctas_fed: the marker did not arrive"; status=1; }
 	t1=$(now)
 	cpu_watch_stop "$work/cpu.ctas.$run" || die "cpu_watch"
+	if [ -n "$perf_pid" ]; then
+		kill -INT "$perf_pid"
+		wait "$perf_pid" 2> /dev/null
+	fi
 	wait "$lock_pid" 2> /dev/null
 	lock_pid=
 	ctas=$(elapsed "$t0" "$t1")

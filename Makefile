@@ -75,7 +75,7 @@ OBJS = \
 	src/xact.o
 
 EXTENSION = ctas_fed
-DATA = ctas_fed--0.1.sql ctas_fed--0.1--0.2.sql
+DATA = ctas_fed--0.1.sql ctas_fed--0.1--0.2.sql ctas_fed--0.2--0.3.sql
 PGFILEDESC = "ctas_fed - federated CREATE TABLE AS into external catalogs"
 
 REGRESS = catalog postgres types clickhouse mysql

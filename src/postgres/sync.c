@@ -273,6 +273,23 @@ pg_sync_open(CtasSyncTarget *t)
 	st->conn = CtasPgConnectFresh(t->catalog);
 	/* no NOTICE from IF NOT EXISTS in the server log */
 	CtasPgExec(st->conn, t->catalog, "SET client_min_messages = warning");
+
+	/*
+	 * One remote session per job at a time.  Statements already sent (a
+	 * pipeline, see commit_send) run on the remote even after the worker
+	 * that sent them is gone, up to their COMMIT: a new worker must not
+	 * read the job's progress before that session has ended, or it would
+	 * apply the same source transactions again.  The session holds an
+	 * advisory lock on the job for its life; the next one waits for it.
+	 * A session whose client is gone ends at its next wait when the
+	 * remote can check (14+), rolling back what it had not committed.
+	 */
+	if (PQserverVersion(st->conn) >= 140000)
+		CtasPgExec(st->conn, t->catalog,
+				   "SET client_connection_check_interval = '1s'");
+	CtasPgExec(st->conn, t->catalog,
+			   psprintf("SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended(%s, %d))",
+						quote_literal_cstr(t->job_key), PROGRESS_LOCK));
 	/* two workers may create it at once: serialize them */
 	CtasPgExec(st->conn, t->catalog, "BEGIN");
 	CtasPgExec(st->conn, t->catalog,

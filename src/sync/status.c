@@ -544,22 +544,31 @@ CtasSyncMetricsSnapshot(CtasSyncMetric **out)
 	}
 	LWLockRelease(sync_shared->lock);
 
-	/* the WAL each slot holds, as lag_bytes of the jobs view */
+	/*
+	 * The WAL each slot has not confirmed, as lag_bytes of the jobs view,
+	 * and the WAL it holds (from its restart_lsn), as wal_held_bytes
+	 */
 	for (i = 0; i < n; i++)
 	{
 		ReplicationSlot *slot;
 
 		m[i].lag_bytes = -1;
+		m[i].wal_held_bytes = -1;
 		LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
 		slot = SearchNamedReplicationSlot(m[i].slot_name, false);
 		if (slot != NULL)
 		{
 			XLogRecPtr	confirmed;
+			XLogRecPtr	restart;
 
 			SpinLockAcquire(&slot->mutex);
 			confirmed = slot->data.confirmed_flush;
+			restart = slot->data.restart_lsn;
 			SpinLockRelease(&slot->mutex);
 			m[i].lag_bytes = current > confirmed ? (double) (current - confirmed) : 0;
+			if (restart != InvalidXLogRecPtr)
+				m[i].wal_held_bytes = current > restart ?
+					(double) (current - restart) : 0;
 		}
 		LWLockRelease(ReplicationSlotControlLock);
 	}

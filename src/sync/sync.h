@@ -65,6 +65,7 @@ typedef struct CtasSyncMetric
 	char		target[CTAS_SYNC_TARGET_LEN];
 	char		slot_name[NAMEDATALEN];
 	double		lag_bytes;		/* -1: no slot */
+	double		wal_held_bytes; /* from its restart_lsn; -1: no slot */
 	double		lag_seconds;	/* -1: not streaming yet */
 	uint64		changes;		/* since the worker started */
 	uint64		resyncs;		/* since the worker started */

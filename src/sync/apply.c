@@ -84,13 +84,16 @@
 #include "executor/spi.h"
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "replication/logicalproto.h"
+#include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "sync/sync_int.h"
 
@@ -98,6 +101,9 @@
 #define SYNC_FETCH_ROWS		1000
 /* a job's remote transaction commits once it holds this many changes */
 #define SYNC_PIPELINE_CHANGES	5000
+/* a peek of fewer rows is followed by the next one this much later, ms */
+#define SYNC_PACE_ROWS		10000
+#define SYNC_PACE_MS		100
 
 /* the job the worker works for when an error comes */
 SyncJob    *CtasSyncCurrentJob = NULL;
@@ -852,6 +858,36 @@ apply_message(SyncPeekState *peek, uint64 i)
 }
 
 /*
+ * CtasSyncPacePeek
+ *		In the sync worker, after a peek that returned nrows rows (not 0)
+ *		and began at peek_at: a small one (fewer than SYNC_PACE_ROWS) is
+ *		followed by the next one no sooner than SYNC_PACE_MS after it
+ *		began.  Each peek costs the worker a fixed amount (a transaction,
+ *		its statements planned again, the decoding set up and torn down
+ *		with every cache of the backend) whatever it brings: peeking
+ *		again at once after each few changes made the worker spend several
+ *		times the CPU of PostgreSQL's walsender per change under a steady
+ *		load (docs/sync-performance.md), for less lag than the pace adds.
+ *		A backlog is read in full peeks, not paced.  Interruptible.
+ */
+void
+CtasSyncPacePeek(uint64 nrows, TimestampTz peek_at)
+{
+	long		wait_ms;
+
+	if (nrows == 0 || nrows >= SYNC_PACE_ROWS)
+		return;
+	wait_ms = SYNC_PACE_MS -
+		(long) ((GetCurrentTimestamp() - peek_at) / 1000);
+	if (wait_ms <= 0)
+		return;
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 wait_ms, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
  * CtasSyncApplyPeek
  *		Read the peek whose cursor is portal (lsn, data), SYNC_FETCH_ROWS
  *		rows at a time, and apply to each job of jobs (SyncJob pointers, the
@@ -990,10 +1026,14 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 			CtasFaultPointWait("sync_between_commits");
 		committed |= st->began && st->last_end != InvalidXLogRecPtr;
 		/*
-		 * left in flight, unless a rename must be stored after it, or the
-		 * reading stopped at stop_at (a verify compares the remote next)
+		 * Left in flight while a backlog is read (a full peek: the next one
+		 * follows at once, and returns the transactions of this commit
+		 * again, which costs less than the wait), unless a rename must be
+		 * stored after it, or the reading stopped at stop_at (a verify
+		 * compares the remote next).
 		 */
-		finish_remote(st, st->job->names_changed ||
+		finish_remote(st, result->nrows < (uint64) CtasSyncPeekChanges ||
+					  st->job->names_changed ||
 					  st->job->stop_at != InvalidXLogRecPtr);
 		/* renames followed: stored after the remote commit */
 		if (st->job->names_changed)

@@ -114,5 +114,6 @@ extern void CtasSyncStatusVerified(int64 id, uint64 ticket, int64 check,
 								   int64 differences);
 extern int	CtasSyncMetricsSnapshot(CtasSyncMetric **out);
 extern void CtasSyncStopDatabase(Oid dboid);
+extern void CtasSyncKeepRestartNear(const char *slot_name);
 
 #endif							/* CTAS_SYNC_H */

@@ -128,6 +128,7 @@ extern bool CtasSyncEvaluate(SyncEval *ev, TupleTableSlot *slot);
 extern void CtasSyncApplyPeek(List *jobs, Portal portal,
 							  SyncPeekResult *result);
 extern void CtasSyncApplyWait(SyncJob *job);
+extern void CtasSyncPacePeek(uint64 nrows, TimestampTz peek_at);
 
 /* SPI as the owner of ctas_fed.syncs (sync/resync.c) */
 typedef struct CtasSyncAs

@@ -1077,6 +1077,8 @@ do_stream(List **jobs)
 			args[1] = LSNGetDatum(advance_to);
 			spi_exec("SELECT pg_catalog.pg_replication_slot_advance($1, $2)",
 					 2, (Oid[]) {NAMEOID, PG_LSNOID}, args, false);
+			/* branch speed: restart_lsn kept near (sync/status.c) */
+			CtasSyncKeepRestartNear(slot_name);
 		}
 
 		/* a peek that read to the end: all before it is applied */
@@ -1101,6 +1103,8 @@ do_stream(List **jobs)
 							 SYNC_IDLE_MS, PG_WAIT_EXTENSION);
 			ResetLatch(MyLatch);
 		}
+		else if (!peek.redo)
+			CtasSyncPacePeek(nrows, peek_at);	/* branch speed: sync/apply.c */
 	}
 }
 

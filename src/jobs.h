@@ -103,6 +103,28 @@ typedef struct CtasCatalogStats
 	double		duration_sum;
 } CtasCatalogStats;
 
+/* One shard of a job into a sharded target (jobshards.c) */
+typedef struct CtasJobShard
+{
+	int64		job_id;			/* 0: free */
+	int			shard;			/* from 1 */
+	char		catalog[NAMEDATALEN];
+	pg_atomic_uint64 rows;		/* written by the owner only */
+	pg_atomic_uint64 bytes;
+} CtasJobShard;
+
+/* Cumulative counters of one shard of a catalog, from committed jobs */
+typedef struct CtasShardStats
+{
+	char		catalog[NAMEDATALEN];
+	int			shard;
+	uint64		rows;
+	uint64		bytes;
+} CtasShardStats;
+
+#define CTAS_JOB_SHARD_ENTRIES	1024
+#define CTAS_SHARD_STATS		256
+
 typedef struct CtasJobsSnapshotData
 {
 	CtasJob    *jobs;
@@ -146,6 +168,20 @@ extern void CtasJobsResolveGid(const char *gid, CtasJobState state);
 extern void CtasJobsCounters(uint64 *change_count, uint64 *ended);
 extern void CtasJobsSetLatch(Latch *latch, bool notifier);
 extern uint64 CtasJobsSave(void);
+
+/* in jobshards.c */
+extern void CtasJobShardsShmemRequest(void);
+extern void CtasJobShardsShmemStartup(void);
+extern int	CtasJobShardStart(CtasJobRef ref, const char *catalog, int shard);
+extern void CtasJobShardProgress(CtasJobRef ref, int handle, uint64 rows,
+								 uint64 bytes);
+extern void CtasJobShardAdd(int64 job_id, int handle, uint64 rows,
+							uint64 bytes);
+extern void CtasJobShardsCommitted(int64 job_id, const char *catalog);
+extern void CtasJobShardsSave(void);
+extern CtasJobShard *CtasJobShardsSnapshot(int *nentries,
+										   CtasShardStats **stats,
+										   int *nstats);
 
 /* in metrics.c */
 extern char *CtasMetricsText(void);

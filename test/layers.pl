@@ -62,13 +62,16 @@ my @layer_table = (
 	# L0: settings, descriptors, names, the job registry, and the helpers
 	# every layer uses (hosts.c: the host allow-list of the catalogs, calls
 	# nothing of ours; typemap.c: the parser of type names shared by the
-	# targets' type maps, calls nothing of ours)
+	# targets' type maps, calls nothing of ours; xrecord.c: the durable
+	# records of a staged publication, calls nothing of ours)
 	['guc.c' => 0],
 	['catalog.c' => 0],
 	['gid.c' => 0],
 	['jobs.c' => 0],
+	['jobshards.c' => 0],
 	['hosts.c' => 0],
 	['typemap.c' => 0],
+	['xrecord.c' => 0],
 );
 
 # the only generic file that may name the targets

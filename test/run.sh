@@ -222,18 +222,21 @@ done
 run_tap()
 {
 	local t=$1 log=$2
+	local t0=$SECONDS
 	(cd "$stage" && ctas_as_runner "${runner_env[@]}" \
 		timeout -k 30 "${TAP_TIMEOUT:-300}" prove -v "$t") > "$log" 2>&1
 	echo $? > "$log.rc"
+	echo $((SECONDS - t0)) > "$log.secs"
 }
 
 # count and report the result of one TAP test that has run
 report_tap()
 {
-	local t=$1 name log rc ok bad
+	local t=$1 name log rc ok bad secs
 	name=$(basename "$t" .pl)
 	log="$stage/tap_$name.log"
 	rc=$(cat "$log.rc" 2> /dev/null || echo 1)
+	secs=$(cat "$log.secs" 2> /dev/null || echo '?')
 	ok=$(grep -cE '^ok [0-9]+|^not ok [0-9]+.*# TODO' "$log")
 	bad=$(grep -E '^not ok [0-9]+' "$log" | grep -vc '# TODO')
 	if [ "$rc" != 0 ] && [ "$bad" = 0 ]; then
@@ -248,11 +251,11 @@ report_tap()
 		failed=$((failed + bad)) ;;
 	esac
 	if [ "$rc" != 0 ]; then
-		echo "   $name: $ok ok, $bad not ok, prove exit $rc"
+		echo "   $name: $ok ok, $bad not ok, prove exit $rc (${secs} s)"
 		show "$log" 150
 		show "$stage/tmp_check/log/regress_log_$name" 150
 	else
-		echo "   $name: $ok ok"
+		echo "   $name: $ok ok (${secs} s)"
 	fi
 }
 

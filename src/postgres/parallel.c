@@ -48,10 +48,11 @@
  * load) rolls back the worker gids of the loads that end_load did not
  * settle, on the side connection, and then drops the scratch tables (at the
  * end of the transaction).  A worker whose PREPARE was still on its way
- * when the leader gave up leaves a prepared transaction that the abort may
- * not see: the resolver rolls it back.  With two_phase off (or a remote
- * without prepared transactions), the workers commit in one phase, as the
- * leader does.
+ * when the leader gave up is waited for: the abort rolls back only once no
+ * worker's remote session holds the scratch table any more (it ended, or
+ * prepared); what still appears after CLEANUP_TIMEOUT_MS is the
+ * resolver's.  With two_phase off (or a remote without prepared
+ * transactions), the workers commit in one phase, as the leader does.
  *
  * This file calls only into connection.c; writer.c calls it.
  *
@@ -222,15 +223,69 @@ CtasPgCommitWorkers(CtasCatalog *catalog, PGconn *conn, const char *prefix)
 }
 
 /*
+ * workers_gone
+ *		Wait, until deadline, for the remote sessions of the workers of a
+ *		load to end or to prepare.  A worker that the leader's abort
+ *		terminated may have sent its PREPARE TRANSACTION without waiting for
+ *		the answer, and its remote session may not have read it yet: until
+ *		that session ends (or has prepared), pg_prepared_xacts does not say
+ *		what it will leave.  Every worker's session holds RowExclusiveLock
+ *		on the scratch table from its COPY on, until its transaction ends or
+ *		is prepared (a prepared transaction's locks have no pid); the
+ *		leader's own sessions never take that mode on it.  true when no such
+ *		session is left; false on timeout or error (the caller goes on: the
+ *		resolver rolls back what appears later).  Interrupts are held.
+ */
+static bool
+workers_gone(PGconn *conn, const char *scratch, TimestampTz deadline)
+{
+	for (;;)
+	{
+		PGresult   *res;
+		bool		timed_out = false;
+		bool		gone = false;
+		bool		ok = false;
+
+		if (!PQsendQueryParams(conn,
+							   "SELECT NOT EXISTS (SELECT FROM pg_catalog.pg_locks "
+							   "WHERE locktype = 'relation' "
+							   "AND relation = pg_catalog.to_regclass($1) "
+							   "AND mode = 'RowExclusiveLock' "
+							   "AND pid IS NOT NULL "
+							   "AND pid <> pg_catalog.pg_backend_pid())",
+							   1, NULL, &scratch, NULL, NULL, 0))
+			return false;
+		while ((res = CtasPgGetResult(conn, deadline, &timed_out)) != NULL)
+		{
+			if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+			{
+				ok = true;
+				gone = (strcmp(PQgetvalue(res, 0, 0), "t") == 0);
+			}
+			PQclear(res);
+		}
+		if (!ok || timed_out)
+			return false;
+		if (gone)
+			return true;
+		if (GetCurrentTimestamp() >= deadline)
+			return false;
+		pg_usleep(10000L);
+	}
+}
+
+/*
  * rollback_workers
  *		ROLLBACK PREPARED of every worker gid that starts with prefix, on
- *		conn, each step bounded by CLEANUP_TIMEOUT_MS with interrupts held.
+ *		conn, once no worker's session can still prepare (workers_gone),
+ *		each step bounded by CLEANUP_TIMEOUT_MS with interrupts held.
  *		false, with a palloc'd message in *msg, when it could not be done.
  *		Never an error.
  */
 static bool
-rollback_workers(PGconn *conn, const char *prefix, char **msg)
+rollback_workers(PGconn *conn, const CtasPgWorkerGids *w, char **msg)
 {
+	const char *prefix = w->prefix;
 	TimestampTz deadline;
 	PGresult   *res;
 	List	   *gids = NIL;
@@ -244,6 +299,10 @@ rollback_workers(PGconn *conn, const char *prefix, char **msg)
 	if (conn != NULL && PQtransactionStatus(conn) == PQTRANS_ACTIVE &&
 		!CtasPgCancel(conn, false, CLEANUP_TIMEOUT_MS))
 		conn = NULL;
+	if (conn != NULL && PQstatus(conn) == CONNECTION_OK)
+		(void) workers_gone(conn, w->scratch,
+							TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														CLEANUP_TIMEOUT_MS));
 	if (conn == NULL || PQstatus(conn) != CONNECTION_OK ||
 		!PQsendQueryParams(conn,
 						   "SELECT gid FROM pg_catalog.pg_prepared_xacts "
@@ -308,7 +367,7 @@ CtasPgRollbackWorkers(CtasCatalog *catalog, PGconn *conn, List **pending,
 
 		if (w->level < level)
 			continue;
-		if (!rollback_workers(conn, w->prefix, &msg))
+		if (!rollback_workers(conn, w, &msg))
 		{
 			ereport(WARNING,
 					(errcode(ERRCODE_CONNECTION_FAILURE),

@@ -63,6 +63,7 @@ typedef struct CtasConn
 typedef struct CtasPgWorkerGids
 {
 	char	   *prefix;			/* CtasGidMakeWorker(serial, load, -1) */
+	char	   *scratch;		/* the scratch table they load (qualified) */
 	int			level;			/* local nesting level of the load */
 } CtasPgWorkerGids;
 

@@ -793,6 +793,7 @@ pg_parallel_export(CtasLoad *load)
 		ls->workers = palloc(sizeof(CtasPgWorkerGids));
 		ls->workers->prefix = CtasGidMakeWorker(load->part->serial, serial,
 												-1);
+		ls->workers->scratch = pstrdup(ls->scratch);
 		ls->workers->level = GetCurrentTransactionNestLevel();
 		st->workers = lappend(st->workers, ls->workers);
 		MemoryContextSwitchTo(oldcxt);

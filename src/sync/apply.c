@@ -37,10 +37,11 @@
  * peeking again and building the next batch) while the remote applies
  * them.  The job waits for that commit before it sends its next one, and
  * whenever the worker needs what the remote holds (a reading that stops
- * at job->stop_at: a verify, a second reading).  job->applied is the lsn of the last commit
- * sent, so that the job skips its source transactions when the next peek
- * returns them again: the slot goes only as far as what every job has
- * confirmed (before the first source transaction of a commit in flight).
+ * at job->stop_at: a verify, a second reading).  job->applied is what the
+ * remote confirmed; while a commit is in flight the job skips the source
+ * transactions up to its lsn (job->sent_lsn) when the next peek returns
+ * them again: the slot goes only as far as what every job has confirmed
+ * (before the first source transaction of a commit in flight).
  * So the exactly-once argument is unchanged: each remote transaction holds
  * whole source transactions and stores the end of its last one with them;
  * the slot never passes a source transaction whose remote commit is not
@@ -53,7 +54,8 @@
  * event trigger (sync/ddl.c), and one that changes a column the query
  * reads also in a Relation message of the source; either may come in the
  * middle of a source transaction, after some of its changes were given to
- * the target.  The job then fails,
+ * the target.  A whole-row sync may follow it on its remote table, at that
+ * place (follow_schema_change, sync/follow.c).  Otherwise the job fails,
  * but the remote must keep exactly the source transactions that committed
  * before that one, and nothing of it.  When none of the transaction's
  * changes reached the target yet (the usual case: a DDL in a transaction
@@ -138,6 +140,7 @@ typedef struct SyncPeekState
 	Oid			save_userid;	/* the worker's own identity */
 	int			save_sec;
 	bool		redo;			/* read the peek again (see above) */
+	MemoryContext cxt;			/* of the whole peek */
 } SyncPeekState;
 
 /*
@@ -496,16 +499,34 @@ apply_update(SyncApplyState *st, LogicalRepTupleData *tup,
 /*
  * CtasSyncApplyWait
  *		Wait for the remote commit of job still in flight (Pipelining), if
- *		any: then job->applied is what the remote holds.  Can ERROR.
+ *		any: job->applied moves to it once confirmed.  A target closed
+ *		meanwhile forgets it (whether it committed is read from the remote
+ *		when the target is open again).  Can ERROR; the commit is then no
+ *		longer in flight, and job->applied stays what was confirmed.
  */
 void
 CtasSyncApplyWait(SyncJob *job)
 {
 	if (!job->commit_pending)
 		return;
+	if (!job->open)
+	{
+		job->commit_pending = false;
+		return;
+	}
 	CtasSyncCurrentJob = job;
-	job->apply->commit_wait(&job->target);
+	PG_TRY();
+	{
+		job->apply->commit_wait(&job->target);
+	}
+	PG_CATCH();
+	{
+		job->commit_pending = false;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	job->commit_pending = false;
+	job->applied = job->sent_lsn;
 	CtasSyncStatusUse(job->id);
 	CtasSyncStatusReport(job->pending_changes, job->pending_changes, 0);
 }
@@ -531,7 +552,7 @@ finish_remote(SyncApplyState *st, bool wait)
 		if (job->apply->commit_send != NULL)
 		{
 			job->apply->commit_send(&job->target, st->last_end);
-			job->applied = st->last_end;
+			job->sent_lsn = st->last_end;
 			job->commit_pending = true;
 			job->pending_safe = st->batch_start;
 			job->pending_changes = changes;
@@ -581,6 +602,9 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
 
 	if (relation_ok(st->job, rel, &bad))
 		return;
+	/* after a followed change: as in schema_change_message */
+	if (st->job->reshaped)
+		check_relation_message(st->job, rel);
 	if (st->xact_changes > 0)
 	{
 		st->job->stop_at = st->xact_lsn;
@@ -589,6 +613,69 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
 	}
 	finish_remote(st, true);
 	check_relation_message(st->job, rel);
+}
+
+/*
+ * follow_schema_change
+ *		A schema change that the whole-row sync of st follows on its remote
+ *		table (sync/follow.c): in its remote transaction, begun here if need
+ *		be, then with the query's expressions built anew for its columns.
+ *		A job skipping the transaction (applied before) takes the columns
+ *		only.  A target without transactions writes a source transaction
+ *		at its end: a change after some of the transaction's rows would
+ *		come before them, so that is refused (also in the second reading,
+ *		which holds the job back from that transaction).  Returns NULL, or
+ *		why it cannot be followed.
+ */
+static char *
+follow_schema_change(SyncPeekState *peek, SyncApplyState *st)
+{
+	SyncJob    *job = st->job;
+	MemoryContext oldcxt;
+	char	   *reason;
+
+	if (!st->skipping && !job->apply->transactional &&
+		(st->xact_changes > 0 || st->held))
+	{
+		job->follow = NULL;
+		return psprintf("a schema change of the source of sync " INT64_FORMAT " came after changes of the same source transaction, which a catalog without transactions cannot keep apart",
+						job->id);
+	}
+	/* a transaction the job is held back from: it fails there */
+	if (st->held)
+	{
+		job->follow = NULL;
+		return psprintf("a schema change of the source of sync " INT64_FORMAT " in a source transaction that also makes one it cannot follow",
+						job->id);
+	}
+	if (!st->skipping && !st->began)
+	{
+		job->apply->begin(&job->target);
+		st->began = true;
+	}
+	reason = CtasSyncSchemaFollow(job, !st->skipping);
+	if (reason != NULL)
+		return reason;
+	/*
+	 * Taken without the remote (done when the transaction was applied,
+	 * before the columns were stored): the target, which holds no batch
+	 * yet, opens again for the new columns.
+	 */
+	if (st->skipping)
+	{
+		oldcxt = MemoryContextSwitchTo(GetMemoryChunkContext(job));
+		job->apply->close(&job->target);
+		job->apply->open(&job->target);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	/* the old ones may hold the message being read: freed with the peek */
+	oldcxt = MemoryContextSwitchTo(peek->cxt);
+	st->ev = CtasSyncBuildEval(job);
+	if (st->toast != NULL)
+		CtasSyncToastEnd(st->toast);
+	st->toast = CtasSyncToastBegin(job);
+	MemoryContextSwitchTo(oldcxt);
+	return NULL;
 }
 
 /*
@@ -627,6 +714,8 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 
 		CtasSyncCurrentJob = st->job;
 		reason = CtasSyncSchemaChange(st->job, content, len, &mine);
+		if (mine && reason == NULL && st->job->follow != NULL)
+			reason = follow_schema_change(peek, st);
 
 		/*
 		 * A transaction applied before: its DDL was followed then (a job
@@ -642,6 +731,19 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 							st->job->id, LSN_FORMAT_ARGS(st->xact_lsn))));
 			continue;
 		}
+		/*
+		 * After a change followed in this reading (in the source
+		 * transaction, or one before it): nothing of the reading is
+		 * committed, the remote keeps what it had.
+		 */
+		if (st->job->reshaped)
+		{
+			st->job->schema_failed_at = st->xact_lsn;
+			SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					  errmsg_internal("%s", reason),
+					  errdetail("The remote table keeps the source transactions it had applied before the worker read the stream this time."),
+					  errhint("Stop the sync with ctas_fed.stop_sync() and create it again (docs/sync-schema-changes.md)."));
+		}
 		if (st->xact_changes > 0)
 		{
 			st->job->stop_at = st->xact_lsn;
@@ -649,6 +751,7 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 			return;
 		}
 		finish_remote(st, true);
+		st->job->schema_failed_at = st->xact_lsn;
 		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				  errmsg_internal("%s", reason),
 				  errdetail("The remote table keeps the changes of the source transactions that committed before the one of the schema change."),
@@ -723,7 +826,8 @@ apply_message(SyncPeekState *peek, uint64 i)
 					 * right after it begins exactly there, and is new
 					 * (docs/sync-exactly-once.md).
 					 */
-					st->skipping = begin.final_lsn < job->applied;
+					st->skipping = begin.final_lsn <
+						(job->commit_pending ? job->sent_lsn : job->applied);
 					job->target.change_lsn = begin.final_lsn;
 				}
 				break;
@@ -915,6 +1019,7 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 	XLogRecPtr	safe;
 
 	memset(&peek, 0, sizeof(peek));
+	peek.cxt = CurrentMemoryContext;
 	peek.njobs = list_length(jobs);
 	peek.jobs = palloc0(sizeof(SyncApplyState) * Max(peek.njobs, 1));
 	j = 0;
@@ -999,7 +1104,8 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 
 			/* what was committed before stays: applied is right after */
 			CtasSyncApplyWait(job);
-
+			/* columns followed in the first reading: as they were */
+			CtasSyncSchemaUndo(job);
 			memcpy(job->attnames, names[j], sizeof(char *) * job->ncols);
 			job->names_changed = false;
 			if (job->stop_at != InvalidXLogRecPtr)
@@ -1026,15 +1132,20 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 			CtasFaultPointWait("sync_between_commits");
 		committed |= st->began && st->last_end != InvalidXLogRecPtr;
 		/*
-		 * Left in flight while a backlog is read (a full peek: the next one
-		 * follows at once, and returns the transactions of this commit
-		 * again, which costs less than the wait), unless a rename must be
-		 * stored after it, or the reading stopped at stop_at (a verify
-		 * compares the remote next).
+		 * Left in flight while a backlog is read (a full peek of
+		 * SYNC_PACE_ROWS or more: the next one follows at once, and
+		 * returns the transactions of this commit again, which costs less
+		 * than the wait), unless what follows must come after it (renames
+		 * or new columns stored), or the reading stopped at stop_at (a
+		 * verify compares the remote next).
 		 */
 		finish_remote(st, result->nrows < (uint64) CtasSyncPeekChanges ||
-					  st->job->names_changed ||
+					  result->nrows < SYNC_PACE_ROWS ||
+					  st->job->names_changed || st->job->reshaped ||
 					  st->job->stop_at != InvalidXLogRecPtr);
+		/* tests: a crash between the remote commit and the new columns' */
+		if (st->job->reshaped)
+			CtasFaultPointWait("sync_schema_unsaved");
 		/* renames followed: stored after the remote commit */
 		if (st->job->names_changed)
 			CtasSyncSaveNames(st->job);

@@ -9,6 +9,8 @@
 # SELECT INTO, EXPLAIN [ANALYZE], DROP TABLE, remote_tables and
 # remote_columns.  After each statement: no _ctas_fed_ table left.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -12,6 +12,8 @@
 # transaction committed, no _ctas_fed_ table and no record is left once
 # the resolver ran, and the session can run another CTAS.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -9,6 +9,8 @@
 #   - a two-level Array for a one-dimensional PostgreSQL array names the
 #     column's whole types in its error, not the element's.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

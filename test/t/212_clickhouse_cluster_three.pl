@@ -10,6 +10,8 @@
 # the Distributed table, with the invariant after each; a table that only
 # looks like one of our scratch tables is never touched by the resolver.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -11,6 +11,8 @@
 # source's rows iff the local commit record was written, nothing of ours
 # is left prepared, staged or running, and the jobs say what happened.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -9,6 +9,8 @@
 # killed worker, a local crash, ClickHouse down and back, and stop_sync.
 # No staging table and no slot are left.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -14,6 +14,8 @@
 #    registered itself when DROP DATABASE of that database begins (a fault
 #    point holds it there) exits by itself, and the DROP succeeds.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

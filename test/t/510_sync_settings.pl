@@ -14,6 +14,8 @@
 # pinned in the worker, streamed dates came out with day and month swapped
 # and floats rounded to two digits, while the initial copy was right.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -13,6 +13,8 @@
 # killed in between.  Each case ends with the remote equal to the query's
 # result; a value that cannot be proven fails the job with the reason.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -21,6 +21,8 @@
 # - the worker killed while its batch waits on the remote.
 # Each ends with every row of the remote equal to the query's result.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -10,6 +10,8 @@
 # in ctas_fed.sync_checks and shown as metrics; resync() repairs them and
 # verify_sync() says so.  Who may verify, and the errors.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -9,6 +9,8 @@
 # options, the source's primary key, argument errors, and the job group in
 # ctas_fed.jobs.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -13,6 +13,8 @@
 # worker, a savepoint rolled back and a crash after PREPARE leave no table,
 # no scratch table and no prepared transaction once the resolver ran.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -9,6 +9,8 @@
 # one leaves the other streaming on the same slot; the last stop drops the
 # slot, and no staging table is left in ClickHouse.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

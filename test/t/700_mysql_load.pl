@@ -9,6 +9,8 @@
 # DROP TABLE, and what is not supported.  After each statement: no
 # _ctas_fed_ table and no XA branch left.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 
@@ -197,10 +199,6 @@ is($my->sql('SELECT count(*), max(g) FROM shop.st'), "5000\t5000", 'streaming ap
 is(psql_ok(q{SELECT state || ' ' || rows FROM ctas_fed.jobs WHERE target LIKE '%st' ORDER BY job_id}, 'jobs'),
 	"failed 200\ncommitted 4800", 'jobs of the streaming loads');
 clean('streaming');
-
-# --- not supported for MySQL catalogs
-psql_fails(q{CREATE TABLE shop.shop.par WITH (parallel = 2) AS SELECT * FROM src}, qr/parallel loads are not supported for MySQL catalogs/, 'parallel');
-psql_fails(q{CREATE TABLE shop.shop.syn WITH (sync = 'continuous', primary_key = 'id') AS SELECT id FROM src}, qr/catalogs of type "mysql" do not support continuous sync/, 'sync');
 
 # --- remote_tables
 is(psql_ok(q{SELECT string_agg(name, ',' ORDER BY name) FROM ctas_fed.remote_tables('shop', 'shop')}, 'remote_tables'),

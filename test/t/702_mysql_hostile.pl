@@ -15,6 +15,8 @@
 # and a host that ctas_fed.allowed_hosts lists; no password appears in an
 # error, the jobs or the catalogs view.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

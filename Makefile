@@ -67,6 +67,8 @@ OBJS = \
 	src/sync/ddl.o \
 	src/sync/follow.o \
 	src/sync/merge.o \
+	src/sync/partition.o \
+	src/sync/partition_ddl.o \
 	src/sync/resync.o \
 	src/sync/slot.o \
 	src/sync/statement.o \

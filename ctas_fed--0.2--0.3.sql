@@ -62,6 +62,22 @@ COMMENT ON VIEW @extschema@.job_shards
 
 GRANT SELECT ON @extschema@.job_shards TO PUBLIC;
 
+-- DROP TABLE of a partition of a synced partitioned table: the message is
+-- written before the catalog forgets whose partition it was
+-- (src/sync/partition.c)
+CREATE FUNCTION @extschema@.partition_drop_trigger()
+RETURNS event_trigger LANGUAGE C
+AS 'MODULE_PATHNAME', 'ctas_fed_partition_drop_trigger';
+
+COMMENT ON FUNCTION @extschema@.partition_drop_trigger()
+  IS 'writes a logical message with the keys of a partition of a synced partitioned table that DROP TABLE drops';
+
+CREATE EVENT TRIGGER ctas_fed_partition_drops ON ddl_command_start
+  WHEN TAG IN ('DROP TABLE', 'DROP FOREIGN TABLE')
+  EXECUTE FUNCTION @extschema@.partition_drop_trigger();
+
+ALTER EVENT TRIGGER ctas_fed_partition_drops ENABLE ALWAYS;
+
 -- WAL held and lag per stream (issue 22, item 4; docs/sync.md "Lag and WAL
 -- held"): the jobs view gets wal_held_bytes (the WAL the stream's slot
 -- holds: pg_current_wal_lsn() minus its restart_lsn) and

@@ -615,6 +615,45 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
 	check_relation_message(st->job, rel);
 }
 
+static bool job_change(SyncPeekState *peek, SyncApplyState *st, Oid relid);
+
+/*
+ * attached_row
+ *		A row of a table attached as a partition of the job's source, as
+ *		the text of each column the job reads (NULL: null), made under the
+ *		worker's settings by the event trigger (sync/partition.c): upserted
+ *		when the query's WHERE takes it, as the row of an INSERT.
+ */
+static void
+attached_row(SyncApplyState *st, char **values)
+{
+	SyncJob    *job = st->job;
+	SyncEval   *ev = st->ev;
+	TupleTableSlot *slot = ev->slot;
+	int			i;
+	int			k;
+
+	for (k = 0; k < job->target.nkeys; k++)
+		ev->keys[k] = values[job->keycol[k]];
+	CtasSyncToastCheck(st->toast, job, NULL, NULL, ev->keys);
+	ExecClearTuple(slot);
+	memset(slot->tts_isnull, true,
+		   sizeof(bool) * slot->tts_tupleDescriptor->natts);
+	for (i = 0; i < job->ncols; i++)
+	{
+		int			a = job->attnums[i] - 1;
+
+		if (values[i] == NULL)
+			continue;
+		slot->tts_values[a] = InputFunctionCall(&job->infuncs[i], values[i],
+												job->ioparams[i], -1);
+		slot->tts_isnull[a] = false;
+	}
+	ExecStoreVirtualTuple(slot);
+	if (CtasSyncEvaluate(ev, slot))
+		job->apply->upsert(&job->target, ev->values, ev->nulls, NULL);
+}
+
 /*
  * follow_schema_change
  *		A schema change that the whole-row sync of st follows on its remote
@@ -726,6 +765,25 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 			continue;
 		if (reason == NULL)
 		{
+			ListCell   *lc;
+
+			/*
+			 * The rows of a partition detached or dropped leave, those of
+			 * one attached join (sync/partition.c).
+			 */
+			if ((CtasSyncPartitionDeletes != NIL ||
+				 CtasSyncPartitionInserts != NIL) &&
+				job_change(peek, st, st->relid))
+			{
+				foreach(lc, CtasSyncPartitionDeletes)
+				{
+					CtasSyncToastCheck(st->toast, st->job, NULL, lfirst(lc),
+									   NULL);
+					delete_key(st->job, st->ev, lfirst(lc));
+				}
+				foreach(lc, CtasSyncPartitionInserts)
+					attached_row(st, lfirst(lc));
+			}
 			ereport(LOG,
 					(errmsg("ctas_fed sync " INT64_FORMAT ": followed a schema change of its source in the transaction committed at %X/%X",
 							st->job->id, LSN_FORMAT_ARGS(st->xact_lsn))));
@@ -748,15 +806,23 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 		{
 			st->job->stop_at = st->xact_lsn;
 			peek->redo = true;
+			CtasSyncResyncWanted = false;
 			return;
 		}
 		finish_remote(st, true);
+		if (CtasSyncResyncWanted)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg_internal("%s", reason),
+					 errdetail("The stream is copied again under a new snapshot (docs/sync.md, \"Partitioned sources\").")));
 		st->job->schema_failed_at = st->xact_lsn;
 		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				  errmsg_internal("%s", reason),
 				  errdetail("The remote table keeps the changes of the source transactions that committed before the one of the schema change."),
 				  errhint("Stop the sync with ctas_fed.stop_sync() and create it again (docs/sync-schema-changes.md)."));
 	}
+	/* a resync asked for by a job that skipped the transaction: none */
+	CtasSyncResyncWanted = false;
 }
 
 /*

@@ -268,7 +268,9 @@ ctas_fed_schema_change_trigger(PG_FUNCTION_ARGS)
 					"FROM pg_catalog.pg_event_trigger_ddl_commands() d, "
 					"LATERAL (SELECT d.objid AS source UNION "
 					"SELECT i.inhparent FROM pg_catalog.pg_inherits i "
-					"WHERE i.inhrelid = d.objid) p "
+					"WHERE i.inhrelid = d.objid UNION "
+					"SELECT a.relid FROM "
+					"pg_catalog.pg_partition_ancestors(d.objid) a) p "
 					"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
 					"AND EXISTS (SELECT FROM pg_catalog.pg_publication_rel r "
 					"JOIN pg_catalog.pg_publication b ON b.oid = r.prpubid "
@@ -324,6 +326,8 @@ ctas_fed_schema_change_trigger(PG_FUNCTION_ARGS)
 									 sub->address.objectSubId);
 			}
 		}
+		/* partitions made, changed, attached, detached (sync/partition.c) */
+		CtasSyncPartitionLines(&buf, source, objid, cmd);
 		describe_table(&buf, source);
 		(void) LogLogicalMessage("ctas_fed", buf.data, buf.len, true);
 		pfree(buf.data);
@@ -436,6 +440,9 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 	ListCell   *lc;
 	int			i;
 
+	CtasSyncResyncWanted = false;
+	CtasSyncPartitionDeletes = NIL;
+	CtasSyncPartitionInserts = NIL;
 	for (p = strtok(text, "\n"); p != NULL; p = strtok(NULL, "\n"))
 		lines = lappend(lines, p);
 	line = message_line(lines, "relid");
@@ -453,8 +460,18 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 		return psprintf("schema change of the source of sync " INT64_FORMAT " (schema_changes = 'fail'): %s",
 						job->id, command);
 
+	/* a partitioned source follows its partitions (sync/partition.c) */
+	if (message_line(lines, "partitioned") != NULL)
+	{
+		char	   *why = CtasSyncPartitionChange(job, lines, command);
+
+		/* a partition dropped: nothing else in the message */
+		if (why != NULL || message_line(lines, "identity") == NULL)
+			return why;
+	}
 	child = message_line(lines, "child");
-	if (child != NULL && rte->inh)
+	if (child != NULL && rte->inh &&
+		message_line(lines, "partitioned") == NULL)
 		return psprintf("inheritance child \"%s\" was made or attached to the source of sync " INT64_FORMAT ", whose query reads the children: %s",
 						strchr(child, ' ') ? strchr(child, ' ') + 1 : child,
 						job->id, command);

@@ -195,6 +195,7 @@ CtasSyncCheck(CtasLoad *load, Query *query, List *colnames)
 			sync->ncolumns++;
 	}
 	derive_key(load, sync, query, colnames);
+	CtasSyncPartitionCheck(sync->relid, sync->key_attnums);
 
 	/* the sync worker copies the rows under the snapshot of its slot */
 	load->skip_data = true;
@@ -315,15 +316,16 @@ check_relation(CtasSync *sync, RangeTblEntry *rte)
 		ineligible("materialized views");
 	if (relkind == RELKIND_FOREIGN_TABLE)
 		ineligible("foreign tables");
-	if (relkind == RELKIND_PARTITIONED_TABLE)
-		ineligible("partitioned tables");
-	if (relkind != RELKIND_RELATION)
+	if (relkind == RELKIND_PARTITIONED_TABLE && !rte->inh)
+		ineligible("ONLY on a partitioned table");
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
 		ineligible("a FROM item that is not a table");
 	if (persistence != RELPERSISTENCE_PERMANENT)
 		ineligible("temporary or unlogged tables");
 	if (IsCatalogRelationOid(rte->relid))
 		ineligible("system catalogs");
-	if (rte->inh && has_subclass(rte->relid))
+	/* a partitioned table is followed whole (sync/partition.c) */
+	if (relkind == RELKIND_RELATION && rte->inh && has_subclass(rte->relid))
 		ineligible("tables with inheritance children");
 	rel = relation_open(rte->relid, AccessShareLock);
 	rowsecurity = rel->rd_rel->relrowsecurity;
@@ -831,8 +833,10 @@ CtasSyncCreate(CtasLoad *load)
 	if (DatumGetInt64(stream_id) == DatumGetInt64(id))
 	{
 		run_as(GetUserId(),
-			   psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s",
-						quote_identifier(name), relname),
+			   psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s%s",
+						quote_identifier(name), relname,
+						CtasSyncPartitionPublication(name, sync->relid,
+													 false)),
 			   0, NULL, NULL, NULL);
 
 		/*
@@ -849,6 +853,8 @@ CtasSyncCreate(CtasLoad *load)
 	}
 	else
 	{
+		char	   *via_root;
+
 		/*
 		 * The stream's publication is the extension owner's already: the
 		 * caller must own the table, as to publish it himself.
@@ -857,12 +863,15 @@ CtasSyncCreate(CtasLoad *load)
 			aclcheck_error(ACLCHECK_NOT_OWNER,
 						   get_relkind_objtype(get_rel_relkind(sync->relid)),
 						   RelationGetRelationName(rel));
+		via_root = CtasSyncPartitionPublication(name, sync->relid, true);
 		/* another sync of the stream may read the table already */
 		if (!is_published(owner, name, sync->relid))
 			run_as(owner,
 				   psprintf("ALTER PUBLICATION %s ADD TABLE ONLY %s",
 							quote_identifier(name), relname),
 				   0, NULL, NULL, NULL);
+		if (via_root != NULL)
+			run_as(owner, via_root, 0, NULL, NULL, NULL);
 	}
 
 	/* the names and types the query reads, to detect DDL on them */
@@ -1025,8 +1034,10 @@ CtasSyncExplain(CtasLoad *load, ExplainState *es)
 	else
 	{
 		ExplainPropertyText("Sync Publication",
-							psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s",
-									 name, source), es);
+							psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s%s",
+									 name, source,
+									 CtasSyncPartitionPublication(name, sync->relid,
+																  false)), es);
 		ExplainPropertyText("Sync Slot",
 							psprintf("%s (pgoutput), created by the sync worker after commit",
 									 name), es);

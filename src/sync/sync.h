@@ -96,6 +96,11 @@ extern void CtasSyncTick(void);
 extern void CtasSyncUnpublish(const char *publication, Oid relid,
 							  Oid userid, int64 sync_id);
 
+/* in sync/partition.c */
+extern void CtasSyncPartitionCheck(Oid relid, List *key_attnums);
+extern char *CtasSyncPartitionPublication(const char *name, Oid relid,
+										  bool joining);
+
 /* in sync/copy.c */
 extern AttrNumber *CtasSyncPlainColumns(Query *query, int ncolumns);
 extern void CtasSyncPlainRow(TupleTableSlot *slot, int ncolumns,

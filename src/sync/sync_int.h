@@ -141,6 +141,29 @@ extern void CtasSyncApplyPeek(List *jobs, Portal portal,
 extern void CtasSyncApplyWait(SyncJob *job);
 extern void CtasSyncPacePeek(uint64 nrows, TimestampTz peek_at);
 
+/* in sync/partition.c */
+extern const char *const CtasSyncTextSettings[][2];
+extern const int CtasSyncNTextSettings;
+extern bool CtasSyncResyncWanted;
+extern List *CtasSyncPartitionDeletes;
+extern List *CtasSyncPartitionInserts;
+extern bool CtasSyncPartitionTriggerOn(Oid relid);
+extern void CtasSyncPartitionLock(List *jobs);
+extern void CtasSyncPartitionCopy(SyncJob *job, Relation rel,
+								  void (*row) (TupleTableSlot *slot, void *arg),
+								  void *arg);
+extern char *CtasSyncPartitionChange(SyncJob *job, List *lines,
+									 const char *command);
+extern void CtasSyncPartitionResync(int64 stream_id, Oid source,
+									const char *why);
+extern char CtasSyncPartitionIdentity(Relation leaf, Oid root,
+									  AttrNumber **attnums, int *n);
+
+/* in sync/partition_ddl.c */
+struct CollectedCommand;
+extern void CtasSyncPartitionLines(StringInfo buf, Oid source, Oid objid,
+								   struct CollectedCommand *cmd);
+
 /* SPI as the owner of ctas_fed.syncs (sync/resync.c) */
 typedef struct CtasSyncAs
 {

@@ -147,6 +147,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlogutils.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_publication.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
@@ -280,6 +281,12 @@ check_source(SyncJob *job, bool columns)
 						 job->id),
 				  errdetail("Without it the sync cannot see a schema change of its source in the WAL (docs/sync-schema-changes.md)."),
 				  errhint("ALTER EVENT TRIGGER ctas_fed_schema_changes ENABLE ALWAYS, then create the sync again."));
+	if (!CtasSyncPartitionTriggerOn(job->relid))
+		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				  errmsg("the event trigger \"ctas_fed_partition_drops\" of sync " INT64_FORMAT " is gone or not enabled always",
+						 job->id),
+				  errdetail("Without it the sync cannot see a partition of its source dropped (docs/sync.md, \"Partitioned sources\")."),
+				  errhint("ALTER EVENT TRIGGER ctas_fed_partition_drops ENABLE ALWAYS, then create the sync again."));
 	if (!has_rolreplication(job->owner))
 		SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				  errmsg("the owner of sync " INT64_FORMAT " no longer has the REPLICATION attribute",
@@ -305,6 +312,41 @@ check_source(SyncJob *job, bool columns)
 	relation_close(rel, AccessShareLock);
 }
 
+/* what copy_row needs */
+typedef struct SyncCopyRow
+{
+	SyncJob    *job;
+	SyncEval   *ev;
+	AttrNumber *plain;
+	uint64		rows;
+} SyncCopyRow;
+
+/*
+ * copy_row
+ *		The row of the query for the source row in slot, if any, given to
+ *		the job's target, in per-tuple memory.
+ */
+static void
+copy_row(TupleTableSlot *slot, void *arg)
+{
+	SyncCopyRow *copy = arg;
+	SyncEval   *ev = copy->ev;
+	MemoryContext oldcxt;
+
+	oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
+	if (copy->plain != NULL)
+		CtasSyncPlainRow(slot, ev->nexprs, copy->plain, ev->values,
+						 ev->nulls);
+	if (copy->plain != NULL || CtasSyncEvaluate(ev, slot))
+	{
+		copy->job->apply->copy_row(&copy->job->target, ev->values,
+								   ev->nulls);
+		copy->rows++;
+	}
+	MemoryContextSwitchTo(oldcxt);
+	ResetExprContext(ev->econtext);
+}
+
 /*
  * copy_job
  *		The copy of one job's table under the transaction's snapshot (that
@@ -323,6 +365,7 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 	int			gucnest;
 	uint64		rows = 0;
 	AttrNumber *plain;
+	SyncCopyRow	copy;
 	bool		rebuilding;
 	TimestampTz at[5];			/* start, slot, catalog, rows, commit */
 
@@ -346,28 +389,28 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 						   SECURITY_RESTRICTED_OPERATION);
 	/* what the owner's code sets ends with the copy (sync/apply.c) */
 	gucnest = NewGUCNestLevel();
-	rel = table_open(job->relid, AccessShareLock);
-	hslot = table_slot_create(rel, NULL);
-	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
-	while (table_scan_getnextslot(scan, ForwardScanDirection, hslot))
+	copy.job = job;
+	copy.ev = ev;
+	copy.plain = plain;
+	copy.rows = 0;
+	rel = relation_open(job->relid, AccessShareLock);
+	/* every partition, as the root's rows (sync/partition.c) */
+	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE)
+		CtasSyncPartitionCopy(job, rel, copy_row, &copy);
+	else
 	{
-		MemoryContext oldcxt;
-
-		CHECK_FOR_INTERRUPTS();
-		oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
-		if (plain != NULL)
-			CtasSyncPlainRow(hslot, ev->nexprs, plain, ev->values, ev->nulls);
-		if (plain != NULL || CtasSyncEvaluate(ev, hslot))
+		hslot = table_slot_create(rel, NULL);
+		scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+		while (table_scan_getnextslot(scan, ForwardScanDirection, hslot))
 		{
-			job->apply->copy_row(&job->target, ev->values, ev->nulls);
-			rows++;
+			CHECK_FOR_INTERRUPTS();
+			copy_row(hslot, &copy);
 		}
-		MemoryContextSwitchTo(oldcxt);
-		ResetExprContext(ev->econtext);
+		table_endscan(scan);
+		ExecDropSingleTupleTableSlot(hslot);
 	}
-	table_endscan(scan);
-	ExecDropSingleTupleTableSlot(hslot);
-	table_close(rel, AccessShareLock);
+	rows = copy.rows;
+	relation_close(rel, AccessShareLock);
 	AtEOXact_GUC(false, gucnest);
 	SetUserIdAndSecContext(save_userid, save_sec);
 	at[3] = GetCurrentTimestamp();
@@ -421,6 +464,8 @@ do_copy(List *jobs)
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
+	/* partitions stay those of the slot's snapshot (sync/partition.c) */
+	CtasSyncPartitionLock(jobs);
 	consistent = CtasSyncSlotSnapshot(first->slot_name, true);
 
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -752,6 +797,8 @@ join_copy(SyncJob *job)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	confirmed = CtasSyncSlotConfirmed(job->slot_name);
+	/* partitions stay those of the slot's snapshot (sync/partition.c) */
+	CtasSyncPartitionLock(list_make1(job));
 	consistent = CtasSyncSlotSnapshot(name, false);
 	if (confirmed > consistent)
 		elog(ERROR, "slot \"%s\" is confirmed at %X/%X, past the consistent point %X/%X of sync " INT64_FORMAT,
@@ -1202,19 +1249,12 @@ close_targets(List *jobs)
 static void
 pin_text_settings(void)
 {
-	static const char *const pinned[][2] = {
-		{"datestyle", "ISO, MDY"},
-		{"intervalstyle", "postgres"},
-		{"extra_float_digits", "3"},
-		{"bytea_output", "hex"},
-		{"timezone", "UTC"},
-		{"lc_monetary", "C"},
-	};
 	int			i;
 
-	for (i = 0; i < lengthof(pinned); i++)
-		SetConfigOption(pinned[i][0], pinned[i][1], PGC_SUSET,
-						PGC_S_OVERRIDE);
+	/* the list is shared with the event triggers (sync/partition.c) */
+	for (i = 0; i < CtasSyncNTextSettings; i++)
+		SetConfigOption(CtasSyncTextSettings[i][0], CtasSyncTextSettings[i][1],
+						PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 /*
@@ -1361,7 +1401,23 @@ ctas_fed_sync_main(Datum main_arg)
 		 * the worker again for the others.  Any other error is the
 		 * stream's: its jobs are tried again.
 		 */
-		if (CtasSyncFailed && failed_id != 0)
+		/* a partition attached, detached or dropped (sync/partition.c) */
+		if (CtasSyncResyncWanted && !CtasSyncFailed)
+		{
+			/* the jobs of the source whose partition changed */
+			Oid			source = CtasSyncCurrentJob ?
+				CtasSyncCurrentJob->relid : InvalidOid;
+
+			CtasSyncPartitionResync(stream_id, source, edata->message);
+			foreach(lc, stream_jobs)
+			{
+				SyncJob    *job = lfirst(lc);
+
+				if (!OidIsValid(source) || job->relid == source)
+					CtasSyncJobEvent(job, "resyncing", edata->message);
+			}
+		}
+		else if (CtasSyncFailed && failed_id != 0)
 		{
 			CtasSyncFailJob(failed_id, edata->message);
 			/* a schema change it could not follow: recorded (sync/follow.c) */

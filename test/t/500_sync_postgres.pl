@@ -166,7 +166,7 @@ my @ineligible = (
 	[ 'SELECT id, now() AS t FROM orders', qr/does not support volatile or stable functions/, 'stable function' ],
 	[ 'SELECT id, generate_series(1, 2) AS g FROM orders', qr/does not support set-returning functions/, 'SRF' ],
 	[ 'SELECT * FROM orders_v', qr/does not support views/, 'view' ],
-	[ 'SELECT * FROM parted', qr/does not support partitioned tables/, 'partitioned table' ],
+	[ 'SELECT * FROM ONLY parted', qr/does not support ONLY on a partitioned table/, 'ONLY a partitioned table' ],
 	[ 'SELECT * FROM unlogged_t', qr/does not support temporary or unlogged tables/, 'unlogged table' ],
 	[ 'SELECT id FROM orders UNION ALL SELECT id FROM other', qr/does not support UNION, INTERSECT or EXCEPT/, 'UNION' ],
 	[ 'SELECT 1 AS one', qr/does not support a query without a FROM clause/, 'no FROM' ],

@@ -54,6 +54,7 @@ OBJS = \
 	src/postgres/copy.o \
 	src/postgres/deparse.o \
 	src/postgres/parallel.o \
+	src/postgres/pipeline.o \
 	src/postgres/resolve.o \
 	src/postgres/sync.o \
 	src/postgres/sync_sql.o \

@@ -49,7 +49,7 @@ int			CtasProgressInterval = 10;
 int			CtasMaxSyncsPerRole = 10;
 
 /* sync/worker.c: pgoutput messages asked of one peek at a sync's slot */
-int			CtasSyncPeekChanges = 10000;
+int			CtasSyncPeekChanges = 100000;
 
 /* sync/tick.c, sync/worker.c: the sync workers of the cluster at most */
 int			CtasMaxSyncWorkers = 2;
@@ -109,7 +109,7 @@ CtasDefineSettings(void)
 	DefineCustomIntVariable("ctas_fed.sync_peek_changes",
 							"Messages a sync worker asks of one peek at its replication slot.",
 							"A peek never splits a source transaction: it ends after the transaction that reaches this number.  Tests set 1, so that every transaction boundary is a peek boundary.",
-							&CtasSyncPeekChanges, 10000, 1, 1000000,
+							&CtasSyncPeekChanges, 100000, 1, 1000000,
 							PGC_SIGHUP, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	DefineCustomIntVariable("ctas_fed.max_sync_workers",
 							"Maximum number of sync workers running at once in the cluster.",

@@ -112,6 +112,8 @@ append_label(StringInfo buf, const char *value)
 }
 
 static void append_sync_metrics(StringInfo buf);
+static void append_stream_metrics(StringInfo buf, const CtasSyncMetric *m,
+								  int n);
 
 static void
 header(StringInfo buf, const char *name, const char *type, const char *help)
@@ -313,6 +315,55 @@ sync_sample(StringInfo buf, const char *name, const CtasSyncMetric *m)
 }
 
 /*
+ * append_stream_metrics
+ *		Per decoding stream (its slot; the n entries of m are its jobs, in
+ *		any order): the WAL its slot holds and the age, at most, of its
+ *		oldest change not applied yet, the largest lag_seconds of its jobs.
+ */
+static void
+append_stream_metrics(StringInfo buf, const CtasSyncMetric *m, int n)
+{
+	int			i;
+	int			k;
+
+	header(buf, "ctas_fed_sync_wal_held_bytes", "gauge",
+		   "WAL the replication slot of a sync stream holds (the current WAL position minus its restart_lsn).");
+	for (i = 0; i < n; i++)
+	{
+		bool		seen = false;
+
+		for (k = 0; k < i && !seen; k++)
+			seen = strcmp(m[k].slot_name, m[i].slot_name) == 0;
+		if (seen || m[i].wal_held_bytes < 0)
+			continue;
+		appendStringInfoString(buf, "ctas_fed_sync_wal_held_bytes{slot=\"");
+		append_label(buf, m[i].slot_name);
+		appendStringInfo(buf, "\"} %.0f\n", m[i].wal_held_bytes);
+	}
+	header(buf, "ctas_fed_sync_oldest_unapplied_seconds", "gauge",
+		   "Age, at most, of the oldest source change a sync stream has not applied: seconds since it last had applied everything committed.");
+	for (i = 0; i < n; i++)
+	{
+		bool		seen = false;
+		double		oldest = m[i].lag_seconds;
+
+		for (k = 0; k < n; k++)
+		{
+			if (strcmp(m[k].slot_name, m[i].slot_name) != 0)
+				continue;
+			if (k < i)
+				seen = true;
+			oldest = Max(oldest, m[k].lag_seconds);
+		}
+		if (seen || oldest < 0)
+			continue;
+		appendStringInfoString(buf, "ctas_fed_sync_oldest_unapplied_seconds{slot=\"");
+		append_label(buf, m[i].slot_name);
+		appendStringInfo(buf, "\"} %.3f\n", oldest);
+	}
+}
+
+/*
  * append_sync_metrics
  *		The running continuous syncs (sync/worker.c): lag and changes.
  */
@@ -341,6 +392,7 @@ append_sync_metrics(StringInfo buf)
 		sync_sample(buf, "ctas_fed_sync_lag_seconds", &m[i]);
 		appendStringInfo(buf, "%.3f\n", m[i].lag_seconds);
 	}
+	append_stream_metrics(buf, m, n);
 	header(buf, "ctas_fed_sync_changes_total", "counter",
 		   "Source changes a sync worker applied since it started.");
 	for (i = 0; i < n; i++)

@@ -232,6 +232,19 @@ typedef struct CtasSyncApply
 	void		(*close) (CtasSyncTarget *t);	/* never ERROR */
 
 	/*
+	 * Optional, both or neither (NULL: commit only).  commit_send does what
+	 * commit does, but may return once the batch, the progress and the
+	 * COMMIT are sent, before the remote has applied them; commit_wait
+	 * waits for that remote transaction and ERRORs if it failed.  Between
+	 * the two the worker reads and builds the next batch (begin, upsert,
+	 * delete, truncate), which the target holds, or sends after waiting
+	 * itself; the worker calls commit_wait before it relies on the commit
+	 * (sync/apply.c, "Pipelining").
+	 */
+	void		(*commit_send) (CtasSyncTarget *t, uint64 lsn);
+	void		(*commit_wait) (CtasSyncTarget *t);
+
+	/*
 	 * Optional members (NULL: not provided), see sync/resync.c.
 	 *
 	 * A copy into a table that already holds applied rows (a resync, by

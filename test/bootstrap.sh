@@ -136,7 +136,8 @@ ctas_build_install()
 	sharedir=$("$CTAS_PG_CONFIG" --sharedir)
 	for f in ctas_fed.so:"$pkglibdir" ctas_fed.control:"$sharedir/extension" \
 		ctas_fed--0.1.sql:"$sharedir/extension" \
-		ctas_fed--0.1--0.2.sql:"$sharedir/extension"; do
+		ctas_fed--0.1--0.2.sql:"$sharedir/extension" \
+		ctas_fed--0.2--0.3.sql:"$sharedir/extension"; do
 		if ! cmp -s "${f%%:*}" "${f#*:}/${f%%:*}"; then
 			echo "the installed ${f%%:*} in ${f#*:} is missing or not this build" >&2
 			echo "install it as root:  make install PG_CONFIG=$CTAS_PG_CONFIG" >&2

@@ -132,6 +132,12 @@ extern char *CtasPgCopySql(CtasLoad *load, const char *qualified,
 /* in sync.c */
 extern const CtasSyncApply CtasPgSyncApply;
 
+/* in pipeline.c */
+extern void CtasPgPipelineSend(PGconn *conn, CtasCatalog *catalog,
+							   List *statements);
+extern void CtasPgPipelineFinish(PGconn *conn, CtasCatalog *catalog,
+								 List *statements);
+
 /* in sync_sql.c: the statements of a sync's apply, see there */
 typedef struct CtasPgSyncSql
 {

@@ -25,6 +25,10 @@
  *				TABLE ... ADD PRIMARY KEY if the table has none yet, the
  *				upsert of the job's progress row and COMMIT, send the
  *				queue in one pipeline (one round trip), check every result
+ *	commit_send	the same, but return once the pipeline is sent; the
+ *				results are read by commit_wait, or by whatever sends
+ *				next (finish_pending), so that the worker builds the next
+ *				batch while the remote applies this one (pipeline.c)
  *
  * Applying a batch (apply_batch; its SQL comes from sync_sql.c): what is
  * queued is sent (BEGIN, the DELETE
@@ -39,7 +43,8 @@
  *			batch holds such rows, checked first to all have their row)
  * A batch that grows past BATCH_KEYS keys or BATCH_BYTES of memory is
  * applied in the same remote transaction, and TRUNCATEd, before it takes
- * more; only COMMIT ends the remote transaction.
+ * more (its statements run remotely while the next part is built, as
+ * after commit_send); only COMMIT ends the remote transaction.
  *
  * The net change per key.  The remote transaction holds every source
  * transaction of the batch, in commit order, and is seen whole or not at
@@ -95,8 +100,11 @@
 #define PIPELINE_STATEMENTS	1000
 /* bytes of COPY data collected before they are handed to libpq */
 #define COPY_CHUNK			(64 * 1024)
-/* a batch larger than this is applied before it takes more */
-#define BATCH_KEYS			100000
+/*
+ * a batch larger than this is applied before it takes more, in the
+ * background while the next part is built (see pipelining)
+ */
+#define BATCH_KEYS			10000
 #define BATCH_BYTES			(64 * 1024 * 1024)
 
 #define PROGRESS_TABLE	"_ctas_fed_sync_progress"
@@ -138,6 +146,9 @@ typedef struct PgSyncState
 	char	   *progress;		/* "schema"._ctas_fed_sync_progress */
 	List	   *queue;			/* SQL strings not sent yet */
 	MemoryContext cxt;			/* the queue; reset after each send */
+	bool		pending;		/* a pipeline sent, its results not read */
+	List	   *sent;			/* its statements, in sent_cxt */
+	MemoryContext sent_cxt;
 	int		   *keycol;			/* column of each key */
 	int16	   *typlen;			/* of each column */
 	bool	   *typbyval;
@@ -172,9 +183,13 @@ static void pg_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls);
 static void pg_sync_truncate(CtasSyncTarget *t);
 static void pg_sync_commit(CtasSyncTarget *t, uint64 lsn);
 static void pg_sync_close(CtasSyncTarget *t);
+static void pg_sync_commit_send(CtasSyncTarget *t, uint64 lsn);
+static void pg_sync_commit_wait(CtasSyncTarget *t);
 static char *pg_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes,
 						   int nchanges);
 static void send_queue(CtasSyncTarget *t);
+static void send_queue_async(CtasSyncTarget *t);
+static void finish_pending(CtasSyncTarget *t);
 static void apply_batch(CtasSyncTarget *t);
 
 const CtasSyncApply CtasPgSyncApply = {
@@ -187,6 +202,8 @@ const CtasSyncApply CtasPgSyncApply = {
 	.truncate = pg_sync_truncate,
 	.commit = pg_sync_commit,
 	.close = pg_sync_close,
+	.commit_send = pg_sync_commit_send,
+	.commit_wait = pg_sync_commit_wait,
 	.alter = pg_sync_alter,
 	.verify_local = CtasPgSyncVerifyLocal,	/* verify.c */
 	.verify_remote = CtasPgSyncVerifyRemote,
@@ -233,6 +250,9 @@ pg_sync_open(CtasSyncTarget *t)
 	st->batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										  "ctas_fed sync batch",
 										  ALLOCSET_DEFAULT_SIZES);
+	st->sent_cxt = AllocSetContextCreate(CurrentMemoryContext,
+										 "ctas_fed sync pipeline",
+										 ALLOCSET_SMALL_SIZES);
 
 	st->keycol = palloc0(sizeof(int) * Max(t->nkeys, 1));
 	for (i = 0; i < t->nkeys; i++)
@@ -260,6 +280,23 @@ pg_sync_open(CtasSyncTarget *t)
 	st->conn = CtasPgConnectFresh(t->catalog);
 	/* no NOTICE from IF NOT EXISTS in the server log */
 	CtasPgExec(st->conn, t->catalog, "SET client_min_messages = warning");
+
+	/*
+	 * One remote session per job at a time.  Statements already sent (a
+	 * pipeline, see commit_send) run on the remote even after the worker
+	 * that sent them is gone, up to their COMMIT: a new worker must not
+	 * read the job's progress before that session has ended, or it would
+	 * apply the same source transactions again.  The session holds an
+	 * advisory lock on the job for its life; the next one waits for it.
+	 * A session whose client is gone ends at its next wait when the
+	 * remote can check (14+), rolling back what it had not committed.
+	 */
+	if (PQserverVersion(st->conn) >= 140000)
+		CtasPgExec(st->conn, t->catalog,
+				   "SET client_connection_check_interval = '1s'");
+	CtasPgExec(st->conn, t->catalog,
+			   psprintf("SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended(%s, %d))",
+						quote_literal_cstr(t->job_key), PROGRESS_LOCK));
 	/* two workers may create it at once: serialize them */
 	CtasPgExec(st->conn, t->catalog, "BEGIN");
 	CtasPgExec(st->conn, t->catalog,
@@ -384,6 +421,7 @@ pg_sync_applied_lsn(CtasSyncTarget *t)
 	PGresult   *res;
 	uint64		lsn = 0;
 
+	finish_pending(t);
 	res = CtasPgQuery(st->conn, t->catalog,
 					  psprintf("SELECT lsn FROM %s WHERE job = %s",
 							   st->progress, quote_literal_cstr(t->job_key)));
@@ -411,75 +449,79 @@ enqueue(CtasSyncTarget *t, char *sql)
 }
 
 /*
+ * send_pipeline
+ *		Send every queued statement in one pipeline (pipeline.c) and keep
+ *		their text for finish_pending; the queue is empty after.  The
+ *		results are not read.
+ */
+static void
+send_pipeline(CtasSyncTarget *t)
+{
+	PgSyncState *st = (PgSyncState *) t->private;
+	MemoryContext oldcxt;
+	ListCell   *lc;
+
+	Assert(!st->pending);
+	CtasPgPipelineSend(st->conn, t->catalog, st->queue);
+	oldcxt = MemoryContextSwitchTo(st->sent_cxt);
+	foreach(lc, st->queue)
+		st->sent = lappend(st->sent, pstrdup(lfirst(lc)));
+	MemoryContextSwitchTo(oldcxt);
+	st->queue = NIL;
+	MemoryContextReset(st->cxt);
+	st->pending = true;
+}
+
+/*
+ * finish_pending
+ *		Read every result of the pipeline send_pipeline sent, if one is
+ *		pending, waiting for them (interruptibly); ERROR with the first
+ *		remote error.
+ */
+static void
+finish_pending(CtasSyncTarget *t)
+{
+	PgSyncState *st = (PgSyncState *) t->private;
+
+	if (!st->pending)
+		return;
+	CtasPgPipelineFinish(st->conn, t->catalog, st->sent);
+	st->pending = false;
+	st->sent = NIL;
+	MemoryContextReset(st->sent_cxt);
+}
+
+/*
  * send_queue
- *		Send every queued statement in one pipeline and read every result;
- *		ERROR with the first remote error.
+ *		Send every queued statement in one pipeline and read every result
+ *		(after those of a pipeline still pending); ERROR with the first
+ *		remote error.
  */
 static void
 send_queue(CtasSyncTarget *t)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
-	PGresult   *failed = NULL;
-	const char *failed_sql = NULL;
-	ListCell   *lc;
-	ListCell   *cur;
-	bool		synced = false;
 
+	finish_pending(t);
 	if (st->queue == NIL)
 		return;
-	if (!PQenterPipelineMode(st->conn))
-		CtasPgReportError(ERROR, NULL, st->conn, t->catalog, NULL);
-	foreach(lc, st->queue)
-	{
-		if (!PQsendQueryParams(st->conn, lfirst(lc), 0, NULL, NULL, NULL,
-							   NULL, 0))
-			CtasPgReportError(ERROR, NULL, st->conn, t->catalog, lfirst(lc));
-	}
-	if (!PQpipelineSync(st->conn))
-		CtasPgReportError(ERROR, NULL, st->conn, t->catalog, NULL);
+	send_pipeline(t);
+	finish_pending(t);
+}
 
-	cur = list_head(st->queue);
-	while (!synced)
-	{
-		PGresult   *res = CtasPgGetResult(st->conn, 0, NULL);
+/*
+ * send_queue_async
+ *		The same without reading the results: whatever talks to the remote
+ *		next reads them first (finish_pending).
+ */
+static void
+send_queue_async(CtasSyncTarget *t)
+{
+	PgSyncState *st = (PgSyncState *) t->private;
 
-		if (res == NULL)
-		{
-			if (PQstatus(st->conn) == CONNECTION_BAD)
-				CtasPgReportError(ERROR, NULL, st->conn, t->catalog, NULL);
-			/* the end of one statement's results */
-			if (cur != NULL)
-				cur = lnext(st->queue, cur);
-			continue;
-		}
-		switch (PQresultStatus(res))
-		{
-			case PGRES_PIPELINE_SYNC:
-				synced = true;
-				PQclear(res);
-				break;
-			case PGRES_COMMAND_OK:
-			case PGRES_TUPLES_OK:
-			case PGRES_PIPELINE_ABORTED:
-				PQclear(res);
-				break;
-			default:
-				if (failed == NULL)
-				{
-					failed = res;
-					failed_sql = cur ? pstrdup(lfirst(cur)) : NULL;
-				}
-				else
-					PQclear(res);
-				break;
-		}
-	}
-	if (!PQexitPipelineMode(st->conn))
-		CtasPgReportError(ERROR, NULL, st->conn, t->catalog, NULL);
-	st->queue = NIL;
-	MemoryContextReset(st->cxt);
-	if (failed != NULL)
-		CtasPgReportError(ERROR, failed, st->conn, t->catalog, failed_sql);
+	finish_pending(t);
+	if (st->queue != NIL)
+		send_pipeline(t);
 }
 
 /* queue sql, and send the queue when it is long */
@@ -646,7 +688,8 @@ batch_bound(CtasSyncTarget *t)
 		/* the next part of the batch into an empty table */
 		enqueue(t, pstrdup(st->sql.batch_truncate));
 		MemoryContextSwitchTo(oldcxt);
-		send_queue(t);
+		/* applied remotely while the next part is built */
+		send_queue_async(t);
 	}
 }
 
@@ -946,14 +989,15 @@ end_copy(CtasSyncTarget *t)
 }
 
 /*
- * pg_sync_commit
+ * pg_sync_commit_send
  *		Apply the batch, store lsn as the job's progress and commit the
- *		remote transaction, the statements in one round trip.  The first
- *		commit of a table without its primary key (the initial copy's) adds
- *		it.
+ *		remote transaction, the statements in one pipeline, sent without
+ *		waiting for their results (pg_sync_commit_wait reads them).  The
+ *		first commit of a table without its primary key (the initial
+ *		copy's) adds it.
  */
 static void
-pg_sync_commit(CtasSyncTarget *t, uint64 lsn)
+pg_sync_commit_send(CtasSyncTarget *t, uint64 lsn)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
 	MemoryContext oldcxt;
@@ -983,8 +1027,24 @@ pg_sync_commit(CtasSyncTarget *t, uint64 lsn)
 						LSN_FORMAT_ARGS(lsn)));
 	enqueue(t, pstrdup("COMMIT"));
 	MemoryContextSwitchTo(oldcxt);
-	send_queue(t);
+	send_queue_async(t);
 	st->has_key = true;
+}
+
+/* wait for the remote COMMIT pg_sync_commit_send sent; ERROR if it failed */
+static void
+pg_sync_commit_wait(CtasSyncTarget *t)
+{
+	if (t->private != NULL)
+		finish_pending(t);
+}
+
+/* pg_sync_commit_send, then wait for it */
+static void
+pg_sync_commit(CtasSyncTarget *t, uint64 lsn)
+{
+	pg_sync_commit_send(t, lsn);
+	finish_pending(t);
 }
 
 /*

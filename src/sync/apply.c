@@ -28,6 +28,28 @@
  * transaction.  Begin and commit messages go to every job, each deciding
  * by its own applied lsn whether the source transaction is new to it.
  *
+ * Pipelining.  With a target that can commit in the background
+ * (CtasSyncApply.commit_send, the PostgreSQL target), a job's remote
+ * transaction is also committed at the end of a source transaction once it
+ * holds SYNC_PIPELINE_CHANGES changes, and at the end of
+ * the peek: the batch, the progress row and COMMIT are sent, and the
+ * worker goes on (reading the rest of the peek, advancing the slot,
+ * peeking again and building the next batch) while the remote applies
+ * them.  The job waits for that commit before it sends its next one, and
+ * whenever the worker needs what the remote holds (a reading that stops
+ * at job->stop_at: a verify, a second reading).  job->applied is what the
+ * remote confirmed; while a commit is in flight the job skips the source
+ * transactions up to its lsn (job->sent_lsn) when the next peek returns
+ * them again: the slot goes only as far as what every job has confirmed
+ * (before the first source transaction of a commit in flight).
+ * So the exactly-once argument is unchanged: each remote transaction holds
+ * whole source transactions and stores the end of its last one with them;
+ * the slot never passes a source transaction whose remote commit is not
+ * confirmed; after an error the worker starts again from the lsn stored
+ * remotely, whatever became of a commit in flight.  A job with unchanged
+ * TOAST values read from the source and not proven yet (sync/toast.c)
+ * does not commit before the end of the peek.
+ *
  * A DDL on the source shows in the logical message of the extension's
  * event trigger (sync/ddl.c), and one that changes a column the query
  * reads also in a Relation message of the source; either may come in the
@@ -64,18 +86,26 @@
 #include "executor/spi.h"
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "replication/logicalproto.h"
+#include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "sync/sync_int.h"
 
 /* rows of the peek fetched from its cursor at once */
 #define SYNC_FETCH_ROWS		1000
+/* a job's remote transaction commits once it holds this many changes */
+#define SYNC_PIPELINE_CHANGES	5000
+/* a peek of fewer rows is followed by the next one this much later, ms */
+#define SYNC_PACE_ROWS		10000
+#define SYNC_PACE_MS		100
 
 /* the job the worker works for when an error comes */
 SyncJob    *CtasSyncCurrentJob = NULL;
@@ -93,6 +123,9 @@ typedef struct SyncApplyState
 	XLogRecPtr	xact_lsn;		/* commit lsn of that transaction */
 	uint64		xact_changes;	/* its changes given to the target */
 	uint64		changes;		/* changes given to the target in all */
+	uint64		sent_changes;	/* of them, in remote commits sent */
+	XLogRecPtr	batch_start;	/* last_end when the remote transaction
+								 * began (Pipelining) */
 	XLogRecPtr	last_end;		/* end lsn of the last source transaction
 								 * read in full (applied or skipped) */
 	TransactionId xid;			/* of the source transaction being read */
@@ -464,24 +497,94 @@ apply_update(SyncApplyState *st, LogicalRepTupleData *tup,
 }
 
 /*
+ * CtasSyncApplyWait
+ *		Wait for the remote commit of job still in flight (Pipelining), if
+ *		any: job->applied moves to it once confirmed.  A target closed
+ *		meanwhile forgets it (whether it committed is read from the remote
+ *		when the target is open again).  Can ERROR; the commit is then no
+ *		longer in flight, and job->applied stays what was confirmed.
+ */
+void
+CtasSyncApplyWait(SyncJob *job)
+{
+	if (!job->commit_pending)
+		return;
+	if (!job->open)
+	{
+		job->commit_pending = false;
+		return;
+	}
+	CtasSyncCurrentJob = job;
+	PG_TRY();
+	{
+		job->apply->commit_wait(&job->target);
+	}
+	PG_CATCH();
+	{
+		job->commit_pending = false;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	job->commit_pending = false;
+	job->applied = job->sent_lsn;
+	CtasSyncStatusUse(job->id);
+	CtasSyncStatusReport(job->pending_changes, job->pending_changes, 0);
+}
+
+/*
  * finish_remote
  *		Commit the remote transaction, if one is open, with the end lsn of
- *		the last source transaction read in full.  Can ERROR.
+ *		the last source transaction read in full.  With wait false and a
+ *		target that pipelines (commit_send), return once it is sent: the
+ *		job's next commit, or CtasSyncApplyWait, waits for it.  Can ERROR.
  */
 static void
-finish_remote(SyncApplyState *st)
+finish_remote(SyncApplyState *st, bool wait)
 {
 	SyncJob    *job = st->job;
+	uint64		changes = st->changes - st->sent_changes;
 
 	CtasSyncCurrentJob = job;
+	CtasSyncApplyWait(job);
 	if (st->began && st->last_end != InvalidXLogRecPtr)
 	{
-		job->apply->commit(&job->target, st->last_end);
-		job->applied = st->last_end;
-		CtasSyncStatusUse(job->id);
-		CtasSyncStatusReport(st->changes, st->changes, 0);
+		st->sent_changes = st->changes;
+		if (job->apply->commit_send != NULL)
+		{
+			job->apply->commit_send(&job->target, st->last_end);
+			job->sent_lsn = st->last_end;
+			job->commit_pending = true;
+			job->pending_safe = st->batch_start;
+			job->pending_changes = changes;
+			if (wait)
+				CtasSyncApplyWait(job);
+		}
+		else
+		{
+			job->apply->commit(&job->target, st->last_end);
+			job->applied = st->last_end;
+			CtasSyncStatusUse(job->id);
+			CtasSyncStatusReport(changes, changes, 0);
+		}
 	}
 	st->began = false;
+}
+
+/*
+ * pipeline_commit
+ *		At the end of a source transaction: a job whose remote transaction
+ *		holds SYNC_PIPELINE_CHANGES changes or more is committed in the
+ *		background (Pipelining), unless unchanged TOAST values it read from
+ *		the source are not proven yet.  Can ERROR.
+ */
+static void
+pipeline_commit(SyncApplyState *st)
+{
+	if (st->job->apply->commit_send == NULL || !st->began || st->held ||
+		st->changes - st->sent_changes < SYNC_PIPELINE_CHANGES ||
+		CtasSyncToastPending(st->toast))
+		return;
+	finish_remote(st, false);
 }
 
 /*
@@ -508,7 +611,7 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
 		peek->redo = true;
 		return;
 	}
-	finish_remote(st);
+	finish_remote(st, true);
 	check_relation_message(st->job, rel);
 }
 
@@ -706,7 +809,7 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 			CtasSyncResyncWanted = false;
 			return;
 		}
-		finish_remote(st);
+		finish_remote(st, true);
 		if (CtasSyncResyncWanted)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -745,6 +848,7 @@ job_change(SyncPeekState *peek, SyncApplyState *st, Oid relid)
 	{
 		job->apply->begin(&job->target);
 		st->began = true;
+		st->batch_start = st->last_end;
 	}
 	st->changes++;
 	st->xact_changes++;
@@ -788,7 +892,8 @@ apply_message(SyncPeekState *peek, uint64 i)
 					 * right after it begins exactly there, and is new
 					 * (docs/sync-exactly-once.md).
 					 */
-					st->skipping = begin.final_lsn < job->applied;
+					st->skipping = begin.final_lsn <
+						(job->commit_pending ? job->sent_lsn : job->applied);
 					job->target.change_lsn = begin.final_lsn;
 				}
 				break;
@@ -807,6 +912,7 @@ apply_message(SyncPeekState *peek, uint64 i)
 					CtasSyncToastEndXact(st->toast, st->xid);
 					st->last_end = commit.end_lsn;
 					st->skipping = false;
+					pipeline_commit(st);
 				}
 				break;
 			}
@@ -922,6 +1028,36 @@ apply_message(SyncPeekState *peek, uint64 i)
 }
 
 /*
+ * CtasSyncPacePeek
+ *		In the sync worker, after a peek that returned nrows rows (not 0)
+ *		and began at peek_at: a small one (fewer than SYNC_PACE_ROWS) is
+ *		followed by the next one no sooner than SYNC_PACE_MS after it
+ *		began.  Each peek costs the worker a fixed amount (a transaction,
+ *		its statements planned again, the decoding set up and torn down
+ *		with every cache of the backend) whatever it brings: peeking
+ *		again at once after each few changes made the worker spend several
+ *		times the CPU of PostgreSQL's walsender per change under a steady
+ *		load (docs/sync-performance.md), for less lag than the pace adds.
+ *		A backlog is read in full peeks, not paced.  Interruptible.
+ */
+void
+CtasSyncPacePeek(uint64 nrows, TimestampTz peek_at)
+{
+	long		wait_ms;
+
+	if (nrows == 0 || nrows >= SYNC_PACE_ROWS)
+		return;
+	wait_ms = SYNC_PACE_MS -
+		(long) ((GetCurrentTimestamp() - peek_at) / 1000);
+	if (wait_ms <= 0)
+		return;
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 wait_ms, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
  * CtasSyncApplyPeek
  *		Read the peek whose cursor is portal (lsn, data), SYNC_FETCH_ROWS
  *		rows at a time, and apply to each job of jobs (SyncJob pointers, the
@@ -946,6 +1082,7 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 	char	 ***names;
 	int			j;
 	bool		committed = false;
+	XLogRecPtr	safe;
 
 	memset(&peek, 0, sizeof(peek));
 	peek.cxt = CurrentMemoryContext;
@@ -1031,6 +1168,8 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 		{
 			SyncJob    *job = peek.jobs[j].job;
 
+			/* what was committed before stays: applied is right after */
+			CtasSyncApplyWait(job);
 			/* columns followed in the first reading: as they were */
 			CtasSyncSchemaUndo(job);
 			memcpy(job->attnames, names[j], sizeof(char *) * job->ncols);
@@ -1045,7 +1184,10 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 	}
 	/*
 	 * The slot may go as far as every job has read: a job held back at its
-	 * stop_at has read less than the others.
+	 * stop_at has read less than the others, and one whose last remote
+	 * commit is in flight only as far as before that commit's first source
+	 * transaction (Invalid: the first of the peek, so not at all); the next
+	 * peek returns its transactions again, and the job skips them.
 	 */
 	for (j = 0; j < peek.njobs; j++)
 	{
@@ -1055,7 +1197,18 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 		if (committed && st->began)
 			CtasFaultPointWait("sync_between_commits");
 		committed |= st->began && st->last_end != InvalidXLogRecPtr;
-		finish_remote(st);
+		/*
+		 * Left in flight while a backlog is read (a full peek of
+		 * SYNC_PACE_ROWS or more: the next one follows at once, and
+		 * returns the transactions of this commit again, which costs less
+		 * than the wait), unless what follows must come after it (renames
+		 * or new columns stored), or the reading stopped at stop_at (a
+		 * verify compares the remote next).
+		 */
+		finish_remote(st, result->nrows < (uint64) CtasSyncPeekChanges ||
+					  result->nrows < SYNC_PACE_ROWS ||
+					  st->job->names_changed || st->job->reshaped ||
+					  st->job->stop_at != InvalidXLogRecPtr);
 		/* tests: a crash between the remote commit and the new columns' */
 		if (st->job->reshaped)
 			CtasFaultPointWait("sync_schema_unsaved");
@@ -1064,8 +1217,9 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 			CtasSyncSaveNames(st->job);
 		/* read again, and the DDL did not show: nothing to hold back */
 		st->job->stop_at = InvalidXLogRecPtr;
-		if (j == 0 || st->last_end < result->last_end)
-			result->last_end = st->last_end;
+		safe = st->job->commit_pending ? st->job->pending_safe : st->last_end;
+		if (j == 0 || safe < result->last_end)
+			result->last_end = safe;
 	}
 	pfree(peek.jobs);
 }

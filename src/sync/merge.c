@@ -260,6 +260,9 @@ catch_up_other(List *other_jobs, MergeOther *other, XLogRecPtr upto)
 										   args, NULL, true, 0);
 		CtasSyncApplyPeek(other_jobs, portal, &peek);
 		SPI_cursor_close(portal);
+		/* branch speed: every remote commit confirmed (sync/apply.c) */
+		foreach(lc, other_jobs)
+			CtasSyncApplyWait(lfirst(lc));
 		if (peek.redo)
 		{
 			/* roll back and read again (sync/apply.c) */

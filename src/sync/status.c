@@ -40,6 +40,7 @@
 #include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
+#include "storage/standby.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -544,27 +545,86 @@ CtasSyncMetricsSnapshot(CtasSyncMetric **out)
 	}
 	LWLockRelease(sync_shared->lock);
 
-	/* the WAL each slot holds, as lag_bytes of the jobs view */
+	/*
+	 * The WAL each slot has not confirmed, as lag_bytes of the jobs view,
+	 * and the WAL it holds (from its restart_lsn), as wal_held_bytes
+	 */
 	for (i = 0; i < n; i++)
 	{
 		ReplicationSlot *slot;
 
 		m[i].lag_bytes = -1;
+		m[i].wal_held_bytes = -1;
 		LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
 		slot = SearchNamedReplicationSlot(m[i].slot_name, false);
 		if (slot != NULL)
 		{
 			XLogRecPtr	confirmed;
+			XLogRecPtr	restart;
 
 			SpinLockAcquire(&slot->mutex);
 			confirmed = slot->data.confirmed_flush;
+			restart = slot->data.restart_lsn;
 			SpinLockRelease(&slot->mutex);
 			m[i].lag_bytes = current > confirmed ? (double) (current - confirmed) : 0;
+			if (restart != InvalidXLogRecPtr)
+				m[i].wal_held_bytes = current > restart ?
+					(double) (current - restart) : 0;
 		}
 		LWLockRelease(ReplicationSlotControlLock);
 	}
 	*out = m;
 	return n;
+}
+
+/* restart_lsn this far behind confirmed_flush: write a running_xacts */
+#define SYNC_RESTART_LAG_BYTES	(64 * 1024)
+/* and not more often than this, ms */
+#define SYNC_RESTART_NUDGE_MS	200
+
+/*
+ * CtasSyncKeepRestartNear
+ *		In a sync worker, after it advanced its slot: when the slot's
+ *		restart_lsn lies more than SYNC_RESTART_LAG_BYTES behind its
+ *		confirmed position, write a running_xacts record (as a checkpoint
+ *		does, and the background writer every 15 s while the server
+ *		writes), at most every SYNC_RESTART_NUDGE_MS.  Logical decoding can
+ *		only restart where such a record lets it know every running
+ *		transaction, so without one the slot's restart_lsn stays behind:
+ *		the slot holds that WAL (wal_held_bytes), and each peek decodes
+ *		it all again from there before it reaches the changes not yet
+ *		confirmed, which under steady writes cost the worker most of its
+ *		CPU (docs/sync-performance.md).  The next peek and advance read
+ *		the record and move restart_lsn up to it, or to the oldest
+ *		transaction still running then.  Never ERROR on a missing slot.
+ */
+void
+CtasSyncKeepRestartNear(const char *slot_name)
+{
+	static TimestampTz last = 0;
+	ReplicationSlot *slot;
+	XLogRecPtr	restart = InvalidXLogRecPtr;
+	XLogRecPtr	confirmed = InvalidXLogRecPtr;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (RecoveryInProgress() || !XLogStandbyInfoActive() ||
+		!TimestampDifferenceExceeds(last, now, SYNC_RESTART_NUDGE_MS))
+		return;
+	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+	slot = SearchNamedReplicationSlot(slot_name, false);
+	if (slot != NULL)
+	{
+		SpinLockAcquire(&slot->mutex);
+		restart = slot->data.restart_lsn;
+		confirmed = slot->data.confirmed_flush;
+		SpinLockRelease(&slot->mutex);
+	}
+	LWLockRelease(ReplicationSlotControlLock);
+	if (restart == InvalidXLogRecPtr || confirmed < restart ||
+		confirmed - restart < SYNC_RESTART_LAG_BYTES)
+		return;
+	last = now;
+	(void) LogStandbySnapshot();
 }
 
 /* does a sync worker of dboid still run, or hold a slot of dboid active? */

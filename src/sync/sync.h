@@ -72,6 +72,7 @@ typedef struct CtasSyncMetric
 	char		target[CTAS_SYNC_TARGET_LEN];
 	char		slot_name[NAMEDATALEN];
 	double		lag_bytes;		/* -1: no slot */
+	double		wal_held_bytes; /* from its restart_lsn; -1: no slot */
 	double		lag_seconds;	/* -1: not streaming yet */
 	uint64		changes;		/* since the worker started */
 	uint64		resyncs;		/* since the worker started */
@@ -127,5 +128,6 @@ extern void CtasSyncStatusVerified(int64 id, uint64 ticket, int64 check,
 								   int64 differences);
 extern int	CtasSyncMetricsSnapshot(CtasSyncMetric **out);
 extern void CtasSyncStopDatabase(Oid dboid);
+extern void CtasSyncKeepRestartNear(const char *slot_name);
 
 #endif							/* CTAS_SYNC_H */

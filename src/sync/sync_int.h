@@ -68,6 +68,12 @@ typedef struct SyncJob
 	XLogRecPtr	schema_failed_at;	/* valid: the job fails at the schema
 									 * change of the source transaction
 									 * committed there */
+
+	/* branch speed: a remote commit in flight (sync/apply.c, Pipelining) */
+	bool		commit_pending; /* sent, not confirmed (applied is) */
+	XLogRecPtr	sent_lsn;		/* its lsn */
+	XLogRecPtr	pending_safe;	/* the slot may go this far while it is */
+	uint64		pending_changes;	/* changes it holds */
 } SyncJob;
 
 /* The query's expressions, ready to run (per transaction) */
@@ -123,6 +129,7 @@ extern void CtasSyncToastCheck(SyncToast *toast, SyncJob *job,
 							   char **newkeys);
 extern void CtasSyncToastEndXact(SyncToast *toast, TransactionId xid);
 extern bool CtasSyncToastFinish(SyncToast *toast, SyncJob *job);
+extern bool CtasSyncToastPending(SyncToast *toast);
 extern void CtasSyncToastEnd(SyncToast *toast);
 
 /* in sync/apply.c */
@@ -131,6 +138,8 @@ extern void CtasSyncFreeEval(SyncEval *ev);
 extern bool CtasSyncEvaluate(SyncEval *ev, TupleTableSlot *slot);
 extern void CtasSyncApplyPeek(List *jobs, Portal portal,
 							  SyncPeekResult *result);
+extern void CtasSyncApplyWait(SyncJob *job);
+extern void CtasSyncPacePeek(uint64 nrows, TimestampTz peek_at);
 
 /* in sync/partition.c */
 extern const char *const CtasSyncTextSettings[][2];

@@ -146,6 +146,19 @@ guard_commit(CtasSyncTarget *t, uint64 lsn)
 	GUARDED(t, TARGET_SYNC(t)->commit(t, lsn));
 }
 
+/* branch speed: the pipelined commit (sync/apply.c) */
+static void
+guard_commit_send(CtasSyncTarget *t, uint64 lsn)
+{
+	GUARDED(t, TARGET_SYNC(t)->commit_send(t, lsn));
+}
+
+static void
+guard_commit_wait(CtasSyncTarget *t)
+{
+	GUARDED(t, TARGET_SYNC(t)->commit_wait(t));
+}
+
 static void
 guard_rebuild(CtasSyncTarget *t)
 {
@@ -180,6 +193,11 @@ guard_routine(const CtasSyncApply *routine)
 	g->delete = guard_delete;
 	g->truncate = guard_truncate;
 	g->commit = guard_commit;
+	if (routine->commit_send != NULL)
+	{
+		g->commit_send = guard_commit_send;
+		g->commit_wait = guard_commit_wait;
+	}
 	if (routine->rebuild != NULL)
 		g->rebuild = guard_rebuild;
 	if (routine->rebuilt != NULL)

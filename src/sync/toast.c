@@ -218,6 +218,18 @@ CtasSyncToastEnd(SyncToast *toast)
 	MemoryContextDelete(toast->cxt);
 }
 
+/*
+ * CtasSyncToastPending
+ *		Whether values read from the source are not proven yet (toast may
+ *		be NULL): the remote transaction must not commit before they are.
+ */
+bool
+CtasSyncToastPending(SyncToast *toast)
+{
+	return toast != NULL && toast->proofs != NULL &&
+		hash_get_num_entries(toast->proofs) > 0;
+}
+
 /* the array fill_slot marks the columns a change did not send in */
 bool *
 CtasSyncToastUnchanged(SyncToast *toast)

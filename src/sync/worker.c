@@ -1037,6 +1037,8 @@ stream_round(StreamLoop *sl, List **jobs)
 		args[1] = LSNGetDatum(advance_to);
 		CtasSyncSpiExec("SELECT pg_catalog.pg_replication_slot_advance($1, $2)",
 				 2, (Oid[]) {NAMEOID, PG_LSNOID}, args, false);
+		/* branch speed: restart_lsn kept near (sync/status.c) */
+		CtasSyncKeepRestartNear(sl->slot_name);
 	}
 
 	/* a peek that read to the end: all before it is applied */
@@ -1073,6 +1075,9 @@ stream_round(StreamLoop *sl, List **jobs)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	/* branch speed: small peeks paced (sync/apply.c) */
+	if (!sleep && !peek.redo)
+		CtasSyncPacePeek(nrows, peek_at);
 	return sleep;
 }
 

@@ -10,7 +10,9 @@
 #   BENCH_TARGETS=sync BENCH_SECONDS=30        continuous sync (test/bench/sync.sh;
 #                        BENCH_SYNC_TARGETS=clickhouse: only its ClickHouse runs)
 #   BENCH_TARGETS=sync_native  a sync's catch-up against a native subscription
-#                        (test/bench/sync_native.sh; BENCH_NATIVE_RUNS=3 rounds)
+#                        and their steady lag under pgbench at half the
+#                        source's capacity (test/bench/sync_native.sh;
+#                        BENCH_NATIVE_RUNS=3 rounds, BENCH_LAG_SECONDS=30)
 #   BENCH_ROWS=100000 bash test/bench/run.sh   quick smoke check
 #   BENCH_ROWS="1000000 5000000" BENCH_RUNS=3 bash test/bench/run.sh
 #   BENCH_SKIP_BOOTSTRAP=1 bash test/bench/run.sh
@@ -93,7 +95,8 @@ fi
 # only what the user set: each script has its own defaults
 pass=()
 for v in BENCH_ROWS BENCH_RUNS BENCH_METHODS BENCH_SECONDS BENCH_CLIENTS BENCH_SYNC_TARGETS \
-	BENCH_SCALE BENCH_SINGLE BENCH_BULK BENCH_NATIVE_RUNS; do
+	BENCH_SCALE BENCH_SINGLE BENCH_BULK BENCH_NATIVE_RUNS BENCH_LAG_SECONDS \
+	BENCH_LOCAL_CONF BENCH_PERF; do
 	[ -n "${!v:-}" ] && pass+=("$v=${!v}")
 done
 

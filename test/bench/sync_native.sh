@@ -31,15 +31,30 @@
 #            worker's decoding and encoding) and remote (apply worker, or the
 #            backend that applies ctas_fed's batches)
 #
+#   steady   then both follow pgbench at about half the source's capacity
+#            at once, for BENCH_LAG_SECONDS: the capacity is the rate of
+#            an unthrottled pgbench of the same single-row UPDATEs for 5 s
+#            (appliers running), the load pgbench -R of half that; a
+#            heartbeat session writes the time (ms) into aid 1 every 100 ms
+#            (pgbench leaves aid 1 alone), a remote session reads aid 1 of
+#            both copies every 100 ms: the lag of a side is the age of the
+#            newest heartbeat it holds; p50/p95/max of each side
+#
 # Prints the times, the ratio native time / ctas_fed time (goal of issue 22:
-# >= 1.2x) and the CPU seconds.  BENCH_NATIVE_RUNS rounds (default 1), each
-# with a fresh backlog; the best time of each side is compared.
+# >= 1.2x), the CPU seconds, CPU seconds per million changes of each side
+# (the two processes that do the work: walsender + apply worker, sync
+# worker + remote backend), and the steady lag (goal: ctas_fed's p95 < 1 s).
+# BENCH_NATIVE_RUNS rounds (default 1), each with a fresh backlog; the best
+# time of each side is compared.
 #
 #   bash test/bench/sync_native.sh WORKDIR      (as the OS user of the servers;
 #   BENCH_TARGETS=sync_native bash test/bench/run.sh does that)
 #
 # Environment: BENCH_SCALE (default 5), BENCH_SINGLE (40000), BENCH_BULK
-# (50000), BENCH_CLIENTS (4), BENCH_NATIVE_RUNS (1), CTAS_PG_BINDIR.
+# (50000), BENCH_CLIENTS (4), BENCH_NATIVE_RUNS (1), BENCH_LAG_SECONDS (30;
+# 0: no steady phase), CTAS_PG_BINDIR; BENCH_LOCAL_CONF (lines added to the
+# local postgresql.conf), BENCH_PERF=1 (perf record of the sync worker and
+# its remote backend during each catch-up, in WORKDIR).
 # Exit status 0 when every step worked and both copies equalled the source
 # after each catch-up, 3 when the goal was not met, 1 otherwise.
 
@@ -52,6 +67,7 @@ single=${BENCH_SINGLE:-40000}
 bulk=${BENCH_BULK:-50000}
 clients=${BENCH_CLIENTS:-4}
 runs=${BENCH_NATIVE_RUNS:-1}
+lag_secs=${BENCH_LAG_SECONDS:-30}
 testdir=$(cd "$(dirname "$0")/.." && pwd)
 conf_file=$testdir/ctas_fed.conf
 marker_base=700000000
@@ -113,7 +129,8 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 digest() { "$1" -c "COPY ($2) TO STDOUT" | LC_ALL=C sort | md5sum | cut -c1-32; }
 
 pg_init local "$lport" "$(cat "$conf_file")
-wal_level = logical" || die "local cluster did not start"
+wal_level = logical
+${BENCH_LOCAL_CONF:-}" || die "local cluster did not start"
 pg_init remote "$rport" "max_prepared_transactions = 10" || die "remote cluster did not start"
 psql -X -q -h "$work" -p "$lport" -d postgres -c "CREATE DATABASE bench" || die "CREATE DATABASE"
 psql -X -q -h "$work" -p "$rport" -d postgres \
@@ -170,10 +187,106 @@ until_equal 600 lsql "SELECT state FROM ctas_fed.jobs WHERE mode = 'sync' AND ta
 rsql -c "ALTER TABLE public.accounts SET (autovacuum_enabled = on)" > /dev/null
 
 cat > "$work/single.sql" <<EOF
-\set aid random(1, 100000 * $scale)
+\set aid random(2, 100000 * $scale)
 \set delta random(-5000, 5000)
 UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
 EOF
+
+# steady: both follow pgbench at half the source's capacity at once; the
+# lag of each (the age of the newest heartbeat in its copy), p50/p95/max
+steady()
+{
+	local cap rate hb_pid samp_pid pg_pid row secs=$lag_secs n_changes
+	echo
+	echo "== steady lag: both appliers following pgbench at half the source's capacity"
+	rsql -c "ALTER SUBSCRIPTION native ENABLE" || return 1
+	until_equal 60 rsql "SELECT count(*) FROM pg_stat_subscription WHERE pid IS NOT NULL" 1 ||
+		return 1
+	sleep 2
+	pgbench -n -c "$clients" -j "$clients" -T 5 -f "$work/single.sql" \
+		-h "$work" -p "$lport" bench > "$work/pgbench.cap.log" 2>&1 ||
+		{ cat "$work/pgbench.cap.log"; return 1; }
+	cap=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$work/pgbench.cap.log" | head -1)
+	rate=$(awk -v c="$cap" 'BEGIN { printf "%d", c / 2 }')
+	echo "   source capacity ${cap} tps (unthrottled, $clients clients); load: pgbench -R $rate for $secs s"
+	# let both catch up with the capacity run first
+	sleep 5
+	rsql -c "DROP TABLE IF EXISTS lag_samples; CREATE TABLE lag_samples (side text, lag_ms bigint)" > /dev/null || return 1
+	# the heartbeat: the time in ms (mod 1e9) into aid 1, every 100 ms
+	lsql -c "DO \$\$
+BEGIN
+	FOR i IN 1 .. $((secs * 10 + 20)) LOOP
+		UPDATE pgbench_accounts
+		   SET abalance = ((extract(epoch FROM clock_timestamp()) * 1000)::bigint % 1000000000)::int
+		 WHERE aid = 1;
+		COMMIT;
+		PERFORM pg_catalog.pg_sleep(0.1);
+	END LOOP;
+END \$\$" > /dev/null 2>&1 &
+	hb_pid=$!
+	sleep 1
+	if [ -n "${BENCH_PERF:-}" ]; then
+		perf record -q -g -o "$work/perf.steady.data" \
+			-p "$(pgrep -d, -P "$lpid" -f 'ctas_fed sync'),$(pgrep -d, -P "$rpid" -f 'loader dw')" \
+			> /dev/null 2>&1 &
+		perf_pid=$!
+	fi
+	cpu_watch_start "$work/cpu.steady" local="$lpid" remote="$rpid" || return 1
+	pgbench -n -c "$clients" -j "$clients" -R "$rate" -T "$secs" -f "$work/single.sql" \
+		-h "$work" -p "$lport" bench > "$work/pgbench.steady.log" 2>&1 &
+	pg_pid=$!
+	# the sampler: both copies' aid 1 every 100 ms, on the remote
+	rsql -c "DO \$\$
+DECLARE
+	now_ms bigint;
+BEGIN
+	FOR i IN 1 .. $((secs * 10)) LOOP
+		now_ms := (extract(epoch FROM clock_timestamp()) * 1000)::bigint % 1000000000;
+		INSERT INTO lag_samples
+		SELECT 'native', now_ms - abalance FROM public.pgbench_accounts WHERE aid = 1
+		UNION ALL
+		SELECT 'ctas_fed', now_ms - abalance FROM public.accounts WHERE aid = 1;
+		COMMIT;
+		PERFORM pg_catalog.pg_sleep(0.1);
+	END LOOP;
+END \$\$" > /dev/null &
+	samp_pid=$!
+	sleep $((secs / 2))
+	echo "   WAL held mid-way (bytes): ctas_fed $(lsql -c "SELECT wal_held_bytes FROM ctas_fed.jobs WHERE target = 'public.accounts' AND state = 'streaming'")," \
+		"native $(lsql -c "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn) FROM pg_replication_slots WHERE slot_name = 'native'")"
+	wait "$pg_pid" || { cat "$work/pgbench.steady.log"; return 1; }
+	wait "$samp_pid" || return 1
+	cpu_watch_stop "$work/cpu.steady" || return 1
+	if [ -n "${BENCH_PERF:-}" ]; then
+		kill -INT "$perf_pid"
+		wait "$perf_pid" 2> /dev/null
+	fi
+	wait "$hb_pid"
+	n_changes=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$work/pgbench.steady.log")
+	n_changes=$((n_changes + secs * 10))
+	echo "   $n_changes changes in $secs s ($(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$work/pgbench.steady.log" | head -1) tps)"
+	echo
+	echo "| side | lag p50 s | lag p95 s | lag max s | CPU s (walsender + apply worker / sync worker + remote backend) | CPU s per 1M changes |"
+	echo "|---|---|---|---|---|---|"
+	for side in native ctas_fed; do
+		if [ "$side" = native ]; then
+			cpu=$(awk -v a="$(cpu_field "$work/cpu.steady" 'sum:local:walsender')" -v b="$(cpu_field "$work/cpu.steady" 'sum:remote:logical replication')" 'BEGIN { printf "%.2f", a + b }')
+		else
+			cpu=$(awk -v a="$(cpu_field "$work/cpu.steady" 'sum:local:ctas_fed sync')" -v b="$(cpu_field "$work/cpu.steady" 'sum:remote:loader')" 'BEGIN { printf "%.2f", a + b }')
+		fi
+		row=$(rsql -F ' ' -c "SELECT round((percentile_cont(0.5) WITHIN GROUP (ORDER BY lag_ms) / 1000)::numeric, 3),
+			round((percentile_cont(0.95) WITHIN GROUP (ORDER BY lag_ms) / 1000)::numeric, 3),
+			round((max(lag_ms) / 1000.0)::numeric, 3) FROM lag_samples WHERE side = '$side'")
+		set -- $row
+		echo "| $side | $1 | $2 | $3 | $cpu | $(awk -v c="$cpu" -v n="$n_changes" 'BEGIN { printf "%.1f", c * 1000000 / n }') |"
+		[ "$side" = ctas_fed ] && p95=$2
+	done
+	lag_met=$(awk -v p="$p95" 'BEGIN { print (p < 1 ? "met" : "NOT met") }')
+	echo
+	echo "steady lag under pgbench at half the source's capacity ($rate tps): ctas_fed p95 ${p95} s (goal < 1 s: $lag_met)"
+	echo "(load average $(cut -d' ' -f1-3 /proc/loadavg))"
+	return 0
+}
 
 status=0
 best_native=
@@ -238,6 +351,15 @@ for run in $(seq 1 "$runs"); do
 	rsql -c "ALTER SUBSCRIPTION native DISABLE" || die "disable"
 
 	# ctas_fed alone
+	perf_pid=
+	if [ -n "${BENCH_PERF:-}" ]; then
+		# BENCH_PERF=1: a profile of the sync worker and its remote backend
+		perf record -q -g -o "$work/perf.ctas.$run.data" \
+			-p "$(pgrep -d, -P "$lpid" -f 'ctas_fed sync'),$(pgrep -d, -P "$rpid" -f 'loader dw')" \
+			> /dev/null 2>&1 &
+		perf_pid=$!
+		sleep 0.5
+	fi
 	cpu_watch_start "$work/cpu.ctas.$run" local="$lpid" remote="$rpid" || die "cpu_watch"
 	t0=$(now)
 	rsql -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'bench_lock'" > /dev/null
@@ -245,6 +367,10 @@ for run in $(seq 1 "$runs"); do
 		{ echo "ctas_fed: the marker did not arrive"; status=1; }
 	t1=$(now)
 	cpu_watch_stop "$work/cpu.ctas.$run" || die "cpu_watch"
+	if [ -n "$perf_pid" ]; then
+		kill -INT "$perf_pid"
+		wait "$perf_pid" 2> /dev/null
+	fi
 	wait "$lock_pid" 2> /dev/null
 	lock_pid=
 	ctas=$(elapsed "$t0" "$t1")
@@ -258,7 +384,14 @@ for run in $(seq 1 "$runs"); do
 	echo "   native ${native} s (CPU local/remote ${n} s; walsender/apply worker ${nw} s)"
 	echo "   ctas_fed ${ctas} s (CPU local/remote ${c} s; sync worker/remote backend ${cw} s)"
 	echo "   one peek of the whole backlog at the sync's slot: ${decode} s (time/CPU)"
-	echo "| $run | $native | $n | $nw | $ctas | $c | $cw | $decode | $(awk -v a="$native" -v b="$ctas" 'BEGIN { printf "%.2f", a / b }')x |" >> "$work/rows.txt"
+	changes=$((single + bulk + 2))
+	per_m()
+	{
+		awk -v a="$1" -v b="$2" -v n="$changes" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%.1f", (a + b) * 1000000 / n }'
+	}
+	nm=$(per_m "$(cpu_field "$work/cpu.native.$run" 'sum:local:walsender')" "$(cpu_field "$work/cpu.native.$run" 'sum:remote:logical replication')")
+	cm=$(per_m "$(cpu_field "$work/cpu.ctas.$run" 'sum:local:ctas_fed sync')" "$(cpu_field "$work/cpu.ctas.$run" 'sum:remote:loader')")
+	echo "| $run | $native | $n | $nw | $nm | $ctas | $c | $cw | $cm | $decode | $(awk -v a="$native" -v b="$ctas" 'BEGIN { printf "%.2f", a / b }')x | $(cut -d' ' -f1 /proc/loadavg) |" >> "$work/rows.txt"
 	best_native=$(awk -v a="$native" -v b="${best_native:-1e9}" 'BEGIN { print (a < b ? a : b) }')
 	best_ctas=$(awk -v a="$ctas" -v b="${best_ctas:-1e9}" 'BEGIN { print (a < b ? a : b) }')
 done
@@ -269,13 +402,18 @@ echo
 echo "catch-up of a paused backlog: pgbench_accounts scale $scale ($naccounts rows),"
 echo "$single single-row updates from $clients clients + one $bulk-row UPDATE + a marker"
 echo
-echo "| round | native s | CPU local/remote s | walsender/apply worker s | ctas_fed s | CPU local/remote s | sync worker/remote backend s | decoding alone s/CPU s | native/ctas_fed |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| round | native s | CPU local/remote s | walsender/apply worker s | their CPU s per 1M changes | ctas_fed s | CPU local/remote s | sync worker/remote backend s | their CPU s per 1M changes | decoding alone s/CPU s | native/ctas_fed | load average |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 cat "$work/rows.txt"
 echo
 echo "best: native ${best_native} s, ctas_fed ${best_ctas} s: ctas_fed at ${ratio}x native's catch-up speed (goal >= 1.2x: $met)"
 echo "(load average $(cut -d' ' -f1-3 /proc/loadavg))"
+
+lag_met=met
+if [ "$lag_secs" -gt 0 ]; then
+	steady || die "the steady phase"
+fi
 lsql -c "SELECT ctas_fed.stop_sync('wh.public.accounts')" > /dev/null
 rsql -c "DROP SUBSCRIPTION native" > /dev/null
-[ "$status" = 0 ] && [ "$met" != met ] && exit 3
+[ "$status" = 0 ] && { [ "$met" != met ] || [ "$lag_met" != met ]; } && exit 3
 exit $status

@@ -10,6 +10,8 @@
 # has exactly the rows committed (or what it had before), no _ctas_fed_
 # table on any shard, no query of ours running, no durable record.
 
+# ctas-tap: parallel
+
 use strict;
 use warnings;
 

@@ -50,8 +50,9 @@
 #include "utils/numeric.h"
 #include "utils/syscache.h"
 
+#include "guc.h"
 #include "hosts.h"
-#include "target.h"
+#include "catalog.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_handler);
 PG_FUNCTION_INFO_V1(ctas_fed_register_catalog);

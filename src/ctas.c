@@ -54,8 +54,11 @@
 
 #include "ctas.h"
 #include "gid.h"
+#include "guc.h"
 #include "parallel.h"
 #include "sync/sync.h"
+#include "targets.h"
+#include "typemap.h"
 #include "xact.h"
 
 /* The DestReceiver that hands rows to the writer */

@@ -3,7 +3,7 @@
  * ctas.h
  *		  The statement layer: running a federated CREATE TABLE AS, SELECT
  *		  INTO, EXPLAIN of one or DROP TABLE (ctas.c), reached from the
- *		  utility and EXPLAIN hooks (utility.c).
+ *		  utility and EXPLAIN hooks.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -23,7 +23,6 @@
 
 #include "target.h"
 
-/* in ctas.c */
 extern CtasLoad *CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt);
 extern void CtasRunLoad(CtasLoad *load, ParseState *pstate, Query *query,
 						ParamListInfo params, QueryEnvironment *queryEnv);
@@ -43,11 +42,5 @@ extern void CtasStandardExplainOneQuery(Query *query, int cursorOptions,
 										ParamListInfo params,
 										QueryEnvironment *queryEnv);
 extern void CtasExecDrop(Oid serverid, List *names, bool missing_ok);
-
-/* in typemap.c */
-extern List *CtasParseColumnTypes(const char *spec);
-
-/* in utility.c */
-extern void CtasUtilityInit(void);
 
 #endif							/* CTAS_CTAS_H */

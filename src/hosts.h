@@ -17,7 +17,7 @@
 #include "nodes/pg_list.h"
 #include "utils/guc.h"
 
-#include "ctas_fed.h"
+#include "catalog.h"
 
 /* in hosts.c */
 extern char *CtasAllowedHosts;

@@ -53,6 +53,7 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
 #include "jobs.h"
 #include "mb/pg_wchar.h"
 

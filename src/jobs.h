@@ -1,8 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * jobs.h
- *		  The shared-memory job registry (jobs.c), its SQL view and metrics
- *		  (metrics.c).
+ *		  The shared-memory job registry (jobs.c).
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -19,7 +18,7 @@
 #include "port/atomics.h"
 #include "storage/latch.h"
 
-#include "ctas_fed.h"
+#include "catalog.h"
 
 typedef enum CtasJobState
 {
@@ -122,7 +121,6 @@ typedef struct CtasJobsSnapshotData
  */
 typedef void (*CtasResolverWakeFunc) (Oid dboid, bool now);
 
-/* in jobs.c */
 extern CtasResolverWakeFunc CtasJobsResolverWake;
 extern const double CtasDurationBuckets[CTAS_DURATION_BUCKETS];
 extern void CtasJobsShmemRequest(void);
@@ -146,9 +144,5 @@ extern void CtasJobsResolveGid(const char *gid, CtasJobState state);
 extern void CtasJobsCounters(uint64 *change_count, uint64 *ended);
 extern void CtasJobsSetLatch(Latch *latch, bool notifier);
 extern uint64 CtasJobsSave(void);
-
-/* in metrics.c */
-extern char *CtasMetricsText(void);
-extern char *CtasJobEventJson(const CtasJobEvent *ev);
 
 #endif							/* CTAS_JOBS_H */

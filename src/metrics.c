@@ -28,7 +28,9 @@
 #include "utils/tuplestore.h"
 #include "utils/xid8.h"
 
+#include "guc.h"
 #include "jobs.h"
+#include "metrics.h"
 #include "sync/sync.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_jobs);

@@ -66,6 +66,7 @@
 #include "utils/tuplestore.h"
 
 #include "ctas.h"
+#include "guc.h"
 #include "parallel.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_create_tables_as);

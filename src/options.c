@@ -40,8 +40,10 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 
+#include "guc.h"
 #include "hosts.h"
 #include "target.h"
+#include "targets.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_validator);
 

@@ -102,6 +102,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
 #include "jobs.h"
 #include "parallel_dsm.h"
 

@@ -59,6 +59,7 @@
 #include "utils/memutils.h"
 
 #include "clickhouse.h"
+#include "guc.h"
 
 /* ------------------------------------------------------------------------
  * Server version and transaction state

@@ -33,7 +33,7 @@
 #include "libpq-fe.h"
 #include "utils/timestamp.h"
 
-#include "ctas_fed.h"
+#include "catalog.h"
 #include "target.h"
 
 /* how long the commit and abort paths wait for the remote, in ms */

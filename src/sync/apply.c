@@ -71,6 +71,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
+#include "guc.h"
 #include "sync/sync_int.h"
 
 /* rows of the peek fetched from its cursor at once */

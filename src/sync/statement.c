@@ -93,6 +93,7 @@
 #include "utils/syscache.h"
 #include "utils/varlena.h"
 
+#include "guc.h"
 #include "jobs.h"
 #include "sync/sync.h"
 #include "workers/workers.h"

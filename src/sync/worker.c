@@ -140,7 +140,9 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
 #include "sync/sync_int.h"
+#include "targets.h"
 #include "workers/workers.h"
 
 /* sleep when the slot had nothing new, ms */

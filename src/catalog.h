@@ -1,21 +1,19 @@
 /*-------------------------------------------------------------------------
  *
- * ctas_fed.h
- *		  Private declarations of ctas_fed, one section per source file.
- *
- * The extern blocks below double as a map of the module: each one is
- * headed by the file that defines it.
+ * catalog.h
+ *		  Catalogs as foreign servers (catalog.c): the descriptor, the
+ *		  option tables every target's options are checked by, the
+ *		  password rule.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
- * Portions Copyright (c) 1996-2022, PostgreSQL Global Development Group
  *
  * IDENTIFICATION
- *		  src/ctas_fed.h
+ *		  src/catalog.h
  *
  *-------------------------------------------------------------------------
  */
-#ifndef CTAS_FED_H
-#define CTAS_FED_H
+#ifndef CTAS_CATALOG_H
+#define CTAS_CATALOG_H
 
 #include "nodes/pg_list.h"
 
@@ -50,24 +48,33 @@ typedef struct CtasCatalogRef
 	char	   *name;			/* server name = catalog name */
 } CtasCatalogRef;
 
-/* in guc.c */
-extern bool CtasPreloaded;
-extern int	CtasMaxJobs;
-extern int	CtasHistorySize;
-extern int	CtasResolverNaptime;
-extern int	CtasResolveTimeout;
-extern char *CtasNotifyUrl;
-extern char *CtasPushgatewayUrl;
-extern bool CtasProgress;
-extern int	CtasProgressInterval;
-extern char *CtasFaultPoint;
-extern void CtasFaultPointWait(const char *name);
-extern int	CtasMaxSyncsPerRole;
-extern int	CtasSyncPeekChanges;
-extern void CtasDefineSettings(void);
-extern void CtasCheckPreloaded(void);
+/*
+ * A server or user mapping option a target accepts; the validator in
+ * catalog.c checks the value by kind.
+ */
+typedef enum CtasOptionKind
+{
+	CTAS_OPT_STRING,			/* any single-line text */
+	CTAS_OPT_INT,				/* integer in [min, max] */
+	CTAS_OPT_BOOL,				/* anything parse_bool accepts */
+	CTAS_OPT_ENUM,				/* one of choices */
+	CTAS_OPT_SERVICE_URL,		/* http(s) URL of a service: no path/query */
+	CTAS_OPT_HOOK_URL,			/* http(s) URL of a webhook: path, query ok */
+	CTAS_OPT_SERVICE_URL_LIST	/* comma-separated service URLs */
+} CtasOptionKind;
 
-/* in catalog.c */
+typedef struct CtasOption
+{
+	const char *name;
+	Oid			context;		/* ForeignServer- or UserMappingRelationId */
+	CtasOptionKind kind;
+	int			min;			/* CTAS_OPT_INT only */
+	int			max;
+	const char *const *choices; /* CTAS_OPT_ENUM only, NULL-terminated */
+	bool		secret;			/* never shown anywhere */
+	bool		names_host;		/* limited by ctas_fed.allowed_hosts */
+} CtasOption;
+
 extern Oid	CtasCatalogServerOid(const char *name);
 extern CtasCatalog *CtasGetCatalog(Oid serverid, Oid userid,
 								   bool check_usage, bool need_mapping);
@@ -76,5 +83,8 @@ extern const char *CtasCatalogOption(const CtasCatalog *catalog,
 extern bool CtasPasswordRequired(const CtasCatalog *catalog,
 								 bool *owner_rule);
 extern List *CtasListCatalogs(bool per_mapping);
+extern const CtasOption CtasCommonOptions[];
+extern const CtasOption *CtasLookupOption(const CtasOption *table,
+										  const char *name, Oid context);
 
-#endif							/* CTAS_FED_H */
+#endif							/* CTAS_CATALOG_H */

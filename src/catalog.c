@@ -65,7 +65,7 @@ PG_FUNCTION_INFO_V1(ctas_fed_catalog_descriptor);
 
 /* Options every kind of catalog accepts */
 const CtasOption CtasCommonOptions[] = {
-	{"notify_url", SRV, CTAS_OPT_HOOK_URL, 0, 0, NULL, false, true},
+	{"notify_url", SRV, CTAS_OPT_HOOK_URL, 0, 0, NULL, false, CTAS_HOSTS_URL},
 	{"user", UM, CTAS_OPT_STRING},
 	{"password", UM, CTAS_OPT_STRING, 0, 0, NULL, true},
 	{"password_required", UM, CTAS_OPT_BOOL},

@@ -63,6 +63,22 @@ typedef enum CtasOptionKind
 	CTAS_OPT_SERVICE_URL_LIST	/* comma-separated service URLs */
 } CtasOptionKind;
 
+/*
+ * Which hosts an option names, for ctas_fed.allowed_hosts (hosts.c): each
+ * target's option table says so, so that no generic code knows the name of
+ * an option that names a host.
+ */
+typedef enum CtasHostKind
+{
+	CTAS_HOSTS_NONE = 0,		/* names no host */
+	CTAS_HOSTS_NAMES,			/* comma-separated host names or addresses
+								 * (libpq's host and hostaddr) */
+	CTAS_HOSTS_URL,				/* the host of one http(s) URL */
+	CTAS_HOSTS_URL_LIST			/* the host of each of comma-separated
+								 * URLs, checked URL by URL where each is
+								 * used (CtasCheckCatalogUrl) */
+} CtasHostKind;
+
 typedef struct CtasOption
 {
 	const char *name;
@@ -72,7 +88,8 @@ typedef struct CtasOption
 	int			max;
 	const char *const *choices; /* CTAS_OPT_ENUM only, NULL-terminated */
 	bool		secret;			/* never shown anywhere */
-	bool		names_host;		/* limited by ctas_fed.allowed_hosts */
+	CtasHostKind hosts;			/* the hosts it names, limited by
+								 * ctas_fed.allowed_hosts */
 } CtasOption;
 
 extern Oid	CtasCatalogServerOid(const char *name);

@@ -418,16 +418,8 @@ ctas_fed_validator(PG_FUNCTION_ARGS)
 
 		check_option_value(opt, value);
 
-		if (opt->names_host && !superuser() &&
-			opt->kind == CTAS_OPT_SERVICE_URL_LIST)
-		{
-			ListCell   *ulc;
-
-			foreach(ulc, CtasSplitUrlList(value))
-				CtasCheckHostOption(opt->name, lfirst(ulc));
-		}
-		else if (opt->names_host && !superuser())
-			CtasCheckHostOption(opt->name, value);
+		if (opt->hosts != CTAS_HOSTS_NONE && !superuser())
+			CtasCheckHostOption(opt, value);
 
 		if (strcmp(opt->name, "password_required") == 0 &&
 			!defGetBoolean(def) && !superuser())

@@ -165,9 +165,6 @@ my @name_allow = (
 	# not the PostgreSQL target's libpq option of that name
 	[ 'catalog.c', qr/\\"options\\": / ],
 	[ 'multi.c', qr/"\\"options\\" must be a JSON object"/ ],
-
-	# XXX until hosts.c asks the option tables (this branch, next commit)
-	[ 'hosts.c', qr/"(?:url|host|hostaddr)"/ ],
 );
 
 # the longest .c file a reviewer is asked to hold

@@ -80,6 +80,7 @@ extern void CtasChSyncVerifyRemote(CtasSyncTarget *t, int level,
 								   void *arg);
 
 /* in client.c */
+extern const CtasOption CtasChServerOptions[];
 extern CtasHttp *CtasHttpCreate(const CtasCatalog *catalog,
 								MemoryContext cxt);
 extern CtasHttp *CtasHttpCreateShard(const CtasCatalog *catalog,

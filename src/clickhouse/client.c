@@ -47,6 +47,7 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/pg_foreign_server.h"
 #include "commands/defrem.h"
 #include "foreign/foreign.h"
 #include "mb/pg_wchar.h"
@@ -125,6 +126,20 @@ static void ch_stream_fail(CtasHttpStream *s, CtasCurlResult rr);
 static void ch_stream_reset_cb(void *arg);
 static CtasHttp *ch_http_create(const CtasCatalog *catalog, const char *url,
 								MemoryContext cxt);
+
+/*
+ * type 'clickhouse': the HTTP interface.  The routine's server_options
+ * (writer.c); here because CtasHttpCreate asks it which options name hosts.
+ */
+const CtasOption CtasChServerOptions[] = {
+	{"url", ForeignServerRelationId, CTAS_OPT_SERVICE_URL, 0, 0, NULL, false, CTAS_HOSTS_URL},
+	{"database", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"connect_timeout", ForeignServerRelationId, CTAS_OPT_INT, 1, 3600},
+	{"timeout", ForeignServerRelationId, CTAS_OPT_INT, 1, 86400},
+	{"cluster", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"shard_urls", ForeignServerRelationId, CTAS_OPT_SERVICE_URL_LIST, 0, 0, NULL, false, CTAS_HOSTS_URL_LIST},
+	{NULL}
+};
 
 /*
  * CtasHttpCreate
@@ -247,7 +262,7 @@ ch_http_create(const CtasCatalog *catalog, const char *url,
 	http->password = v ? pstrdup(v) : NULL;
 
 	/* the rules of a non-superuser's catalog, checked on every use */
-	CtasCheckCatalogHosts(catalog);
+	CtasCheckCatalogHosts(catalog, CtasChServerOptions);
 	if ((http->password == NULL || http->password[0] == '\0') &&
 		CtasPasswordRequired(catalog, NULL))
 		ereport(ERROR,

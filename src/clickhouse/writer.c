@@ -461,22 +461,11 @@ ch_check_options(CtasLoad *load)
 	CtasChClusterCheckOptions(load);
 }
 
-/* type 'clickhouse': the HTTP interface */
-static const CtasOption ch_server_options[] = {
-	{"url", ForeignServerRelationId, CTAS_OPT_SERVICE_URL, 0, 0, NULL, false, true},
-	{"database", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"connect_timeout", ForeignServerRelationId, CTAS_OPT_INT, 1, 3600},
-	{"timeout", ForeignServerRelationId, CTAS_OPT_INT, 1, 86400},
-	{"cluster", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"shard_urls", ForeignServerRelationId, CTAS_OPT_SERVICE_URL_LIST, 0, 0, NULL, false, true},
-	{NULL}
-};
-
 static const char *const ch_required_options[] = {"url", NULL};
 
 const CtasTargetRoutine CtasClickHouseTarget = {
 	.type_name = "clickhouse",
-	.server_options = ch_server_options,
+	.server_options = CtasChServerOptions,
 	.required_options = ch_required_options,
 	.commit_order = CTAS_COMMIT_LAST_RESOURCE,
 	.map_column = CtasChMapColumn,

@@ -71,6 +71,7 @@ typedef struct CtasPgWorkerGids
 extern const CtasTargetRoutine CtasPostgresTarget;
 
 /* in connection.c */
+extern const CtasOption CtasPgServerOptions[];
 extern CtasConn *CtasPgGetConnection(CtasCatalog *catalog);
 extern CtasConn *CtasPgTryGetConnection(CtasCatalog *catalog);
 extern void CtasPgDisconnect(CtasConn *entry);

@@ -167,57 +167,9 @@ static void pg_list_columns(CtasCatalog *catalog, const char *schema,
 										  const char *type, bool nullable),
 							void *arg);
 
-static const char *const two_phase_choices[] = {"auto", "on", "off", NULL};
-static const char *const sslmode_choices[] = {
-	"disable", "allow", "prefer", "require", "verify-ca", "verify-full", NULL
-};
-static const char *const gssencmode_choices[] = {
-	"disable", "prefer", "require", NULL
-};
-static const char *const session_attrs_choices[] = {
-	"any", "read-write", "read-only", "primary", "standby",
-	"prefer-standby", NULL
-};
-
-/*
- * type 'postgres': the libpq connection keywords that describe a server.
- * user and password are credentials and live on the user mapping (generic
- * options, catalog.c); client_encoding, replication and fallback_application_name
- * are set by ctas_fed itself.
- */
-static const CtasOption pg_server_options[] = {
-	{"host", ForeignServerRelationId, CTAS_OPT_STRING, 0, 0, NULL, false, true},
-	{"hostaddr", ForeignServerRelationId, CTAS_OPT_STRING, 0, 0, NULL, false, true},
-	{"port", ForeignServerRelationId, CTAS_OPT_INT, 1, 65535},
-	{"dbname", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"options", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"application_name", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"connect_timeout", ForeignServerRelationId, CTAS_OPT_INT, 0, INT_MAX},
-	{"keepalives", ForeignServerRelationId, CTAS_OPT_INT, 0, 1},
-	{"keepalives_idle", ForeignServerRelationId, CTAS_OPT_INT, 0, INT_MAX},
-	{"keepalives_interval", ForeignServerRelationId, CTAS_OPT_INT, 0, INT_MAX},
-	{"keepalives_count", ForeignServerRelationId, CTAS_OPT_INT, 0, INT_MAX},
-	{"tcp_user_timeout", ForeignServerRelationId, CTAS_OPT_INT, 0, INT_MAX},
-	{"sslmode", ForeignServerRelationId, CTAS_OPT_ENUM, 0, 0, sslmode_choices},
-	{"sslcompression", ForeignServerRelationId, CTAS_OPT_INT, 0, 1},
-	{"sslcert", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"sslkey", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"sslrootcert", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"sslcrl", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"sslcrldir", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"sslsni", ForeignServerRelationId, CTAS_OPT_INT, 0, 1},
-	{"ssl_min_protocol_version", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"ssl_max_protocol_version", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"gssencmode", ForeignServerRelationId, CTAS_OPT_ENUM, 0, 0, gssencmode_choices},
-	{"krbsrvname", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"target_session_attrs", ForeignServerRelationId, CTAS_OPT_ENUM, 0, 0, session_attrs_choices},
-	{"two_phase", ForeignServerRelationId, CTAS_OPT_ENUM, 0, 0, two_phase_choices},
-	{NULL}
-};
-
 const CtasTargetRoutine CtasPostgresTarget = {
 	.type_name = "postgres",
-	.server_options = pg_server_options,
+	.server_options = CtasPgServerOptions,
 	.commit_order = CTAS_COMMIT_PREPARE,
 	.map_column = pg_map_column,
 	.explain = pg_explain,

@@ -94,7 +94,7 @@ static void explain_load(CtasLoad *load, Query *query, ExplainState *es,
 static void report_table_exists(CtasLoad *load, int elevel,
 								bool concurrently);
 static void start_job(CtasLoad *load, const char *mode);
-static void fail_job(CtasLoad *load);
+static void ctas_fail_job(CtasLoad *load);
 static void run_load(CtasLoad *load, ParseState *pstate, Query *query,
 					 ParamListInfo params, QueryEnvironment *queryEnv);
 
@@ -655,13 +655,13 @@ start_job(CtasLoad *load, const char *mode)
 }
 
 /*
- * fail_job
+ * ctas_fail_job
  *		In a PG_CATCH block: mark the load's job failed with the message of
  *		the error being handled, and its rows: those sent (atomic; they are
  *		rolled back) or those committed (streaming; they stay).
  */
 static void
-fail_job(CtasLoad *load)
+ctas_fail_job(CtasLoad *load)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(load->cxt);
 	ErrorData  *edata = CopyErrorData();
@@ -678,6 +678,20 @@ fail_job(CtasLoad *load)
 					load->bytes);
 	CtasJobSetState(load->job, CTAS_JOB_FAILED, edata->message);
 	FreeErrorData(edata);
+}
+
+/*
+ * ctas_job_loaded
+ *		After a load's rows are all sent and checked: the job's counters,
+ *		and its end when nothing is left for the commit (streaming, or IF
+ *		NOT EXISTS found the table).
+ */
+static void
+ctas_job_loaded(CtasLoad *load)
+{
+	CtasJobProgress(load->job, load->rows, load->bytes);
+	if (!load->opts.atomic || load->skipped)
+		CtasJobSetState(load->job, CTAS_JOB_COMMITTED, NULL);
 }
 
 /*
@@ -751,14 +765,12 @@ CtasRunLoad(CtasLoad *load, ParseState *pstate, Query *query,
 	}
 	PG_CATCH();
 	{
-		fail_job(load);
+		ctas_fail_job(load);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
-	CtasJobProgress(load->job, load->rows, load->bytes);
-	if (!load->opts.atomic || load->skipped)
-		CtasJobSetState(load->job, CTAS_JOB_COMMITTED, NULL);
+	ctas_job_loaded(load);
 }
 
 /*
@@ -780,7 +792,7 @@ CtasBeginLoad(CtasLoad *load)
 	}
 	PG_CATCH();
 	{
-		fail_job(load);
+		ctas_fail_job(load);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -809,14 +821,12 @@ CtasEndLoad(CtasLoad *load)
 	}
 	PG_CATCH();
 	{
-		fail_job(load);
+		ctas_fail_job(load);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
-	CtasJobProgress(load->job, load->rows, load->bytes);
-	if (!load->opts.atomic || load->skipped)
-		CtasJobSetState(load->job, CTAS_JOB_COMMITTED, NULL);
+	ctas_job_loaded(load);
 }
 
 /*
@@ -827,7 +837,7 @@ CtasEndLoad(CtasLoad *load)
 void
 CtasFailLoad(CtasLoad *load)
 {
-	fail_job(load);
+	ctas_fail_job(load);
 }
 
 /*
@@ -1054,7 +1064,7 @@ CtasExplainLoad(CtasLoad *load, Query *query, ExplainState *es,
 	}
 	PG_CATCH();
 	{
-		fail_job(load);
+		ctas_fail_job(load);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -1090,7 +1100,7 @@ CtasExecDrop(Oid serverid, List *names, bool missing_ok)
 	}
 	PG_CATCH();
 	{
-		fail_job(load);
+		ctas_fail_job(load);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -1099,7 +1109,7 @@ CtasExecDrop(Oid serverid, List *names, bool missing_ok)
 
 /* DestReceiver callbacks */
 
-static void report_progress(CtasDest *dest);
+static void ctas_report_progress(CtasDest *dest);
 
 static bool
 ctas_dest_receive(TupleTableSlot *slot, DestReceiver *self)
@@ -1113,18 +1123,18 @@ ctas_dest_receive(TupleTableSlot *slot, DestReceiver *self)
 	{
 		CtasJobProgress(load->job, load->rows, load->bytes);
 		if (CtasProgress)
-			report_progress(dest);
+			ctas_report_progress(dest);
 	}
 	return true;
 }
 
 /*
- * report_progress
+ * ctas_report_progress
  *		NOTICE with rows, bytes and rate, every ctas_fed.progress_interval
  *		seconds.
  */
 static void
-report_progress(CtasDest *dest)
+ctas_report_progress(CtasDest *dest)
 {
 	CtasLoad   *load = dest->load;
 	TimestampTz now = GetCurrentTimestamp();

@@ -45,23 +45,23 @@
 #include "target.h"
 
 /* ClickHouse HTTP client (client.c) */
-typedef struct CtasHttp CtasHttp;
-typedef struct CtasHttpStream CtasHttpStream;
+typedef struct CtasChHttp CtasChHttp;
+typedef struct CtasChHttpStream CtasChHttpStream;
 
-/* Flags of CtasHttpTryQuery */
+/* Flags of CtasChHttpTryQuery */
 #define CTAS_HTTP_CLEANUP		0x0001	/* commit/abort path: short deadline,
 										 * never aborted by an interrupt */
 #define CTAS_HTTP_MISSING_OK	0x0002	/* report "unknown table/database"
 										 * as success with a NULL result */
 
 /* Server version, read once per client */
-typedef struct CtasHttpVersion
+typedef struct CtasChHttpVersion
 {
 	int			major;
 	int			minor;
 	int			patch;
 	const char *text;			/* as the server printed it */
-} CtasHttpVersion;
+} CtasChHttpVersion;
 
 /* in writer.c: the routine, listed in targets.c */
 extern const CtasTargetRoutine CtasClickHouseTarget;
@@ -81,43 +81,43 @@ extern void CtasChSyncVerifyRemote(CtasSyncTarget *t, int level,
 
 /* in client.c */
 extern const CtasOption CtasChServerOptions[];
-extern CtasHttp *CtasHttpCreate(const CtasCatalog *catalog,
-								MemoryContext cxt);
-extern CtasHttp *CtasHttpCreateShard(const CtasCatalog *catalog,
-									 const char *url, int shard,
-									 MemoryContext cxt);
+extern CtasChHttp *CtasChHttpCreate(const CtasCatalog *catalog,
+									MemoryContext cxt);
+extern CtasChHttp *CtasChHttpCreateShard(const CtasCatalog *catalog,
+										 const char *url, int shard,
+										 MemoryContext cxt);
 extern struct ChCluster *CtasChClusterOpen(const CtasCatalog *catalog,
 										   MemoryContext cxt);
-extern const char *CtasHttpCatalogName(CtasHttp *http);
-extern const CtasHttpVersion *CtasHttpServerVersion(CtasHttp *http);
-extern bool CtasHttpServerVersionKnown(CtasHttp *http);
-extern bool CtasHttpVersionAtLeast(CtasHttp *http, int major, int minor);
-extern void CtasHttpAddSetting(CtasHttp *http, const char *name,
-							   const char *value);
-extern char *CtasHttpQuery(CtasHttp *http, const char *sql,
-						   const char *what);
-extern bool CtasHttpTryQuery(CtasHttp *http, const char *sql,
-							 const char *what, int flags,
-							 char **result, char **errdetail);
-extern void CtasHttpKillQuery(CtasHttp *http, const char *query_id);
+extern const char *CtasChHttpCatalogName(CtasChHttp *http);
+extern const CtasChHttpVersion *CtasChHttpServerVersion(CtasChHttp *http);
+extern bool CtasChHttpServerVersionKnown(CtasChHttp *http);
+extern bool CtasChHttpVersionAtLeast(CtasChHttp *http, int major, int minor);
+extern void CtasChHttpAddSetting(CtasChHttp *http, const char *name,
+								 const char *value);
+extern char *CtasChHttpQuery(CtasChHttp *http, const char *sql,
+							 const char *what);
+extern bool CtasChHttpTryQuery(CtasChHttp *http, const char *sql,
+							   const char *what, int flags,
+							   char **result, char **errdetail);
+extern void CtasChHttpKillQuery(CtasChHttp *http, const char *query_id);
 extern void CtasChAppendIdent(StringInfo buf, const char *s);
 extern void CtasChAppendLiteral(StringInfo buf, const char *s);
 
-extern CtasHttpStream *CtasHttpStreamOpen(CtasHttp *http, const char *sql,
-										  const char *what,
-										  MemoryContext cxt);
-extern void CtasHttpStreamWatch(CtasHttpStream *stream,
-								CtasHttpStream **slot);
-extern void CtasHttpStreamUnwatch(CtasHttpStream *stream);
-extern void CtasHttpStreamOnFailure(CtasHttpStream *stream,
-									void (*cb) (void *arg), void *arg);
-extern StringInfo CtasHttpStreamBuffer(CtasHttpStream *stream);
-extern void CtasHttpStreamFlush(CtasHttpStream *stream);
-extern void CtasHttpStreamFinish(CtasHttpStream *stream);
-extern void CtasHttpStreamClose(CtasHttpStream *stream);
-extern const char *CtasHttpStreamQueryId(CtasHttpStream *stream);
+extern CtasChHttpStream *CtasChHttpStreamOpen(CtasChHttp *http, const char *sql,
+											  const char *what,
+											  MemoryContext cxt);
+extern void CtasChHttpStreamWatch(CtasChHttpStream *stream,
+								CtasChHttpStream **slot);
+extern void CtasChHttpStreamUnwatch(CtasChHttpStream *stream);
+extern void CtasChHttpStreamOnFailure(CtasChHttpStream *stream,
+									  void (*cb) (void *arg), void *arg);
+extern StringInfo CtasChHttpStreamBuffer(CtasChHttpStream *stream);
+extern void CtasChHttpStreamFlush(CtasChHttpStream *stream);
+extern void CtasChHttpStreamFinish(CtasChHttpStream *stream);
+extern void CtasChHttpStreamClose(CtasChHttpStream *stream);
+extern const char *CtasChHttpStreamQueryId(CtasChHttpStream *stream);
 
-/* Size at which CtasHttpStreamFlush hands the buffer to the socket */
+/* Size at which CtasChHttpStreamFlush hands the buffer to the socket */
 #define CTAS_HTTP_STREAM_CHUNK	(1024 * 1024)
 
 /* ClickHouse types we can write */
@@ -263,7 +263,7 @@ typedef struct ChCluster
 	char	   *name;			/* of remote_servers */
 	int			nshards;
 	char	  **urls;			/* [nshards], shard_num order */
-	CtasHttp  **http;			/* [nshards] */
+	CtasChHttp **http;			/* [nshards] */
 	int			nslots;			/* sum of the shards' weights */
 	int		   *slot_shard;		/* [nslots]: slot -> shard, from 1 */
 	bool		checked;		/* against system.clusters */
@@ -272,11 +272,11 @@ typedef struct ChCluster
 /* Per transaction and user mapping: part->private */
 typedef struct ChXact
 {
-	CtasHttp   *http;			/* in part->cxt */
+	CtasChHttp *http;			/* in part->cxt */
 	ChCluster  *cluster;		/* cluster catalog, or NULL */
 	List	   *actions;		/* ChAction *, oldest first */
 	/* open INSERTs, watched, by shard (0: url); or NULL */
-	CtasHttpStream *stream[CH_MAX_SHARDS + 1];
+	CtasChHttpStream *stream[CH_MAX_SHARDS + 1];
 	char	   *stream_qid[CH_MAX_SHARDS + 1];	/* until they are closed */
 	int			stream_level;
 	char		record_path[MAXPGPATH]; /* durable record, or "" */
@@ -301,7 +301,7 @@ typedef struct ChShardKey
 /* Per statement: load->private */
 typedef struct ChLoad
 {
-	CtasHttp   *http;
+	CtasChHttp *http;
 	int			shard;			/* cluster: this shard's part of the load,
 								 * from 1; 0 otherwise */
 	ChXact	   *xs;				/* NULL in streaming mode */
@@ -315,7 +315,7 @@ typedef struct ChLoad
 	int			ncols;
 	ChColumn   *cols;
 	char	  **types;			/* ClickHouse type of each column */
-	CtasHttpStream *stream;
+	CtasChHttpStream *stream;
 	MemoryContext stream_cxt;	/* owns stream; deleted when it is done */
 	bool		exported;		/* leader of a parallel load: rows come
 								 * from the workers, load->rows counts them */
@@ -399,24 +399,24 @@ extern char *CtasChQname(const char *db, const char *table);
 extern char *CtasChLit(const char *s);
 extern char *CtasChDisplay(const char *db, const char *table);
 extern List *CtasChTsv(const char *body, int *nfields);
-extern uint64 CtasChParseCount(CtasHttp *http, const char *body,
+extern uint64 CtasChParseCount(CtasChHttp *http, const char *body,
 							   const char *what);
 extern const char *const CtasChStatementOptions[];
 extern bool CtasChParseOption(CtasLoad *load, DefElem *def);
 extern void CtasChCheckOptions(CtasLoad *load);
 extern char *CtasChEngineName(const char *engine);
 extern bool CtasChIsMergetree(const char *engine_name);
-extern char *CtasChRemoteEngine(CtasHttp *http, const char *db,
+extern char *CtasChRemoteEngine(CtasChHttp *http, const char *db,
 								const char *table);
 extern int	CtasChCountCheckMode(const char *engine);
 extern char *CtasChCreateSql(CtasLoad *load, ChColumn *cols, const char *db,
 							 const char *name);
 
 /* in stage.c */
-extern bool CtasChRemoteExists(CtasHttp *http, const char *db,
+extern bool CtasChRemoteExists(CtasChHttp *http, const char *db,
 							   const char *table);
 extern char *CtasChLoadEngine(CtasLoad *load);
-extern bool CtasChLogicalExists(CtasHttp *http, ChXact *xs, int shard,
+extern bool CtasChLogicalExists(CtasChHttp *http, ChXact *xs, int shard,
 								const char *db, const char *table,
 								char **phys);
 extern ChAction *CtasChNewAction(CtasParticipant *part, ChXact *xs,
@@ -430,7 +430,7 @@ extern void CtasChStreamOpen(ChLoad *cl);
 extern void CtasChStreamStep(ChLoad *cl, bool finish);
 
 /* in cluster.c */
-extern void CtasChClusterCheck(ChCluster *c, CtasHttp *http);
+extern void CtasChClusterCheck(ChCluster *c, CtasChHttp *http);
 extern void CtasChClusterCheckOptions(CtasLoad *load);
 extern bool CtasChClusterBeginLoad(ChLoad *cl);
 extern void CtasChClusterCreateTable(ChLoad *cl, bool exists);
@@ -444,16 +444,16 @@ extern ChColumn *CtasChSetupColumns(CtasLoad *load, char **types);
 extern void CtasChPutValue(ChEnc *e, StringInfo buf, Datum v, bool isnull);
 
 /* in xact.c */
-extern void CtasChCheckVersion(CtasHttp *http);
+extern void CtasChCheckVersion(CtasChHttp *http);
 extern const char *const CtasChActionNames[CH_DROP + 1];
 extern pg_crc32c CtasChRecordCrc(const char *data, size_t len);
 extern void CtasChRecordWrite(CtasParticipant *part, ChXact *xs);
 extern ChXact *CtasChXact(CtasParticipant *part);
-extern CtasHttp *CtasChActionHttp(ChXact *xs, ChAction *a);
+extern CtasChHttp *CtasChActionHttp(ChXact *xs, ChAction *a);
 extern bool CtasChCleanupFailed;
-extern bool CtasChCleanupDrop(CtasHttp *http, const char *db,
+extern bool CtasChCleanupDrop(CtasChHttp *http, const char *db,
 							  const char *table, const char *what);
-extern bool CtasChUndoChecked(CtasHttp *http, ChAction *a, char **why);
+extern bool CtasChUndoChecked(CtasChHttp *http, ChAction *a, char **why);
 extern void CtasChPreCommit(CtasParticipant *part);
 extern void CtasChPostCommit(CtasParticipant *part);
 extern void CtasChAbort(CtasParticipant *part);

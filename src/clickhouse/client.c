@@ -18,7 +18,7 @@
  *	  CHECK_FOR_INTERRUPTS() raises PostgreSQL's own error.
  *	- Credentials travel in the X-ClickHouse-User / X-ClickHouse-Key
  *	  headers, never in a URL; no error message ever shows them.
- *	- Every request carries a query_id of ours (CtasHttpNewQueryId), so that
+ *	- Every request carries a query_id of ours (CtasChHttpNewQueryId), so that
  *	  a request we gave up on can be stopped with KILL QUERY: ClickHouse
  *	  goes on running an HTTP query whose client has gone.
  *	- Every response is checked for a ClickHouse exception: the
@@ -65,7 +65,7 @@
 #define CH_MAX_REMOTE_TEXT			1000	/* bytes of remote text shown */
 #define CH_MAX_SQL_TEXT				300 /* bytes of SQL in a context */
 
-struct CtasHttp
+struct CtasChHttp
 {
 	MemoryContext cxt;
 	char	   *catalog;		/* catalog name, for messages */
@@ -76,22 +76,22 @@ struct CtasHttp
 	long		timeout_ms;		/* inactivity limit */
 	int			timeout_s;		/* the same, for messages */
 	CtasCurl   *xfer;			/* reused for queries, or NULL */
-	CtasHttpVersion *version;	/* read once, or NULL */
+	CtasChHttpVersion *version;	/* read once, or NULL */
 	char	   *settings;		/* "&name=value..." on every URL, or NULL */
 	char		inflight[96];	/* query_id of the query on xfer, or "" */
 	bool		unresponsive;	/* a request or KILL QUERY got no answer */
 };
 
-struct CtasHttpStream
+struct CtasChHttpStream
 {
-	CtasHttp   *http;
+	CtasChHttp *http;
 	CtasCurl   *xfer;
 	StringInfoData buf;			/* rows not yet taken by curl */
 	char	   *query_id;
 	char	   *sql;			/* for error contexts */
 	char	   *what;
 	bool		closed;			/* finished, failed or aborted */
-	CtasHttpStream **slot;		/* cleared when the stream goes away */
+	CtasChHttpStream **slot;		/* cleared when the stream goes away */
 	void		(*on_failure) (void *arg);	/* before the error is raised */
 	void	   *on_failure_arg;
 };
@@ -106,30 +106,30 @@ typedef struct ch_failure
 
 static uint32 query_serial = 0;
 
-static CtasCurl *ch_xfer_create(CtasHttp *http, MemoryContext cxt,
+static CtasCurl *ch_xfer_create(CtasChHttp *http, MemoryContext cxt,
 								bool stream, bool must_succeed);
 static void ch_xfer_start(CtasCurl *t, const char *url, const char *body,
 						  StringInfo up);
-static char *ch_url(CtasHttp *http, CtasCurl *t, const char *query_id,
+static char *ch_url(CtasChHttp *http, CtasCurl *t, const char *query_id,
 					const char *sql_in_url, bool wait_end);
-static bool ch_check_response(CtasHttp *http, CtasCurl *t, CtasCurlResult rr,
+static bool ch_check_response(CtasChHttp *http, CtasCurl *t, CtasCurlResult rr,
 							  ch_failure *f, bool *missing);
 static bool ch_find_exception(const char *body, size_t len, bool at_end_only,
 							  int *code, const char **msg, size_t *msglen);
 static int	ch_code_sqlstate(int code);
 static char *ch_sanitize(const char *s, size_t len, size_t cap);
-static void ch_raise(CtasHttp *http, const char *what, const char *sql,
+static void ch_raise(CtasChHttp *http, const char *what, const char *sql,
 					 ch_failure *f) pg_attribute_noreturn();
-static void ch_after_interrupt(CtasHttp *http, const char *what,
+static void ch_after_interrupt(CtasChHttp *http, const char *what,
 							   const char *sql) pg_attribute_noreturn();
-static void ch_stream_fail(CtasHttpStream *s, CtasCurlResult rr);
+static void ch_stream_fail(CtasChHttpStream *s, CtasCurlResult rr);
 static void ch_stream_reset_cb(void *arg);
-static CtasHttp *ch_http_create(const CtasCatalog *catalog, const char *url,
-								MemoryContext cxt);
+static CtasChHttp *ch_http_create(const CtasCatalog *catalog, const char *url,
+								  MemoryContext cxt);
 
 /*
  * type 'clickhouse': the HTTP interface.  The routine's server_options
- * (writer.c); here because CtasHttpCreate asks it which options name hosts.
+ * (writer.c); here because CtasChHttpCreate asks it which options name hosts.
  */
 const CtasOption CtasChServerOptions[] = {
 	{"url", ForeignServerRelationId, CTAS_OPT_SERVICE_URL, 0, 0, NULL, false, CTAS_HOSTS_URL},
@@ -142,7 +142,7 @@ const CtasOption CtasChServerOptions[] = {
 };
 
 /*
- * CtasHttpCreate
+ * CtasChHttpCreate
  *		A client for the ClickHouse catalog, allocated in cxt.
  *
  * Reads url, connect_timeout and timeout from the server options and user
@@ -153,8 +153,8 @@ const CtasOption CtasChServerOptions[] = {
  * a non-superuser names a host that ctas_fed.allowed_hosts does not list
  * (42501).
  */
-CtasHttp *
-CtasHttpCreate(const CtasCatalog *catalog, MemoryContext cxt)
+CtasChHttp *
+CtasChHttpCreate(const CtasCatalog *catalog, MemoryContext cxt)
 {
 	const char *url = CtasCatalogOption(catalog, "url");
 
@@ -166,16 +166,16 @@ CtasHttpCreate(const CtasCatalog *catalog, MemoryContext cxt)
 }
 
 /*
- * CtasHttpCreateShard
- *		A client for one shard of a cluster catalog: as CtasHttpCreate, on
+ * CtasChHttpCreateShard
+ *		A client for one shard of a cluster catalog: as CtasChHttpCreate, on
  *		url (entry shard, from 1, of the catalog's shard_urls), which must
  *		also be a host that ctas_fed.allowed_hosts lists when that applies.
  */
-CtasHttp *
-CtasHttpCreateShard(const CtasCatalog *catalog, const char *url, int shard,
-					MemoryContext cxt)
+CtasChHttp *
+CtasChHttpCreateShard(const CtasCatalog *catalog, const char *url, int shard,
+					  MemoryContext cxt)
 {
-	CtasHttp   *http;
+	CtasChHttp *http;
 
 	CtasCheckCatalogUrl(catalog, "shard_urls", url);
 	http = ch_http_create(catalog, url, cxt);
@@ -226,29 +226,29 @@ CtasChClusterOpen(const CtasCatalog *catalog, MemoryContext cxt)
 	c->name = pstrdup(name);
 	c->nshards = list_length(list);
 	c->urls = palloc(sizeof(char *) * c->nshards);
-	c->http = palloc(sizeof(CtasHttp *) * c->nshards);
+	c->http = palloc(sizeof(CtasChHttp *) * c->nshards);
 	foreach(lc, list)
 	{
 		c->urls[i] = lfirst(lc);
-		c->http[i] = CtasHttpCreateShard(catalog, c->urls[i], i + 1, cxt);
+		c->http[i] = CtasChHttpCreateShard(catalog, c->urls[i], i + 1, cxt);
 		i++;
 	}
 	MemoryContextSwitchTo(old);
 	return c;
 }
 
-static CtasHttp *
+static CtasChHttp *
 ch_http_create(const CtasCatalog *catalog, const char *url,
 			   MemoryContext cxt)
 {
 	MemoryContext old = MemoryContextSwitchTo(cxt);
-	CtasHttp   *http;
+	CtasChHttp *http;
 	const char *v;
 	size_t		len;
 
 	CtasCurlInit();
 
-	http = palloc0(sizeof(CtasHttp));
+	http = palloc0(sizeof(CtasChHttp));
 	http->cxt = cxt;
 	http->catalog = pstrdup(catalog->name);
 	http->base_url = pstrdup(url);
@@ -287,7 +287,7 @@ ch_http_create(const CtasCatalog *catalog, const char *url,
 }
 
 const char *
-CtasHttpCatalogName(CtasHttp *http)
+CtasChHttpCatalogName(CtasChHttp *http)
 {
 	return http->catalog;
 }
@@ -371,7 +371,7 @@ ch_sql_is_read_only(const char *sql)
  *		wiped once libcurl has its copy.  ereport(ERROR) on failure.
  */
 static CtasCurl *
-ch_xfer_create(CtasHttp *http, MemoryContext cxt, bool stream,
+ch_xfer_create(CtasChHttp *http, MemoryContext cxt, bool stream,
 			   bool must_succeed)
 {
 	CtasCurlConfig config;
@@ -441,7 +441,7 @@ ch_xfer_start(CtasCurl *t, const char *url, const char *body, StringInfo up)
  *		Palloc'd.
  */
 static char *
-ch_url(CtasHttp *http, CtasCurl *t, const char *query_id,
+ch_url(CtasChHttp *http, CtasCurl *t, const char *query_id,
 	   const char *sql_in_url, bool wait_end)
 {
 	StringInfoData buf;
@@ -717,7 +717,7 @@ ch_sanitize(const char *s, size_t len, size_t cap)
  * answer must not reach the user through an error or a result.
  */
 static bool
-ch_check_response(CtasHttp *http, CtasCurl *t, CtasCurlResult rr,
+ch_check_response(CtasChHttp *http, CtasCurl *t, CtasCurlResult rr,
 				  ch_failure *f, bool *missing)
 {
 	long		status = 0;
@@ -830,7 +830,7 @@ ch_check_response(CtasHttp *http, CtasCurl *t, CtasCurlResult rr,
  *		SQL (capped).
  */
 static void
-ch_raise(CtasHttp *http, const char *what, const char *sql, ch_failure *f)
+ch_raise(CtasChHttp *http, const char *what, const char *sql, ch_failure *f)
 {
 	if (f->not_clickhouse != 0)
 		ereport(ERROR,
@@ -857,7 +857,7 @@ ch_raise(CtasHttp *http, const char *what, const char *sql, ch_failure *f)
  *		abandoned request.
  */
 static void
-ch_after_interrupt(CtasHttp *http, const char *what, const char *sql)
+ch_after_interrupt(CtasChHttp *http, const char *what, const char *sql)
 {
 	ch_failure	f;
 
@@ -876,13 +876,13 @@ ch_after_interrupt(CtasHttp *http, const char *what, const char *sql)
  *		first.
  */
 static CtasCurl *
-ch_query_xfer(CtasHttp *http, bool cleanup)
+ch_query_xfer(CtasChHttp *http, bool cleanup)
 {
 	if (http->xfer != NULL && http->xfer->attached)
 	{
 		CtasCurlRelease(http->xfer);
 		if (http->inflight[0] != '\0')
-			CtasHttpKillQuery(http, http->inflight);
+			CtasChHttpKillQuery(http, http->inflight);
 	}
 	http->inflight[0] = '\0';
 	if (http->xfer == NULL || http->xfer->easy == NULL)
@@ -898,10 +898,10 @@ ch_query_xfer(CtasHttp *http, bool cleanup)
  *		server if the request went out, and let an interrupt raise its own
  *		error.  A server that let the request time out is taken as
  *		unresponsive for the rest of the client's life (see
- *		CtasHttpTryQuery).
+ *		CtasChHttpTryQuery).
  */
 static void
-ch_abandon(CtasHttp *http, CtasCurl *t, CtasCurlResult rr, ch_failure *f,
+ch_abandon(CtasChHttp *http, CtasCurl *t, CtasCurlResult rr, ch_failure *f,
 		   const char *qid, const char *what, const char *sql)
 {
 	bool		sent;
@@ -911,7 +911,7 @@ ch_abandon(CtasHttp *http, CtasCurl *t, CtasCurlResult rr, ch_failure *f,
 	sent = CtasCurlSentRequest(t);
 	CtasCurlRelease(t);
 	if (sent)
-		CtasHttpKillQuery(http, qid);
+		CtasChHttpKillQuery(http, qid);
 	if (rr == CTAS_CURL_TIMEOUT)
 		http->unresponsive = true;
 	if (rr == CTAS_CURL_INTERRUPTED)
@@ -919,7 +919,7 @@ ch_abandon(CtasHttp *http, CtasCurl *t, CtasCurlResult rr, ch_failure *f,
 }
 
 /*
- * CtasHttpTryQuery
+ * CtasChHttpTryQuery
  *		Run one query (SQL in the body) and return whether it succeeded.
  *
  * On success *result is the response body, palloc'd in the current
@@ -937,8 +937,8 @@ ch_abandon(CtasHttp *http, CtasCurl *t, CtasCurlResult rr, ch_failure *f,
  * an ERROR: the query is killed on the server, then CHECK_FOR_INTERRUPTS.
  */
 bool
-CtasHttpTryQuery(CtasHttp *http, const char *sql, const char *what,
-				 int flags, char **result, char **errdetail)
+CtasChHttpTryQuery(CtasChHttp *http, const char *sql, const char *what,
+				   int flags, char **result, char **errdetail)
 {
 	CtasCurl    *t;
 	char	   *qid;
@@ -994,13 +994,13 @@ CtasHttpTryQuery(CtasHttp *http, const char *sql, const char *what,
 }
 
 /*
- * CtasHttpQuery
+ * CtasChHttpQuery
  *		Run one query and return its response body (palloc'd); ereport
  *		(ERROR) on any failure, with the SQLSTATE derived from ClickHouse's
  *		error code.
  */
 char *
-CtasHttpQuery(CtasHttp *http, const char *sql, const char *what)
+CtasChHttpQuery(CtasChHttp *http, const char *sql, const char *what)
 {
 	CtasCurl    *t;
 	char	   *qid;
@@ -1036,7 +1036,7 @@ CtasHttpQuery(CtasHttp *http, const char *sql, const char *what)
 }
 
 /*
- * CtasHttpKillQuery
+ * CtasChHttpKillQuery
  *		KILL QUERY WHERE query_id = '...' SYNC, on a fresh connection, with
  *		interrupts held and a deadline of one second: it runs on the way out
  *		of a cancel, a statement_timeout or a termination, which must not
@@ -1048,7 +1048,7 @@ CtasHttpQuery(CtasHttp *http, const char *sql, const char *what)
  *		the outcome is logged at DEBUG1.
  */
 void
-CtasHttpKillQuery(CtasHttp *http, const char *query_id)
+CtasChHttpKillQuery(CtasChHttp *http, const char *query_id)
 {
 	MemoryContext cxt;
 	MemoryContext old;
@@ -1102,29 +1102,29 @@ CtasHttpKillQuery(CtasHttp *http, const char *query_id)
 
 /* Has the server version been read already? */
 bool
-CtasHttpServerVersionKnown(CtasHttp *http)
+CtasChHttpServerVersionKnown(CtasChHttp *http)
 {
 	return http->version != NULL;
 }
 
 /*
- * CtasHttpServerVersion
+ * CtasChHttpServerVersion
  *		The server's version, read with SELECT version() on first use and
  *		kept for the client's lifetime.  ereport(ERROR) if it cannot be read.
  */
-const CtasHttpVersion *
-CtasHttpServerVersion(CtasHttp *http)
+const CtasChHttpVersion *
+CtasChHttpServerVersion(CtasChHttp *http)
 {
 	char	   *body;
-	CtasHttpVersion *v;
+	CtasChHttpVersion *v;
 	MemoryContext old;
 
 	if (http->version)
 		return http->version;
 
-	body = CtasHttpQuery(http, "SELECT version()", "read the server version");
+	body = CtasChHttpQuery(http, "SELECT version()", "read the server version");
 	old = MemoryContextSwitchTo(http->cxt);
-	v = palloc0(sizeof(CtasHttpVersion));
+	v = palloc0(sizeof(CtasChHttpVersion));
 	v->text = pstrdup(ch_sanitize(body, strlen(body), 64));
 	if (sscanf(v->text, "%d.%d.%d", &v->major, &v->minor, &v->patch) < 2)
 		ereport(ERROR,
@@ -1138,12 +1138,12 @@ CtasHttpServerVersion(CtasHttp *http)
 }
 
 /*
- * CtasHttpAddSetting
+ * CtasChHttpAddSetting
  *		Send the ClickHouse setting name=value with every later request of
  *		this client (URL parameters; name and value are URL-encoded).
  */
 void
-CtasHttpAddSetting(CtasHttp *http, const char *name, const char *value)
+CtasChHttpAddSetting(CtasChHttp *http, const char *name, const char *value)
 {
 	MemoryContext old = MemoryContextSwitchTo(http->cxt);
 	char	   *n = curl_easy_escape(NULL, name, 0);
@@ -1165,36 +1165,36 @@ CtasHttpAddSetting(CtasHttp *http, const char *name, const char *value)
 }
 
 /*
- * CtasHttpVersionAtLeast
+ * CtasChHttpVersionAtLeast
  *		Is the server's version at least major.minor?
  */
 bool
-CtasHttpVersionAtLeast(CtasHttp *http, int major, int minor)
+CtasChHttpVersionAtLeast(CtasChHttp *http, int major, int minor)
 {
-	const CtasHttpVersion *v = CtasHttpServerVersion(http);
+	const CtasChHttpVersion *v = CtasChHttpServerVersion(http);
 
 	return v->major > major || (v->major == major && v->minor >= minor);
 }
 
 /*
- * CtasHttpStreamOpen
+ * CtasChHttpStreamOpen
  *		Start a streamed POST of sql (an INSERT ... FORMAT ...), whose data
- *		the caller appends to CtasHttpStreamBuffer() and hands over with
- *		CtasHttpStreamFlush().  One chunked request for the whole stream,
+ *		the caller appends to CtasChHttpStreamBuffer() and hands over with
+ *		CtasChHttpStreamFlush().  One chunked request for the whole stream,
  *		with bounded memory: the buffer is sent whenever it reaches
  *		CTAS_HTTP_STREAM_CHUNK bytes.  The stream and its curl resources
  *		live in cxt.  Errors come out of Flush or Finish.
  */
-CtasHttpStream *
-CtasHttpStreamOpen(CtasHttp *http, const char *sql, const char *what,
-				   MemoryContext cxt)
+CtasChHttpStream *
+CtasChHttpStreamOpen(CtasChHttp *http, const char *sql, const char *what,
+					 MemoryContext cxt)
 {
 	MemoryContext old = MemoryContextSwitchTo(cxt);
-	CtasHttpStream *s;
+	CtasChHttpStream *s;
 	MemoryContextCallback *cb;
 	char	   *url;
 
-	s = palloc0(sizeof(CtasHttpStream));
+	s = palloc0(sizeof(CtasChHttpStream));
 	s->http = http;
 	s->sql = pstrdup(sql);
 	s->what = pstrdup(what);
@@ -1219,7 +1219,7 @@ CtasHttpStreamOpen(CtasHttp *http, const char *sql, const char *what,
 static void
 ch_stream_reset_cb(void *arg)
 {
-	CtasHttpStream *s = (CtasHttpStream *) arg;
+	CtasChHttpStream *s = (CtasChHttpStream *) arg;
 
 	if (s->slot && *s->slot == s)
 		*s->slot = NULL;
@@ -1227,52 +1227,52 @@ ch_stream_reset_cb(void *arg)
 }
 
 /*
- * CtasHttpStreamWatch
+ * CtasChHttpStreamWatch
  *		Make *slot point to the stream until the stream is finished,
  *		closed, or freed with its memory context; then *slot is set to
- *		NULL.  The owner of slot must call CtasHttpStreamClose (or clear the
+ *		NULL.  The owner of slot must call CtasChHttpStreamClose (or clear the
  *		slot) before slot's own memory goes away.
  */
 void
-CtasHttpStreamWatch(CtasHttpStream *s, CtasHttpStream **slot)
+CtasChHttpStreamWatch(CtasChHttpStream *s, CtasChHttpStream **slot)
 {
 	s->slot = slot;
 	*slot = s;
 }
 
 /*
- * CtasHttpStreamUnwatch
- *		Forget the slot of CtasHttpStreamWatch without touching it (its
+ * CtasChHttpStreamUnwatch
+ *		Forget the slot of CtasChHttpStreamWatch without touching it (its
  *		memory may be about to go).
  */
 void
-CtasHttpStreamUnwatch(CtasHttpStream *s)
+CtasChHttpStreamUnwatch(CtasChHttpStream *s)
 {
 	s->slot = NULL;
 }
 
 /*
- * CtasHttpStreamOnFailure
+ * CtasChHttpStreamOnFailure
  *		Call cb(arg) when the stream fails, after the connection is closed
  *		and the remote INSERT killed, before the error is raised: the place
  *		to find out what the server kept.  cb must not raise an ERROR and
  *		should only run requests with CTAS_HTTP_CLEANUP.
  */
 void
-CtasHttpStreamOnFailure(CtasHttpStream *s, void (*cb) (void *arg), void *arg)
+CtasChHttpStreamOnFailure(CtasChHttpStream *s, void (*cb) (void *arg), void *arg)
 {
 	s->on_failure = cb;
 	s->on_failure_arg = arg;
 }
 
 StringInfo
-CtasHttpStreamBuffer(CtasHttpStream *s)
+CtasChHttpStreamBuffer(CtasChHttpStream *s)
 {
 	return &s->buf;
 }
 
 const char *
-CtasHttpStreamQueryId(CtasHttpStream *s)
+CtasChHttpStreamQueryId(CtasChHttpStream *s)
 {
 	return s->query_id;
 }
@@ -1284,9 +1284,9 @@ CtasHttpStreamQueryId(CtasHttpStream *s)
  *		and raise the error.
  */
 static void
-ch_stream_fail(CtasHttpStream *s, CtasCurlResult rr)
+ch_stream_fail(CtasChHttpStream *s, CtasCurlResult rr)
 {
-	CtasHttp   *http = s->http;
+	CtasChHttp *http = s->http;
 	CtasCurl    *t = s->xfer;
 	ch_failure	f;
 	bool		sent;
@@ -1309,7 +1309,7 @@ ch_stream_fail(CtasHttpStream *s, CtasCurlResult rr)
 		*s->slot = NULL;
 	s->slot = NULL;
 	if (sent)
-		CtasHttpKillQuery(http, s->query_id);
+		CtasChHttpKillQuery(http, s->query_id);
 	if (rr == CTAS_CURL_TIMEOUT)
 		http->unresponsive = true;
 	if (s->on_failure)
@@ -1320,14 +1320,14 @@ ch_stream_fail(CtasHttpStream *s, CtasCurlResult rr)
 }
 
 /*
- * CtasHttpStreamFlush
+ * CtasChHttpStreamFlush
  *		Call after appending to the buffer: when it holds a chunk or more,
  *		wait until curl has taken all of it (back-pressure from the
  *		server), then empty it.  ereport(ERROR) when the stream fails; the
  *		remote query is killed first.
  */
 void
-CtasHttpStreamFlush(CtasHttpStream *s)
+CtasChHttpStreamFlush(CtasChHttpStream *s)
 {
 	CtasCurl    *t = s->xfer;
 	CtasCurlResult rr;
@@ -1346,13 +1346,13 @@ CtasHttpStreamFlush(CtasHttpStream *s)
 }
 
 /*
- * CtasHttpStreamFinish
+ * CtasChHttpStreamFinish
  *		Send the rest of the buffer and the end of the body, wait for the
  *		server's answer and check it.  ereport(ERROR) on failure (after
  *		killing the remote query); the stream is closed either way.
  */
 void
-CtasHttpStreamFinish(CtasHttpStream *s)
+CtasChHttpStreamFinish(CtasChHttpStream *s)
 {
 	CtasCurl    *t = s->xfer;
 	CtasCurlResult rr;
@@ -1376,14 +1376,14 @@ CtasHttpStreamFinish(CtasHttpStream *s)
 }
 
 /*
- * CtasHttpStreamClose
+ * CtasChHttpStreamClose
  *		Abandon the stream without error: close the connection and, when
  *		the request had started, kill the remote INSERT.  Idempotent; for
  *		abort paths (interrupts are held there, and the kill has a short
  *		deadline).
  */
 void
-CtasHttpStreamClose(CtasHttpStream *s)
+CtasChHttpStreamClose(CtasChHttpStream *s)
 {
 	bool		sent;
 
@@ -1396,5 +1396,5 @@ CtasHttpStreamClose(CtasHttpStream *s)
 	sent = s->xfer->easy != NULL && CtasCurlSentRequest(s->xfer);
 	CtasCurlRelease(s->xfer);
 	if (sent)
-		CtasHttpKillQuery(s->http, s->query_id);
+		CtasChHttpKillQuery(s->http, s->query_id);
 }

@@ -116,7 +116,7 @@
 
 typedef struct ChSyncState
 {
-	CtasHttp   *http;
+	CtasChHttp *http;
 	char	   *qtable;			/* `db`.`table` */
 	char	   *progress;		/* `db`.`_ctas_fed_sync_progress` */
 	ChColumn   *cols;			/* encoders of the query's columns */
@@ -125,7 +125,7 @@ typedef struct ChSyncState
 	char	   *delete_sql;		/* INSERT of the key columns */
 	char	   *truncate_head;	/* INSERT ... SELECT keys, before the version */
 	char	   *truncate_tail;	/* after it */
-	CtasHttpStream *stream;		/* the open INSERT of rows, or NULL */
+	CtasChHttpStream *stream;		/* the open INSERT of rows, or NULL */
 	MemoryContext stream_cxt;
 	StringInfoData deletes;		/* RowBinary delete rows, not sent yet */
 	int		   *keypos;			/* place of each key among the columns */
@@ -245,10 +245,10 @@ remote_types(CtasSyncTarget *t, ChSyncState *st, int n, char **names)
 	char	  **types = palloc0(sizeof(char *) * Max(n, 1));
 	int			i;
 
-	body = CtasHttpQuery(st->http,
-						 psprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s",
-								  CtasChLit(t->schema), CtasChLit(t->table)),
-						 "read the columns of the synced table");
+	body = CtasChHttpQuery(st->http,
+						   psprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s",
+									CtasChLit(t->schema), CtasChLit(t->table)),
+						   "read the columns of the synced table");
 	rows = CtasChTsv(body, &nf);
 	for (i = 0; i < n; i++)
 	{
@@ -328,7 +328,7 @@ ch_sync_open(CtasSyncTarget *t)
 
 	st->cxt = CurrentMemoryContext;
 	t->private = st;
-	st->http = CtasHttpCreate(t->catalog, st->cxt);
+	st->http = CtasChHttpCreate(t->catalog, st->cxt);
 	st->qtable = CtasChQname(t->schema, t->table);
 	st->progress = CtasChQname(t->schema, PROGRESS_TABLE);
 	st->cols = encoders(t, st, t->ncolumns, t->columns, t->types);
@@ -387,11 +387,11 @@ ch_sync_open(CtasSyncTarget *t)
 				 t->keys[i]);
 	}
 
-	CtasHttpQuery(st->http,
-				  psprintf("CREATE TABLE IF NOT EXISTS %s (job String, lsn UInt64) "
-						   "ENGINE = ReplacingMergeTree(lsn) ORDER BY job",
-						   st->progress),
-				  "create the progress table of continuous syncs");
+	CtasChHttpQuery(st->http,
+					psprintf("CREATE TABLE IF NOT EXISTS %s (job String, lsn UInt64) "
+							 "ENGINE = ReplacingMergeTree(lsn) ORDER BY job",
+							 st->progress),
+					"create the progress table of continuous syncs");
 }
 
 static uint64
@@ -400,10 +400,10 @@ ch_sync_applied_lsn(CtasSyncTarget *t)
 	ChSyncState *st = (ChSyncState *) t->private;
 	char	   *body;
 
-	body = CtasHttpQuery(st->http,
-						 psprintf("SELECT max(lsn) FROM %s WHERE job = %s",
-								  st->progress, CtasChLit(t->job_key)),
-						 "read the progress of the sync");
+	body = CtasChHttpQuery(st->http,
+						   psprintf("SELECT max(lsn) FROM %s WHERE job = %s",
+									st->progress, CtasChLit(t->job_key)),
+						   "read the progress of the sync");
 	return CtasChParseCount(st->http, body, "read the progress of the sync");
 }
 
@@ -433,10 +433,10 @@ stream_buffer(ChSyncState *st)
 	{
 		st->stream_cxt = AllocSetContextCreate(st->cxt, "ctas_fed sync stream",
 											   ALLOCSET_DEFAULT_SIZES);
-		st->stream = CtasHttpStreamOpen(st->http, st->insert_sql,
-										"insert synced rows", st->stream_cxt);
+		st->stream = CtasChHttpStreamOpen(st->http, st->insert_sql,
+										  "insert synced rows", st->stream_cxt);
 	}
-	return CtasHttpStreamBuffer(st->stream);
+	return CtasChHttpStreamBuffer(st->stream);
 }
 
 /* a row of all columns, encoded, into the streamed INSERT */
@@ -448,7 +448,7 @@ stream_row(ChSyncState *st, const char *row, int len, uint64 version)
 	appendBinaryStringInfo(buf, row, len);
 	put_version(buf, version, false);
 	if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
-		CtasHttpStreamFlush(st->stream);
+		CtasChHttpStreamFlush(st->stream);
 }
 
 /* send the rows and the delete rows not sent yet */
@@ -459,7 +459,7 @@ send_pending(CtasSyncTarget *t)
 
 	if (st->stream != NULL)
 	{
-		CtasHttpStreamFinish(st->stream);
+		CtasChHttpStreamFinish(st->stream);
 		st->stream = NULL;
 		MemoryContextDelete(st->stream_cxt);
 		st->stream_cxt = NULL;
@@ -469,12 +469,12 @@ send_pending(CtasSyncTarget *t)
 		MemoryContext cxt = AllocSetContextCreate(st->cxt,
 												  "ctas_fed sync stream",
 												  ALLOCSET_DEFAULT_SIZES);
-		CtasHttpStream *stream = CtasHttpStreamOpen(st->http, st->delete_sql,
-													"insert delete rows", cxt);
+		CtasChHttpStream *stream = CtasChHttpStreamOpen(st->http, st->delete_sql,
+														"insert delete rows", cxt);
 
-		appendBinaryStringInfo(CtasHttpStreamBuffer(stream), st->deletes.data,
+		appendBinaryStringInfo(CtasChHttpStreamBuffer(stream), st->deletes.data,
 							   st->deletes.len);
-		CtasHttpStreamFinish(stream);
+		CtasChHttpStreamFinish(stream);
 		MemoryContextDelete(cxt);
 		resetStringInfo(&st->deletes);
 	}
@@ -485,10 +485,10 @@ static void
 send_truncate(CtasSyncTarget *t, ChSyncState *st, uint64 version)
 {
 	send_pending(t);
-	CtasHttpQuery(st->http,
-				  psprintf("%s" UINT64_FORMAT "%s", st->truncate_head,
-						   version, st->truncate_tail),
-				  "insert delete rows for a TRUNCATE");
+	CtasChHttpQuery(st->http,
+					psprintf("%s" UINT64_FORMAT "%s", st->truncate_head,
+							 version, st->truncate_tail),
+					"insert delete rows for a TRUNCATE");
 	st->truncated = false;
 }
 
@@ -708,10 +708,10 @@ ch_sync_commit(CtasSyncTarget *t, uint64 lsn)
 
 	write_changes(t, st);
 	send_pending(t);
-	CtasHttpQuery(st->http,
-				  psprintf("INSERT INTO %s (job, lsn) VALUES (%s, " UINT64_FORMAT ")",
-						   st->progress, CtasChLit(t->job_key), lsn),
-				  "store the progress of the sync");
+	CtasChHttpQuery(st->http,
+					psprintf("INSERT INTO %s (job, lsn) VALUES (%s, " UINT64_FORMAT ")",
+							 st->progress, CtasChLit(t->job_key), lsn),
+					"store the progress of the sync");
 }
 
 static void
@@ -722,7 +722,7 @@ ch_sync_close(CtasSyncTarget *t)
 	if (st == NULL)
 		return;
 	if (st->stream != NULL)
-		CtasHttpStreamClose(st->stream);
+		CtasChHttpStreamClose(st->stream);
 	st->stream = NULL;
 
 	/*

@@ -90,7 +90,7 @@ ch_begin_load(CtasLoad *load)
 	}
 	else
 	{
-		cl->http = CtasHttpCreate(load->catalog, load->cxt);
+		cl->http = CtasChHttpCreate(load->catalog, load->cxt);
 		CtasChCheckVersion(cl->http);
 	}
 
@@ -147,16 +147,16 @@ ch_create_table(CtasLoad *load, bool exists)
 		cl->insert_table = pstrdup(table);
 		if (kind == CH_CREATE)
 		{
-			CtasHttpQuery(cl->http, CtasChCreateSql(load, cl->cols, db, table),
-						  "create the table");
+			CtasChHttpQuery(cl->http, CtasChCreateSql(load, cl->cols, db, table),
+							"create the table");
 			cl->engine = CtasChLoadEngine(load);
 		}
 		else
 		{
 			cl->count_before = CtasChParseCount(cl->http,
-											  CtasHttpQuery(cl->http,
-															psprintf("SELECT count() FROM %s", CtasChQname(db, table)),
-															"count the rows of the target table"),
+											  CtasChHttpQuery(cl->http,
+															  psprintf("SELECT count() FROM %s", CtasChQname(db, table)),
+															  "count the rows of the target table"),
 											  "SELECT count()");
 		}
 	}
@@ -228,7 +228,7 @@ ch_parallel_attach(CtasLoad *load, const char *state)
 		load->columns[i].is_key = boolVal(lsecond(col));
 	}
 	cl->cols = CtasChSetupColumns(load, cl->types);
-	cl->http = CtasHttpCreate(load->catalog, load->cxt);
+	cl->http = CtasChHttpCreate(load->catalog, load->cxt);
 	CtasChCheckVersion(cl->http);
 	CtasChInsertSql(cl);
 	CtasChStreamOpen(cl);
@@ -253,7 +253,7 @@ ch_put_row(CtasLoad *load, TupleTableSlot *slot)
 		CtasChClusterPutRow(cl, slot);
 		return;
 	}
-	buf = CtasHttpStreamBuffer(cl->stream);
+	buf = CtasChHttpStreamBuffer(cl->stream);
 	before = buf->len;
 	for (i = 0; i < cl->ncols; i++)
 		CtasChPutValue(&cl->cols[i].enc, buf, slot->tts_values[i],
@@ -390,7 +390,7 @@ ch_list_tables(CtasCatalog *catalog, const char *schema,
 			   void (*emit) (void *arg, const char *name, const char *kind),
 			   void *arg)
 {
-	CtasHttp   *http = CtasHttpCreate(catalog, CurrentMemoryContext);
+	CtasChHttp *http = CtasChHttpCreate(catalog, CurrentMemoryContext);
 	const char *db = schema ? schema : CtasCatalogOption(catalog, "database");
 	char	   *body;
 	List	   *rows;
@@ -400,10 +400,10 @@ ch_list_tables(CtasCatalog *catalog, const char *schema,
 	if (db == NULL)
 		db = "default";
 	(void) CtasChRemoteExists(http, db, "");	/* ERROR for a missing database */
-	body = CtasHttpQuery(http,
-						 psprintf("SELECT name, engine FROM system.tables WHERE database = %s ORDER BY name",
-								  CtasChLit(db)),
-						 "list tables");
+	body = CtasChHttpQuery(http,
+						   psprintf("SELECT name, engine FROM system.tables WHERE database = %s ORDER BY name",
+									CtasChLit(db)),
+						   "list tables");
 	rows = CtasChTsv(body, &nf);
 	foreach(lc, rows)
 	{
@@ -420,7 +420,7 @@ ch_list_columns(CtasCatalog *catalog, const char *schema, const char *table,
 							  bool nullable),
 				void *arg)
 {
-	CtasHttp   *http = CtasHttpCreate(catalog, CurrentMemoryContext);
+	CtasChHttp *http = CtasChHttpCreate(catalog, CurrentMemoryContext);
 	const char *db = schema ? schema : CtasCatalogOption(catalog, "database");
 	char	   *body;
 	List	   *rows;
@@ -434,10 +434,10 @@ ch_list_columns(CtasCatalog *catalog, const char *schema, const char *table,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("table \"%s\" does not exist in catalog \"%s\"",
 						CtasChDisplay(db, table), catalog->name)));
-	body = CtasHttpQuery(http,
-						 psprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s",
-								  CtasChLit(db), CtasChLit(table)),
-						 "list columns");
+	body = CtasChHttpQuery(http,
+						   psprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s",
+									CtasChLit(db), CtasChLit(table)),
+						   "list columns");
 	rows = CtasChTsv(body, &nf);
 	foreach(lc, rows)
 	{

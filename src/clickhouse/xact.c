@@ -80,21 +80,21 @@
  * exact timestamps, chosen here, once tests run against one.
  */
 void
-CtasChCheckVersion(CtasHttp *http)
+CtasChCheckVersion(CtasChHttp *http)
 {
-	const CtasHttpVersion *v;
-	bool		known = CtasHttpServerVersionKnown(http);
+	const CtasChHttpVersion *v;
+	bool		known = CtasChHttpServerVersionKnown(http);
 
-	v = CtasHttpServerVersion(http);
+	v = CtasChHttpServerVersion(http);
 	if (known)
 		return;
-	if (!CtasHttpVersionAtLeast(http, 18, 14))
+	if (!CtasChHttpVersionAtLeast(http, 18, 14))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("ClickHouse catalog \"%s\" runs version %s, but ctas_fed needs 18.14 or later",
-						CtasHttpCatalogName(http), v->text)));
-	if (!CtasHttpVersionAtLeast(http, 19, 1))
-		CtasHttpAddSetting(http, "allow_experimental_low_cardinality_type", "1");
+						CtasChHttpCatalogName(http), v->text)));
+	if (!CtasChHttpVersionAtLeast(http, 19, 1))
+		CtasChHttpAddSetting(http, "allow_experimental_low_cardinality_type", "1");
 }
 
 /* ------------------------------------------------------------------------
@@ -336,7 +336,7 @@ CtasChXact(CtasParticipant *part)
 		MemoryContextCallback *cb;
 
 		xs = palloc0(sizeof(ChXact));
-		xs->http = CtasHttpCreate(part->catalog, part->cxt);
+		xs->http = CtasChHttpCreate(part->catalog, part->cxt);
 		xs->cluster = CtasChClusterOpen(part->catalog, part->cxt);
 		xs->record_fd = -1;
 		cb = palloc(sizeof(MemoryContextCallback));
@@ -355,7 +355,7 @@ CtasChXact(CtasParticipant *part)
  *		The client of the server action a is on: a shard of the cluster, or
  *		the catalog's url.  Never an ERROR.
  */
-CtasHttp *
+CtasChHttp *
 CtasChActionHttp(ChXact *xs, ChAction *a)
 {
 	if (a->shard > 0 && xs->cluster && a->shard <= xs->cluster->nshards)
@@ -374,13 +374,13 @@ bool CtasChCleanupFailed = false;
  *		NULL.
  */
 static bool
-ch_cleanup_query_result(CtasHttp *http, const char *sql, const char *what,
+ch_cleanup_query_result(CtasChHttp *http, const char *sql, const char *what,
 						const char *object, char **result)
 {
 	char	   *answer;
 	char	   *detail;
 
-	if (CtasHttpTryQuery(http, sql, what, CTAS_HTTP_CLEANUP, &answer, &detail))
+	if (CtasChHttpTryQuery(http, sql, what, CTAS_HTTP_CLEANUP, &answer, &detail))
 	{
 		if (result)
 			*result = answer;
@@ -390,21 +390,21 @@ ch_cleanup_query_result(CtasHttp *http, const char *sql, const char *what,
 	ereport(WARNING,
 			(errcode(ERRCODE_FDW_ERROR),
 			 errmsg("could not %s \"%s\" on ClickHouse catalog \"%s\"",
-					what, object, CtasHttpCatalogName(http)),
+					what, object, CtasChHttpCatalogName(http)),
 			 errdetail_internal("%s", detail ? detail : ""),
 			 errhint("ctas_fed.resolve_in_doubt() cleans up what this leaves behind.")));
 	return false;
 }
 
 static bool
-ch_cleanup_query(CtasHttp *http, const char *sql, const char *what,
+ch_cleanup_query(CtasChHttp *http, const char *sql, const char *what,
 				 const char *object)
 {
 	return ch_cleanup_query_result(http, sql, what, object, NULL);
 }
 
 bool
-CtasChCleanupDrop(CtasHttp *http, const char *db, const char *table,
+CtasChCleanupDrop(CtasChHttp *http, const char *db, const char *table,
 				const char *what)
 {
 	return ch_cleanup_query(http,
@@ -419,7 +419,7 @@ CtasChCleanupDrop(CtasHttp *http, const char *db, const char *table,
  *		WARNING) when the server cannot be asked.
  */
 static bool
-ch_tables_exist(CtasHttp *http, const char *db, const char **names, int n,
+ch_tables_exist(CtasChHttp *http, const char *db, const char **names, int n,
 				bool *exists)
 {
 	StringInfoData sql;
@@ -457,7 +457,7 @@ ch_tables_exist(CtasHttp *http, const char *db, const char **names, int n,
 		ereport(WARNING,
 				(errcode(ERRCODE_FDW_ERROR),
 				 errmsg("unexpected answer from ClickHouse catalog \"%s\" to a list of tables",
-						CtasHttpCatalogName(http))));
+						CtasChHttpCatalogName(http))));
 		return false;
 	}
 	foreach(lc, rows)
@@ -495,7 +495,7 @@ static char *ch_rename_sql(const char *db, const char *from,
  *		false, with a WARNING and *why set, when something is left.
  */
 bool
-CtasChUndoChecked(CtasHttp *http, ChAction *a, char **why)
+CtasChUndoChecked(CtasChHttp *http, ChAction *a, char **why)
 {
 	const char *names[4];
 	bool		ex[4];
@@ -545,7 +545,7 @@ CtasChUndoChecked(CtasHttp *http, ChAction *a, char **why)
 			ereport(WARNING,
 					(errcode(ERRCODE_DUPLICATE_TABLE),
 					 errmsg("could not restore table \"%s\" of ClickHouse catalog \"%s\"",
-							CtasChDisplay(a->db, a->table), CtasHttpCatalogName(http)),
+							CtasChDisplay(a->db, a->table), CtasChHttpCatalogName(http)),
 					 errdetail("A table of that name exists again; the original is kept as \"%s\".",
 							   CtasChDisplay(a->db, a->old))));
 			return false;
@@ -593,7 +593,7 @@ ch_rename_sql(const char *db, const char *from, const char *to)
  *		or if the count says neither, ERROR.  *count is advanced by rows.
  */
 static void
-ch_append_step(CtasHttp *http, ChAction *a, const char *sql, const char *what,
+ch_append_step(CtasChHttp *http, ChAction *a, const char *sql, const char *what,
 			   uint64 rows, int64 *count, int64 before)
 {
 	char	   *result;
@@ -603,16 +603,16 @@ ch_append_step(CtasHttp *http, ChAction *a, const char *sql, const char *what,
 	bool		counted = false;
 
 	a->state = CH_ACTION_PUBLISHING;
-	if (CtasHttpTryQuery(http, sql, what, 0, &result, &detail))
+	if (CtasChHttpTryQuery(http, sql, what, 0, &result, &detail))
 	{
 		if (*count >= 0)
 			*count += rows;
 		return;
 	}
 	if (*count >= 0 &&
-		CtasHttpTryQuery(http,
-						 psprintf("SELECT count() FROM %s", CtasChQname(a->db, a->table)),
-						 "count the rows of the target table", 0, &body, NULL))
+		CtasChHttpTryQuery(http,
+						   psprintf("SELECT count() FROM %s", CtasChQname(a->db, a->table)),
+						   "count the rows of the target table", 0, &body, NULL))
 	{
 		now = CtasChParseCount(http, body, "SELECT count()");
 		counted = true;
@@ -620,7 +620,7 @@ ch_append_step(CtasHttp *http, ChAction *a, const char *sql, const char *what,
 		{
 			ereport(LOG,
 					(errmsg("ctas_fed: the answer to a ClickHouse request was lost, but the rows arrived in table \"%s\" of catalog \"%s\"",
-							CtasChDisplay(a->db, a->table), CtasHttpCatalogName(http)),
+							CtasChDisplay(a->db, a->table), CtasChHttpCatalogName(http)),
 					 errdetail_internal("%s", detail ? detail : "")));
 			*count += rows;
 			return;
@@ -631,7 +631,7 @@ ch_append_step(CtasHttp *http, ChAction *a, const char *sql, const char *what,
 	ereport(ERROR,
 			(errcode(ERRCODE_FDW_ERROR),
 			 errmsg("could not %s on ClickHouse catalog \"%s\"",
-					what, CtasHttpCatalogName(http)),
+					what, CtasChHttpCatalogName(http)),
 			 errdetail_internal("%s", detail ? detail : ""),
 			 counted && now != (uint64) *count ?
 			 errhint("Table \"%s\" holds " UINT64_FORMAT " rows; " INT64_FORMAT " were expected without the step and " UINT64_FORMAT " with it.",
@@ -650,7 +650,7 @@ ch_append_step(CtasHttp *http, ChAction *a, const char *sql, const char *what,
  *		during the commit.
  */
 static void
-ch_append_move(CtasHttp *http, ChAction *a)
+ch_append_move(CtasChHttp *http, ChAction *a)
 {
 	char	   *engine = CtasChRemoteEngine(http, a->db, a->stage);
 	char	   *target_engine = CtasChRemoteEngine(http, a->db, a->table);
@@ -659,10 +659,10 @@ ch_append_move(CtasHttp *http, ChAction *a)
 
 	if (CtasChCountCheckMode(target_engine) == 1)
 		count = (int64) CtasChParseCount(http,
-									   CtasHttpQuery(http,
-													 psprintf("SELECT count() FROM %s",
-															  CtasChQname(a->db, a->table)),
-													 "count the rows of the target table"),
+									   CtasChHttpQuery(http,
+													   psprintf("SELECT count() FROM %s",
+																CtasChQname(a->db, a->table)),
+													   "count the rows of the target table"),
 									   "SELECT count()");
 	before = count;
 
@@ -674,10 +674,10 @@ ch_append_move(CtasHttp *http, ChAction *a)
 		int			nf;
 		ListCell   *lc;
 
-		body = CtasHttpQuery(http,
-							 psprintf("SELECT partition_id, sum(rows) FROM system.parts WHERE database = %s AND table = %s AND active GROUP BY partition_id ORDER BY partition_id",
-									  CtasChLit(a->db), CtasChLit(a->stage)),
-							 "list the partitions of the staging table");
+		body = CtasChHttpQuery(http,
+							   psprintf("SELECT partition_id, sum(rows) FROM system.parts WHERE database = %s AND table = %s AND active GROUP BY partition_id ORDER BY partition_id",
+										CtasChLit(a->db), CtasChLit(a->stage)),
+							   "list the partitions of the staging table");
 		rows = CtasChTsv(body, &nf);
 		foreach(lc, rows)
 		{
@@ -687,7 +687,7 @@ ch_append_move(CtasHttp *http, ChAction *a)
 				ereport(ERROR,
 						(errcode(ERRCODE_FDW_ERROR),
 						 errmsg("unexpected answer from ClickHouse catalog \"%s\" to a list of partitions",
-								CtasHttpCatalogName(http))));
+								CtasChHttpCatalogName(http))));
 			ch_append_step(http, a,
 						   psprintf("ALTER TABLE %s ATTACH PARTITION ID %s FROM %s",
 									CtasChQname(a->db, a->table), CtasChLit(f[0]),
@@ -746,7 +746,7 @@ CtasChPreCommit(CtasParticipant *part)
 	foreach(lc, xs->actions)
 	{
 		ChAction   *a = lfirst(lc);
-		CtasHttp   *http = CtasChActionHttp(xs, a);
+		CtasChHttp *http = CtasChActionHttp(xs, a);
 
 		if (a->state != CH_ACTION_LOADED)
 			elog(ERROR, "ClickHouse staging table \"%s\" was never completed",
@@ -767,25 +767,25 @@ CtasChPreCommit(CtasParticipant *part)
 				 * local commit record: resolve then finds it and, the local
 				 * transaction having aborted, drops the published table.
 				 */
-				CtasHttpQuery(http,
-							  psprintf("CREATE TABLE %s (x UInt8) ENGINE = TinyLog",
-									   CtasChQname(a->db, a->marker)),
-							  "record the publication");
-				CtasHttpQuery(http, ch_rename_sql(a->db, a->stage, a->table),
-							  "publish the new table");
+				CtasChHttpQuery(http,
+								psprintf("CREATE TABLE %s (x UInt8) ENGINE = TinyLog",
+										 CtasChQname(a->db, a->marker)),
+								"record the publication");
+				CtasChHttpQuery(http, ch_rename_sql(a->db, a->stage, a->table),
+								"publish the new table");
 				break;
 			case CH_REPLACE:
-				CtasHttpQuery(http, ch_rename_sql(a->db, a->table, a->old),
-							  "move the replaced table away");
-				CtasHttpQuery(http, ch_rename_sql(a->db, a->stage, a->table),
-							  "publish the new table");
+				CtasChHttpQuery(http, ch_rename_sql(a->db, a->table, a->old),
+								"move the replaced table away");
+				CtasChHttpQuery(http, ch_rename_sql(a->db, a->stage, a->table),
+								"publish the new table");
 				break;
 			case CH_APPEND:
 				ch_append_move(http, a);
 				break;
 			case CH_DROP:
-				CtasHttpQuery(http, ch_rename_sql(a->db, a->table, a->old),
-							  "drop the table");
+				CtasChHttpQuery(http, ch_rename_sql(a->db, a->table, a->old),
+								"drop the table");
 				break;
 		}
 		if (a->state == CH_ACTION_PUBLISHING)
@@ -868,7 +868,7 @@ CtasChPostCommit(CtasParticipant *part)
 static void
 ch_undo(CtasParticipant *part, ChXact *xs, ChAction *a)
 {
-	CtasHttp   *http = CtasChActionHttp(xs, a);
+	CtasChHttp *http = CtasChActionHttp(xs, a);
 	char	   *why;
 
 	switch (a->state)
@@ -890,7 +890,7 @@ ch_undo(CtasParticipant *part, ChXact *xs, ChAction *a)
 				ereport(WARNING,
 						(errcode(ERRCODE_FDW_ERROR),
 						 errmsg("rows appended to table \"%s\" of ClickHouse catalog \"%s\" stay there",
-								CtasChDisplay(a->db, a->table), CtasHttpCatalogName(http)),
+								CtasChDisplay(a->db, a->table), CtasChHttpCatalogName(http)),
 						 errdetail("The transaction failed after the rows were moved into the table; ClickHouse cannot take them back.")));
 				CtasChCleanupDrop(http, a->db, a->stage, "drop the staging table");
 			}
@@ -916,12 +916,12 @@ ch_kill_stream(ChXact *xs)
 	for (i = 0; i <= CH_MAX_SHARDS; i++)
 	{
 		if (xs->stream[i])
-			CtasHttpStreamClose(xs->stream[i]);	/* kills, clears the slot */
+			CtasChHttpStreamClose(xs->stream[i]);	/* kills, clears the slot */
 		else if (xs->stream_qid[i])
-			CtasHttpKillQuery(i == 0 || xs->cluster == NULL ||
-							  i > xs->cluster->nshards ?
-							  xs->http : xs->cluster->http[i - 1],
-							  xs->stream_qid[i]);
+			CtasChHttpKillQuery(i == 0 || xs->cluster == NULL ||
+								i > xs->cluster->nshards ?
+								xs->http : xs->cluster->http[i - 1],
+								xs->stream_qid[i]);
 		xs->stream[i] = NULL;
 		xs->stream_qid[i] = NULL;
 	}
@@ -936,7 +936,7 @@ ch_unwatch_streams(ChXact *xs)
 	for (i = 0; i <= CH_MAX_SHARDS; i++)
 	{
 		if (xs->stream[i])
-			CtasHttpStreamUnwatch(xs->stream[i]);
+			CtasChHttpStreamUnwatch(xs->stream[i]);
 		xs->stream[i] = NULL;
 	}
 }

@@ -115,12 +115,12 @@ extern void CtasPgCopyField(StringInfo buf, bool binary, int i,
 extern void CtasPgCopyRowEnd(StringInfo buf, bool binary, int nestlevel);
 
 /* in typemap.c */
-extern void CtasAppendCopyText(StringInfo buf, const char *s);
+extern void CtasPgAppendCopyText(StringInfo buf, const char *s);
 extern char *CtasPostgresRemoteType(Oid typid, int32 typmod, bool *same_type);
 extern char *CtasPgRemoteVersion(PGconn *conn);
 extern void CtasPgAdaptColumns(CtasLoad *load, PGconn *conn);
 extern bool CtasPgBinarySafe(Oid typid, int version);
-extern int	CtasBeginTextOutput(void);
+extern int	CtasPgBeginTextOutput(void);
 extern void CtasEndTextOutput(int nestlevel);
 
 /* in deparse.c */

@@ -18,13 +18,16 @@ OBJS = \
 	src/catalog.o \
 	src/ctas.o \
 	src/targets.o \
+	src/clickhouse/cityhash.o \
 	src/clickhouse/client.o \
 	src/clickhouse/cluster.o \
 	src/clickhouse/ddl.o \
 	src/clickhouse/resolve.o \
 	src/clickhouse/rowbinary.o \
+	src/clickhouse/shardkey.o \
 	src/clickhouse/stage.o \
 	src/clickhouse/sync.o \
+	src/clickhouse/sync_keep.o \
 	src/clickhouse/types.o \
 	src/clickhouse/verify.o \
 	src/clickhouse/writer.o \
@@ -34,12 +37,15 @@ OBJS = \
 	src/hosts.o \
 	src/http/curl.o \
 	src/jobs.o \
+	src/jobshards.o \
 	src/metrics.o \
 	src/options.o \
 	src/multi.o \
 	src/mysql/conn.o \
 	src/mysql/resolve.o \
+	src/mysql/sync.o \
 	src/mysql/types.o \
+	src/mysql/verify.o \
 	src/mysql/writer.o \
 	src/mysql/xact.o \
 	src/parallel.o \
@@ -58,9 +64,15 @@ OBJS = \
 	src/sync/apply.o \
 	src/sync/copy.o \
 	src/sync/ddl.o \
+	src/sync/follow.o \
+	src/sync/merge.o \
+	src/sync/partition.o \
+	src/sync/partition_ddl.o \
 	src/sync/resync.o \
+	src/sync/slot.o \
 	src/sync/statement.o \
 	src/sync/status.o \
+	src/sync/syncs.o \
 	src/sync/tick.o \
 	src/sync/toast.o \
 	src/sync/verify.o \
@@ -71,10 +83,11 @@ OBJS = \
 	src/workers/launcher.o \
 	src/workers/notifier.o \
 	src/workers/resolver.o \
-	src/xact.o
+	src/xact.o \
+	src/xrecord.o
 
 EXTENSION = ctas_fed
-DATA = ctas_fed--0.1.sql ctas_fed--0.1--0.2.sql
+DATA = ctas_fed--0.1.sql ctas_fed--0.1--0.2.sql ctas_fed--0.2--0.3.sql
 PGFILEDESC = "ctas_fed - federated CREATE TABLE AS into external catalogs"
 
 REGRESS = catalog postgres types clickhouse mysql

@@ -54,7 +54,6 @@ EXPLAIN (COSTS OFF) CREATE TABLE my_closed.db.t
   WITH (column_types = 'n ENUM(''a'')') AS SELECT 1 AS n;
 
 -- not for MySQL catalogs
-EXPLAIN (COSTS OFF) CREATE TABLE my_closed.db.t WITH (parallel = 2) AS SELECT 1 AS n;
 EXPLAIN (COSTS OFF) CREATE TABLE my_closed.db.t WITH (engine = 'MergeTree') AS SELECT 1 AS n;
 
 -- the closed port: a statement that reaches for the server says so

@@ -76,7 +76,7 @@ typedef struct CtasDest
 /* statement options that every target takes; a target adds its own */
 static const char *const generic_options[] = {
 	"atomic", "if_exists", "commit_every", "column_types", "primary_key",
-	"sync", "parallel", "schema_changes", NULL
+	"sync", "parallel", "schema_changes", "stream", NULL
 };
 
 static CtasLoad *new_load(Oid serverid, RangeVar *rel, List *options);
@@ -256,6 +256,10 @@ parse_options(CtasLoad *load, List *options)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("option \"schema_changes\" requires sync = 'continuous'")));
+	if (o->stream != NULL && !o->sync)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"stream\" requires sync = 'continuous'")));
 }
 
 /*
@@ -333,6 +337,24 @@ parse_generic_option(CtasLoad *load, DefElem *def)
 					 errmsg("invalid value for option \"schema_changes\": \"%s\"", v),
 					 errhint("Valid values are: follow, fail.")));
 		o->schema_changes = v;
+	}
+	else if (strcmp(def->defname, "stream") == 0)
+	{
+		char	   *v = defGetString(def);
+		bool		valid = v[0] != '\0' && strlen(v) <= 32 &&
+			!(v[0] >= '0' && v[0] <= '9');
+		const char *c;
+
+		for (c = v; valid && *c; c++)
+			valid = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+				*c == '_';
+		if (!valid)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for option \"stream\": \"%s\"", v),
+					 errdetail("A stream name has 1 to 32 lower-case letters, digits and underscores, and does not begin with a digit.")));
+		/* "default": the database's shared stream, as without the option */
+		o->stream = strcmp(v, "default") == 0 ? NULL : v;
 	}
 	else
 		return false;

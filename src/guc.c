@@ -51,6 +51,9 @@ int			CtasMaxSyncsPerRole = 10;
 /* sync/worker.c: pgoutput messages asked of one peek at a sync's slot */
 int			CtasSyncPeekChanges = 10000;
 
+/* sync/tick.c, sync/worker.c: the sync workers of the cluster at most */
+int			CtasMaxSyncWorkers = 2;
+
 /* xact.c: ctas_fed.fault_point (tests only, superuser only) */
 char	   *CtasFaultPoint = NULL;
 
@@ -108,6 +111,11 @@ CtasDefineSettings(void)
 							"A peek never splits a source transaction: it ends after the transaction that reaches this number.  Tests set 1, so that every transaction boundary is a peek boundary.",
 							&CtasSyncPeekChanges, 10000, 1, 1000000,
 							PGC_SIGHUP, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomIntVariable("ctas_fed.max_sync_workers",
+							"Maximum number of sync workers running at once in the cluster.",
+							"Every decoding stream of every database is served by one of them; when streams outnumber them, a worker yields its stream to a waiting one after a time slice.",
+							&CtasMaxSyncWorkers, 2, 1, 1024,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("ctas_fed.max_syncs_per_role",
 							"Maximum number of continuous syncs one non-superuser role may run in a database.",
 							"-1 means no limit; 0 allows continuous syncs to superusers only.",

@@ -27,6 +27,7 @@ extern char *CtasFaultPoint;
 extern void CtasFaultPointWait(const char *name);
 extern int	CtasMaxSyncsPerRole;
 extern int	CtasSyncPeekChanges;
+extern int	CtasMaxSyncWorkers;
 extern void CtasDefineSettings(void);
 extern void CtasCheckPreloaded(void);
 

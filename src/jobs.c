@@ -55,6 +55,7 @@
 
 #include "guc.h"
 #include "jobs.h"
+#include "jobshards.h"
 #include "mb/pg_wchar.h"
 
 #define JOBS_FILE		PGSTAT_STAT_PERMANENT_DIRECTORY "/ctas_fed_jobs.stat"
@@ -150,6 +151,7 @@ CtasJobsShmemRequest(void)
 {
 	RequestAddinShmemSpace(jobs_shmem_size());
 	RequestNamedLWLockTranche("ctas_fed", 1);
+	CtasJobShardsShmemRequest();
 }
 
 /*
@@ -180,6 +182,7 @@ CtasJobsShmemStartup(void)
 		if (!IsUnderPostmaster)
 			load_jobs_file();
 	}
+	CtasJobShardsShmemStartup();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -581,6 +584,7 @@ count_finished(const CtasJob *job)
 		/* what reached the catalog for good */
 		st->rows += pg_atomic_read_u64((pg_atomic_uint64 *) &job->rows);
 		st->bytes += pg_atomic_read_u64((pg_atomic_uint64 *) &job->bytes);
+		CtasJobShardsCommitted(job->job_id, job->catalog);
 	}
 	secs = (double) (job->finished_at - job->started_at) / USECS_PER_SEC;
 	for (b = 0; b < CTAS_DURATION_BUCKETS; b++)
@@ -875,6 +879,8 @@ CtasJobsSave(void)
 	int			pass;
 	int			i;
 
+	/* the rows per shard first: a saved registry implies them */
+	CtasJobShardsSave();
 	LWLockAcquire(shared->lock, LW_SHARED);
 	hdr.next_job_id = shared->next_job_id + JOBS_ID_RESERVE;
 	LWLockRelease(shared->lock);

@@ -102,6 +102,28 @@ typedef struct CtasCatalogStats
 	double		duration_sum;
 } CtasCatalogStats;
 
+/* One shard of a job into a sharded target (jobshards.c) */
+typedef struct CtasJobShard
+{
+	int64		job_id;			/* 0: free */
+	int			shard;			/* from 1 */
+	char		catalog[NAMEDATALEN];
+	pg_atomic_uint64 rows;		/* written by the owner only */
+	pg_atomic_uint64 bytes;
+} CtasJobShard;
+
+/* Cumulative counters of one shard of a catalog, from committed jobs */
+typedef struct CtasShardStats
+{
+	char		catalog[NAMEDATALEN];
+	int			shard;
+	uint64		rows;
+	uint64		bytes;
+} CtasShardStats;
+
+#define CTAS_JOB_SHARD_ENTRIES	1024
+#define CTAS_SHARD_STATS		256
+
 typedef struct CtasJobsSnapshotData
 {
 	CtasJob    *jobs;

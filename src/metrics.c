@@ -30,11 +30,13 @@
 
 #include "guc.h"
 #include "jobs.h"
+#include "jobshards.h"
 #include "metrics.h"
 #include "sync/sync.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_jobs);
 PG_FUNCTION_INFO_V1(ctas_fed_metrics);
+PG_FUNCTION_INFO_V1(ctas_fed_job_shards);
 
 #define JOBS_COLS	14
 
@@ -121,6 +123,67 @@ header(StringInfo buf, const char *name, const char *type, const char *help)
 }
 
 /*
+ * ctas_fed.job_shards() - the rows of the ctas_fed.job_shards view: one row
+ * per shard of the recent jobs into a sharded target, oldest first.
+ */
+Datum
+ctas_fed_job_shards(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	CtasJobShard *e;
+	CtasShardStats *stats;
+	int			n;
+	int			nstats;
+	int			i;
+
+	CtasCheckPreloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	e = CtasJobShardsSnapshot(&n, &stats, &nstats);
+	for (i = 0; i < n; i++)
+	{
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+
+		values[0] = Int64GetDatum(e[i].job_id);
+		values[1] = Int32GetDatum(e[i].shard);
+		values[2] = Int64GetDatum((int64) pg_atomic_read_u64(&e[i].rows));
+		values[3] = Int64GetDatum((int64) pg_atomic_read_u64(&e[i].bytes));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/* rows and bytes of committed jobs by catalog and shard (jobshards.c) */
+static void
+append_shard_metrics(StringInfo buf)
+{
+	CtasShardStats *st;
+	int			nstats;
+	int			n;
+	int			i;
+
+	(void) CtasJobShardsSnapshot(&n, &st, &nstats);
+	header(buf, "ctas_fed_shard_rows_total", "counter",
+		   "Rows of committed jobs into a sharded target, by catalog and shard.");
+	for (i = 0; i < nstats; i++)
+	{
+		appendStringInfoString(buf, "ctas_fed_shard_rows_total{catalog=\"");
+		append_label(buf, st[i].catalog);
+		appendStringInfo(buf, "\",shard=\"%d\"} " UINT64_FORMAT "\n",
+						 st[i].shard, st[i].rows);
+	}
+	header(buf, "ctas_fed_shard_bytes_total", "counter",
+		   "Payload bytes of committed jobs into a sharded target, by catalog and shard.");
+	for (i = 0; i < nstats; i++)
+	{
+		appendStringInfoString(buf, "ctas_fed_shard_bytes_total{catalog=\"");
+		append_label(buf, st[i].catalog);
+		appendStringInfo(buf, "\",shard=\"%d\"} " UINT64_FORMAT "\n",
+						 st[i].shard, st[i].bytes);
+	}
+}
+
+/*
  * CtasMetricsText
  *		The registry in the Prometheus text exposition format.  Palloc'd.
  */
@@ -191,6 +254,8 @@ CtasMetricsText(void)
 		append_label(&buf, snap->catalogs[i].catalog);
 		appendStringInfo(&buf, "\"} " UINT64_FORMAT "\n", snap->catalogs[i].bytes);
 	}
+
+	append_shard_metrics(&buf);
 
 	header(&buf, "ctas_fed_job_duration_seconds", "histogram",
 		   "Duration of jobs that ended, by catalog.");

@@ -75,6 +75,7 @@ typedef struct CtasOptions
 	void	   *target_opts;	/* the target's own options, or NULL */
 	bool		sync;			/* sync = 'continuous' (sync/statement.c) */
 	char	   *schema_changes; /* of a sync: "follow" (NULL) or "fail" */
+	char	   *stream;			/* of a sync: its stream, NULL: the default */
 } CtasOptions;
 
 /*
@@ -138,6 +139,33 @@ typedef struct CtasSyncTarget
 struct CtasLoad;
 
 /*
+ * A schema change of the source that a whole-row sync follows on its
+ * remote table (sync/ddl.c, docs/sync-schema-changes.md).
+ */
+typedef enum CtasSyncAlterKind
+{
+	CTAS_SYNC_ADD_COLUMN,		/* column added after the others */
+	CTAS_SYNC_DROP_COLUMN,
+	CTAS_SYNC_RENAME_COLUMN,
+	CTAS_SYNC_RETYPE_COLUMN		/* a new type whose values keep their text */
+} CtasSyncAlterKind;
+
+typedef struct CtasSyncAlter
+{
+	CtasSyncAlterKind kind;
+	const char *column;			/* remote name of the column, before */
+	const char *newname;		/* RENAME: its new name */
+	Oid			typid;			/* ADD, RETYPE: the new local type */
+	int32		typmod;
+	Datum		value;			/* ADD: the value of every existing row */
+	bool		isnull;
+	/* the remote table's columns after the change */
+	int			ncolumns;
+	char	  **columns;
+	Oid		   *types;
+} CtasSyncAlter;
+
+/*
  * What a target does for a continuous sync.  One batch is one remote
  * transaction: begin, changes, commit, which also stores lsn, the end of
  * the last source transaction in the batch, atomically with the rows.
@@ -165,6 +193,8 @@ typedef struct CtasSyncApply
 	void		(*upsert) (CtasSyncTarget *t, Datum *values, bool *nulls,
 						   const bool *unchanged);
 	bool		keeps_unchanged;	/* upsert takes an unchanged mask */
+	/* optional (NULL: every column): whether it keeps column col's value */
+	bool		(*can_keep) (CtasSyncTarget *t, int col);
 	bool		transactional;	/* nothing of a batch is visible before
 								 * commit */
 	/* a row of the initial copy, into the table truncate emptied */
@@ -192,6 +222,22 @@ typedef struct CtasSyncApply
 	 */
 	void		(*rebuild) (CtasSyncTarget *t);
 	void		(*rebuilt) (CtasSyncTarget *t);
+
+	/*
+	 * Optional (NULL: no schema change is followed).  Follow the changes
+	 * of one schema change message, in order, on the remote table, in the
+	 * batch begun by begin, after the changes given before and before
+	 * those given after; then take the columns after the last as t's.
+	 * Returns NULL, or, having done nothing, why the remote cannot follow
+	 * them (the job then fails with it).  A transactional target does it
+	 * in the remote transaction; another is called only when it holds no
+	 * change of the current source transaction, must never let a reader
+	 * see rows with a shape they do not have (its sync.c says how), and
+	 * may be called again for the same changes after a crash before the
+	 * batch's progress was stored: it must then find them done.
+	 */
+	char	   *(*alter) (CtasSyncTarget *t, const CtasSyncAlter *changes,
+						  int nchanges);
 
 	/*
 	 * Verify (sync/verify.c, "Canonical text"), both or neither.  Both

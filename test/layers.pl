@@ -82,6 +82,12 @@ my @layer_table = (
 	['sync/resync.c' => 3, undef, 'resync(): the copy again from a new snapshot'],
 	['sync/verify.c' => 3, undef, 'verify_sync(): the check, in the worker'],
 	['sync/status.c' => 3, undef, "the workers' shared status, jobs view, metrics"],
+	['sync/syncs.c' => 3, undef, 'the only code that reads or writes ctas_fed.syncs'],
+	['sync/slot.c' => 3, undef, 'the replication slots as the workers use them'],
+	['sync/follow.c' => 3, undef, 'schema changes a whole-row sync follows, and their record'],
+	['sync/merge.c' => 3, undef, 'the streams of a database merged into one (0.3)'],
+	['sync/partition.c' => 3, undef, 'a partitioned source followed as one table'],
+	['sync/partition_ddl.c' => 3, undef, "a partitioned source's DDL, from the event triggers"],
 	['workers/workers.h' => 3, undef, 'background workers: what the rest calls'],
 	['workers/workers_int.h' => 3, undef, 'the resolver slots launcher and resolvers share'],
 	['workers/launcher.c' => 3, undef, 'one per cluster: job history, starts the resolvers'],
@@ -114,12 +120,17 @@ my @layer_table = (
 	['clickhouse/sync.c' => 2, 'clickhouse', 'applying a sync: ReplacingMergeTree rows'],
 	['clickhouse/verify.c' => 2, 'clickhouse', "a resync's rebuild, verify_sync's remote side"],
 	['clickhouse/resolve.c' => 2, 'clickhouse', 'recovery'],
+	['clickhouse/cityhash.c' => 2, 'clickhouse', "cityHash64 and intHash64, as ClickHouse computes them"],
+	['clickhouse/shardkey.c' => 2, 'clickhouse', 'sharding keys: parsed, rebuilt, the shard of a row'],
+	['clickhouse/sync_keep.c' => 2, 'clickhouse', 'unchanged TOAST values taken from the remote row'],
 	['mysql/mysql_target.h' => 2, 'mysql', 'private header of the MySQL target'],
 	['mysql/conn.c' => 2, 'mysql', 'sessions, latch waits, the local-infile handler'],
 	['mysql/types.c' => 2, 'mysql', 'type map, LOAD DATA text'],
 	['mysql/writer.c' => 2, 'mysql', 'load, LOAD DATA; the routine'],
 	['mysql/xact.c' => 2, 'mysql', 'staging + RENAME, XA, durable records'],
 	['mysql/resolve.c' => 2, 'mysql', 'recovery, XA RECOVER'],
+	['mysql/sync.c' => 2, 'mysql', 'applying a sync: batches as sets'],
+	['mysql/verify.c' => 2, 'mysql', "verify_sync's remote side"],
 
 	# L1: the generic libcurl engine
 	['http/curl.c' => 1, undef, 'hardened transfer, latch waits, timeouts'],
@@ -139,6 +150,10 @@ my @layer_table = (
 	['hosts.h' => 0, undef, 'hosts.c'],
 	['typemap.c' => 0, undef, 'the column_types parser'],
 	['typemap.h' => 0, undef, 'typemap.c'],
+	['jobshards.c' => 0, undef, 'per-shard counters of the jobs of cluster catalogs'],
+	['jobshards.h' => 0, undef, 'jobshards.c'],
+	['xrecord.c' => 0, undef, 'the durable records of a staged publication'],
+	['xrecord.h' => 0, undef, 'xrecord.c'],
 );
 
 # The only generic file that may name the targets and include their
@@ -156,9 +171,9 @@ my @name_allow = (
 
 	# the local session's IntervalStyle pinned to its default value
 	# "postgres", so that interval text is canonical (verify, the sync
-	# worker's settings): a value of a local setting, not the target
-	[ 'sync/verify.c', qr/"intervalstyle", "postgres"/ ],
-	[ 'sync/worker.c', qr/\{"intervalstyle", "postgres"\}/ ],
+	# worker's and the DDL triggers' settings): a value of a local
+	# setting, not the target
+	[ undef, qr/"intervalstyle", "postgres"/ ],
 
 	# "options", a key of JSON of our own: the descriptor's list of server
 	# options (catalog.c) and create_tables_as's per-table object (multi.c),
@@ -177,6 +192,13 @@ my %size_exceptions = (
 	# worker and the statement; split once they have landed
 	'sync/worker.c' => 1,
 	'sync/statement.c' => 1,
+
+	# XXX grown past the cap by the branches merged into main at 06:2x
+	# (stream, partition, ddl, cluster, mysql); to split along their
+	# banners next
+	'sync/apply.c' => 1,
+	'postgres/sync.c' => 1,
+	'clickhouse/sync.c' => 1,
 
 	# XXX split along their section banners at the end of this branch, one
 	# commit each (after the other branches that edit them)

@@ -20,7 +20,7 @@
  *	xact.c		pre_commit, post_commit, abort, subxact; durable records
  *	resolve.c	recovery from the durable records
  *	sync.c		continuous sync: the apply side (CtasChSyncApply)
- *	verify.c	continuous sync: the rebuild of a resync, verify_sync()
+ *	verify.c	continuous sync: verify_sync()
  *
  * At most once: every request that changes something is sent once (client.c
  * never lets libcurl resend it); after a failure whose outcome is unknown
@@ -70,8 +70,6 @@ extern const CtasTargetRoutine CtasClickHouseTarget;
 extern const CtasSyncApply CtasChSyncApply;
 
 /* in verify.c: resync of a continuous sync */
-extern void CtasChSyncRebuild(CtasSyncTarget *t);
-extern void CtasChSyncRebuilt(CtasSyncTarget *t);
 extern char *CtasChSyncVerifyLocal(CtasSyncTarget *t, int col,
 								   const char *expr);
 extern void CtasChSyncVerifyRemote(CtasSyncTarget *t, int level,
@@ -333,6 +331,12 @@ typedef struct ChLoad
 	int			key_col;		/* index of key.column, or -1 */
 	StringInfoData key_buf;		/* the key's encoding, for routing */
 	bool	   *shard_exists;	/* [nshards]: target exists there */
+	uint64		bytes;			/* a shard's part: bytes encoded */
+	int			job_shard;		/* a shard's part: its entry in
+								 * ctas_fed.job_shards, or -1 */
+	uint64		rows_reported;	/* a worker's shard part: rows and bytes */
+	uint64		bytes_reported; /* added to job_shard so far */
+	int64		job_id;			/* a parallel worker: the leader's job */
 } ChLoad;
 
 /*
@@ -393,6 +397,8 @@ extern void CtasChAppendType(StringInfo buf, const ChType *t);
 extern char *CtasChTypeText(const ChType *t);
 extern bool CtasChIsKey(CtasLoad *load, const CtasColumn *col);
 extern void CtasChMapColumn(CtasLoad *load, CtasColumn *col);
+extern char *CtasChSyncColumnType(Oid typid, int32 typmod,
+								  const char *colname);
 
 /* in ddl.c */
 extern char *CtasChQname(const char *db, const char *table);
@@ -436,11 +442,49 @@ extern bool CtasChClusterBeginLoad(ChLoad *cl);
 extern void CtasChClusterCreateTable(ChLoad *cl, bool exists);
 extern void CtasChClusterPutRow(ChLoad *cl, TupleTableSlot *slot);
 extern void CtasChClusterEndLoad(ChLoad *cl);
+extern List *CtasChClusterExport(ChLoad *cl, List *state);
+extern void CtasChClusterAttach(ChLoad *cl, List *l);
+extern char *CtasChClusterSyncTable(ChCluster *c, CtasChHttp *http,
+									const char *db, const char *name,
+									int nkeys, char **keys, ChShardKey *key,
+									int *key_k);
 extern bool CtasChClusterDrop(CtasLoad *load);
 extern void CtasChClusterExplain(CtasLoad *load, ExplainState *es);
 
+/* in shardkey.c */
+extern void CtasChParseShardKey(const char *text, ChShardKey *key);
+extern char *CtasChShardKeySql(const ChShardKey *key);
+extern bool CtasChKeyTypeOk(ChShardFunc func, const char *text);
+extern int	CtasChShardOf(ChCluster *c, const ChShardKey *key,
+						  ChColumn *col, StringInfo kb, Datum v,
+						  bool isnull);
+
+/* in cityhash.c */
+extern uint64 CtasChHash128to64(uint64 low, uint64 high);
+extern uint64 CtasChCityHash64(const char *data, size_t len);
+extern uint64 CtasChIntHash64(uint64 x);
+
 /* in rowbinary.c */
 extern ChColumn *CtasChSetupColumns(CtasLoad *load, char **types);
+
+/*
+ * in sync_keep.c: unchanged values of a sync taken from the remote row.  A
+ * row being completed: each column's RowBinary bytes, missing where the
+ * change did not carry the value.
+ */
+typedef struct ChKeptRow
+{
+	char	   *keyraw;			/* CtasChSyncKeyText */
+	StringInfoData *segs;		/* per column */
+	bool	   *missing;
+} ChKeptRow;
+extern bool CtasChSyncCanKeep(CtasSyncTarget *t, ChColumn *cols,
+							  ChColumn *keycols, int col);
+extern char *CtasChSyncKeyText(CtasSyncTarget *t, ChColumn *keycols,
+							   Datum *values, const int *keypos);
+extern void CtasChSyncFetchKept(CtasChHttp *http, CtasSyncTarget *t,
+								const char *qtable, ChColumn *cols,
+								List *rows);
 extern void CtasChPutValue(ChEnc *e, StringInfo buf, Datum v, bool isnull);
 
 /* in xact.c */

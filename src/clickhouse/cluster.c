@@ -35,11 +35,14 @@
  * shard, and the set is published at pre-commit, undone on abort and
  * decided as a whole by the resolver from the local transaction's outcome.
  *
- * The sharding expressions computed here are rand(), an integer column,
- * intHash64(column) and cityHash64(column) of an integer column (which
- * ClickHouse hashes with intHash64 of the value's bytes, zero-extended).
- * Anything else is refused: a row must never land on a shard the
- * Distributed table would not send it to.
+ * The sharding keys, parsed and computed: shardkey.c.
+ *
+ * Parallel loads (parallel = N, parallel.c): the leader creates every
+ * shard's staging table; CtasChClusterExport hands the workers the routing
+ * and the staging tables, CtasChClusterAttach opens one INSERT of each
+ * worker into every shard's staging table; the leader counts the staging
+ * tables at end_load.  Continuous sync routes its changes with
+ * CtasChShardOf (sync.c), the key read back by CtasChClusterSyncTable.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -51,12 +54,14 @@
 #include "postgres.h"
 
 #include "commands/explain.h"
-#include "common/pg_prng.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 
 #include "clickhouse.h"
 #include "gid.h"
 #include "hosts.h"
+#include "jobs.h"
+#include "jobshards.h"
 
 #define CH_DEFAULT_LOCAL	"{table}_local"
 
@@ -88,9 +93,9 @@ CtasChClusterCheck(ChCluster *c, CtasChHttp *http)
 	if (c->checked)
 		return;
 	body = CtasChHttpQuery(http,
-						   psprintf("SELECT shard_num, any(shard_weight), count() FROM system.clusters WHERE cluster = %s GROUP BY shard_num ORDER BY shard_num",
-									CtasChLit(c->name)),
-						   "read the cluster");
+						 psprintf("SELECT shard_num, any(shard_weight), count() FROM system.clusters WHERE cluster = %s GROUP BY shard_num ORDER BY shard_num",
+								  CtasChLit(c->name)),
+						 "read the cluster");
 	rows = CtasChTsv(body, &nf);
 	if (rows == NIL)
 		ereport(ERROR,
@@ -143,9 +148,9 @@ CtasChClusterCheck(ChCluster *c, CtasChHttp *http)
 
 		CtasChCheckVersion(c->http[i]);
 		me = CtasChHttpQuery(c->http[i],
-							 psprintf("SELECT arrayStringConcat(groupArray(toString(shard_num)), ',') FROM system.clusters WHERE cluster = %s AND is_local",
-									  CtasChLit(c->name)),
-							 "find the shard of the server");
+						   psprintf("SELECT arrayStringConcat(groupArray(toString(shard_num)), ',') FROM system.clusters WHERE cluster = %s AND is_local",
+									CtasChLit(c->name)),
+						   "find the shard of the server");
 		if (atoi(me) != i + 1 || strspn(me, "0123456789") != strcspn(me, "\n"))
 			ereport(ERROR,
 					(errcode(ERRCODE_FDW_ERROR),
@@ -171,134 +176,6 @@ CtasChClusterCheck(ChCluster *c, CtasChHttp *http)
 	c->checked = true;
 }
 
-/* ------------------------------------------------------------------------
- * The sharding key
- * ------------------------------------------------------------------------
- */
-
-/* Parse an identifier, bare or backquoted, at *p; NULL if none.  Palloc'd */
-static char *
-ch_parse_ident(const char **p)
-{
-	const char *s = *p;
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	if (*s == '`')
-	{
-		for (s++; *s && *s != '`'; s++)
-		{
-			if (*s == '\\' && s[1])
-				s++;
-			if ((unsigned char) *s < ' ')
-				return NULL;
-			appendStringInfoChar(&buf, *s);
-		}
-		if (*s != '`' || buf.len == 0)
-			return NULL;
-		s++;
-	}
-	else
-	{
-		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
-			return NULL;
-		while ((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
-			   (*s >= '0' && *s <= '9') || *s == '_')
-			appendStringInfoChar(&buf, *s++);
-	}
-	*p = s;
-	return buf.data;
-}
-
-/*
- * ch_parse_shard_key
- *		Parse the option sharding_key: rand(), a column, or intHash64 or
- *		cityHash64 of a column.  ERROR otherwise.
- */
-static void
-ch_parse_shard_key(const char *text, ChShardKey *key)
-{
-	const char *p = text;
-	char	   *word;
-
-	memset(key, 0, sizeof(*key));
-	CtasChSkipWs(&p);
-	word = ch_parse_ident(&p);
-	CtasChSkipWs(&p);
-	if (word != NULL && *p == '(' && text[strspn(text, " \t\r\n")] != '`')
-	{
-		p++;
-		CtasChSkipWs(&p);
-		if (strcmp(word, "rand") == 0 && *p == ')')
-			key->func = CH_SHARD_RAND;
-		else
-		{
-			if (strcmp(word, "intHash64") == 0)
-				key->func = CH_SHARD_INTHASH64;
-			else if (strcmp(word, "cityHash64") == 0)
-				key->func = CH_SHARD_CITYHASH64;
-			else
-				word = NULL;
-			key->column = word ? ch_parse_ident(&p) : NULL;
-			CtasChSkipWs(&p);
-			if (key->column == NULL || *p != ')')
-				word = NULL;
-		}
-		if (word)
-		{
-			p++;
-			CtasChSkipWs(&p);
-		}
-	}
-	else if (word != NULL)
-	{
-		key->func = CH_SHARD_VALUE;
-		key->column = word;
-	}
-	if (word == NULL || *p != '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid value for option \"sharding_key\": \"%s\"", text),
-				 errdetail("ctas_fed routes rows itself and computes these sharding keys: rand(), an integer column, intHash64(column) and cityHash64(column) of an integer column.")));
-}
-
-/* The sharding key as ClickHouse SQL, rebuilt from the parse.  Palloc'd */
-static char *
-ch_shard_key_sql(const ChShardKey *key)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	switch (key->func)
-	{
-		case CH_SHARD_RAND:
-			appendStringInfoString(&buf, "rand()");
-			return buf.data;
-		case CH_SHARD_VALUE:
-			break;
-		case CH_SHARD_INTHASH64:
-			appendStringInfoString(&buf, "intHash64(");
-			break;
-		case CH_SHARD_CITYHASH64:
-			appendStringInfoString(&buf, "cityHash64(");
-			break;
-	}
-	CtasChAppendIdent(&buf, key->column);
-	if (key->func != CH_SHARD_VALUE)
-		appendStringInfoChar(&buf, ')');
-	return buf.data;
-}
-
-/* Is ClickHouse type text a non-Nullable integer type? */
-static bool
-ch_integer_type(const char *text)
-{
-	bool		too_deep = false;
-	ChType	   *t = text ? CtasChParseType(text, &too_deep) : NULL;
-
-	return t != NULL && !t->nullable && t->kind >= CHK_INT8 &&
-		t->kind <= CHK_UINT64;
-}
 
 /*
  * ch_resolve_key
@@ -316,7 +193,7 @@ ch_resolve_key(CtasLoad *load, char **types, ChShardKey *key)
 	int			i;
 
 	if (o->sharding_key)
-		ch_parse_shard_key(o->sharding_key, key);
+		CtasChParseShardKey(o->sharding_key, key);
 	else if (load->opts.primary_key == NIL)
 	{
 		key->func = CH_SHARD_RAND;
@@ -326,6 +203,14 @@ ch_resolve_key(CtasLoad *load, char **types, ChShardKey *key)
 	{
 		key->func = CH_SHARD_INTHASH64;
 		key->column = strVal(linitial(load->opts.primary_key));
+		for (i = 0; i < load->ncolumns; i++)
+		{
+			/* a text key: cityHash64 */
+			if (strcmp(load->columns[i].name, key->column) == 0 &&
+				CtasChKeyTypeOk(CH_SHARD_CITYHASH64, types[i]) &&
+				!CtasChKeyTypeOk(CH_SHARD_INTHASH64, types[i]))
+				key->func = CH_SHARD_CITYHASH64;
+		}
 		if (list_length(load->opts.primary_key) != 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -344,11 +229,11 @@ ch_resolve_key(CtasLoad *load, char **types, ChShardKey *key)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
 				 errmsg("sharding key column \"%s\" is not a column of the query", key->column)));
-	if (!ch_integer_type(types[i]))
+	if (!CtasChKeyTypeOk(key->func, types[i]))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot shard by column \"%s\" of type %s", key->column, types[i]),
-				 errdetail("ctas_fed computes the shard of each row itself, from a non-Nullable integer column."),
+				 errdetail("ctas_fed computes the shard of each row itself: from a non-Nullable integer column, or cityHash64 of a String column."),
 				 errhint("Give the option sharding_key: an integer column, intHash64(column), cityHash64(column) or rand().")));
 	return i;
 }
@@ -399,8 +284,8 @@ ch_local_name(CtasLoad *load)
  * CtasChClusterCheckOptions
  *		The statement options of a load, as far as clusters go (called by
  *		CtasChCheckOptions): sharding_key and local_table only for a
- *		cluster catalog; a cluster catalog takes atomic loads only, without
- *		parallel workers or continuous sync.  ERROR otherwise.
+ *		cluster catalog; a cluster catalog takes atomic loads only (and
+ *		continuous syncs, atomic at creation).  ERROR otherwise.
  */
 void
 CtasChClusterCheckOptions(CtasLoad *load)
@@ -421,21 +306,17 @@ CtasChClusterCheckOptions(CtasLoad *load)
 		return;
 	}
 	if (o->sharding_key)
-		ch_parse_shard_key(o->sharding_key, &key);
+		CtasChParseShardKey(o->sharding_key, &key);
 	if (o->local_table)
 		(void) ch_local_name(load);
-	if (load->opts.sync)
-		what = "continuous sync";
-	else if (!load->opts.atomic)
+	if (!load->opts.atomic && !load->opts.sync)
 		what = "atomic = false";
-	else if (load->opts.parallel > 0)
-		what = "parallel";
 	if (what)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("%s is not supported into cluster catalog \"%s\"",
 						what, load->catalog->name),
-				 errdetail("A load into a ClickHouse cluster is atomic, with one stream per shard.")));
+				 errdetail("A load into a ClickHouse cluster is atomic: every shard's table is published at commit.")));
 }
 
 /* ------------------------------------------------------------------------
@@ -457,12 +338,6 @@ CtasChClusterBeginLoad(ChLoad *cl)
 	bool		any = false;
 	int			i;
 
-	if (load->group_id != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("create_tables_as is not supported into cluster catalog \"%s\"",
-						load->catalog->name),
-				 errhint("Create each table with its own CREATE TABLE ... AS.")));
 	CtasChClusterCheck(c, cl->http);
 	cl->local = ch_local_name(load);
 	cl->shard_exists = palloc0(sizeof(bool) * c->nshards);
@@ -504,9 +379,9 @@ ch_read_dist(ChCluster *c, CtasChHttp *http, const char *db, const char *name,
 	int			i;
 
 	body = CtasChHttpQuery(http,
-						   psprintf("SELECT engine_full FROM system.tables WHERE database = %s AND name = %s",
-									CtasChLit(db), CtasChLit(name)),
-						   "read the Distributed table");
+						 psprintf("SELECT engine_full FROM system.tables WHERE database = %s AND name = %s",
+								  CtasChLit(db), CtasChLit(name)),
+						 "read the Distributed table");
 	rows = CtasChTsv(body, &nf);
 	if (rows == NIL || nf != 1 || ((char **) linitial(rows))[0] == NULL)
 		return NULL;
@@ -537,7 +412,7 @@ ch_read_dist(ChCluster *c, CtasChHttp *http, const char *db, const char *name,
 		return NULL;
 	expr[i] = '\0';
 	if (key)
-		ch_parse_shard_key(expr, key);
+		CtasChParseShardKey(expr, key);
 	return args[2];
 }
 
@@ -574,12 +449,12 @@ ch_append_key(ChLoad *cl, const char *dist)
 	cl->local = local;
 	if (o->sharding_key)
 	{
-		ch_parse_shard_key(o->sharding_key, &given);
-		if (strcmp(ch_shard_key_sql(&given), ch_shard_key_sql(&cl->key)) != 0)
+		CtasChParseShardKey(o->sharding_key, &given);
+		if (strcmp(CtasChShardKeySql(&given), CtasChShardKeySql(&cl->key)) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("sharding key %s differs from %s, that of table \"%s\"",
-							ch_shard_key_sql(&given), ch_shard_key_sql(&cl->key),
+							CtasChShardKeySql(&given), CtasChShardKeySql(&cl->key),
 							CtasChDisplay(cl->db, load->table))));
 	}
 }
@@ -616,6 +491,8 @@ CtasChClusterCreateTable(ChLoad *cl, bool exists)
 		sub->db = cl->db;
 		sub->local = cl->local;
 		sub->key_col = -1;
+		sub->job_shard = CtasJobShardStart(load->job, load->catalog->name,
+										   i + 1);
 		cl->shards[i] = sub;
 		if (!append)
 			continue;
@@ -675,18 +552,36 @@ CtasChClusterCreateTable(ChLoad *cl, bool exists)
 				break;
 		}
 		if (cl->key.func != CH_SHARD_RAND &&
-			(i == load->ncolumns || !ch_integer_type(types[i])))
+			(i == load->ncolumns || !CtasChKeyTypeOk(cl->key.func, types[i])))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("cannot route rows by %s, the sharding key of table \"%s\"",
-							ch_shard_key_sql(&cl->key),
+							CtasChShardKeySql(&cl->key),
 							CtasChDisplay(cl->db, load->table)),
-					 errdetail("ctas_fed computes the shard of each row itself, from a non-Nullable integer column the query gives.")));
+					 errdetail("ctas_fed computes the shard of each row itself, from a non-Nullable integer column the query gives, or cityHash64 of a String column.")));
 		cl->key_col = cl->key.func == CH_SHARD_RAND ? -1 : i;
 	}
 	else
 		cl->key_col = ch_resolve_key(load, types, &cl->key);
 	initStringInfo(&cl->key_buf);
+	if (load->sync != NULL)
+	{
+		ListCell   *lc;
+		bool		in_key = false;
+
+		foreach(lc, load->opts.primary_key)
+		{
+			if (cl->key.column && strcmp(strVal(lfirst(lc)), cl->key.column) == 0)
+				in_key = true;
+		}
+		if (!in_key)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot sync into cluster catalog \"%s\" with sharding key %s",
+							load->catalog->name, CtasChShardKeySql(&cl->key)),
+					 errdetail("Every version of a key must reach the same shard: the sharding key must be computed from a column of the primary key."),
+					 errhint("Give the option sharding_key: a column of the primary key, intHash64 or cityHash64 of one.")));
+	}
 
 	/* every shard: local table, its INSERT, the Distributed table */
 	for (i = 0; i < c->nshards; i++)
@@ -720,85 +615,50 @@ CtasChClusterCreateTable(ChLoad *cl, bool exists)
 							dist_exists ? CH_REPLACE : CH_CREATE, i + 1,
 							cl->db, load->table);
 		CtasChHttpQuery(sub->http,
-						psprintf("CREATE TABLE %s AS %s ENGINE = Distributed(%s, %s, %s, %s)",
-								 CtasChQname(cl->db, a->stage),
-								 CtasChQname(cl->db, sub->insert_table),
-								 CtasChLit(c->name), CtasChLit(cl->db),
-								 CtasChLit(cl->local), ch_shard_key_sql(&cl->key)),
-						"create the Distributed table");
+					  psprintf("CREATE TABLE %s AS %s ENGINE = Distributed(%s, %s, %s, %s)",
+							   CtasChQname(cl->db, a->stage),
+							   CtasChQname(cl->db, sub->insert_table),
+							   CtasChLit(c->name), CtasChLit(cl->db),
+							   CtasChLit(cl->local), CtasChShardKeySql(&cl->key)),
+					  "create the Distributed table");
 		a->state = CH_ACTION_LOADED;
 	}
 }
 
-/*
- * The SQL function intHash64 of ClickHouse: IntHash64Impl, the Murmur
- * finalizer intHash64 of Common/HashTable/Hash.h on the argument XORed
- * with a constant.
- */
-static inline uint64
-ch_int_hash64(uint64 x)
-{
-	x ^= UINT64CONST(0x4CF2D2BAAE6DA887);
-	x ^= x >> 33;
-	x *= UINT64CONST(0xff51afd7ed558ccd);
-	x ^= x >> 33;
-	x *= UINT64CONST(0xc4ceb9fe1a85ec53);
-	x ^= x >> 33;
-	return x;
-}
 
-/*
- * ch_route
- *		The shard (from 1) the Distributed table sends a row to: its
- *		sharding expression, computed from the RowBinary bytes of the key
- *		column (little-endian, the value as ClickHouse stores it), taken
- *		modulo the total weight as an unsigned number of the expression's
- *		type, mapped through the slots.
- */
+/* the shard of the row in slot */
 static int
 ch_route(ChLoad *cl, TupleTableSlot *slot)
 {
-	ChCluster  *c = cl->cluster;
-	StringInfo	kb = &cl->key_buf;
-	uint64		u = 0;
-	uint64		v;
-	int			i;
-	ChKind		kind;
+	int			k = cl->key_col;
 
-	if (cl->key_col < 0)
-		return c->slot_shard[pg_prng_uint64(&pg_global_prng_state) % c->nslots];
+	if (k < 0)
+		return CtasChShardOf(cl->cluster, &cl->key, NULL, &cl->key_buf,
+							 (Datum) 0, true);
+	return CtasChShardOf(cl->cluster, &cl->key, &cl->cols[k], &cl->key_buf,
+						 slot->tts_values[k], slot->tts_isnull[k]);
+}
 
-	resetStringInfo(kb);
-	CtasChPutValue(&cl->cols[cl->key_col].enc, kb,
-				   slot->tts_values[cl->key_col],
-				   slot->tts_isnull[cl->key_col]);
-	if (kb->len < 1 || kb->len > 8)
-		elog(ERROR, "sharding key encoded in %d bytes", kb->len);
-	for (i = kb->len - 1; i >= 0; i--)
-		u = (u << 8) | (unsigned char) kb->data[i];
-	kind = cl->cols[cl->key_col].enc.type->kind;
-
-	switch (cl->key.func)
+/*
+ * ch_shard_progress
+ *		Publish the rows and bytes sent to shard sub in ctas_fed.job_shards:
+ *		a parallel worker adds what it sent since its last report to the
+ *		leader's entry, the leader (or a serial load) writes its own.
+ */
+static void
+ch_shard_progress(ChLoad *cl, ChLoad *sub)
+{
+	if (cl->worker)
 	{
-		case CH_SHARD_VALUE:
-			v = u;				/* the value as its unsigned type */
-			break;
-		case CH_SHARD_INTHASH64:
-			/* the argument converted to UInt64: signed ones sign-extended */
-			if (kind <= CHK_INT64 && kb->len < 8 &&
-				(u >> (kb->len * 8 - 1)) & 1)
-				u |= ~UINT64CONST(0) << (kb->len * 8);
-			v = ch_int_hash64(u);
-			break;
-		case CH_SHARD_CITYHASH64:
-			/* integers: intHash64 of the value's bytes, zero-extended */
-			v = ch_int_hash64(u);
-			break;
-		default:
-			elog(ERROR, "unexpected sharding function %d", (int) cl->key.func);
-			v = 0;				/* keep compiler quiet */
+		CtasJobShardAdd(cl->job_id, sub->job_shard,
+						sub->rows - sub->rows_reported,
+						sub->bytes - sub->bytes_reported);
+		sub->rows_reported = sub->rows;
+		sub->bytes_reported = sub->bytes;
 	}
-	return c->slot_shard[v % (uint64) c->nslots];
+	else
+		CtasJobShardProgress(cl->load->job, sub->job_shard, sub->rows,
+							 sub->bytes);
 }
 
 /*
@@ -818,20 +678,29 @@ CtasChClusterPutRow(ChLoad *cl, TupleTableSlot *slot)
 		CtasChPutValue(&cl->cols[i].enc, buf, slot->tts_values[i],
 					   slot->tts_isnull[i]);
 	cl->load->bytes += buf->len - before;
+	sub->bytes += buf->len - before;
 	cl->rows++;
 	sub->rows++;
 	if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
+	{
 		CtasChStreamStep(sub, false);
+		ch_shard_progress(cl, sub);
+	}
 }
 
 /*
  * CtasChClusterEndLoad
  *		end_load for a cluster catalog: finish every shard's INSERT, then
- *		check every shard's staging table against the rows sent to it.
+ *		(not in a parallel worker) check every shard's staging table
+ *		against the rows sent to it.  A parallel load's leader does not
+ *		know how the workers' rows split: each shard's staging table is
+ *		counted, and the counts must add up to the rows the workers sent
+ *		(load->rows).
  */
 void
 CtasChClusterEndLoad(ChLoad *cl)
 {
+	uint64		sum = 0;
 	int			i;
 
 	if (cl->shards == NULL)
@@ -841,12 +710,177 @@ CtasChClusterEndLoad(ChLoad *cl)
 		if (cl->shards[i]->stream)
 			CtasChStreamStep(cl->shards[i], true);
 	}
+	if (cl->worker)
+	{
+		for (i = 0; i < cl->cluster->nshards; i++)
+			ch_shard_progress(cl, cl->shards[i]);
+		return;
+	}
+	for (i = 0; i < cl->cluster->nshards && cl->exported; i++)
+	{
+		ChLoad	   *sub = cl->shards[i];
+
+		sub->rows = CtasChParseCount(sub->http,
+									 CtasChHttpQuery(sub->http,
+												   psprintf("SELECT count() FROM %s",
+															CtasChQname(sub->db, sub->insert_table)),
+												   "count the rows of the staging table"),
+									 "SELECT count()");
+		sum += sub->rows;
+	}
+	if (cl->exported && sum != cl->load->rows)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("staging tables of \"%s\" in catalog \"%s\" hold " UINT64_FORMAT " rows on all shards, but " UINT64_FORMAT " were sent",
+						CtasChDisplay(cl->db, cl->load->table),
+						cl->load->catalog->name, sum, cl->load->rows)));
 	for (i = 0; i < cl->cluster->nshards; i++)
 	{
 		CtasChStageCheck(cl->shards[i]);
+		CtasJobShardProgress(cl->load->job, cl->shards[i]->job_shard,
+							 cl->shards[i]->rows, cl->shards[i]->bytes);
 		ereport(DEBUG1,
 				(errmsg_internal("ctas_fed: shard %d of \"%s\" gets " UINT64_FORMAT " rows",
 								 i + 1, cl->load->table, cl->shards[i]->rows)));
+	}
+}
+
+/*
+ * CtasChClusterSyncTable
+ *		For the sync worker: the local tables and the sharding key of the
+ *		synced table db.name of cluster c, from its Distributed table on
+ *		shard 1 (the cluster checked through http first).  The key must be
+ *		computed from key column keys[*key_k] of the sync's key (the rows
+ *		of one key must all meet on one shard): ERROR otherwise.  Returns
+ *		the local tables' name, palloc'd.
+ */
+char *
+CtasChClusterSyncTable(ChCluster *c, CtasChHttp *http, const char *db,
+					   const char *name, int nkeys, char **keys,
+					   ChShardKey *key, int *key_k)
+{
+	char	   *local;
+	int			i;
+
+	CtasChClusterCheck(c, http);
+	local = ch_read_dist(c, c->http[0], db, name, key);
+	if (local == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("synced table \"%s\" is not a Distributed table of cluster \"%s\" with a sharding key",
+						CtasChDisplay(db, name), c->name)));
+	*key_k = -1;
+	for (i = 0; i < nkeys && key->func != CH_SHARD_RAND; i++)
+	{
+		if (strcmp(keys[i], key->column) == 0)
+			*key_k = i;
+	}
+	if (*key_k < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot sync into table \"%s\" sharded by %s",
+						CtasChDisplay(db, name), CtasChShardKeySql(key)),
+				 errdetail("Every version of a key must reach the same shard: the sharding key must be computed from a column of the primary key.")));
+	return local;
+}
+
+/*
+ * CtasChClusterExport
+ *		parallel_export for a cluster catalog, after the database and the
+ *		column types (writer.c): the routing (key function, key column,
+ *		slot -> shard) and each shard's staging table, appended to state;
+ *		every shard's INSERT of the leader is finished empty.
+ */
+List *
+CtasChClusterExport(ChLoad *cl, List *state)
+{
+	ChCluster  *c = cl->cluster;
+	List	   *slots = NIL;
+	List	   *stages = NIL;
+	List	   *progress;
+	int			i;
+
+	/* the job and each shard's entry in ctas_fed.job_shards */
+	progress = list_make1(makeString(psprintf(INT64_FORMAT, cl->load->job.id)));
+	for (i = 0; i < c->nshards; i++)
+		progress = lappend(progress, makeInteger(cl->shards[i]->job_shard));
+	for (i = 0; i < c->nslots; i++)
+		slots = lappend(slots, makeInteger(c->slot_shard[i]));
+	for (i = 0; i < c->nshards; i++)
+	{
+		ChLoad	   *sub = cl->shards[i];
+
+		stages = lappend(stages, makeString(sub->insert_table));
+		if (sub->stream)
+			CtasChStreamStep(sub, true);
+	}
+	state = lappend(state, list_make3(makeInteger((int) cl->key.func),
+									  makeInteger(cl->key_col),
+									  makeString(cl->key.column ? cl->key.column : "")));
+	state = lappend(state, slots);
+	state = lappend(state, stages);
+	state = lappend(state, progress);
+	cl->exported = true;
+	return state;
+}
+
+/*
+ * CtasChClusterAttach
+ *		parallel_attach for a cluster catalog, in a parallel worker whose cl
+ *		has the columns set up (writer.c): the cluster's clients, the
+ *		routing of the leader, and one INSERT of this worker into each
+ *		shard's staging table.  l holds what CtasChClusterExport appended,
+ *		from its first element.  ERROR when a shard cannot be reached.
+ */
+void
+CtasChClusterAttach(ChLoad *cl, List *l)
+{
+	CtasLoad   *load = cl->load;
+	ChCluster  *c = CtasChClusterOpen(load->catalog, load->cxt);
+	List	   *key = linitial(l);
+	List	   *slots = lsecond(l);
+	List	   *stages = lthird(l);
+	List	   *progress = lfourth(l);
+	ListCell   *lc;
+	int			i;
+
+	if (c == NULL || list_length(stages) != c->nshards)
+		elog(ERROR, "parallel cluster load has %d shards, the catalog %d",
+			 list_length(stages), c ? c->nshards : 0);
+	cl->cluster = c;
+	cl->worker = true;
+	cl->job_id = pg_strtoint64(strVal(linitial(progress)));
+	cl->key.func = (ChShardFunc) intVal(linitial(key));
+	cl->key_col = intVal(lsecond(key));
+	cl->key.column = strVal(lthird(key));
+	initStringInfo(&cl->key_buf);
+	c->nslots = list_length(slots);
+	c->slot_shard = palloc(sizeof(int) * c->nslots);
+	i = 0;
+	foreach(lc, slots)
+		c->slot_shard[i++] = intVal(lfirst(lc));
+	c->checked = true;
+	cl->shards = palloc0(sizeof(ChLoad *) * c->nshards);
+	for (i = 0; i < c->nshards; i++)
+	{
+		ChLoad	   *sub = palloc0(sizeof(ChLoad));
+
+		sub->load = load;
+		sub->worker = true;
+		sub->http = c->http[i];
+		sub->shard = i + 1;
+		sub->cluster = c;
+		sub->db = cl->db;
+		sub->insert_table = strVal(list_nth(stages, i));
+		sub->ncols = cl->ncols;
+		sub->types = cl->types;
+		sub->cols = cl->cols;
+		sub->key_col = -1;
+		sub->job_shard = intVal(list_nth(progress, i + 1));
+		cl->shards[i] = sub;
+		CtasChCheckVersion(sub->http);
+		CtasChInsertSql(sub);
+		CtasChStreamOpen(sub);
 	}
 }
 
@@ -918,7 +952,7 @@ CtasChClusterExplain(CtasLoad *load, ExplainState *es)
 		types[i] = load->columns[i].remote_type;
 	cols = CtasChSetupColumns(load, types);
 	(void) ch_resolve_key(load, types, &key);
-	keysql = ch_shard_key_sql(&key);
+	keysql = CtasChShardKeySql(&key);
 
 	ExplainPropertyText("Cluster", cluster, es);
 	ExplainPropertyInteger("Shards", NULL, list_length(list), es);

@@ -72,6 +72,33 @@
  * A change of another commit lsn than the kept ones writes them first, as
  * commit does.
  *
+ * A cluster catalog (cluster.c): the synced table is a Distributed table
+ * over ReplacingMergeTree(_version) local tables, one per shard, created
+ * by the statement like any cluster CTAS.  The worker keeps one state per
+ * shard (its local table, its kept changes, its streams) and routes each
+ * change to the shard the Distributed table sends its key to
+ * (CtasChShardOf, the routing of a load); a TRUNCATE is a delete row for
+ * every key on every shard, from that shard's own rows.  commit writes the
+ * changes of every shard, then the progress row on the catalog's url (the
+ * metadata server; shard 1 in the tests).
+ *
+ * Exactly once, in a cluster.  The sharding key must be computed from a
+ * column of the sync's key (checked when the table is created and again
+ * when the worker opens it, from the Distributed table's definition): a
+ * key's every version, its delete rows and the TRUNCATE rows for it then go
+ * to one shard, the one the Distributed table would send the key to, where
+ * ReplacingMergeTree keeps its highest version, so FINAL through the
+ * Distributed table shows each key once, as on one server.  Versions are
+ * those of one server (the source's commit lsns), so writing a batch again
+ * writes rows equal to those already there, on the same shards.  The
+ * progress row is written only after every shard took its rows: a worker
+ * that fails or dies with some shards written and others not (a shard
+ * down, a crash between two shards) has not stored the batch's lsn, and
+ * the next worker applies the whole batch again from the stored progress,
+ * which completes the shards that missed it and rewrites equal rows on the
+ * others.  A shard that is down stops the batch (the worker retries) and
+ * never moves the progress past changes that shard has not taken.
+ *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
@@ -112,11 +139,18 @@
 #define CHANGE_SEQ		2
 #define CHANGE_DELETED	3
 #define CHANGE_ROW		4
-#define CHANGE_NATTS	4
+#define CHANGE_KEYTEXT	5		/* a row with unchanged values: its key as
+								 * text (sync_keep.c), else NULL */
+#define CHANGE_NATTS	5
+
+/* rows completed from the remote row at once (sync_keep.c) */
+#define KEEP_BATCH		1000
+/* the length of a column of a row whose value the change did not carry */
+#define SEG_UNCHANGED	0xFFFFFFFF
 
 typedef struct ChSyncState
 {
-	CtasChHttp *http;
+	CtasChHttp   *http;
 	char	   *qtable;			/* `db`.`table` */
 	char	   *progress;		/* `db`.`_ctas_fed_sync_progress` */
 	ChColumn   *cols;			/* encoders of the query's columns */
@@ -141,7 +175,24 @@ typedef struct ChSyncState
 	StringInfoData lastkey;		/* the key last written */
 	StringInfoData rowbuf;		/* one encoded row */
 	StringInfoData keybuf;		/* one encoded key */
+	StringInfoData colbuf;		/* one encoded value */
+	bool	   *gone;			/* per column: not in the remote table (a
+								 * followed DROP COLUMN whose new columns
+								 * were not stored yet): not written */
+	char	   *keytext;		/* of the row in rowbuf, if it has unchanged
+								 * values (sync_keep.c) */
+	ChKeptRow  *held;			/* the last change of a key being completed
+								 * from its earlier ones, or NULL */
+	List	   *kept;			/* rows to complete from the remote */
+	MemoryContext keep_cxt;		/* held and kept */
 	MemoryContext cxt;
+
+	/* a cluster catalog: the state of each shard's local table */
+	ChCluster  *cluster;		/* or NULL */
+	struct ChSyncState **shards;	/* [nshards] */
+	ChShardKey	key;			/* of the Distributed table */
+	int			key_k;			/* the key column it reads, in keys */
+	StringInfoData route_buf;
 } ChSyncState;
 
 static void ch_sync_prepare(CtasLoad *load);
@@ -155,6 +206,18 @@ static void ch_sync_delete(CtasSyncTarget *t, Datum *keys);
 static void ch_sync_truncate(CtasSyncTarget *t);
 static void ch_sync_commit(CtasSyncTarget *t, uint64 lsn);
 static void ch_sync_close(CtasSyncTarget *t);
+static bool ch_sync_can_keep(CtasSyncTarget *t, int col);
+static void ch_sync_rebuild(CtasSyncTarget *t);
+static void ch_sync_rebuilt(CtasSyncTarget *t);
+static void split_segments(CtasSyncTarget *t, const char *row, int len,
+						   ChKeptRow *r, bool fill_only);
+static void stream_segments(CtasSyncTarget *t, ChSyncState *st,
+							const char *row, int len, uint64 version);
+static void finish_held(CtasSyncTarget *t, ChSyncState *st);
+static void hold_change(CtasSyncTarget *t, ChSyncState *st);
+static void flush_kept(CtasSyncTarget *t, ChSyncState *st);
+static char *ch_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes,
+						   int nchanges);
 
 const CtasSyncApply CtasChSyncApply = {
 	.prepare = ch_sync_prepare,
@@ -167,8 +230,11 @@ const CtasSyncApply CtasChSyncApply = {
 	.truncate = ch_sync_truncate,
 	.commit = ch_sync_commit,
 	.close = ch_sync_close,
-	.rebuild = CtasChSyncRebuild,	/* verify.c */
-	.rebuilt = CtasChSyncRebuilt,
+	.can_keep = ch_sync_can_keep,
+	.keeps_unchanged = true,
+	.alter = ch_sync_alter,
+	.rebuild = ch_sync_rebuild,
+	.rebuilt = ch_sync_rebuilt,
 	.verify_local = CtasChSyncVerifyLocal,
 	.verify_remote = CtasChSyncVerifyRemote,
 };
@@ -235,9 +301,13 @@ ch_sync_prepare(CtasLoad *load)
 	load->ncolumns += 2;
 }
 
-/* the remote types of columns of `db`.`table`, in the order of names */
+/*
+ * the remote types of columns of `db`.`table`, in the order of names; with
+ * gone, a missing one is marked there (else an ERROR)
+ */
 static char **
-remote_types(CtasSyncTarget *t, ChSyncState *st, int n, char **names)
+remote_types(CtasSyncTarget *t, ChSyncState *st, int n, char **names,
+			 bool *gone)
 {
 	char	   *body;
 	List	   *rows;
@@ -246,9 +316,9 @@ remote_types(CtasSyncTarget *t, ChSyncState *st, int n, char **names)
 	int			i;
 
 	body = CtasChHttpQuery(st->http,
-						   psprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s",
-									CtasChLit(t->schema), CtasChLit(t->table)),
-						   "read the columns of the synced table");
+						 psprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s",
+								  CtasChLit(t->schema), CtasChLit(t->table)),
+						 "read the columns of the synced table");
 	rows = CtasChTsv(body, &nf);
 	for (i = 0; i < n; i++)
 	{
@@ -261,7 +331,9 @@ remote_types(CtasSyncTarget *t, ChSyncState *st, int n, char **names)
 			if (nf == 2 && f[0] && strcmp(f[0], names[i]) == 0)
 				types[i] = f[1];
 		}
-		if (types[i] == NULL)
+		if (types[i] == NULL && gone != NULL)
+			gone[i] = true;
+		else if (types[i] == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("column \"%s\" does not exist in table \"%s\" of catalog \"%s\"",
@@ -271,11 +343,17 @@ remote_types(CtasSyncTarget *t, ChSyncState *st, int n, char **names)
 	return types;
 }
 
-/* encoders of n columns named names, of local types types */
+/*
+ * encoders of n columns named names, of local types types; with gone, a
+ * column the remote table does not have is marked there, with the encoder
+ * of the type the type map gives it (never used)
+ */
 static ChColumn *
-encoders(CtasSyncTarget *t, ChSyncState *st, int n, char **names, Oid *types)
+encoders(CtasSyncTarget *t, ChSyncState *st, int n, char **names, Oid *types,
+		 bool *gone)
 {
 	CtasLoad	load;
+	char	  **rtypes;
 	int			i;
 
 	memset(&load, 0, sizeof(load));
@@ -292,12 +370,23 @@ encoders(CtasSyncTarget *t, ChSyncState *st, int n, char **names, Oid *types)
 		load.columns[i].basetypid = getBaseTypeAndTypmod(types[i],
 														 &load.columns[i].basetypmod);
 	}
-	return CtasChSetupColumns(&load, remote_types(t, st, n, names));
+	rtypes = remote_types(t, st, n, names, gone);
+	for (i = 0; i < n; i++)
+	{
+		if (rtypes[i] == NULL)
+			rtypes[i] = CtasChSyncColumnType(types[i], -1, names[i]);
+		if (rtypes[i] == NULL)
+			rtypes[i] = "String";
+	}
+	return CtasChSetupColumns(&load, rtypes);
 }
 
-/* INSERT INTO qtable (names..., _version, _deleted) FORMAT RowBinary */
+/*
+ * INSERT INTO qtable (names..., _version, _deleted) FORMAT RowBinary,
+ * without the columns gone marks (NULL: none)
+ */
 static char *
-insert_sql(ChSyncState *st, int n, char **names)
+insert_sql(ChSyncState *st, int n, char **names, const bool *gone)
 {
 	StringInfoData sql;
 	int			i;
@@ -306,6 +395,8 @@ insert_sql(ChSyncState *st, int n, char **names)
 	appendStringInfo(&sql, "INSERT INTO %s (", st->qtable);
 	for (i = 0; i < n; i++)
 	{
+		if (gone != NULL && gone[i])
+			continue;
 		CtasChAppendIdent(&sql, names[i]);
 		appendStringInfoString(&sql, ", ");
 	}
@@ -314,27 +405,27 @@ insert_sql(ChSyncState *st, int n, char **names)
 }
 
 /*
- * ch_sync_open
- *		The HTTP client, the encoders of the remote table's columns (types
- *		read from the server), the place of each key among the columns, the
- *		progress table.  State in the current memory context.
+ * open_state
+ *		The state of remote table db.table on the server http talks to:
+ *		the encoders of its columns (types read from the server), the place
+ *		of each key among the columns.  In the current memory context.
  */
-static void
-ch_sync_open(CtasSyncTarget *t)
+static ChSyncState *
+open_state(CtasSyncTarget *t, CtasChHttp *http, const char *table)
 {
 	ChSyncState *st = palloc0(sizeof(ChSyncState));
 	StringInfoData sql;
 	int			i;
 
 	st->cxt = CurrentMemoryContext;
-	t->private = st;
-	st->http = CtasChHttpCreate(t->catalog, st->cxt);
-	st->qtable = CtasChQname(t->schema, t->table);
+	st->http = http;
+	st->qtable = CtasChQname(t->schema, table);
 	st->progress = CtasChQname(t->schema, PROGRESS_TABLE);
-	st->cols = encoders(t, st, t->ncolumns, t->columns, t->types);
-	st->keycols = encoders(t, st, t->nkeys, t->keys, t->key_types);
-	st->insert_sql = insert_sql(st, t->ncolumns, t->columns);
-	st->delete_sql = insert_sql(st, t->nkeys, t->keys);
+	st->gone = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
+	st->cols = encoders(t, st, t->ncolumns, t->columns, t->types, st->gone);
+	st->keycols = encoders(t, st, t->nkeys, t->keys, t->key_types, NULL);
+	st->insert_sql = insert_sql(st, t->ncolumns, t->columns, st->gone);
+	st->delete_sql = insert_sql(st, t->nkeys, t->keys, NULL);
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "INSERT INTO %s (", st->qtable);
@@ -367,6 +458,11 @@ ch_sync_open(CtasSyncTarget *t)
 	TupleDescInitEntry(st->change_desc, CHANGE_DELETED, "deleted", BOOLOID,
 					   -1, 0);
 	TupleDescInitEntry(st->change_desc, CHANGE_ROW, "row", BYTEAOID, -1, 0);
+	TupleDescInitEntry(st->change_desc, CHANGE_KEYTEXT, "keytext", TEXTOID,
+					   -1, 0);
+	initStringInfo(&st->colbuf);
+	st->keep_cxt = AllocSetContextCreate(st->cxt, "ctas_fed sync kept rows",
+										 ALLOCSET_DEFAULT_SIZES);
 	st->change_slot = MakeSingleTupleTableSlot(st->change_desc,
 											   &TTSOpsVirtual);
 	st->sorted_slot = MakeSingleTupleTableSlot(st->change_desc,
@@ -386,12 +482,43 @@ ch_sync_open(CtasSyncTarget *t)
 			elog(ERROR, "key column \"%s\" of the synced table is not a column of the query",
 				 t->keys[i]);
 	}
+	return st;
+}
+
+/*
+ * ch_sync_open
+ *		The state of the remote table (open_state), and of each shard's
+ *		local table for a cluster catalog, and the progress table (on the
+ *		catalog's url: the metadata server of a cluster).
+ */
+static void
+ch_sync_open(CtasSyncTarget *t)
+{
+	CtasChHttp   *http = CtasChHttpCreate(t->catalog, CurrentMemoryContext);
+	ChCluster  *c = CtasChClusterOpen(t->catalog, CurrentMemoryContext);
+	ChSyncState *st = open_state(t, http, t->table);
+
+	t->private = st;
+	if (c != NULL)
+	{
+		char	   *local;
+		int			i;
+
+		local = CtasChClusterSyncTable(c, http, t->schema, t->table,
+									   t->nkeys, t->keys, &st->key,
+									   &st->key_k);
+		st->cluster = c;
+		st->shards = palloc0(sizeof(ChSyncState *) * c->nshards);
+		for (i = 0; i < c->nshards; i++)
+			st->shards[i] = open_state(t, c->http[i], local);
+		initStringInfo(&st->route_buf);
+	}
 
 	CtasChHttpQuery(st->http,
-					psprintf("CREATE TABLE IF NOT EXISTS %s (job String, lsn UInt64) "
-							 "ENGINE = ReplacingMergeTree(lsn) ORDER BY job",
-							 st->progress),
-					"create the progress table of continuous syncs");
+				  psprintf("CREATE TABLE IF NOT EXISTS %s (job String, lsn UInt64) "
+						   "ENGINE = ReplacingMergeTree(lsn) ORDER BY job",
+						   st->progress),
+				  "create the progress table of continuous syncs");
 }
 
 static uint64
@@ -401,9 +528,9 @@ ch_sync_applied_lsn(CtasSyncTarget *t)
 	char	   *body;
 
 	body = CtasChHttpQuery(st->http,
-						   psprintf("SELECT max(lsn) FROM %s WHERE job = %s",
-									st->progress, CtasChLit(t->job_key)),
-						   "read the progress of the sync");
+						 psprintf("SELECT max(lsn) FROM %s WHERE job = %s",
+								  st->progress, CtasChLit(t->job_key)),
+						 "read the progress of the sync");
 	return CtasChParseCount(st->http, body, "read the progress of the sync");
 }
 
@@ -434,7 +561,7 @@ stream_buffer(ChSyncState *st)
 		st->stream_cxt = AllocSetContextCreate(st->cxt, "ctas_fed sync stream",
 											   ALLOCSET_DEFAULT_SIZES);
 		st->stream = CtasChHttpStreamOpen(st->http, st->insert_sql,
-										  "insert synced rows", st->stream_cxt);
+										"insert synced rows", st->stream_cxt);
 	}
 	return CtasChHttpStreamBuffer(st->stream);
 }
@@ -453,10 +580,8 @@ stream_row(ChSyncState *st, const char *row, int len, uint64 version)
 
 /* send the rows and the delete rows not sent yet */
 static void
-send_pending(CtasSyncTarget *t)
+send_pending(ChSyncState *st)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
-
 	if (st->stream != NULL)
 	{
 		CtasChHttpStreamFinish(st->stream);
@@ -470,7 +595,7 @@ send_pending(CtasSyncTarget *t)
 												  "ctas_fed sync stream",
 												  ALLOCSET_DEFAULT_SIZES);
 		CtasChHttpStream *stream = CtasChHttpStreamOpen(st->http, st->delete_sql,
-														"insert delete rows", cxt);
+													"insert delete rows", cxt);
 
 		appendBinaryStringInfo(CtasChHttpStreamBuffer(stream), st->deletes.data,
 							   st->deletes.len);
@@ -484,11 +609,11 @@ send_pending(CtasSyncTarget *t)
 static void
 send_truncate(CtasSyncTarget *t, ChSyncState *st, uint64 version)
 {
-	send_pending(t);
+	send_pending(st);
 	CtasChHttpQuery(st->http,
-					psprintf("%s" UINT64_FORMAT "%s", st->truncate_head,
-							 version, st->truncate_tail),
-					"insert delete rows for a TRUNCATE");
+				  psprintf("%s" UINT64_FORMAT "%s", st->truncate_head,
+						   version, st->truncate_tail),
+				  "insert delete rows for a TRUNCATE");
 	st->truncated = false;
 }
 
@@ -538,7 +663,21 @@ write_changes(CtasSyncTarget *t, ChSyncState *st)
 		/* a key's first change in the sort order is its last one */
 		if (!first && st->lastkey.len == VARSIZE_ANY_EXHDR(key) &&
 			memcmp(st->lastkey.data, VARDATA_ANY(key), st->lastkey.len) == 0)
+		{
+			/* an earlier change of a held key: its values, if it has them */
+			if (st->held != NULL)
+			{
+				bytea	   *row;
+
+				if (DatumGetBool(st->sorted_slot->tts_values[CHANGE_DELETED - 1]))
+					elog(ERROR, "a change with unchanged values after a delete of its key");
+				row = change_bytes(st, CHANGE_ROW);
+				split_segments(t, VARDATA_ANY(row), VARSIZE_ANY_EXHDR(row),
+							   st->held, true);
+			}
 			continue;
+		}
+		finish_held(t, st);
 		first = false;
 		resetStringInfo(&st->lastkey);
 		appendBinaryStringInfo(&st->lastkey, VARDATA_ANY(key),
@@ -550,15 +689,20 @@ write_changes(CtasSyncTarget *t, ChSyncState *st)
 			put_version(&st->deletes, st->lsn, true);
 			/* rows and delete rows of one version have distinct keys */
 			if (st->deletes.len >= DELETES_MAX)
-				send_pending(t);
+				send_pending(st);
 		}
+		else if (!st->sorted_slot->tts_isnull[CHANGE_KEYTEXT - 1])
+			hold_change(t, st);
 		else
 		{
 			bytea	   *row = change_bytes(st, CHANGE_ROW);
 
-			stream_row(st, VARDATA_ANY(row), VARSIZE_ANY_EXHDR(row), st->lsn);
+			stream_segments(t, st, VARDATA_ANY(row), VARSIZE_ANY_EXHDR(row),
+							st->lsn);
 		}
 	}
+	finish_held(t, st);
+	flush_kept(t, st);
 	ExecClearTuple(st->sorted_slot);
 	forget_changes(st);
 }
@@ -624,6 +768,9 @@ keep_change(ChSyncState *st, bool deleted)
 	slot->tts_values[CHANGE_ROW - 1] =
 		deleted ? (Datum) 0 : PointerGetDatum(buf_bytea(&st->rowbuf));
 	slot->tts_isnull[CHANGE_ROW - 1] = deleted;
+	slot->tts_values[CHANGE_KEYTEXT - 1] =
+		st->keytext ? CStringGetTextDatum(st->keytext) : (Datum) 0;
+	slot->tts_isnull[CHANGE_KEYTEXT - 1] = st->keytext == NULL;
 	ExecStoreVirtualTuple(slot);
 	tuplesort_puttupleslot(st->changes, slot);
 	ExecClearTuple(slot);
@@ -639,32 +786,221 @@ encode_row(CtasSyncTarget *t, ChSyncState *st, Datum *values, bool *nulls)
 
 	resetStringInfo(&st->rowbuf);
 	for (i = 0; i < t->ncolumns; i++)
-		CtasChPutValue(&st->cols[i].enc, &st->rowbuf, values[i], nulls[i]);
+	{
+		if (!st->gone[i])
+			CtasChPutValue(&st->cols[i].enc, &st->rowbuf, values[i], nulls[i]);
+	}
+}
+
+/*
+ * encode_segments
+ *		The row of a change into st->rowbuf, each column as its length
+ *		(uint32) and its bytes, so that a value the change did not carry
+ *		(unchanged, length SEG_UNCHANGED) can be put in later.
+ */
+static void
+encode_segments(CtasSyncTarget *t, ChSyncState *st, Datum *values,
+				bool *nulls, const bool *unchanged)
+{
+	int			i;
+
+	resetStringInfo(&st->rowbuf);
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		uint32		len = SEG_UNCHANGED;
+
+		resetStringInfo(&st->colbuf);
+		if (st->gone[i])
+			len = 0;			/* not written */
+		else if (unchanged == NULL || !unchanged[i])
+		{
+			CtasChPutValue(&st->cols[i].enc, &st->colbuf, values[i], nulls[i]);
+			len = st->colbuf.len;
+		}
+		appendBinaryStringInfo(&st->rowbuf, (char *) &len, sizeof(len));
+		appendBinaryStringInfo(&st->rowbuf, st->colbuf.data, st->colbuf.len);
+	}
+}
+
+/* the segments of row (len bytes) into r, marking the missing ones */
+static void
+split_segments(CtasSyncTarget *t, const char *row, int len, ChKeptRow *r,
+			   bool fill_only)
+{
+	int			off = 0;
+	int			i;
+
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		uint32		n;
+
+		if (off + (int) sizeof(n) > len)
+			elog(ERROR, "malformed kept change");
+		memcpy(&n, row + off, sizeof(n));
+		off += sizeof(n);
+		if (fill_only && !r->missing[i])
+		{
+			if (n != SEG_UNCHANGED)
+				off += n;
+			continue;
+		}
+		resetStringInfo(&r->segs[i]);
+		r->missing[i] = n == SEG_UNCHANGED;
+		if (n != SEG_UNCHANGED)
+		{
+			appendBinaryStringInfo(&r->segs[i], row + off, n);
+			off += n;
+		}
+	}
+}
+
+/* a row of all columns given as segments, into the streamed INSERT */
+static void
+stream_segments(CtasSyncTarget *t, ChSyncState *st, const char *row, int len,
+				uint64 version)
+{
+	StringInfo	buf = stream_buffer(st);
+	int			off = 0;
+	int			i;
+
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		uint32		n;
+
+		memcpy(&n, row + off, sizeof(n));
+		off += sizeof(n);
+		if (n == SEG_UNCHANGED)
+			elog(ERROR, "a value of a synced row is missing");
+		appendBinaryStringInfo(buf, row + off, n);
+		off += n;
+	}
+	Assert(off == len);
+	put_version(buf, version, false);
+	if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
+		CtasChHttpStreamFlush(st->stream);
+}
+
+/* complete the rows of st->kept from the remote, and write them */
+static void
+flush_kept(CtasSyncTarget *t, ChSyncState *st)
+{
+	ListCell   *lc;
+
+	if (st->kept == NIL)
+		return;
+	/* FINAL must see every row written before */
+	send_pending(st);
+	CtasChSyncFetchKept(st->http, t, st->qtable, st->cols, st->kept);
+	foreach(lc, st->kept)
+	{
+		ChKeptRow  *r = lfirst(lc);
+		StringInfo	buf = stream_buffer(st);
+		int			i;
+
+		for (i = 0; i < t->ncolumns; i++)
+			appendBinaryStringInfo(buf, r->segs[i].data, r->segs[i].len);
+		put_version(buf, st->lsn, false);
+		if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
+			CtasChHttpStreamFlush(st->stream);
+	}
+	st->kept = NIL;
+	MemoryContextReset(st->keep_cxt);
+}
+
+/*
+ * finish_held
+ *		The last change of a key whose unchanged values were looked for in
+ *		its earlier changes of the transaction: written when complete, else
+ *		left to complete from the remote row.
+ */
+static void
+finish_held(CtasSyncTarget *t, ChSyncState *st)
+{
+	ChKeptRow  *r = st->held;
+	bool		complete = true;
+	int			i;
+
+	if (r == NULL)
+		return;
+	st->held = NULL;
+	for (i = 0; i < t->ncolumns; i++)
+		complete &= !r->missing[i];
+	if (complete)
+	{
+		StringInfo	buf = stream_buffer(st);
+
+		for (i = 0; i < t->ncolumns; i++)
+			appendBinaryStringInfo(buf, r->segs[i].data, r->segs[i].len);
+		put_version(buf, st->lsn, false);
+		if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
+			CtasChHttpStreamFlush(st->stream);
+		return;
+	}
+	st->kept = lappend(st->kept, r);
+	if (list_length(st->kept) >= KEEP_BATCH)
+		flush_kept(t, st);
+}
+
+/* hold the change in sorted_slot, whose row has unchanged values */
+static void
+hold_change(CtasSyncTarget *t, ChSyncState *st)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(st->keep_cxt);
+	ChKeptRow  *r = palloc0(sizeof(ChKeptRow));
+	bytea	   *row = change_bytes(st, CHANGE_ROW);
+	int			i;
+
+	r->keyraw = TextDatumGetCString(st->sorted_slot->tts_values[CHANGE_KEYTEXT - 1]);
+	r->segs = palloc(sizeof(StringInfoData) * Max(t->ncolumns, 1));
+	r->missing = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
+	for (i = 0; i < t->ncolumns; i++)
+		initStringInfo(&r->segs[i]);
+	split_segments(t, VARDATA_ANY(row), VARSIZE_ANY_EXHDR(row), r, false);
+	MemoryContextSwitchTo(oldcxt);
+	st->held = r;
+}
+
+/*
+ * shard_state
+ *		The state that takes a change of key value v (of key column
+ *		st->key_k): the remote table's own, or for a cluster that of the
+ *		shard the Distributed table sends the key to.
+ */
+static ChSyncState *
+shard_state(ChSyncState *st, Datum v)
+{
+	if (st->cluster == NULL)
+		return st;
+	return st->shards[CtasChShardOf(st->cluster, &st->key,
+									&st->keycols[st->key_k], &st->route_buf,
+									v, false) - 1];
 }
 
 static void
 ch_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
 			   const bool *unchanged)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
+	ChSyncState *top = (ChSyncState *) t->private;
+	ChSyncState *st = shard_state(top, values[top->keypos[Max(top->key_k, 0)]]);
 	int			k;
 
-	if (unchanged != NULL)
-		elog(ERROR, "unchanged values are not supported by this target yet");
-
 	switch_transaction(t, st);
-	encode_row(t, st, values, nulls);
+	encode_segments(t, st, values, nulls, unchanged);
 	resetStringInfo(&st->keybuf);
 	for (k = 0; k < t->nkeys; k++)
 		CtasChPutValue(&st->keycols[k].enc, &st->keybuf,
 					   values[st->keypos[k]], false);
+	st->keytext = unchanged ? CtasChSyncKeyText(t, st->keycols, values,
+												st->keypos) : NULL;
 	keep_change(st, false);
+	st->keytext = NULL;
 }
 
 static void
 ch_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
+	ChSyncState *top = (ChSyncState *) t->private;
+	ChSyncState *st = shard_state(top, values[top->keypos[Max(top->key_k, 0)]]);
 
 	if (st->truncated)
 		send_truncate(t, st, t->change_lsn - 3);
@@ -675,7 +1011,8 @@ ch_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
 static void
 ch_sync_delete(CtasSyncTarget *t, Datum *keys)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
+	ChSyncState *top = (ChSyncState *) t->private;
+	ChSyncState *st = shard_state(top, keys[Max(top->key_k, 0)]);
 	int			k;
 
 	switch_transaction(t, st);
@@ -686,14 +1023,25 @@ ch_sync_delete(CtasSyncTarget *t, Datum *keys)
 }
 
 static void
+truncate_state(CtasSyncTarget *t, ChSyncState *st)
+{
+	switch_transaction(t, st);
+	forget_changes(st);
+	send_pending(st);
+	st->truncated = true;
+}
+
+/* a cluster: every shard truncates its local table */
+static void
 ch_sync_truncate(CtasSyncTarget *t)
 {
 	ChSyncState *st = (ChSyncState *) t->private;
+	int			i;
 
-	switch_transaction(t, st);
-	forget_changes(st);
-	send_pending(t);
-	st->truncated = true;
+	if (st->cluster == NULL)
+		truncate_state(t, st);
+	for (i = 0; st->cluster && i < st->cluster->nshards; i++)
+		truncate_state(t, st->shards[i]);
 }
 
 /*
@@ -705,22 +1053,28 @@ static void
 ch_sync_commit(CtasSyncTarget *t, uint64 lsn)
 {
 	ChSyncState *st = (ChSyncState *) t->private;
+	int			i;
 
-	write_changes(t, st);
-	send_pending(t);
+	if (st->cluster == NULL)
+	{
+		write_changes(t, st);
+		send_pending(st);
+	}
+	/* a cluster: every shard's rows before the progress row */
+	for (i = 0; st->cluster && i < st->cluster->nshards; i++)
+	{
+		write_changes(t, st->shards[i]);
+		send_pending(st->shards[i]);
+	}
 	CtasChHttpQuery(st->http,
-					psprintf("INSERT INTO %s (job, lsn) VALUES (%s, " UINT64_FORMAT ")",
-							 st->progress, CtasChLit(t->job_key), lsn),
-					"store the progress of the sync");
+				  psprintf("INSERT INTO %s (job, lsn) VALUES (%s, " UINT64_FORMAT ")",
+						   st->progress, CtasChLit(t->job_key), lsn),
+				  "store the progress of the sync");
 }
 
 static void
-ch_sync_close(CtasSyncTarget *t)
+close_state(ChSyncState *st)
 {
-	ChSyncState *st = (ChSyncState *) t->private;
-
-	if (st == NULL)
-		return;
 	if (st->stream != NULL)
 		CtasChHttpStreamClose(st->stream);
 	st->stream = NULL;
@@ -734,5 +1088,331 @@ ch_sync_close(CtasSyncTarget *t)
 	if (st->changes != NULL && IsTransactionState())
 		tuplesort_end(st->changes);
 	st->changes = NULL;
+}
+
+static void
+ch_sync_close(CtasSyncTarget *t)
+{
+	ChSyncState *st = (ChSyncState *) t->private;
+	int			i;
+
+	if (st == NULL)
+		return;
+	close_state(st);
+	for (i = 0; st->cluster && st->shards && i < st->cluster->nshards; i++)
+	{
+		if (st->shards[i])
+			close_state(st->shards[i]);
+	}
 	t->private = NULL;
+}
+
+/*
+ * ch_default_literal
+ *		The ClickHouse expression of an added column's value for the rows
+ *		there are: its text under the pinned settings, cast by ClickHouse,
+ *		for the types whose text ClickHouse reads as PostgreSQL writes it;
+ *		NULL for another type.
+ */
+static char *
+ch_default_literal(const CtasSyncAlter *c, const char *type)
+{
+	Oid			outfunc;
+	bool		isvarlena;
+
+	switch (getBaseType(c->typid))
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case NUMERICOID:
+		case TEXTOID:
+		case VARCHAROID:
+		case DATEOID:
+			break;
+		default:
+			return NULL;
+	}
+	getTypeOutputInfo(c->typid, &outfunc, &isvarlena);
+	return psprintf("CAST(%s AS %s)",
+					CtasChLit(OidOutputFunctionCall(outfunc, c->value)), type);
+}
+
+/*
+ * ch_sync_alter
+ *		Schema changes of a whole-row sync (target.h).  Called between
+ *		source transactions (sync/apply.c refuses one after changes of its
+ *		own transaction): the rows of the transactions before are written
+ *		first, then each ALTER TABLE, which ClickHouse applies to the
+ *		table's metadata at once, so that a reader never sees a row of one
+ *		shape in a table of the other.  An added column
+ *		gets the value of the rows there are as its DEFAULT, which
+ *		ClickHouse reads for the parts written before it (the sync always
+ *		writes every column after).  A change found done (a batch applied
+ *		again after a crash) is skipped.  A column is not renamed
+ *		(ClickHouse 18.16 has no RENAME COLUMN), nor given a default it
+ *		could read differently: the job fails, with nothing done.
+ */
+static char *
+ch_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
+{
+	ChSyncState *st = (ChSyncState *) t->private;
+	char	  **types = palloc0(sizeof(char *) * nchanges);
+	char	  **defaults = palloc0(sizeof(char *) * nchanges);
+	MemoryContext oldcxt;
+	char	   *body;
+	List	   *rows;
+	int			nf;
+	int			n;
+	int			i;
+
+	/* every shard's local and Distributed tables would have to follow */
+	if (st->cluster != NULL)
+		return pstrdup("schema changes of the source are not followed into a table of a cluster catalog");
+	for (n = 0; n < nchanges; n++)
+	{
+		const CtasSyncAlter *c = &changes[n];
+
+		if (c->kind == CTAS_SYNC_RENAME_COLUMN)
+			return psprintf("column \"%s\" cannot be renamed in a ClickHouse table (this ClickHouse has no RENAME COLUMN)",
+							c->column);
+		if (c->kind != CTAS_SYNC_ADD_COLUMN && c->kind != CTAS_SYNC_RETYPE_COLUMN)
+			continue;
+		types[n] = CtasChSyncColumnType(c->typid, c->typmod, c->column);
+		if (types[n] == NULL)
+			return psprintf("column \"%s\" of type %s has no ClickHouse type",
+							c->column, format_type_be(c->typid));
+		if (c->kind == CTAS_SYNC_ADD_COLUMN && !c->isnull &&
+			(defaults[n] = ch_default_literal(c, types[n])) == NULL)
+			return psprintf("column \"%s\" was added with a default of type %s, which is not given to the rows of a ClickHouse table",
+							c->column, format_type_be(c->typid));
+	}
+	if (st->changes != NULL && st->lsn == t->change_lsn)
+		elog(ERROR, "a schema change after changes of its source transaction");
+	if (st->changes != NULL || st->truncated)
+		write_changes(t, st);
+	send_pending(st);
+
+	body = CtasChHttpQuery(st->http,
+						 psprintf("SELECT name FROM system.columns WHERE database = %s AND table = %s",
+								  CtasChLit(t->schema), CtasChLit(t->table)),
+						 "read the columns of the synced table");
+	rows = CtasChTsv(body, &nf);
+	for (n = 0; n < nchanges; n++)
+	{
+		const CtasSyncAlter *c = &changes[n];
+		bool		exists = false;
+		StringInfoData sql;
+		ListCell   *lc;
+
+		foreach(lc, rows)
+		{
+			char	  **f = lfirst(lc);
+
+			exists |= f[0] != NULL && strcmp(f[0], c->column) == 0;
+		}
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "ALTER TABLE %s ", st->qtable);
+		if (c->kind == CTAS_SYNC_ADD_COLUMN && !exists)
+		{
+			appendStringInfoString(&sql, "ADD COLUMN ");
+			CtasChAppendIdent(&sql, c->column);
+			appendStringInfo(&sql, " %s", types[n]);
+			if (defaults[n] != NULL)
+				appendStringInfo(&sql, " DEFAULT %s", defaults[n]);
+		}
+		else if (c->kind == CTAS_SYNC_DROP_COLUMN && exists)
+		{
+			appendStringInfoString(&sql, "DROP COLUMN ");
+			CtasChAppendIdent(&sql, c->column);
+		}
+		else if (c->kind == CTAS_SYNC_RETYPE_COLUMN)
+		{
+			appendStringInfoString(&sql, "MODIFY COLUMN ");
+			CtasChAppendIdent(&sql, c->column);
+			appendStringInfo(&sql, " %s", types[n]);
+		}
+		else
+			continue;
+		CtasChHttpQuery(st->http, sql.data, "change the synced table");
+	}
+
+	/* the columns after the changes, and what depends on them */
+	oldcxt = MemoryContextSwitchTo(st->cxt);
+	t->ncolumns = changes[nchanges - 1].ncolumns;
+	t->columns = palloc(sizeof(char *) * Max(t->ncolumns, 1));
+	t->types = palloc(sizeof(Oid) * Max(t->ncolumns, 1));
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		t->columns[i] = pstrdup(changes[nchanges - 1].columns[i]);
+		t->types[i] = changes[nchanges - 1].types[i];
+	}
+	st->gone = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
+	st->cols = encoders(t, st, t->ncolumns, t->columns, t->types, st->gone);
+	st->insert_sql = insert_sql(st, t->ncolumns, t->columns, st->gone);
+	for (i = 0; i < t->nkeys; i++)
+	{
+		int			j;
+
+		for (j = 0; j < t->ncolumns; j++)
+		{
+			if (strcmp(t->columns[j], t->keys[i]) == 0)
+				st->keypos[i] = j;
+		}
+	}
+	MemoryContextSwitchTo(oldcxt);
+	return NULL;
+}
+
+/* whether the remote row gives column col's unchanged value (sync_keep.c) */
+static bool
+ch_sync_can_keep(CtasSyncTarget *t, int col)
+{
+	ChSyncState *st = (ChSyncState *) t->private;
+
+	/* a cluster: the rows are pending on the shards (no remote lookup) */
+	if (st->cluster != NULL)
+		return false;
+	return CtasChSyncCanKeep(t, st->cols, st->keycols, col);
+}
+
+/* `db`._ctas_fed_resync_<what>_<table>: the tables of a resync */
+static char *
+resync_table(CtasSyncTarget *t, const char *what)
+{
+	return CtasChQname(t->schema, psprintf("_ctas_fed_resync_%s_%s", what,
+										   t->table));
+}
+
+/*
+ * cluster_rebuilt
+ *		ch_sync_rebuilt of a cluster catalog, after the copy committed at
+ *		consistent point t->change_lsn: on every shard's local table, delete
+ *		every key the copy did not write (the keys stay on their shards).
+ *		Readers of the Distributed table may see the old rows beside the
+ *		copy's until then (no RENAME across shards is atomic:
+ *		docs/clickhouse-clusters.md).  Its own HTTP clients, freed with a
+ *		memory context of its own.  ERROR on a failed request.
+ */
+static void
+cluster_rebuilt(CtasSyncTarget *t)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+											  "ctas_fed sync rebuilt",
+											  ALLOCSET_SMALL_SIZES);
+	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+	CtasChHttp   *http = CtasChHttpCreate(t->catalog, cxt);
+	uint64		version = t->change_lsn - 2;
+	StringInfoData keys;
+	ChCluster  *c;
+	ChShardKey	key;
+	int			key_k;
+	char	   *qtable;
+	int			i;
+
+	initStringInfo(&keys);
+	for (i = 0; i < t->nkeys; i++)
+	{
+		CtasChAppendIdent(&keys, t->keys[i]);
+		appendStringInfoString(&keys, ", ");
+	}
+	c = CtasChClusterOpen(t->catalog, cxt);
+	qtable = CtasChQname(t->schema,
+						 CtasChClusterSyncTable(c, http, t->schema, t->table,
+												t->nkeys, t->keys, &key,
+												&key_k));
+	for (i = 0; i < c->nshards; i++)
+		CtasChHttpQuery(c->http[i],
+					  psprintf("INSERT INTO %s (%s_version, _deleted) "
+							   "SELECT %stoUInt64(" UINT64_FORMAT "), 1 FROM %s FINAL "
+							   "WHERE _deleted = 0 AND _version < " UINT64_FORMAT,
+							   qtable, keys.data, keys.data, version, qtable,
+							   version),
+					  "delete the rows a resync did not copy");
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(cxt);
+}
+
+/*
+ * ch_sync_rebuild
+ *		Before the rows of a resync (target.h): they go into a staging
+ *		table made as the synced table is (CREATE TABLE ... AS: columns,
+ *		engine, order), which readers do not read, with the versions of a
+ *		first copy.  A staging table left by a failed resync is dropped
+ *		first.
+ */
+static void
+ch_sync_rebuild(CtasSyncTarget *t)
+{
+	ChSyncState *st = (ChSyncState *) t->private;
+	char	   *stage = resync_table(t, "new");
+	char	   *qtable = st->qtable;
+	MemoryContext oldcxt;
+
+	/* a cluster: the rows go into every shard's local table as they are */
+	if (st->cluster != NULL)
+		return;
+	CtasChHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", stage),
+				  "drop the staging table of a resync");
+	CtasChHttpQuery(st->http, psprintf("CREATE TABLE %s AS %s", stage, qtable),
+				  "create the staging table of a resync");
+	oldcxt = MemoryContextSwitchTo(st->cxt);
+	st->qtable = stage;
+	st->insert_sql = insert_sql(st, t->ncolumns, t->columns, st->gone);
+	st->qtable = qtable;
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * ch_sync_rebuilt
+ *		After the copy into the staging table committed (its rows sent, the
+ *		progress stored): one RENAME TABLE puts it in the synced table's
+ *		place and the old table aside, which is dropped.  A reader sees the
+ *		old table or the copy, never a mix.  ClickHouse 18.16 has no
+ *		EXCHANGE TABLES: it renames the two one after the other, so that a
+ *		query that looks the table up between them finds none (an error,
+ *		not wrong rows), and a server that dies between them leaves only
+ *		the copy, which is then renamed in.  Idempotent: a staging table
+ *		that is gone was renamed already.
+ */
+static void
+ch_sync_rebuilt(CtasSyncTarget *t)
+{
+	ChSyncState *st = (ChSyncState *) t->private;
+	char	   *stage = resync_table(t, "new");
+	char	   *old = resync_table(t, "old");
+	char	   *body;
+	MemoryContext oldcxt;
+
+	if (st->cluster != NULL)
+	{
+		cluster_rebuilt(t);
+		return;
+	}
+	body = CtasChHttpQuery(st->http, psprintf("EXISTS TABLE %s", stage),
+						 "find the staging table of a resync");
+	if (atoi(body) == 1)
+	{
+		body = CtasChHttpQuery(st->http, psprintf("EXISTS TABLE %s", st->qtable),
+							 "find the synced table");
+		/* a server that died between the two renames left no table */
+		if (atoi(body) == 1)
+		{
+			CtasChHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", old),
+						  "drop the table a resync replaced");
+			CtasChHttpQuery(st->http,
+						  psprintf("RENAME TABLE %s TO %s, %s TO %s",
+								   st->qtable, old, stage, st->qtable),
+						  "put the copy of a resync in place");
+		}
+		else
+			CtasChHttpQuery(st->http,
+						  psprintf("RENAME TABLE %s TO %s", stage, st->qtable),
+						  "put the copy of a resync in place");
+	}
+	CtasChHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", old),
+				  "drop the table a resync replaced");
+	oldcxt = MemoryContextSwitchTo(st->cxt);
+	st->insert_sql = insert_sql(st, t->ncolumns, t->columns, st->gone);
+	MemoryContextSwitchTo(oldcxt);
 }

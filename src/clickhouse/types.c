@@ -554,3 +554,23 @@ CtasChMapColumn(CtasLoad *load, CtasColumn *col)
 	col->remote_type = pstrdup(type);
 	col->binary_ok = false;
 }
+
+/*
+ * CtasChSyncColumnType
+ *		The ClickHouse type of a column that a whole-row sync adds or
+ *		retypes (not a key): as CtasChMapColumn maps it, or NULL when the
+ *		local type has none.
+ */
+char *
+CtasChSyncColumnType(Oid typid, int32 typmod, const char *colname)
+{
+	int32		basemod = typmod;
+	Oid			base = getBaseTypeAndTypmod(typid, &basemod);
+	char	   *type = ch_map_base(base, basemod, colname);
+
+	if (type == NULL)
+		return NULL;
+	if (strncmp(type, "Array(", 6) != 0)
+		type = psprintf("Nullable(%s)", type);
+	return type;
+}

@@ -185,11 +185,14 @@ ch_parallel_export(CtasLoad *load)
 	List	   *state;
 	int			i;
 
-	Assert(!cl->streaming && cl->action != NULL);
-	state = list_make2(makeString(cl->db), makeString(cl->insert_table));
+	Assert(!cl->streaming && (cl->action != NULL || cl->cluster != NULL));
+	state = list_make2(makeString(cl->db),
+					   makeString(cl->cluster ? "" : cl->insert_table));
 	for (i = 0; i < cl->ncols; i++)
 		state = lappend(state, list_make2(makeString(cl->types[i]),
 										  makeBoolean(cl->cols[i].key)));
+	if (cl->cluster)
+		return nodeToString(CtasChClusterExport(cl, state));
 	if (cl->stream)
 		CtasChStreamStep(cl, true);
 	cl->exported = true;
@@ -209,7 +212,8 @@ ch_parallel_attach(CtasLoad *load, const char *state)
 	List	   *l = (List *) stringToNode(state);
 	int			i;
 
-	if (list_length(l) != load->ncolumns + 2)
+	if (list_length(l) != load->ncolumns + 2 &&
+		list_length(l) != load->ncolumns + 6)
 		elog(ERROR, "parallel ClickHouse load has %d fields, expected %d",
 			 list_length(l), load->ncolumns + 2);
 	load->private = cl;
@@ -228,6 +232,12 @@ ch_parallel_attach(CtasLoad *load, const char *state)
 		load->columns[i].is_key = boolVal(lsecond(col));
 	}
 	cl->cols = CtasChSetupColumns(load, cl->types);
+	if (list_length(l) == load->ncolumns + 6)
+	{
+		/* a cluster: an INSERT into each shard's staging table */
+		CtasChClusterAttach(cl, list_copy_tail(l, load->ncolumns + 2));
+		return;
+	}
 	cl->http = CtasChHttpCreate(load->catalog, load->cxt);
 	CtasChCheckVersion(cl->http);
 	CtasChInsertSql(cl);

@@ -14,6 +14,8 @@
  *				EXPLAIN, listing, and the routine CtasMysqlTarget
  *	xact.c		pre_commit, post_commit, abort, subxact; durable records
  *	resolve.c	recovery from the durable records
+ *	sync.c		continuous sync into MySQL: the target's CtasSyncApply
+ *	verify.c	verify_sync's two sides for a sync into MySQL
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -153,10 +155,13 @@ typedef struct MyLoad
 	uint64		inflight_rows;
 	uint64		block_rows;		/* streaming: rows since the last COMMIT */
 	uint64		sent;			/* rows the server took */
+	bool		parallel;		/* leader of a parallel load: the workers
+								 * load into */
+	uint64		base_rows;		/* rows into held before the workers' */
 } MyLoad;
 
 /* Durable records (xact.c, read by resolve.c) */
-#define MY_RECORD_DIR		"pg_ctas_fed"
+#define MY_RECORD_DIR		"pg_ctas_fed"	/* CTAS_RECORD_DIR of xrecord.h */
 #define MY_RECORD_PREFIX	"my_"
 #define MY_RECORD_MAGIC		"ctas_fed mysql"
 #define MY_RECORD_VERSION	"1"
@@ -190,6 +195,9 @@ extern char *CtasMyDisplay(const char *db, const char *table);
 extern void CtasMyMapColumn(CtasLoad *load, CtasColumn *col);
 extern char *CtasMyColumnType(CtasLoad *load, CtasColumn *col);
 extern MyColumn *CtasMySetupColumns(CtasLoad *load);
+extern MyColumn *CtasMySyncColumns(int n, char **names, Oid *types);
+extern char *CtasMyLoadSql(const char *qualified, MyColumn *cols, int n,
+						   const char *extra);
 extern void CtasMyPutValue(MyColumn *c, StringInfo buf, Datum v,
 						   bool isnull);
 extern char *CtasMyCreateSql(CtasLoad *load, const char *db,
@@ -202,7 +210,6 @@ extern MyAction *CtasMyNewAction(CtasParticipant *part, MyXact *xs,
 								 MyActionKind kind, const char *db,
 								 const char *table);
 extern void CtasMyRecordWrite(CtasParticipant *part, MyXact *xs);
-extern pg_crc32c CtasMyRecordCrc(const char *data, size_t len);
 extern MyConn *CtasMyXaBegin(CtasParticipant *part, MyXact *xs);
 extern bool CtasMyCleanupFailed;
 extern bool CtasMyCleanup(MyConn *conn, const char *sql, const char *what,
@@ -220,6 +227,17 @@ extern void CtasMyResolve(CtasCatalog *catalog,
 						  void (*emit) (void *arg, const char *object,
 										const char *action),
 						  void *arg);
+
+/* in sync.c */
+extern const CtasSyncApply CtasMySyncApply;
+
+/* in verify.c */
+extern char *CtasMySyncVerifyLocal(CtasSyncTarget *t, int col,
+								   const char *expr);
+extern void CtasMySyncVerifyRemote(CtasSyncTarget *t, int level,
+								   List *prefixes, bool rows,
+								   void (*emit) (void *arg, char **fields),
+								   void *arg);
 
 /* in writer.c: the routine, listed in targets.c */
 extern const CtasTargetRoutine CtasMysqlTarget;

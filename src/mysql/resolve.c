@@ -28,51 +28,7 @@
 
 #include "gid.h"
 #include "mysql_target.h"
-
-/* split one line of a record into fields (unescaped; \N is NULL) */
-static char **
-my_split(char *line, int *nf)
-{
-	List	   *fields = NIL;
-	char	  **f;
-	char	   *p = line;
-	int			i = 0;
-	ListCell   *lc;
-
-	for (;;)
-	{
-		StringInfoData buf;
-		bool		null = false;
-
-		initStringInfo(&buf);
-		if (p[0] == '\\' && p[1] == 'N' && (p[2] == '\t' || p[2] == '\0'))
-		{
-			null = true;
-			p += 2;
-		}
-		while (!null && *p && *p != '\t')
-		{
-			if (*p == '\\' && p[1])
-			{
-				p++;
-				appendStringInfoChar(&buf, *p == 't' ? '\t' : *p == 'n' ? '\n' :
-									 *p == 'r' ? '\r' : *p);
-			}
-			else
-				appendStringInfoChar(&buf, *p);
-			p++;
-		}
-		fields = lappend(fields, null ? NULL : buf.data);
-		if (*p != '\t')
-			break;
-		p++;
-	}
-	*nf = list_length(fields);
-	f = palloc(sizeof(char *) * *nf);
-	foreach(lc, fields)
-		f[i++] = lfirst(lc);
-	return f;
-}
+#include "xrecord.h"
 
 static bool
 my_all_digits(const char *s)
@@ -90,65 +46,33 @@ my_all_digits(const char *s)
 List *
 CtasMyRecordParse(char *data, size_t len, const char **why)
 {
-	char	   *trailer;
-	unsigned int crc;
+	List	   *lines = CtasRecordParse(data, len, why);
 	List	   *rows = NIL;
-	char	   *line;
-	char	   *next;
-	int			nf;
+	ListCell   *lc;
+	char	  **h;
 
-	*why = NULL;
-	if (len == 0 || strlen(data) != len || data[len - 1] != '\n')
-	{
-		*why = "it is empty, incomplete or contains a zero byte";
+	if (lines == NIL)
 		return NIL;
-	}
-	data[len - 1] = '\0';
-	trailer = strrchr(data, '\n');
-	trailer = trailer ? trailer + 1 : data;
-	if (strncmp(trailer, "crc32c\t", 7) != 0 || strlen(trailer) != 15 ||
-		strspn(trailer + 7, "0123456789ABCDEF") != 8 ||
-		sscanf(trailer + 7, "%8X", &crc) != 1 ||
-		CtasMyRecordCrc(data, trailer - data) != (pg_crc32c) crc)
+	foreach(lc, lines)
 	{
-		*why = "its checksum is missing or does not match";
-		return NIL;
-	}
-	*trailer = '\0';
-	for (line = data; *line; line = next)
-	{
-		char	  **f;
+		CtasRecordLine *l = lfirst(lc);
 
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		else
-			next = line + strlen(line);
-		f = my_split(line, &nf);
-		if (nf != (rows == NIL ? 7 : 6))
+		if (l->nfields != (rows == NIL ? 7 : 6))
 		{
 			*why = "a line has the wrong number of fields";
 			return NIL;
 		}
-		rows = lappend(rows, f);
+		rows = lappend(rows, l->fields);
 	}
-	if (rows == NIL)
+	h = linitial(rows);
+	if (h[0] == NULL || h[1] == NULL ||
+		strcmp(h[0], MY_RECORD_MAGIC) != 0 ||
+		strcmp(h[1], MY_RECORD_VERSION) != 0 ||
+		!my_all_digits(h[2]) || !my_all_digits(h[3]) ||
+		!my_all_digits(h[4]) || !my_all_digits(h[5]))
 	{
-		*why = "it has no header";
+		*why = "its header is not that of a record of this version";
 		return NIL;
-	}
-	{
-		char	  **h = linitial(rows);
-
-		if (h[0] == NULL || h[1] == NULL ||
-			strcmp(h[0], MY_RECORD_MAGIC) != 0 ||
-			strcmp(h[1], MY_RECORD_VERSION) != 0 ||
-			!my_all_digits(h[2]) || !my_all_digits(h[3]) ||
-			!my_all_digits(h[4]) || !my_all_digits(h[5]))
-		{
-			*why = "its header is not that of a record of this version";
-			return NIL;
-		}
 	}
 	return rows;
 }

@@ -391,6 +391,83 @@ CtasMySetupColumns(CtasLoad *load)
 	return cols;
 }
 
+/*
+ * CtasMySyncColumns
+ *		The encoder's view of the n columns of a sync (names, local types),
+ *		with their output functions.  ERROR for a column with no mapping.
+ *		In the current memory context.
+ */
+MyColumn *
+CtasMySyncColumns(int n, char **names, Oid *types)
+{
+	MyColumn   *cols = palloc0(sizeof(MyColumn) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		MyColumn   *c = &cols[i];
+		Oid			base = getBaseType(types[i]);
+		Oid			func;
+		bool		isvarlena;
+
+		c->name = names[i];
+		c->numeric_int = -1;
+		c->out = palloc0(sizeof(FmgrInfo));
+		getTypeOutputInfo(types[i], &func, &isvarlena);
+		fmgr_info(func, c->out);
+		if (!my_source(base, &c->src))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column \"%s\" of type %s cannot be written to a MySQL catalog",
+							names[i], format_type_be(types[i])),
+					 errhint("Cast the column to text in the query.")));
+	}
+	return cols;
+}
+
+/*
+ * CtasMyLoadSql
+ *		The LOAD DATA clauses after the file name: into the table qualified
+ *		(quoted), the n columns of the encoder's text (bytea through
+ *		UNHEX of a variable), then extra, the names of more fields of each
+ *		line (already quoted), or NULL.  Palloc'd.
+ */
+char *
+CtasMyLoadSql(const char *qualified, MyColumn *cols, int n,
+			  const char *extra)
+{
+	StringInfoData sql;
+	StringInfoData set;
+	int			i;
+
+	initStringInfo(&sql);
+	initStringInfo(&set);
+	appendStringInfo(&sql, "INTO TABLE %s CHARACTER SET utf8mb4 "
+					 "FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' "
+					 "LINES TERMINATED BY '\\n' (", qualified);
+	for (i = 0; i < n; i++)
+	{
+		const char *name = CtasMyQuoteIdent(cols[i].name);
+
+		if (i > 0)
+			appendStringInfoString(&sql, ", ");
+		if (cols[i].src == MYS_BYTEA)
+		{
+			appendStringInfo(&sql, "@v%d", i);
+			appendStringInfo(&set, "%s%s = UNHEX(@v%d)",
+							 set.len > 0 ? ", " : " SET ", name, i);
+		}
+		else
+			appendStringInfoString(&sql, name);
+	}
+	if (extra)
+		appendStringInfo(&sql, ", %s", extra);
+	appendStringInfoChar(&sql, ')');
+	appendStringInfoString(&sql, set.data);
+	pfree(set.data);
+	return sql.data;
+}
+
 /* the escapes of LOAD DATA ... FIELDS ESCAPED BY '\\' */
 static void
 my_append_escaped(StringInfo buf, const char *s, size_t len)

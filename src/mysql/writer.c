@@ -146,34 +146,7 @@ static char *
 my_load_sql(CtasLoad *load, const char *db, const char *into,
 			MyColumn *cols)
 {
-	StringInfoData sql;
-	StringInfoData set;
-	int			i;
-
-	initStringInfo(&sql);
-	initStringInfo(&set);
-	appendStringInfo(&sql, "INTO TABLE %s CHARACTER SET utf8mb4 "
-					 "FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' "
-					 "LINES TERMINATED BY '\\n' (",
-					 CtasMyQname(db, into));
-	for (i = 0; i < load->ncolumns; i++)
-	{
-		const char *name = CtasMyQuoteIdent(load->columns[i].name);
-
-		if (i > 0)
-			appendStringInfoString(&sql, ", ");
-		if (cols[i].src == MYS_BYTEA)
-		{
-			appendStringInfo(&sql, "@v%d", i);
-			appendStringInfo(&set, "%s%s = UNHEX(@v%d)",
-							 set.len > 0 ? ", " : " SET ", name, i);
-		}
-		else
-			appendStringInfoString(&sql, name);
-	}
-	appendStringInfoChar(&sql, ')');
-	appendStringInfoString(&sql, set.data);
-	return sql.data;
+	return CtasMyLoadSql(CtasMyQname(db, into), cols, load->ncolumns, NULL);
 }
 
 /* every column of the load must exist in db.table (appends go by name) */
@@ -401,6 +374,8 @@ my_put_row(CtasLoad *load, TupleTableSlot *slot)
 		CtasMyLoadPoll(ml->conn);	/* keep the server fed */
 }
 
+static void my_parallel_check(MyLoad *ml);
+
 static void
 my_end_load(CtasLoad *load)
 {
@@ -415,8 +390,107 @@ my_end_load(CtasLoad *load)
 	}
 	my_flush(ml);
 	my_finish_inflight(ml);
+	if (ml->parallel)
+		my_parallel_check(ml);
 	if (ml->action)
 		ml->action->state = MY_ACTION_LOADED;
+}
+
+/* ------------------------------------------------------------------------
+ * Parallel loads
+ *
+ * Only into a staging table (create, replace, or an append to this
+ * transaction's own new table): each worker loads it through a connection
+ * of its own in autocommit, its chunks checked as in a serial load; the
+ * staging table is the leader's action, published, undone and resolved as
+ * for a serial load, so a worker's rows are never visible under the
+ * table's name unless the local transaction commits.  An append to an
+ * existing table goes through the leader's XA branch, which no other
+ * connection can join: refused.
+ * ------------------------------------------------------------------------
+ */
+
+/* the rows in db.table now */
+static uint64
+my_count_rows(MyConn *conn, const char *db, const char *table)
+{
+	List	   *rows;
+	char	  **f;
+
+	rows = CtasMyQuery(conn, psprintf("SELECT COUNT(*) FROM %s",
+									  CtasMyQname(db, table)),
+					   "count the rows loaded", NULL);
+	f = rows ? linitial(rows) : NULL;
+	return (f && f[0]) ? strtou64(f[0], NULL, 10) : 0;
+}
+
+/*
+ * my_parallel_check
+ *		end_load in the leader of a parallel load: the staging table must
+ *		hold every row the workers sent (each worker checked its own chunks;
+ *		this catches a stream that never ended).
+ */
+static void
+my_parallel_check(MyLoad *ml)
+{
+	uint64		have = my_count_rows(ml->conn, ml->db, ml->into);
+
+	if (have != ml->base_rows + ml->load->rows)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("MySQL catalog \"%s\" holds " UINT64_FORMAT " rows of a parallel load into \"%s\", but " UINT64_FORMAT " were sent",
+						ml->load->catalog->name, have - ml->base_rows,
+						CtasMyDisplay(ml->db, ml->load->table),
+						ml->load->rows),
+				 errdetail("%u streams ended without error.", ml->load->streams)));
+}
+
+/*
+ * my_parallel_export
+ *		In the leader, after create_table: the staging table the workers
+ *		load.  The leader sends no rows itself.
+ */
+static char *
+my_parallel_export(CtasLoad *load)
+{
+	MyLoad	   *ml = (MyLoad *) load->private;
+
+	if (ml->action == NULL || ml->action->kind == MY_APPEND)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("parallel loads cannot append to an existing table of MySQL catalog \"%s\"",
+						load->catalog->name),
+				 errdetail("The appended rows are held by the XA transaction of one connection, which parallel workers cannot join."),
+				 errhint("Remove the option \"parallel\", or replace the table.")));
+	my_flush(ml);
+	my_finish_inflight(ml);
+	ml->parallel = true;
+	/* appending to this transaction's staging table: the rows it holds */
+	if (ml->action->kind != MY_APPEND && load->opts.if_exists == CTAS_IF_EXISTS_APPEND)
+		ml->base_rows = my_count_rows(ml->conn, ml->db, ml->into);
+	return pstrdup(ml->into);
+}
+
+/*
+ * my_parallel_attach
+ *		In a parallel worker: a connection of its own, and a row stream into
+ *		the staging table named by state.
+ */
+static void
+my_parallel_attach(CtasLoad *load, const char *state)
+{
+	MyLoad	   *ml = palloc0(sizeof(MyLoad));
+
+	load->private = ml;
+	load->format = "LOAD DATA LOCAL INFILE (text)";
+	ml->load = load;
+	ml->db = pstrdup(load->schema);
+	ml->into = pstrdup(state);
+	ml->conn = CtasMyConnect(load->catalog, load->cxt, false);
+	ml->cols = CtasMySetupColumns(load);
+	ml->load_sql = my_load_sql(load, ml->db, ml->into, ml->cols);
+	initStringInfo(&ml->bufs[0]);
+	initStringInfo(&ml->bufs[1]);
 }
 
 static void
@@ -454,15 +528,6 @@ my_drop_table(CtasLoad *load, bool missing_ok)
  * ------------------------------------------------------------------------
  */
 
-static void
-my_check_options(CtasLoad *load)
-{
-	if (load->opts.parallel > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("parallel loads are not supported for MySQL catalogs"),
-				 errhint("Remove the option \"parallel\".")));
-}
 
 static void
 my_explain(CtasLoad *load, ExplainState *es)
@@ -572,12 +637,13 @@ const CtasTargetRoutine CtasMysqlTarget = {
 	.required_options = my_required_options,
 	.commit_order = CTAS_COMMIT_LAST_RESOURCE,
 	.map_column = CtasMyMapColumn,
-	.check_options = my_check_options,
 	.explain = my_explain,
 	.begin_load = my_begin_load,
 	.create_table = my_create_table,
 	.put_row = my_put_row,
 	.end_load = my_end_load,
+	.parallel_export = my_parallel_export,
+	.parallel_attach = my_parallel_attach,
 	.drop_table = my_drop_table,
 	.pre_commit = CtasMyPreCommit,
 	.post_commit = CtasMyPostCommit,
@@ -586,5 +652,5 @@ const CtasTargetRoutine CtasMysqlTarget = {
 	.list_tables = my_list_tables,
 	.list_columns = my_list_columns,
 	.resolve = CtasMyResolve,
-	.sync = NULL,
+	.sync = &CtasMySyncApply,
 };

@@ -23,19 +23,14 @@
  *				actions of a rolled-back subtransaction (never published)
  *				are undone.
  *
- * Durable records: before the first remote effect of each action and
- * before XA START, the participant's actions, their table names and its XA
- * gid are written to pg_ctas_fed/my_<full xid>_<server>_<user mapping>
- * (a new file, fsync'd, renamed over the old one), flock'd by its backend
- * until the transaction is over, removed when it is finished or undone.
- * The resolver (resolve.c) acts on nothing else.
- *
- * Format: tab-separated lines with the escapes \\ \t \n \r and \N for a
- * missing name; first line
- *		ctas_fed mysql	1	<full xid>	<database oid>	<server oid>
- *		<user mapping oid>	<xa gid>
- * then one line per action: <kind>	<db>	<table>	<stage>	<marker>	<old>
- * and last "crc32c	<CRC-32C of the lines before, 8 hex digits>".
+ * Durable records (xrecord.c: written, locked, checksummed and removed as
+ * for every target that stages its publication): before the first remote
+ * effect of each action and before XA START, the participant's actions,
+ * their table names and its XA gid are written to
+ * pg_ctas_fed/my_<full xid>_<server>_<user mapping>.  The resolver
+ * (resolve.c) acts on nothing else.  The header's magic is "ctas_fed
+ * mysql", version 1, its gid the XA gid; then one line per action:
+ *		<kind>	<db>	<table>	<stage>	<marker>	<old>
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -57,6 +52,7 @@
 
 #include "gid.h"
 #include "mysql_target.h"
+#include "xrecord.h"
 
 /* MySQL's "unknown XID" (XAER_NOTA) */
 #define MY_ER_XAER_NOTA		1397
@@ -71,154 +67,50 @@ const char *const CtasMyActionNames[MY_APPEND + 1] = {
  * ------------------------------------------------------------------------
  */
 
-static void
-my_record_field(StringInfo buf, const char *s, bool last)
-{
-	if (s == NULL)
-		appendStringInfoString(buf, "\\N");
-	else
-	{
-		for (; *s; s++)
-		{
-			switch (*s)
-			{
-				case '\\':
-					appendStringInfoString(buf, "\\\\");
-					break;
-				case '\t':
-					appendStringInfoString(buf, "\\t");
-					break;
-				case '\n':
-					appendStringInfoString(buf, "\\n");
-					break;
-				case '\r':
-					appendStringInfoString(buf, "\\r");
-					break;
-				default:
-					appendStringInfoChar(buf, *s);
-					break;
-			}
-		}
-	}
-	appendStringInfoChar(buf, last ? '\n' : '\t');
-}
-
-pg_crc32c
-CtasMyRecordCrc(const char *data, size_t len)
-{
-	pg_crc32c	crc;
-
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, data, len);
-	FIN_CRC32C(crc);
-	return crc;
-}
-
 /* close the record's descriptor (drops its lock); never fails */
 static void
 my_record_release(void *arg)
 {
 	MyXact	   *xs = (MyXact *) arg;
 
-	if (xs->record_fd >= 0)
-	{
-		close(xs->record_fd);
-		ReleaseExternalFD();
-	}
-	xs->record_fd = -1;
+	CtasRecordClose(&xs->record_fd);
 }
 
 /*
  * CtasMyRecordWrite
  *		Write the durable record of part with the actions and XA gid of xs
- *		as they are now.  ERROR on an I/O failure, before the remote effect
- *		it is written for.
+ *		as they are now (xrecord.c).  ERROR on an I/O failure, before the
+ *		remote effect it is written for.
  */
 void
 CtasMyRecordWrite(CtasParticipant *part, MyXact *xs)
 {
 	StringInfoData buf;
-	char		tmp[MAXPGPATH];
 	ListCell   *lc;
-	int			fd;
-
-	if (xs->record_path[0] == '\0')
-	{
-		if (MakePGDirectory(MY_RECORD_DIR) == 0)
-		{
-			fsync_fname(MY_RECORD_DIR, true);
-			fsync_fname(".", true);
-		}
-		else if (errno != EEXIST)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not create directory \"%s\": %m",
-							MY_RECORD_DIR)));
-		snprintf(xs->record_path, MAXPGPATH,
-				 MY_RECORD_DIR "/" MY_RECORD_PREFIX UINT64_FORMAT "_%u_%u",
-				 U64FromFullTransactionId(GetTopFullTransactionId()),
-				 part->serverid, part->umid);
-	}
 
 	initStringInfo(&buf);
-	my_record_field(&buf, MY_RECORD_MAGIC, false);
-	my_record_field(&buf, MY_RECORD_VERSION, false);
-	appendStringInfo(&buf, UINT64_FORMAT "\t%u\t%u\t%u\t",
-					 U64FromFullTransactionId(GetTopFullTransactionId()),
-					 MyDatabaseId, part->serverid, part->umid);
-	my_record_field(&buf, xs->xa_gid, true);
+	CtasRecordHeader(&buf, MY_RECORD_MAGIC, MY_RECORD_VERSION,
+					 part->serverid, part->umid, xs->xa_gid);
 	foreach(lc, xs->actions)
 	{
 		MyAction   *a = lfirst(lc);
 
-		my_record_field(&buf, CtasMyActionNames[a->kind], false);
-		my_record_field(&buf, a->db, false);
-		my_record_field(&buf, a->table, false);
-		my_record_field(&buf, a->stage, false);
-		my_record_field(&buf, a->marker, false);
-		my_record_field(&buf, a->old, true);
+		CtasRecordField(&buf, CtasMyActionNames[a->kind], false);
+		CtasRecordField(&buf, a->db, false);
+		CtasRecordField(&buf, a->table, false);
+		CtasRecordField(&buf, a->stage, false);
+		CtasRecordField(&buf, a->marker, false);
+		CtasRecordField(&buf, a->old, true);
 	}
-	appendStringInfo(&buf, "crc32c\t%08X\n", CtasMyRecordCrc(buf.data, buf.len));
-
-	snprintf(tmp, sizeof(tmp), "%s.tmp", xs->record_path);
-	ReserveExternalFD();
-	fd = BasicOpenFilePerm(tmp, O_RDWR | O_CREAT | O_TRUNC | PG_BINARY,
-						   pg_file_create_mode);
-	if (fd < 0)
-	{
-		ReleaseExternalFD();
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not create file \"%s\": %m", tmp)));
-	}
-	errno = 0;
-	if (flock(fd, LOCK_EX) != 0 ||
-		write(fd, buf.data, buf.len) != buf.len ||
-		pg_fsync(fd) != 0 ||
-		durable_rename(tmp, xs->record_path, LOG) != 0)
-	{
-		int			save_errno = errno ? errno : ENOSPC;
-
-		close(fd);
-		ReleaseExternalFD();
-		(void) unlink(tmp);
-		errno = save_errno;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %m", xs->record_path)));
-	}
-	my_record_release(xs);
-	xs->record_fd = fd;
+	CtasRecordWrite(xs->record_path, &xs->record_fd, MY_RECORD_PREFIX,
+					part->serverid, part->umid, &buf);
 	pfree(buf.data);
 }
 
 static void
 my_record_remove(MyXact *xs)
 {
-	if (xs->record_path[0] != '\0')
-		(void) durable_unlink(xs->record_path, WARNING);
-	xs->record_path[0] = '\0';
-	my_record_release(xs);
+	CtasRecordRemove(xs->record_path, &xs->record_fd);
 }
 
 /* ------------------------------------------------------------------------

@@ -148,6 +148,10 @@ typedef struct PgSyncState
 	CtasPgSyncSql sql;			/* the statements (sync_sql.c) */
 	bool		binary;			/* the remote has the local types */
 	bool		has_key;		/* the remote table has its primary key */
+	char	   *missing;		/* a column of t the remote table lacks (a
+								 * followed DROP COLUMN whose new columns
+								 * were not stored yet: nothing is written
+								 * until they are), or NULL */
 	bool		in_copy;		/* the initial copy's COPY is open */
 	uint64		copy_rows;
 	StringInfoData copy_buf;	/* COPY data not handed to libpq yet */
@@ -168,6 +172,8 @@ static void pg_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls);
 static void pg_sync_truncate(CtasSyncTarget *t);
 static void pg_sync_commit(CtasSyncTarget *t, uint64 lsn);
 static void pg_sync_close(CtasSyncTarget *t);
+static char *pg_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes,
+						   int nchanges);
 static void send_queue(CtasSyncTarget *t);
 static void apply_batch(CtasSyncTarget *t);
 
@@ -181,6 +187,7 @@ const CtasSyncApply CtasPgSyncApply = {
 	.truncate = pg_sync_truncate,
 	.commit = pg_sync_commit,
 	.close = pg_sync_close,
+	.alter = pg_sync_alter,
 	.verify_local = CtasPgSyncVerifyLocal,	/* verify.c */
 	.verify_remote = CtasPgSyncVerifyRemote,
 	.keeps_unchanged = true,
@@ -304,9 +311,13 @@ pg_sync_open(CtasSyncTarget *t)
 
 	/*
 	 * The batch table: the remote table's columns, with their remote types,
-	 * without constraints; emptied by every COMMIT.
+	 * without constraints; emptied by every COMMIT.  Not while a column is
+	 * missing: the job then reads source transactions it applied before
+	 * until the schema change that dropped it (sync/apply.c), and writes
+	 * nothing.
 	 */
-	CtasPgExec(st->conn, t->catalog, st->sql.batch_create);
+	if (st->missing == NULL)
+		CtasPgExec(st->conn, t->catalog, st->sql.batch_create);
 }
 
 /*
@@ -338,7 +349,8 @@ read_remote_table(CtasSyncTarget *t)
 	st->has_key = PQntuples(res) > 0 &&
 		strcmp(PQgetvalue(res, 0, 2), "t") == 0;
 	st->binary = true;
-	for (i = 0; i < t->ncolumns && st->binary; i++)
+	st->missing = NULL;
+	for (i = 0; i < t->ncolumns; i++)
 	{
 		Oid			local = getBaseType(t->types[i]);
 		Oid			remote = InvalidOid;
@@ -349,6 +361,8 @@ read_remote_table(CtasSyncTarget *t)
 			if (strcmp(PQgetvalue(res, r, 0), t->columns[i]) == 0)
 				remote = (Oid) strtoul(PQgetvalue(res, r, 1), NULL, 10);
 		}
+		if (remote == InvalidOid)
+			st->missing = pstrdup(t->columns[i]);
 		/* money (refused by pg_map_column anyway): lc_monetary's units */
 		if (local >= FirstGenbkiObjectId || local == CASHOID ||
 			remote != local ||
@@ -755,6 +769,11 @@ apply_batch(CtasSyncTarget *t)
 		batch_reset(st);
 		return;
 	}
+	if (st->missing != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of the sync is missing in table %s of catalog \"%s\"",
+						st->missing, st->qualified, t->catalog->name)));
 	send_queue(t);
 	if (!PQsendQuery(st->conn, st->sql.batch_copy))
 		CtasPgReportError(ERROR, NULL, st->conn, t->catalog,
@@ -872,6 +891,11 @@ pg_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
 	{
 		PGresult   *res;
 
+		if (st->missing != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" of the sync is missing in table %s of catalog \"%s\"",
+							st->missing, st->qualified, t->catalog->name)));
 		apply_batch(t);
 		send_queue(t);
 		if (!PQsendQuery(st->conn, st->sql.copy))
@@ -980,4 +1004,120 @@ pg_sync_close(CtasSyncTarget *t)
 	st->queue = NIL;
 	st->batch = NULL;
 	t->private = NULL;
+}
+
+/*
+ * pg_sync_alter
+ *		Schema changes of a whole-row sync (target.h), in the remote
+ *		transaction: the batch so far is applied to the table as it is,
+ *		then ALTER TABLE, and for an added column the value the source gave
+ *		the rows there are (text under the pinned settings, as any value);
+ *		the batch table and the statements are made again for the new
+ *		columns.  Every change maps: a retype is one whose values keep their
+ *		text (sync/ddl.c), so USING the cast changes none.
+ */
+static char *
+pg_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
+{
+	PgSyncState *st = (PgSyncState *) t->private;
+	MemoryContext cxt = GetMemoryChunkContext(st);
+	MemoryContext oldcxt;
+	int			n;
+	int			i;
+
+	if (st->in_copy)
+		end_copy(t);
+	apply_batch(t);
+	send_queue(t);
+	for (n = 0; n < nchanges; n++)
+	{
+		const CtasSyncAlter *c = &changes[n];
+		const char *col = quote_identifier(c->column);
+		bool		same;
+		char	   *type = NULL;
+
+		if (c->kind == CTAS_SYNC_ADD_COLUMN || c->kind == CTAS_SYNC_RETYPE_COLUMN)
+			type = CtasPostgresRemoteType(getBaseType(c->typid), c->typmod,
+										  &same);
+		switch (c->kind)
+		{
+			case CTAS_SYNC_ADD_COLUMN:
+				CtasPgExec(st->conn, t->catalog,
+						   psprintf("ALTER TABLE %s ADD COLUMN %s %s",
+									st->qualified, col, type));
+				if (!c->isnull)
+				{
+					FmgrInfo	out;
+					int			nest = CtasPgBeginTextOutput();
+					char	   *text;
+
+					type_functions(c->typid, &out, NULL);
+					text = OutputFunctionCall(&out, c->value);
+					CtasEndTextOutput(nest);
+					CtasPgExec(st->conn, t->catalog,
+							   psprintf("UPDATE %s SET %s = %s::%s",
+										st->qualified, col,
+										quote_literal_cstr(text), type));
+				}
+				break;
+			case CTAS_SYNC_DROP_COLUMN:
+				CtasPgExec(st->conn, t->catalog,
+						   psprintf("ALTER TABLE %s DROP COLUMN %s",
+									st->qualified, col));
+				break;
+			case CTAS_SYNC_RENAME_COLUMN:
+				CtasPgExec(st->conn, t->catalog,
+						   psprintf("ALTER TABLE %s RENAME COLUMN %s TO %s",
+									st->qualified, col,
+									quote_identifier(c->newname)));
+				/* a key column: the statements name it */
+				for (i = 0; i < t->nkeys; i++)
+				{
+					if (strcmp(t->keys[i], c->column) == 0)
+						t->keys[i] = MemoryContextStrdup(cxt, c->newname);
+				}
+				break;
+			case CTAS_SYNC_RETYPE_COLUMN:
+				CtasPgExec(st->conn, t->catalog,
+						   psprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s USING %s::%s",
+									st->qualified, col, type, col, type));
+				break;
+		}
+	}
+
+	/* the columns after the changes, and what depends on them */
+	oldcxt = MemoryContextSwitchTo(cxt);
+	t->ncolumns = changes[nchanges - 1].ncolumns;
+	t->columns = palloc(sizeof(char *) * Max(t->ncolumns, 1));
+	t->types = palloc(sizeof(Oid) * Max(t->ncolumns, 1));
+	for (i = 0; i < t->ncolumns; i++)
+	{
+		t->columns[i] = pstrdup(changes[nchanges - 1].columns[i]);
+		t->types[i] = changes[nchanges - 1].types[i];
+	}
+	for (i = 0; i < t->nkeys; i++)
+	{
+		int			c;
+
+		for (c = 0; c < t->ncolumns; c++)
+		{
+			if (strcmp(t->keys[i], t->columns[c]) == 0)
+				st->keycol[i] = c;
+		}
+	}
+	st->typlen = palloc0(sizeof(int16) * Max(t->ncolumns, 1));
+	st->typbyval = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
+	for (i = 0; i < t->ncolumns; i++)
+		get_typlenbyval(t->types[i], &st->typlen[i], &st->typbyval[i]);
+	read_remote_table(t);
+	st->out = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
+	st->send = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
+	for (i = 0; i < t->ncolumns; i++)
+		type_functions(t->types[i], &st->out[i],
+					   st->binary ? &st->send[i] : NULL);
+	CtasPgSyncBuildSql(&st->sql, t, st->qualified, st->binary);
+	MemoryContextSwitchTo(oldcxt);
+	CtasPgExec(st->conn, t->catalog, "DROP TABLE IF EXISTS pg_temp._ctas_fed_sync_batch");
+	CtasPgExec(st->conn, t->catalog, st->sql.batch_create);
+	return NULL;
 }

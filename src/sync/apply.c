@@ -32,7 +32,8 @@
  * event trigger (sync/ddl.c), and one that changes a column the query
  * reads also in a Relation message of the source; either may come in the
  * middle of a source transaction, after some of its changes were given to
- * the target.  The job then fails,
+ * the target.  A whole-row sync may follow it on its remote table, at that
+ * place (follow_schema_change, sync/follow.c).  Otherwise the job fails,
  * but the remote must keep exactly the source transactions that committed
  * before that one, and nothing of it.  When none of the transaction's
  * changes reached the target yet (the usual case: a DDL in a transaction
@@ -107,6 +108,7 @@ typedef struct SyncPeekState
 	Oid			save_userid;	/* the worker's own identity */
 	int			save_sec;
 	bool		redo;			/* read the peek again (see above) */
+	MemoryContext cxt;			/* of the whole peek */
 } SyncPeekState;
 
 /*
@@ -498,6 +500,9 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
 
 	if (relation_ok(st->job, rel, &bad))
 		return;
+	/* after a followed change: as in schema_change_message */
+	if (st->job->reshaped)
+		check_relation_message(st->job, rel);
 	if (st->xact_changes > 0)
 	{
 		st->job->stop_at = st->xact_lsn;
@@ -506,6 +511,108 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
 	}
 	finish_remote(st);
 	check_relation_message(st->job, rel);
+}
+
+static bool job_change(SyncPeekState *peek, SyncApplyState *st, Oid relid);
+
+/*
+ * attached_row
+ *		A row of a table attached as a partition of the job's source, as
+ *		the text of each column the job reads (NULL: null), made under the
+ *		worker's settings by the event trigger (sync/partition.c): upserted
+ *		when the query's WHERE takes it, as the row of an INSERT.
+ */
+static void
+attached_row(SyncApplyState *st, char **values)
+{
+	SyncJob    *job = st->job;
+	SyncEval   *ev = st->ev;
+	TupleTableSlot *slot = ev->slot;
+	int			i;
+	int			k;
+
+	for (k = 0; k < job->target.nkeys; k++)
+		ev->keys[k] = values[job->keycol[k]];
+	CtasSyncToastCheck(st->toast, job, NULL, NULL, ev->keys);
+	ExecClearTuple(slot);
+	memset(slot->tts_isnull, true,
+		   sizeof(bool) * slot->tts_tupleDescriptor->natts);
+	for (i = 0; i < job->ncols; i++)
+	{
+		int			a = job->attnums[i] - 1;
+
+		if (values[i] == NULL)
+			continue;
+		slot->tts_values[a] = InputFunctionCall(&job->infuncs[i], values[i],
+												job->ioparams[i], -1);
+		slot->tts_isnull[a] = false;
+	}
+	ExecStoreVirtualTuple(slot);
+	if (CtasSyncEvaluate(ev, slot))
+		job->apply->upsert(&job->target, ev->values, ev->nulls, NULL);
+}
+
+/*
+ * follow_schema_change
+ *		A schema change that the whole-row sync of st follows on its remote
+ *		table (sync/follow.c): in its remote transaction, begun here if need
+ *		be, then with the query's expressions built anew for its columns.
+ *		A job skipping the transaction (applied before) takes the columns
+ *		only.  A target without transactions writes a source transaction
+ *		at its end: a change after some of the transaction's rows would
+ *		come before them, so that is refused (also in the second reading,
+ *		which holds the job back from that transaction).  Returns NULL, or
+ *		why it cannot be followed.
+ */
+static char *
+follow_schema_change(SyncPeekState *peek, SyncApplyState *st)
+{
+	SyncJob    *job = st->job;
+	MemoryContext oldcxt;
+	char	   *reason;
+
+	if (!st->skipping && !job->apply->transactional &&
+		(st->xact_changes > 0 || st->held))
+	{
+		job->follow = NULL;
+		return psprintf("a schema change of the source of sync " INT64_FORMAT " came after changes of the same source transaction, which a catalog without transactions cannot keep apart",
+						job->id);
+	}
+	/* a transaction the job is held back from: it fails there */
+	if (st->held)
+	{
+		job->follow = NULL;
+		return psprintf("a schema change of the source of sync " INT64_FORMAT " in a source transaction that also makes one it cannot follow",
+						job->id);
+	}
+	if (!st->skipping && !st->began)
+	{
+		job->apply->begin(&job->target);
+		st->began = true;
+	}
+	reason = CtasSyncSchemaFollow(job, !st->skipping);
+	if (reason != NULL)
+		return reason;
+	/*
+	 * Taken without the remote (done when the transaction was applied,
+	 * before the columns were stored): the target, which holds no batch
+	 * yet, opens again for the new columns.
+	 */
+	if (st->skipping)
+	{
+		oldcxt = MemoryContextSwitchTo(GetMemoryChunkContext(job));
+		job->apply->close(&job->target);
+		job->apply->open(&job->target);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	/* the old ones may hold the message being read: freed with the peek */
+	oldcxt = MemoryContextSwitchTo(peek->cxt);
+	st->ev = CtasSyncBuildEval(job);
+	if (st->toast != NULL)
+		CtasSyncToastEnd(st->toast);
+	st->toast = CtasSyncToastBegin(job);
+	MemoryContextSwitchTo(oldcxt);
+	return NULL;
 }
 
 /*
@@ -544,6 +651,8 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 
 		CtasSyncCurrentJob = st->job;
 		reason = CtasSyncSchemaChange(st->job, content, len, &mine);
+		if (mine && reason == NULL && st->job->follow != NULL)
+			reason = follow_schema_change(peek, st);
 
 		/*
 		 * A transaction applied before: its DDL was followed then (a job
@@ -554,23 +663,64 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 			continue;
 		if (reason == NULL)
 		{
+			ListCell   *lc;
+
+			/*
+			 * The rows of a partition detached or dropped leave, those of
+			 * one attached join (sync/partition.c).
+			 */
+			if ((CtasSyncPartitionDeletes != NIL ||
+				 CtasSyncPartitionInserts != NIL) &&
+				job_change(peek, st, st->relid))
+			{
+				foreach(lc, CtasSyncPartitionDeletes)
+				{
+					CtasSyncToastCheck(st->toast, st->job, NULL, lfirst(lc),
+									   NULL);
+					delete_key(st->job, st->ev, lfirst(lc));
+				}
+				foreach(lc, CtasSyncPartitionInserts)
+					attached_row(st, lfirst(lc));
+			}
 			ereport(LOG,
 					(errmsg("ctas_fed sync " INT64_FORMAT ": followed a schema change of its source in the transaction committed at %X/%X",
 							st->job->id, LSN_FORMAT_ARGS(st->xact_lsn))));
 			continue;
 		}
+		/*
+		 * After a change followed in this reading (in the source
+		 * transaction, or one before it): nothing of the reading is
+		 * committed, the remote keeps what it had.
+		 */
+		if (st->job->reshaped)
+		{
+			st->job->schema_failed_at = st->xact_lsn;
+			SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					  errmsg_internal("%s", reason),
+					  errdetail("The remote table keeps the source transactions it had applied before the worker read the stream this time."),
+					  errhint("Stop the sync with ctas_fed.stop_sync() and create it again (docs/sync-schema-changes.md)."));
+		}
 		if (st->xact_changes > 0)
 		{
 			st->job->stop_at = st->xact_lsn;
 			peek->redo = true;
+			CtasSyncResyncWanted = false;
 			return;
 		}
 		finish_remote(st);
+		if (CtasSyncResyncWanted)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg_internal("%s", reason),
+					 errdetail("The stream is copied again under a new snapshot (docs/sync.md, \"Partitioned sources\").")));
+		st->job->schema_failed_at = st->xact_lsn;
 		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				  errmsg_internal("%s", reason),
 				  errdetail("The remote table keeps the changes of the source transactions that committed before the one of the schema change."),
 				  errhint("Stop the sync with ctas_fed.stop_sync() and create it again (docs/sync-schema-changes.md)."));
 	}
+	/* a resync asked for by a job that skipped the transaction: none */
+	CtasSyncResyncWanted = false;
 }
 
 /*
@@ -799,6 +949,7 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 	bool		committed = false;
 
 	memset(&peek, 0, sizeof(peek));
+	peek.cxt = CurrentMemoryContext;
 	peek.njobs = list_length(jobs);
 	peek.jobs = palloc0(sizeof(SyncApplyState) * Max(peek.njobs, 1));
 	j = 0;
@@ -881,6 +1032,8 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 		{
 			SyncJob    *job = peek.jobs[j].job;
 
+			/* columns followed in the first reading: as they were */
+			CtasSyncSchemaUndo(job);
 			memcpy(job->attnames, names[j], sizeof(char *) * job->ncols);
 			job->names_changed = false;
 			if (job->stop_at != InvalidXLogRecPtr)
@@ -904,6 +1057,9 @@ CtasSyncApplyPeek(List *jobs, Portal portal, SyncPeekResult *result)
 			CtasFaultPointWait("sync_between_commits");
 		committed |= st->began && st->last_end != InvalidXLogRecPtr;
 		finish_remote(st);
+		/* tests: a crash between the remote commit and the new columns' */
+		if (st->job->reshaped)
+			CtasFaultPointWait("sync_schema_unsaved");
 		/* renames followed: stored after the remote commit */
 		if (st->job->names_changed)
 			CtasSyncSaveNames(st->job);

@@ -31,13 +31,18 @@
  * What a sync follows (schema_changes = 'follow'): every DDL that leaves
  * what it reads as it was — the attnums it reads live with their types
  * and not rewritten, its key within the replica identity, no inheritance
- * child when the query reads them, and for a whole-row sync no column
- * added or renamed (those would have to change the remote table: not
- * followed yet).  A rename of a column it reads is followed: the query is
- * a parse tree by attnum, only the name the Relation messages carry
- * changes, and it is stored with the job.  Anything else, and any DDL at
- * all under schema_changes = 'fail', fails the job after the source
- * transactions committed before the DDL's (sync/apply.c).
+ * child when the query reads them.  A rename of a column it reads is
+ * followed: the query is a parse tree by attnum, only the name the
+ * Relation messages carry changes, and it is stored with the job.  A
+ * sync that takes whole rows also follows columns added, dropped, renamed
+ * and retyped on its remote table (sync/follow.c).  Anything else, and
+ * any DDL at all under schema_changes = 'fail', fails the job after the
+ * source transactions committed before the DDL's (sync/apply.c).
+ *
+ * Besides the lines above, each live column has "typmod <attnum> <typmod>",
+ * and, for a whole-row sync that adds it, "missing <attnum> <text>" or
+ * "rewritten <attnum>" (describe_fill); an ALTER COLUMN ... TYPE with USING
+ * has "using <attnum>".
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -61,6 +66,7 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
 #include "replication/message.h"
 #include "tcop/deparse_utility.h"
@@ -69,13 +75,102 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/pg_lsn.h"
+#include "utils/snapmgr.h"
+#include "access/xact.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
 #include "utils/syscache.h"
+#include "optimizer/optimizer.h"
+#include "rewrite/rewriteHandler.h"
 
+#include "catalog.h"
+#include "guc.h"
+#include "jobs.h"
 #include "sync/sync_int.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_schema_change_trigger);
+
+/* s with backslash and newline escaped, so that it stays on one line */
+static void
+append_escaped(StringInfo buf, const char *s)
+{
+	for (; *s; s++)
+	{
+		if (*s == '\\')
+			appendStringInfoString(buf, "\\\\");
+		else if (*s == '\n')
+			appendStringInfoString(buf, "\\n");
+		else
+			appendStringInfoChar(buf, *s);
+	}
+}
+
+/*
+ * describe_fill
+ *		What the rows that existed before the column att was added hold in
+ *		it, for a whole-row sync that adds it remotely: "missing <attnum>
+ *		<text>" when PostgreSQL keeps one value for all of them (a default
+ *		evaluated once, attmissingval), its text under the settings the
+ *		sync worker pins; "rewritten <attnum>" when the table was rewritten
+ *		with a value per row (a volatile default, an identity, a domain
+ *		with constraints), which the WAL does not carry; nothing when they
+ *		are NULL.  Written for every column, read only for one the sync does
+ *		not have yet (an earlier column's facts are stale but unused).
+ */
+static void
+describe_fill(StringInfo buf, Relation rel, Form_pg_attribute att)
+{
+	if (att->atthasmissing)
+	{
+		bool		isnull;
+		HeapTuple	tup = SearchSysCache2(ATTNUM,
+										  ObjectIdGetDatum(RelationGetRelid(rel)),
+										  Int16GetDatum(att->attnum));
+		Datum		missing;
+
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for attribute %d of relation %u",
+				 att->attnum, RelationGetRelid(rel));
+		missing = SysCacheGetAttr(ATTNUM, tup, Anum_pg_attribute_attmissingval,
+								  &isnull);
+		if (!isnull)
+		{
+			ArrayType  *arr = DatumGetArrayTypeP(missing);
+			Datum		value;
+			bool		vnull;
+			int			idx = 1;
+			Oid			outfunc;
+			bool		isvarlena;
+
+			value = array_get_element(PointerGetDatum(arr), 1, &idx, -1,
+									  att->attlen, att->attbyval,
+									  att->attalign, &vnull);
+			if (!vnull)
+			{
+				getTypeOutputInfo(att->atttypid, &outfunc, &isvarlena);
+				appendStringInfo(buf, "missing %d ", att->attnum);
+				/* one line: the text goes escaped */
+				append_escaped(buf, OidOutputFunctionCall(outfunc, value));
+				appendStringInfoChar(buf, '\n');
+			}
+		}
+		ReleaseSysCache(tup);
+	}
+	else
+	{
+		/*
+		 * A default not kept as a missing value (the column's, its
+		 * domain's, an identity's): per row, or NULL.
+		 */
+		Node	   *expr = build_column_default(rel, att->attnum);
+
+		if (expr != NULL &&
+			(contain_volatile_functions(expr) ||
+			 get_typtype(att->atttypid) == TYPTYPE_DOMAIN))
+			appendStringInfo(buf, "rewritten %d\n", att->attnum);
+	}
+}
 
 /*
  * describe_table
@@ -114,6 +209,8 @@ describe_table(StringInfo buf, Oid relid)
 			continue;
 		appendStringInfo(buf, "col %d %u %s\n", att->attnum, att->atttypid,
 						 NameStr(att->attname));
+		appendStringInfo(buf, "typmod %d %d\n", att->attnum, att->atttypmod);
+		describe_fill(buf, rel, att);
 	}
 	relation_close(rel, AccessShareLock);
 }
@@ -133,6 +230,15 @@ describe_table(StringInfo buf, Oid relid)
 Datum
 ctas_fed_schema_change_trigger(PG_FUNCTION_ARGS)
 {
+	/* as the sync worker pins them (sync/worker.c, pin_text_settings) */
+	static const char *const pinned[][2] = {
+		{"datestyle", "ISO, MDY"},
+		{"intervalstyle", "postgres"},
+		{"extra_float_digits", "3"},
+		{"bytea_output", "hex"},
+		{"timezone", "UTC"},
+		{"lc_monetary", "C"},
+	};
 	Oid			save_userid;
 	int			save_sec;
 	int			nestlevel;
@@ -150,6 +256,11 @@ ctas_fed_schema_change_trigger(PG_FUNCTION_ARGS)
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+	/* the text of a missing value as the sync worker parses it */
+	for (i = 0; i < lengthof(pinned); i++)
+		(void) set_config_option(pinned[i][0], pinned[i][1],
+								 PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	/* not read-only: a new snapshot, which sees the DDL's catalog rows */
@@ -158,7 +269,9 @@ ctas_fed_schema_change_trigger(PG_FUNCTION_ARGS)
 					"FROM pg_catalog.pg_event_trigger_ddl_commands() d, "
 					"LATERAL (SELECT d.objid AS source UNION "
 					"SELECT i.inhparent FROM pg_catalog.pg_inherits i "
-					"WHERE i.inhrelid = d.objid) p "
+					"WHERE i.inhrelid = d.objid UNION "
+					"SELECT a.relid FROM "
+					"pg_catalog.pg_partition_ancestors(d.objid) a) p "
 					"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
 					"AND EXISTS (SELECT FROM pg_catalog.pg_publication_rel r "
 					"JOIN pg_catalog.pg_publication b ON b.oid = r.prpubid "
@@ -205,8 +318,17 @@ ctas_fed_schema_change_trigger(PG_FUNCTION_ARGS)
 								 sub->address.classId == RelationRelationId &&
 								 sub->address.objectId == source ?
 								 sub->address.objectSubId : 0);
+				/* ALTER COLUMN ... TYPE ... USING: values the sync cannot tell */
+				if (at->subtype == AT_AlterColumnType &&
+					at->def != NULL && IsA(at->def, ColumnDef) &&
+					(((ColumnDef *) at->def)->raw_default != NULL ||
+					 ((ColumnDef *) at->def)->cooked_default != NULL))
+					appendStringInfo(&buf, "using %d\n",
+									 sub->address.objectSubId);
 			}
 		}
+		/* partitions made, changed, attached, detached (sync/partition.c) */
+		CtasSyncPartitionLines(&buf, source, objid, cmd);
 		describe_table(&buf, source);
 		(void) LogLogicalMessage("ctas_fed", buf.data, buf.len, true);
 		pfree(buf.data);
@@ -258,6 +380,42 @@ message_line(List *lines, const char *key)
 }
 
 /*
+ * identity_reason
+ *		Why the replica identity of the message no longer carries the key of
+ *		job, or NULL when it does.
+ */
+static char *
+identity_reason(SyncJob *job, List *lines, const char *command)
+{
+	char	   *ident = message_line(lines, "identity");
+	int			k;
+
+	if (ident == NULL)
+		elog(ERROR, "sync " INT64_FORMAT ": a schema change message without the replica identity",
+			 job->id);
+	if (ident[0] == REPLICA_IDENTITY_FULL)
+		return NULL;
+	for (k = 0; k < job->target.nkeys; k++)
+	{
+		AttrNumber	key = job->attnums[job->keycol[k]];
+		bool		found = false;
+		char	   *q = ident + 1;
+
+		while (*q == ' ')
+		{
+			long		a = strtol(q + 1, &q, 10);
+
+			found |= a == key;
+		}
+		if (!found)
+			return psprintf("the replica identity of the source of sync " INT64_FORMAT " no longer contains the key column \"%s\": %s",
+							job->id, job->attnames[job->keycol[k]],
+							command);
+	}
+	return NULL;
+}
+
+/*
  * CtasSyncSchemaChange
  *		The message of the event trigger (content, len bytes) as seen by
  *		job.  *mine is false when it is about another table (nothing else is
@@ -276,15 +434,16 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 	char	   *command;
 	char	   *table;
 	char	   *child;
-	char	   *ident;
+	char	   *reason;
 	RangeTblEntry *rte = linitial_node(RangeTblEntry, job->query->rtable);
 	char	  **names = palloc0(sizeof(char *) * Max(job->ncols, 1));
 	Oid		   *types = palloc0(sizeof(Oid) * Max(job->ncols, 1));
-	bool		unread = false;
 	ListCell   *lc;
 	int			i;
-	int			k;
 
+	CtasSyncResyncWanted = false;
+	CtasSyncPartitionDeletes = NIL;
+	CtasSyncPartitionInserts = NIL;
 	for (p = strtok(text, "\n"); p != NULL; p = strtok(NULL, "\n"))
 		lines = lappend(lines, p);
 	line = message_line(lines, "relid");
@@ -302,11 +461,30 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 		return psprintf("schema change of the source of sync " INT64_FORMAT " (schema_changes = 'fail'): %s",
 						job->id, command);
 
+	/* a partitioned source follows its partitions (sync/partition.c) */
+	if (message_line(lines, "partitioned") != NULL)
+	{
+		char	   *why = CtasSyncPartitionChange(job, lines, command);
+
+		/* a partition dropped: nothing else in the message */
+		if (why != NULL || message_line(lines, "identity") == NULL)
+			return why;
+	}
 	child = message_line(lines, "child");
-	if (child != NULL && rte->inh)
+	if (child != NULL && rte->inh &&
+		message_line(lines, "partitioned") == NULL)
 		return psprintf("inheritance child \"%s\" was made or attached to the source of sync " INT64_FORMAT ", whose query reads the children: %s",
 						strchr(child, ' ') ? strchr(child, ' ') + 1 : child,
 						job->id, command);
+	if (job->whole_row)
+	{
+		reason = CtasSyncWholeRowChange(job, lines, command, table);
+		if (reason == NULL)
+			reason = identity_reason(job, lines, command);
+		if (reason != NULL)
+			job->follow = NULL;
+		return reason;
+	}
 
 	/* the columns as the DDL left them */
 	foreach(lc, lines)
@@ -327,10 +505,6 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 				types[i] = (Oid) typid;
 			}
 		}
-		for (i = 0; i < job->ncols && job->attnums[i] != attnum; i++)
-			;
-		if (i == job->ncols)
-			unread = true;
 	}
 	for (i = 0; i < job->ncols; i++)
 	{
@@ -361,43 +535,9 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 	}
 
 	/* the key within the replica identity */
-	ident = message_line(lines, "identity");
-	if (ident == NULL)
-		elog(ERROR, "sync " INT64_FORMAT ": a schema change message without the replica identity",
-			 job->id);
-	if (ident[0] != REPLICA_IDENTITY_FULL)
-	{
-		for (k = 0; k < job->target.nkeys; k++)
-		{
-			AttrNumber	key = job->attnums[job->keycol[k]];
-			bool		found = false;
-			char	   *q = ident + 1;
-
-			while (*q == ' ')
-			{
-				long		a = strtol(q + 1, &q, 10);
-
-				found |= a == key;
-			}
-			if (!found)
-				return psprintf("the replica identity of the source of sync " INT64_FORMAT " no longer contains the key column \"%s\": %s",
-								job->id, job->attnames[job->keycol[k]],
-								command);
-		}
-	}
-
-	if (job->whole_row)
-	{
-		if (unread)
-			return psprintf("a column was added to the source of sync " INT64_FORMAT ", which takes whole rows (not followed yet): %s",
-							job->id, command);
-		for (i = 0; i < job->ncols; i++)
-		{
-			if (strcmp(names[i], job->attnames[i]) != 0)
-				return psprintf("column \"%s\" of the source of sync " INT64_FORMAT ", which takes whole rows, was renamed to \"%s\" (not followed yet): %s",
-								job->attnames[i], job->id, names[i], command);
-		}
-	}
+	reason = identity_reason(job, lines, command);
+	if (reason != NULL)
+		return reason;
 
 	/* followed: the names the next Relation messages carry */
 	for (i = 0; i < job->ncols; i++)
@@ -411,33 +551,6 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 		}
 	}
 	return NULL;
-}
-
-/*
- * CtasSyncRecordedTupdesc
- *		The row type the query's expressions run on, built from what the
- *		job recorded (the attnums it reads and their types), never from the
- *		catalog of the moment: the worker may be reading WAL written before
- *		a DDL that the catalog already shows, and meets that DDL at its
- *		place (see the head of this file).  The columns the query does not
- *		read stay NULL.  In the current memory context.
- */
-TupleDesc
-CtasSyncRecordedTupdesc(SyncJob *job)
-{
-	int			natts = 1;
-	int			i;
-	TupleDesc	desc;
-
-	for (i = 0; i < job->ncols; i++)
-		natts = Max(natts, job->attnums[i]);
-	desc = CreateTemplateTupleDesc(natts);
-	for (i = 1; i <= natts; i++)
-		TupleDescInitEntry(desc, i, NULL, INT4OID, -1, 0);
-	for (i = 0; i < job->ncols; i++)
-		TupleDescInitEntry(desc, job->attnums[i], NULL, job->atttypes[i],
-						   -1, 0);
-	return desc;
 }
 
 /*
@@ -470,4 +583,7 @@ CtasSyncSaveNames(SyncJob *job)
 		elog(ERROR, "could not store the column names of sync " INT64_FORMAT,
 			 job->id);
 	job->names_changed = false;
+	if (job->reshaped)
+		CtasSyncSaveShape(job);
 }
+

@@ -5,14 +5,13 @@
  *		  snapshot, and the stream going on from there in the same job
  *		  (DESIGN.md section 1.7, "Verify and resync").
  *
- * A resync is the initial copy again.  The jobs of the stream are marked
- * "copying"; their worker leaves them at its next round (they no longer
- * stream) and ends, and the resolver starts it again, which creates a new
- * slot, copies every job's table under the slot's snapshot and streams
- * from the slot's consistent point (sync/worker.c): no gap and no
- * duplicate, by the same argument as the first copy's.  Every job of the
- * stream is copied, because the stream has one slot: a resync of one table
- * of a create_tables_as call copies all of them.
+ * A resync is the initial copy again.  ctas_fed.resync() marks its job
+ * "copying"; the stream's worker leaves it at its next round (it no longer
+ * streams) and copies it again as it copies a sync that joins the stream,
+ * under a temporary slot's snapshot, then streams it from that slot's
+ * consistent point (sync/worker.c, join_copy): no gap and no duplicate, by
+ * the same argument as a join's.  The other jobs of the stream go on.  A
+ * lost slot (below) copies every job of the stream, under a new slot.
  *
  * What differs from the first copy is that readers already read the
  * remote table: the copy must leave it readable until the new rows replace
@@ -298,8 +297,8 @@ PG_FUNCTION_INFO_V1(ctas_fed_resync);
  * ctas_fed_resync
  *		ctas_fed.resync(target text): copy the remote table of the running
  *		sync into catalog.schema.table again from a new snapshot, then
- *		stream on, in the same job.  Marks the jobs of its stream "copying"
- *		in the caller's transaction; the worker acts after commit.  Who may
+ *		stream on, in the same job.  Marks the job "copying" in the
+ *		caller's transaction; the worker acts after commit.  Who may
  *		stop the sync may resync it.  ERROR when there is no running sync
  *		into target.
  */
@@ -307,21 +306,22 @@ Datum
 ctas_fed_resync(PG_FUNCTION_ARGS)
 {
 	int64		stream_id;
+	int64		sync_id;
 	char	   *state;
 	CtasSyncAs	as;
 	Datum		values[1];
 
-	(void) CtasSyncFindRunning(PG_GETARG_TEXT_PP(0), "resync", true,
-							   &stream_id, &state);
-	values[0] = Int64GetDatum(stream_id);
+	sync_id = CtasSyncFindRunning(PG_GETARG_TEXT_PP(0), "resync", true,
+								  &stream_id, &state);
+	values[0] = Int64GetDatum(sync_id);
 	CtasSyncAsOwnerBegin(&as);
 	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET state = 'copying', "
-							  "error = NULL WHERE stream_id = $1 "
+							  "error = NULL WHERE sync_id = $1 "
 							  "AND state IN ('copying', 'streaming')",
 							  1, (Oid[]) {INT8OID}, values, NULL, false,
 							  0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not mark stream " INT64_FORMAT " for a resync",
-			 stream_id);
+		elog(ERROR, "could not mark sync " INT64_FORMAT " for a resync",
+			 sync_id);
 	CtasSyncAsOwnerEnd(&as);
 	PG_RETURN_VOID();
 }

@@ -23,11 +23,23 @@
  *					transactional, so that ROLLBACK (or ROLLBACK TO SAVEPOINT)
  *					leaves none of them
  *
- * The jobs of one create_tables_as call (one job group) share one decoding
- * stream: the first one creates the publication, the others add their
- * tables to it, and every row names the stream (stream_id, the sync_id of
- * its first job) and its publication and slot, which one worker decodes
- * for all of them (sync/worker.c).  A CTAS is a stream of its own.
+ * One decoding stream per database carries its syncs (DESIGN.md 1.7,
+ * "Scale"): a new sync joins the running stream of its name (the option
+ * stream; without it the database's default stream, shared by the syncs
+ * into every catalog), as a table joins PostgreSQL's apply worker: its
+ * table is added to the stream's publication and its row, state "copying",
+ * names the stream (stream_id, the sync_id of the stream's first job) and
+ * the stream's publication and slot, both in the statement's transaction;
+ * the stream's worker then copies the table under a snapshot of its own
+ * and streams it with the others (sync/worker.c, "Joining").  The jobs of
+ * one create_tables_as call join one stream.  When no stream of that name
+ * runs, the sync makes one: the publication FOR TABLE its source.
+ *
+ * A stream is locked (CtasSyncLockStream) by a sync that joins it, by the
+ * stop of one of its jobs and by the failure of one, each of which then
+ * reads afresh whether the stream still runs: a join never adds its table
+ * to a publication that the stop of the stream's last job drops, and a stop
+ * never drops the publication of a stream that a sync joined meanwhile.
  *
  * The replication slot cannot be created here: creating a logical slot
  * waits for every transaction that has an xid, the statement's own
@@ -36,8 +48,9 @@
  *
  * CtasSyncStop (ctas_fed.stop_sync(), and DROP TABLE of a synced table
  * through ctas.c) takes the job's table out of the stream's publication,
- * or drops the publication when no other job of the stream runs, and marks
- * the job "stopped", in the caller's transaction; after commit the worker
+ * or drops the publication when no other job of the stream runs (read under
+ * the stream's lock), and marks the job "stopped", in the caller's
+ * transaction; after commit the worker
  * leaves the job, or ends with the stream's last one, and the resolver
  * then drops the slot (sync/worker.c).
  *
@@ -96,6 +109,7 @@
 #include "guc.h"
 #include "jobs.h"
 #include "sync/sync.h"
+#include "sync/sync_int.h"
 #include "workers/workers.h"
 
 static void ineligible(const char *what) pg_attribute_noreturn();
@@ -182,6 +196,7 @@ CtasSyncCheck(CtasLoad *load, Query *query, List *colnames)
 			sync->ncolumns++;
 	}
 	derive_key(load, sync, query, colnames);
+	CtasSyncPartitionCheck(sync->relid, sync->key_attnums);
 
 	/* the sync worker copies the rows under the snapshot of its slot */
 	load->skip_data = true;
@@ -302,15 +317,16 @@ check_relation(CtasSync *sync, RangeTblEntry *rte)
 		ineligible("materialized views");
 	if (relkind == RELKIND_FOREIGN_TABLE)
 		ineligible("foreign tables");
-	if (relkind == RELKIND_PARTITIONED_TABLE)
-		ineligible("partitioned tables");
-	if (relkind != RELKIND_RELATION)
+	if (relkind == RELKIND_PARTITIONED_TABLE && !rte->inh)
+		ineligible("ONLY on a partitioned table");
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
 		ineligible("a FROM item that is not a table");
 	if (persistence != RELPERSISTENCE_PERMANENT)
 		ineligible("temporary or unlogged tables");
 	if (IsCatalogRelationOid(rte->relid))
 		ineligible("system catalogs");
-	if (rte->inh && has_subclass(rte->relid))
+	/* a partitioned table is followed whole (sync/partition.c) */
+	if (relkind == RELKIND_RELATION && rte->inh && has_subclass(rte->relid))
 		ineligible("tables with inheritance children");
 	rel = relation_open(rte->relid, AccessShareLock);
 	rowsecurity = rel->rd_rel->relrowsecurity;
@@ -636,6 +652,96 @@ is_whole_row(CtasSync *sync, Relation rel, CtasLoad *load)
 }
 
 /*
+ * is_published
+ *		Whether table relid is in publication, as user owner.
+ */
+static bool
+is_published(Oid owner, const char *publication, Oid relid)
+{
+	Oid			argtypes[2] = {NAMEOID, OIDOID};
+	Datum		args[2];
+
+	args[0] = DirectFunctionCall1(namein, CStringGetDatum(publication));
+	args[1] = ObjectIdGetDatum(relid);
+	return run_as(owner,
+				  "SELECT FROM pg_catalog.pg_publication_rel pr "
+				  "JOIN pg_catalog.pg_publication p ON p.oid = pr.prpubid "
+				  "WHERE p.pubname = $1 AND pr.prrelid = $2",
+				  2, argtypes, args, NULL) > 0;
+}
+
+/*
+ * stream_runs_besides
+ *		Whether stream stream_id has a running job other than sync_id, read
+ *		by a statement of its own (a fresh snapshot in READ COMMITTED), as
+ *		user owner.
+ */
+static bool
+stream_runs_besides(Oid owner, int64 stream_id, int64 sync_id)
+{
+	Oid			argtypes[2] = {INT8OID, INT8OID};
+	Datum		args[2];
+	Datum		result = BoolGetDatum(false);
+
+	args[0] = Int64GetDatum(stream_id);
+	args[1] = Int64GetDatum(sync_id);
+	run_as(owner,
+		   "SELECT EXISTS (SELECT FROM ctas_fed.syncs WHERE stream_id = $1 "
+		   "AND sync_id <> $2 AND state IN ('copying', 'streaming'))",
+		   2, argtypes, args, &result);
+	return DatumGetBool(result);
+}
+
+/*
+ * find_stream
+ *		The running stream that a new sync of stream name stream (NULL: the
+ *		default stream of the database) joins, locked (CtasSyncLockStream),
+ *		or 0 when none runs.  The oldest of them when there are several
+ *		(default streams made before version 0.3, one per CTAS).  In a
+ *		transaction snapshot (REPEATABLE READ) the stream may have stopped
+ *		meanwhile: such a sync makes a stream of its own.  Can ERROR.
+ */
+static int64
+find_stream(Oid owner, const char *stream)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+	Datum		found;
+	int			tries;
+
+	args[0] = stream ? CStringGetTextDatum(stream) : (Datum) 0;
+	for (tries = 0; tries < 3; tries++)
+	{
+		SpiAs		as;
+		int64		stream_id = 0;
+
+		spi_begin_as(owner, &as);
+		if (SPI_execute_with_args("SELECT stream_id FROM ctas_fed.syncs "
+								  "WHERE state IN ('copying', 'streaming') "
+								  "AND stream_name IS NOT DISTINCT FROM $1 "
+								  "ORDER BY stream_id LIMIT 1",
+								  1, argtypes, args, stream ? NULL : "n",
+								  true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read ctas_fed.syncs");
+		if (SPI_processed == 1)
+		{
+			bool		isnull;
+
+			found = SPI_getbinval(SPI_tuptable->vals[0],
+								  SPI_tuptable->tupdesc, 1, &isnull);
+			stream_id = DatumGetInt64(found);
+		}
+		spi_end_as(&as);
+		if (stream_id == 0 || IsolationUsesXactSnapshot())
+			return 0;
+		CtasSyncLockStream(stream_id);
+		if (stream_runs_besides(owner, stream_id, 0))
+			return stream_id;
+	}
+	return 0;
+}
+
+/*
  * CtasSyncCreate
  *		After the remote CREATE TABLE of a sync CTAS, in the statement's
  *		transaction: the publication of the source table (created with the
@@ -660,6 +766,7 @@ CtasSyncCreate(CtasLoad *load)
 	Oid			argtypes[16];
 	Datum		values[16];
 	bool		whole_row;
+	bool		streams;
 	List	   *colnames = NIL;
 	List	   *coltypes = NIL;
 	List	   *remote_columns = NIL;
@@ -681,6 +788,24 @@ CtasSyncCreate(CtasLoad *load)
 				   "SELECT stream_id FROM ctas_fed.syncs WHERE job_group = $1 "
 				   "LIMIT 1", 1, grouptype, group, &stream_id) == 0)
 			stream_id = id;
+	}
+	/*
+	 * Any other the running stream of its name, if there is one; before
+	 * ALTER EXTENSION ctas_fed UPDATE to 0.3 (no stream_name yet), a stream
+	 * of its own, as in 0.2.
+	 */
+	streams = get_attnum(syncs_relid, "stream_name") != InvalidAttrNumber;
+	if (!streams && load->opts.stream != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("option \"stream\" needs version 0.3 of extension \"ctas_fed\""),
+				 errhint("ALTER EXTENSION ctas_fed UPDATE.")));
+	if (streams && DatumGetInt64(stream_id) == DatumGetInt64(id))
+	{
+		int64		running = find_stream(owner, load->opts.stream);
+
+		if (running != 0)
+			stream_id = Int64GetDatum(running);
 	}
 	name = psprintf("%s%u_" INT64_FORMAT, CTAS_SYNC_PREFIX, MyDatabaseId,
 					DatumGetInt64(stream_id));
@@ -709,8 +834,10 @@ CtasSyncCreate(CtasLoad *load)
 	if (DatumGetInt64(stream_id) == DatumGetInt64(id))
 	{
 		run_as(GetUserId(),
-			   psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s",
-						quote_identifier(name), relname),
+			   psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s%s",
+						quote_identifier(name), relname,
+						CtasSyncPartitionPublication(name, sync->relid,
+													 false)),
 			   0, NULL, NULL, NULL);
 
 		/*
@@ -727,6 +854,8 @@ CtasSyncCreate(CtasLoad *load)
 	}
 	else
 	{
+		char	   *via_root;
+
 		/*
 		 * The stream's publication is the extension owner's already: the
 		 * caller must own the table, as to publish it himself.
@@ -735,10 +864,15 @@ CtasSyncCreate(CtasLoad *load)
 			aclcheck_error(ACLCHECK_NOT_OWNER,
 						   get_relkind_objtype(get_rel_relkind(sync->relid)),
 						   RelationGetRelationName(rel));
-		run_as(owner,
-			   psprintf("ALTER PUBLICATION %s ADD TABLE ONLY %s",
-						quote_identifier(name), relname),
-			   0, NULL, NULL, NULL);
+		via_root = CtasSyncPartitionPublication(name, sync->relid, true);
+		/* another sync of the stream may read the table already */
+		if (!is_published(owner, name, sync->relid))
+			run_as(owner,
+				   psprintf("ALTER PUBLICATION %s ADD TABLE ONLY %s",
+							quote_identifier(name), relname),
+				   0, NULL, NULL, NULL);
+		if (via_root != NULL)
+			run_as(owner, via_root, 0, NULL, NULL, NULL);
 	}
 
 	/* the names and types the query reads, to detect DDL on them */
@@ -796,16 +930,20 @@ CtasSyncCreate(CtasLoad *load)
 					"key_columns, source_key, source_attnums, source_columns, "
 					"source_types, remote_columns, job_id, stream_id, "
 					"job_group, publication, slot_name, schema_changes, "
-					"whole_row) "
+					"whole_row%s) "
 					"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
 					"$10::pg_catalog.int2[], $11::pg_catalog.int2[], $12, "
 					"$13::pg_catalog.oid[], $14, $15, $16, "
-					"NULLIF(" INT64_FORMAT ", 0), %s, %s, %s, %s)",
+					"NULLIF(" INT64_FORMAT ", 0), %s, %s, %s, %s%s%s)",
+					streams ? ", stream_name" : "",
 					load->group_id,
 					quote_literal_cstr(name), quote_literal_cstr(name),
 					quote_literal_cstr(load->opts.schema_changes ?
 									   load->opts.schema_changes : "follow"),
-					whole_row ? "true" : "false"),
+					whole_row ? "true" : "false",
+					streams ? ", " : "",
+					!streams ? "" : load->opts.stream ?
+					quote_literal_cstr(load->opts.stream) : "NULL"),
 		   16, argtypes, values, NULL);
 
 	/* the resolver starts the job's worker as soon as this commits */
@@ -813,12 +951,54 @@ CtasSyncCreate(CtasLoad *load)
 }
 
 /*
+ * running_stream
+ *		For EXPLAIN: the publication (and slot) of the running stream that a
+ *		sync of stream name stream (NULL: the default) would join now, or
+ *		NULL (none, or version 0.2).  Reads without locking anything.
+ */
+static char *
+running_stream(const char *stream)
+{
+	Oid			syncs_relid;
+	Oid			owner = syncs_owner(&syncs_relid);
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+	SpiAs		as;
+	char	   *publication = NULL;
+	MemoryContext outercxt = CurrentMemoryContext;
+
+	if (get_attnum(syncs_relid, "stream_name") == InvalidAttrNumber)
+		return NULL;
+	args[0] = stream ? CStringGetTextDatum(stream) : (Datum) 0;
+	spi_begin_as(owner, &as);
+	if (SPI_execute_with_args("SELECT publication FROM ctas_fed.syncs "
+							  "WHERE state IN ('copying', 'streaming') "
+							  "AND stream_name IS NOT DISTINCT FROM $1 "
+							  "ORDER BY stream_id LIMIT 1",
+							  1, argtypes, args, stream ? NULL : "n",
+							  true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read ctas_fed.syncs");
+	if (SPI_processed == 1)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(outercxt);
+
+		publication = SPI_getvalue(SPI_tuptable->vals[0],
+								   SPI_tuptable->tupdesc, 1);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	spi_end_as(&as);
+	return publication;
+}
+
+/*
  * CtasSyncExplain
  *		EXPLAIN of a sync CTAS, after the target's own properties: the key,
  *		and what the statement (publication) and then the sync worker
- *		(slot, initial copy) will make.  No effect anywhere: the names end
+ *		(slot, initial copy) will make, or the running stream it would
+ *		join.  No effect anywhere: the names end
  *		with the job's sync_id, given only when the statement runs.
- *		Allocates in the current memory context; does not ERROR.
+ *		Allocates in the current memory context; ERRORs only when
+ *		ctas_fed.syncs cannot be read.
  */
 void
 CtasSyncExplain(CtasLoad *load, ExplainState *es)
@@ -827,6 +1007,7 @@ CtasSyncExplain(CtasLoad *load, ExplainState *es)
 	char	   *nspname;
 	char	   *source;
 	char	   *name;
+	char	   *running;
 	List	   *keys = NIL;
 	ListCell   *lc;
 
@@ -836,19 +1017,38 @@ CtasSyncExplain(CtasLoad *load, ExplainState *es)
 	foreach(lc, sync->key_names)
 		keys = lappend(keys, (char *) quote_identifier(strVal(lfirst(lc))));
 
+	running = running_stream(load->opts.stream);
+
 	ExplainPropertyText("Sync", "continuous", es);
 	ExplainPropertyText("Sync Source", source, es);
 	ExplainPropertyList("Sync Key", keys, es);
-	ExplainPropertyText("Sync Publication",
-						psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s",
-								 name, source), es);
-	ExplainPropertyText("Sync Slot",
-						psprintf("%s (pgoutput), created by the sync worker after commit",
-								 name), es);
+	if (running != NULL)
+	{
+		/* it would join the running stream of its name */
+		ExplainPropertyText("Sync Publication",
+							psprintf("ALTER PUBLICATION %s ADD TABLE ONLY %s",
+									 quote_identifier(running), source), es);
+		ExplainPropertyText("Sync Slot",
+							psprintf("%s (pgoutput), of the running stream",
+									 running), es);
+	}
+	else
+	{
+		ExplainPropertyText("Sync Publication",
+							psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s%s",
+									 name, source,
+									 CtasSyncPartitionPublication(name, sync->relid,
+																  false)), es);
+		ExplainPropertyText("Sync Slot",
+							psprintf("%s (pgoutput), created by the sync worker after commit",
+									 name), es);
+	}
 	ExplainPropertyText("Sync Schema Changes",
 						load->opts.schema_changes ?
 						load->opts.schema_changes : "follow", es);
 	ExplainPropertyText("Sync Initial Copy",
+						running != NULL ?
+						"by the sync worker, under the snapshot of a temporary slot's consistent point, then streaming from that point in the running stream" :
 						"by the sync worker, under the snapshot of the slot's consistent point, then streaming from that point",
 						es);
 }
@@ -877,7 +1077,7 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 	Oid		   *owners;
 	char	  **publications;
 	Oid		   *sources;
-	bool	   *shared;
+	int64	   *streams;
 	int			i;
 	MemoryContext outercxt = CurrentMemoryContext;
 	MemoryContext oldcxt;
@@ -889,10 +1089,7 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 	/* the running syncs into that table, locked against a concurrent stop */
 	spi_begin_as(owner, &as);
 	if (SPI_execute_with_args("SELECT sync_id, owner, publication, source, "
-							  "EXISTS (SELECT FROM ctas_fed.syncs o "
-							  "WHERE o.stream_id = s.stream_id "
-							  "AND o.sync_id <> s.sync_id "
-							  "AND o.state IN ('copying', 'streaming')) "
+							  "stream_id "
 							  "FROM ctas_fed.syncs s WHERE server = $1 "
 							  "AND remote_schema = $2 AND remote_table = $3 "
 							  "AND state IN ('copying', 'streaming') "
@@ -906,7 +1103,7 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 	owners = palloc(sizeof(Oid) * Max(n, 1));
 	publications = palloc(sizeof(char *) * Max(n, 1));
 	sources = palloc(sizeof(Oid) * Max(n, 1));
-	shared = palloc(sizeof(bool) * Max(n, 1));
+	streams = palloc(sizeof(int64) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
@@ -917,7 +1114,7 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 		owners[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
 		publications[i] = SPI_getvalue(tup, desc, 3);
 		sources[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
-		shared[i] = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
+		streams[i] = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
 	}
 	MemoryContextSwitchTo(oldcxt);
 	spi_end_as(&as);
@@ -932,9 +1129,17 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("must be a member of role \"%s\" to stop its sync into \"%s.%s\"",
 							GetUserNameFromId(owners[i], false), schema, table)));
-		/* the publication is the job's (CtasSyncCreate); others may use it */
-		if (shared[i])
-			CtasSyncUnpublish(publications[i], sources[i], owner);
+		/*
+		 * The publication is the stream's (CtasSyncCreate): dropped with its
+		 * last running job, else the job's table leaves it.  Whether other
+		 * jobs run is read under the stream's lock, after any sync joining
+		 * it committed (find_stream); a transaction snapshot may not see
+		 * that one, and leaves the drop to the resolver (sync/tick.c).
+		 */
+		CtasSyncLockStream(streams[i]);
+		if (IsolationUsesXactSnapshot() ||
+			stream_runs_besides(owner, streams[i], ids[i]))
+			CtasSyncUnpublish(publications[i], sources[i], owner, ids[i]);
 		else
 			run_as(owner,
 				   psprintf("DROP PUBLICATION IF EXISTS %s",
@@ -1090,9 +1295,9 @@ CtasSyncCheckIdle(Oid serverid)
  * check_role_quota
  *		ctas_fed.max_syncs_per_role: a non-superuser may have at most that
  *		many continuous syncs running (copying or streaming) in this
- *		database, since each holds a background worker and a replication
- *		slot for as long as it runs; the jobs of one stream (the tables of
- *		one create_tables_as call) share them, and count as one; -1 is no limit, 0 lets only
+ *		database, since each costs its decoding and apply for as long as it
+ *		runs; a CTAS counts as one, and so do the tables of one
+ *		create_tables_as call; -1 is no limit, 0 lets only
  *		superusers create syncs.  The count is serialized per role and
  *		database by a lock held until the end of the transaction, so that
  *		two sessions of one role cannot both take the last place (in READ
@@ -1121,7 +1326,8 @@ check_role_quota(void)
 	owner = syncs_owner(&syncs_relid);
 	values[0] = ObjectIdGetDatum(role);
 	spi_begin_as(owner, &as);
-	if (SPI_execute_with_args("SELECT pg_catalog.count(DISTINCT stream_id) "
+	if (SPI_execute_with_args("SELECT pg_catalog.count(DISTINCT "
+							  "coalesce(job_group, -sync_id)) "
 							  "FROM ctas_fed.syncs WHERE owner = $1 "
 							  "AND state IN ('copying', 'streaming')",
 							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT ||

@@ -9,12 +9,19 @@
  *	tick.c		the resolver's side: starts the stream workers, drops
  *				the slots and publications of ended streams
  *	worker.c	after commit: the sync worker of a stream (slot, initial
- *				copy, decoding loop)
+ *				copy, joins, decoding loop, jobs held by a down catalog)
+ *	syncs.c		the job records (ctas_fed.syncs) as the worker reads and
+ *				writes them, webhook events, the guard on target calls
+ *	slot.c		a slot made with its consistent point's snapshot, a
+ *				slot's position
+ *	merge.c		the default streams of a database merged into one
  *	apply.c		the apply side of the sync worker: the messages of one
  *				peek applied to the target
  *	toast.c		unchanged TOAST values rebuilt, or the job failed
  *	ddl.c		schema changes in WAL order: the event trigger's logical
  *				messages, met by the worker between the changes
+ *	follow.c	the schema changes a whole-row sync follows remotely,
+ *				and their record
  *	copy.c		the copy's plain columns
  *	resync.c	resync(): the copy again from a new snapshot
  *	verify.c	verify_sync(): the check, run by the worker
@@ -81,10 +88,17 @@ extern void CtasSyncCheckTarget(Oid serverid, const char *schema,
 								const char *table);
 extern void CtasSyncCheckIdle(Oid serverid);
 
-/* in sync/worker.c */
+/* in sync/tick.c */
 extern void CtasSyncTick(void);
+
+/* in sync/syncs.c */
 extern void CtasSyncUnpublish(const char *publication, Oid relid,
-							  Oid userid);
+							  Oid userid, int64 sync_id);
+
+/* in sync/partition.c */
+extern void CtasSyncPartitionCheck(Oid relid, List *key_attnums);
+extern char *CtasSyncPartitionPublication(const char *name, Oid relid,
+										  bool joining);
 
 /* in sync/copy.c */
 extern AttrNumber *CtasSyncPlainColumns(Query *query, int ncolumns);

@@ -58,6 +58,16 @@ typedef struct SyncJob
 	bool		fail_on_ddl;	/* schema_changes = 'fail' */
 	bool		whole_row;		/* the query takes the rows whole */
 	bool		names_changed;	/* attnames follow a rename not stored yet */
+
+	/* schema changes a whole-row sync follows (sync/ddl.c) */
+	struct SyncFollow *follow;	/* what the last message asks, or NULL */
+	bool		reshaped;		/* columns changed since the last save */
+	struct SyncShape *before;	/* the columns before, while reshaped */
+	List	   *schema_log;		/* followed changes not recorded yet
+								 * (char *, in job_cxt) */
+	XLogRecPtr	schema_failed_at;	/* valid: the job fails at the schema
+									 * change of the source transaction
+									 * committed there */
 } SyncJob;
 
 /* The query's expressions, ready to run (per transaction) */
@@ -122,6 +132,29 @@ extern bool CtasSyncEvaluate(SyncEval *ev, TupleTableSlot *slot);
 extern void CtasSyncApplyPeek(List *jobs, Portal portal,
 							  SyncPeekResult *result);
 
+/* in sync/partition.c */
+extern const char *const CtasSyncTextSettings[][2];
+extern const int CtasSyncNTextSettings;
+extern bool CtasSyncResyncWanted;
+extern List *CtasSyncPartitionDeletes;
+extern List *CtasSyncPartitionInserts;
+extern bool CtasSyncPartitionTriggerOn(Oid relid);
+extern void CtasSyncPartitionLock(List *jobs);
+extern void CtasSyncPartitionCopy(SyncJob *job, Relation rel,
+								  void (*row) (TupleTableSlot *slot, void *arg),
+								  void *arg);
+extern char *CtasSyncPartitionChange(SyncJob *job, List *lines,
+									 const char *command);
+extern void CtasSyncPartitionResync(int64 stream_id, Oid source,
+									const char *why);
+extern char CtasSyncPartitionIdentity(Relation leaf, Oid root,
+									  AttrNumber **attnums, int *n);
+
+/* in sync/partition_ddl.c */
+struct CollectedCommand;
+extern void CtasSyncPartitionLines(StringInfo buf, Oid source, Oid objid,
+								   struct CollectedCommand *cmd);
+
 /* SPI as the owner of ctas_fed.syncs (sync/resync.c) */
 typedef struct CtasSyncAs
 {
@@ -147,14 +180,76 @@ extern char *CtasSyncSchemaChange(SyncJob *job, const char *content, int len,
 								  bool *mine);
 extern void CtasSyncSaveNames(SyncJob *job);
 extern bool CtasSyncSchemaTriggerOn(void);
+
+/* in sync/follow.c */
+extern char *CtasSyncWholeRowChange(SyncJob *job, List *lines,
+									const char *command, const char *table);
+extern char *CtasSyncSchemaFollow(SyncJob *job, bool remote);
+extern void CtasSyncSchemaUndo(SyncJob *job);
+extern void CtasSyncSaveShape(SyncJob *job);
+extern void CtasSyncRecordSchemaFailure(SyncJob *job, const char *error);
 extern TupleDesc CtasSyncRecordedTupdesc(SyncJob *job);
 
-/* in sync/worker.c: reading ctas_fed.syncs through SPI, webhook events */
+/*
+ * A worker that ended with an error is started again after this (sync/tick.c),
+ * and a job held out of its stream by an error of its catalog is tried
+ * again after it too (sync/worker.c).
+ */
+#define CTAS_SYNC_RESTART_SECS	5
+
+/* field4 of the advisory lock tag that makes a worker its stream's only one */
+#define CTAS_LOCKTAG_SYNC	0xCF02
+
+/* field4 of the advisory lock tag of a stream (CtasSyncLockStream) */
+#define CTAS_LOCKTAG_STREAM	0xCF04
+
+/*
+ * The pool of sync workers (ctas_fed.max_sync_workers), cluster-wide:
+ * pool slot i is the advisory lock (database 0, i, CTAS_LOCKTAG_POOL) that
+ * a running sync worker holds for its life; a resolver with a stream that
+ * waits for a slot holds CTAS_LOCKTAG_POOL_WAIT in share mode, which tells
+ * the running workers to yield after their time slice (sync/tick.c).
+ */
+#define CTAS_LOCKTAG_POOL		0xCF05
+#define CTAS_LOCKTAG_POOL_WAIT	0xCF06
+/* a sync worker serves its stream this long before it yields to a waiter */
+#define CTAS_SYNC_SLICE_MS		10000
+
+/* in sync/syncs.c: the pool */
+extern int	CtasSyncPoolTake(void);
+extern bool CtasSyncPoolFree(void);
+extern bool CtasSyncPoolWaited(void);
+extern void CtasSyncPoolWait(bool wait);
+
+/* in sync/syncs.c: the job records, webhook events */
+extern MemoryContext CtasSyncJobCxt;
+extern int64 CtasSyncLoadingId;
+extern SyncJob *CtasSyncInTarget;
+extern void CtasSyncSpiExec(const char *sql, int nargs, Oid *types,
+							Datum *values, bool ro);
 extern char *CtasSyncSpiText(int row, int col);
 extern Datum CtasSyncSpiDatum(int row, int col);
 extern void CtasSyncQueueEvent(int64 job_id, const CtasCatalog *catalog,
 							   const char *schema, const char *table,
 							   const char *state, uint64 rows,
 							   const char *error, TimestampTz started_at);
+extern void CtasSyncJobEvent(SyncJob *job, const char *state,
+							 const char *error);
+extern SyncJob *CtasSyncLoadJob(int64 id);
+extern List *CtasSyncLoadStream(int64 stream_id);
+extern void CtasSyncSetState(int64 id, const char *state, const char *error,
+							 XLogRecPtr lsn);
+extern void CtasSyncSetStreamError(int64 stream_id, const char *error);
+extern void CtasSyncLockStream(int64 stream_id);
+extern void CtasSyncFailJob(int64 id, const char *error);
+extern void CtasSyncOpenTarget(SyncJob *job);
+
+/* in sync/merge.c */
+extern bool CtasSyncMergeStreams(int64 primary, const char *publication,
+								 const char *slot_name, List **jobs);
+
+/* in sync/slot.c */
+extern XLogRecPtr CtasSyncSlotSnapshot(const char *name, bool keep);
+extern XLogRecPtr CtasSyncSlotConfirmed(const char *slot_name);
 
 #endif							/* CTAS_SYNC_INT_H */

@@ -9,9 +9,24 @@
  * The resolver of a database calls CtasSyncTick about every second, and at
  * once when a transaction that created a sync commits
  * (CtasResolverNudgeAtCommit).  A worker that ended is started again, but
- * not sooner than CTAS_SYNC_RESTART_SECS after its last start, so that a
- * catalog that is down costs one attempt every few seconds.  Only slots and
+ * not sooner than CTAS_SYNC_RESTART_SECS after its last start, so that an
+ * error that ends it costs one attempt every few seconds.  Only slots and
  * publications that a job's row names are ever touched.
+ *
+ * The pool: at most ctas_fed.max_sync_workers sync workers run in the
+ * cluster, whatever the number of databases and streams.  Each worker holds
+ * a slot of the pool, a cluster-wide advisory lock, for its life
+ * (CtasSyncPoolTake, sync/syncs.c); a resolver starts a worker only while a
+ * slot is free.  When none is, the stream waits: its jobs say so in their
+ * error, and the resolver holds the waiters' lock in share mode
+ * (CtasSyncPoolWait), which a running worker sees at the end of each time
+ * slice (CTAS_SYNC_SLICE_MS) and then yields: it ends, its stream's
+ * position safe in the slot and the remotes, and the resolver of its stream
+ * lets the waiting streams take the slot first, waiting in its turn.  So
+ * every stream progresses, a slice at a time, however many there are.
+ * XXX: which waiting resolver takes a freed slot is a race between their
+ * rounds, not a queue; a lowered max_sync_workers takes effect as workers
+ * end.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -37,11 +52,9 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
 #include "sync/sync_int.h"
 #include "workers/workers.h"
-
-/* a worker that ended with an error is started again after */
-#define CTAS_SYNC_RESTART_SECS	5
 
 /* the sync workers this resolver started, one per stream */
 typedef struct SyncWorkerEntry
@@ -49,6 +62,7 @@ typedef struct SyncWorkerEntry
 	int64		id;				/* stream_id */
 	BackgroundWorkerHandle *handle;
 	TimestampTz started;
+	bool		waiting;		/* for a slot of the pool */
 } SyncWorkerEntry;
 
 static List *sync_workers = NIL;
@@ -71,6 +85,28 @@ start_worker(int64 id, BackgroundWorkerHandle **handle)
 	memcpy(worker.bgw_extra, &MyDatabaseId, sizeof(Oid));
 	worker.bgw_notify_pid = MyProcPid;
 	return RegisterDynamicBackgroundWorker(&worker, handle);
+}
+
+/*
+ * others_wait
+ *		Whether a stream of this database other than entry's waits for a
+ *		slot of the pool (CtasSyncPoolWaited sees those of the other
+ *		databases only: this process's own lock does not conflict with
+ *		itself).
+ */
+static bool
+others_wait(SyncWorkerEntry *entry)
+{
+	ListCell   *lc;
+
+	foreach(lc, sync_workers)
+	{
+		SyncWorkerEntry *e = lfirst(lc);
+
+		if (e != entry && e->waiting)
+			return true;
+	}
+	return false;
 }
 
 /*
@@ -112,6 +148,7 @@ CtasSyncTick(void)
 	MemoryContext oldcxt;
 	List	   *drop_publication = NIL;
 	List	   *no_worker = NIL;
+	List	   *waiting = NIL;
 	ListCell   *lc;
 
 	SetCurrentStatementStartTimestamp();
@@ -156,7 +193,7 @@ CtasSyncTick(void)
 			if (entry != NULL && entry->handle != NULL &&
 				GetBackgroundWorkerPid(entry->handle, &pid) != BGWH_STOPPED)
 				continue;
-			if (entry != NULL &&
+			if (entry != NULL && !entry->waiting &&
 				!TimestampDifferenceExceeds(entry->started,
 											GetCurrentTimestamp(),
 											CTAS_SYNC_RESTART_SECS * 1000))
@@ -168,7 +205,30 @@ CtasSyncTick(void)
 				entry->id = stream_id;
 				sync_workers = lappend(sync_workers, entry);
 			}
-			else if (entry->handle != NULL)
+			MemoryContextSwitchTo(oldcxt);
+
+			/*
+			 * The pool: a worker only while a slot is free, and a stream
+			 * whose worker ended (it may have yielded its slot) lets the
+			 * streams that wait go first, waiting in its turn.
+			 */
+			if (!CtasSyncPoolFree() ||
+				(!entry->waiting && (others_wait(entry) || CtasSyncPoolWaited())))
+			{
+				if (!entry->waiting)
+					ereport(DEBUG1,
+							(errmsg_internal("ctas_fed: stream " INT64_FORMAT " waits for a sync worker",
+											 stream_id)));
+				entry->waiting = true;
+				if (entry->handle != NULL)
+					pfree(entry->handle);
+				entry->handle = NULL;
+				waiting = lappend(waiting, psprintf(INT64_FORMAT, stream_id));
+				continue;
+			}
+			entry->waiting = false;
+			oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+			if (entry->handle != NULL)
 				pfree(entry->handle);
 			entry->handle = NULL;
 			entry->started = GetCurrentTimestamp();
@@ -190,6 +250,12 @@ CtasSyncTick(void)
 			/* the slot and the publication go with the stream's last job */
 			if (stream_runs)
 				continue;
+			/* an ended stream waits for nothing */
+			foreach(lc, sync_workers)
+			{
+				if (((SyncWorkerEntry *) lfirst(lc))->id == stream_id)
+					((SyncWorkerEntry *) lfirst(lc))->waiting = false;
+			}
 
 			LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
 			s = SearchNamedReplicationSlot(slot_name, false);
@@ -245,6 +311,25 @@ CtasSyncTick(void)
 			elog(ERROR, "could not record the error of sync %s",
 				 (char *) lfirst(lc));
 	}
+	/* tell, in the job, that it waits for the pool */
+	foreach(lc, waiting)
+	{
+		Oid			argtypes[2] = {INT8OID, TEXTOID};
+		Datum		args[2];
+		char	   *msg = psprintf("waiting for a sync worker: all %d of ctas_fed.max_sync_workers are busy",
+								   CtasMaxSyncWorkers);
+
+		args[0] = DirectFunctionCall1(int8in, CStringGetDatum(lfirst(lc)));
+		args[1] = CStringGetTextDatum(msg);
+		if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET error = $2 "
+								  "WHERE stream_id = $1 "
+								  "AND state IN ('copying', 'streaming') "
+								  "AND error IS NULL",
+								  2, argtypes, args, NULL, false, 0) < 0)
+			elog(ERROR, "could not record the error of sync %s",
+				 (char *) lfirst(lc));
+	}
+	CtasSyncPoolWait(waiting != NIL);
 	foreach(lc, drop_publication)
 	{
 		if (SPI_execute(psprintf("DROP PUBLICATION IF EXISTS %s",

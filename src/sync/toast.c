@@ -18,7 +18,9 @@
  *		(REPLICA IDENTITY FULL; a key column, whose old value PostgreSQL
  *		logs whenever it is stored out of line): sync/apply.c.
  *	2.	kept by the target: when the target says it can keep a remote
- *		value (CtasSyncApply.keeps_unchanged), the query has no WHERE, the
+ *		value (CtasSyncApply.keeps_unchanged, and can_keep for the
+ *		column: a target may keep only some, reading them from the
+ *		remote row), the query has no WHERE, the
  *		key did not change and the column is only projected as it is, the
  *		remote row exists (the query takes every row) and holds the value
  *		as of the change before: upsert gets an unchanged mask.
@@ -433,6 +435,9 @@ CtasSyncToastResolve(SyncToast *toast, SyncJob *job, SyncEval *ev,
 	{
 		toast->mask[n] = toast->plain[n] >= 0 &&
 			toast->unchanged[toast->plain[n]];
+		if (toast->mask[n] && job->apply->can_keep != NULL &&
+			!job->apply->can_keep(&job->target, n))
+			keep = false;
 		for (i = 0; i < job->ncols && !toast->mask[n]; i++)
 		{
 			if (toast->unchanged[i] && toast->reads[n][i])

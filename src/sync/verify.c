@@ -85,6 +85,9 @@
 
 #include "sync/sync_int.h"
 
+/* rows of ctas_fed.sync_checks kept per sync (docs/sync-verify-resync.md) */
+#define CTAS_SYNC_CHECKS_KEPT	100
+
 /* hex digits of the key hash per level: 4096 buckets */
 #define VERIFY_HEX			3
 #define VERIFY_MAX_LEVELS	5
@@ -485,6 +488,14 @@ record_check(SyncJob *job, XLogRecPtr point, List *diffs, int64 nrows,
 		elog(ERROR, "could not record the check of sync " INT64_FORMAT, job->id);
 	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 									 SPI_tuptable->tupdesc, 1, &isnull));
+	/* the last CTAS_SYNC_CHECKS_KEPT checks of the sync are kept */
+	if (SPI_execute_with_args("DELETE FROM ctas_fed.sync_checks "
+							  "WHERE sync_id = $1 AND check_id <= "
+							  "(SELECT check_id FROM ctas_fed.sync_checks "
+							  "WHERE sync_id = $1 ORDER BY check_id DESC "
+							  "OFFSET " CppAsString2(CTAS_SYNC_CHECKS_KEPT) " LIMIT 1)",
+							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not trim the checks of sync " INT64_FORMAT, job->id);
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();

@@ -7,56 +7,101 @@
  *		  replication slot of a stream once none of its jobs runs.
  *
  * A stream is one publication and one replication slot, and the jobs that
- * read them: the one job of a CTAS, or the jobs of the tables of one
- * create_tables_as call, so that the WAL is decoded once for all of them.
- * Each job keeps its own remote transactions, applied lsn and state; the
- * worker runs them together:
+ * read them: every sync of the database into every catalog (the default
+ * stream), or those that named one stream (the option stream), so that the
+ * WAL is decoded once for all of them (sync/statement.c says how a sync
+ * joins).  Each job keeps its own remote transactions, applied lsn and
+ * state; the worker runs them together:
  *
- *	copying		the slot is created once and every job's table is copied
- *				under its snapshot, each in its own remote transaction that
- *				stores the consistent point as that job's applied lsn; a
- *				copy interrupted by anything copies every job of the stream
- *				again with a new slot.
- *	streaming	one peek with the stream's publication; each change goes to
- *				the jobs of its table (sync/apply.c), each job applies in a
- *				remote transaction of its own, all committed at the end of
- *				the peek; the slot is advanced only after that.  A job skips
- *				the source transactions below its own applied lsn, so a
- *				crash between two of those commits still applies each
- *				transaction once per table.
+ *	copying		a new stream: the slot is created and every job's table is
+ *				copied under its snapshot, each in its own remote
+ *				transaction that stores the consistent point as that job's
+ *				applied lsn (do_copy); a copy interrupted by anything copies
+ *				every job of the stream again with a new slot.
+ *	joining		a job "copying" in a stream that streams (a sync that
+ *				joined it, or a resync of one job): see "Joining" below.
+ *	streaming	rounds of one peek with the stream's publication; each
+ *				change goes to the jobs of its table (sync/apply.c), each
+ *				job applies in a remote transaction of its own, all
+ *				committed at the end of the peek; the slot is advanced only
+ *				after that.  A job skips the source transactions below its
+ *				own applied lsn, so a crash between two of those commits
+ *				still applies each transaction once per table.
+ *
+ * The copy of a new stream, as PostgreSQL's own tablesync: create the
+ * logical replication slot (pgoutput) in a REPEATABLE READ read-only
+ * transaction, exactly as the walsender's CREATE_REPLICATION_SLOT ...
+ * (SNAPSHOT 'use') does (CtasSyncSlotSnapshot): the snapshot built at the slot's
+ * consistent point becomes the transaction's snapshot, so the copy sees
+ * every transaction that committed before that point and none after it;
+ * the decoding stream begins there.
+ *
+ * Joining.  A sync's statement adds its table to the stream's publication
+ * and records the job "copying", in its transaction, which commits at T.
+ * Between two rounds the worker sees the job (leave_stopped) and copies it
+ * (join_copy): a temporary slot, made by the same code (CtasSyncSlotSnapshot),
+ * gives its consistent point X and the snapshot of X, under which the table
+ * is copied in a remote transaction of the job's own that stores X as the
+ * job's applied lsn; the temporary slot is dropped once the snapshot is
+ * taken (the transaction's xmin keeps what the snapshot sees), and the job
+ * streams with the others, skipping the source transactions that commit
+ * before X.  Nothing is lost and nothing applied twice:
+ *	- the copy holds exactly the transactions that commit before X, as the
+ *	  first copy does; the job skips exactly those (a commit before X);
+ *	- the stream's slot is confirmed at C <= X when the temporary slot is
+ *	  made (the slot is advanced only by the rounds, which wait for the
+ *	  join, to positions they read, all before X), so its next peek returns
+ *	  every transaction that commits at or after X;
+ *	- such a transaction has all its changes after T, so pgoutput publishes
+ *	  them for the job's table: the temporary slot is consistent only once
+ *	  every transaction that had an xid when it was made has ended, so one
+ *	  that commits at or after X had none then, and wrote nothing before
+ *	  that, after T.
+ * A crash or an error during the join copy rolls its remote transaction
+ * back; the job is still "copying" and is copied again, with a new
+ * temporary slot.  The join copy runs in the worker between two rounds:
+ * the stream's other jobs wait for it (XXX: a large table joining a busy
+ * stream delays the others by its copy).
+ *
+ * Merging.  The worker of the oldest default stream of the database takes
+ * the other default streams (of syncs made before version 0.3, one per
+ * CTAS) into its own between two rounds, without a copy again
+ * (sync/merge.c).
  *
  * A job that is stopped leaves the stream (its table leaves the
- * publication in the stopping transaction, sync/statement.c) and the worker goes on
- * with the others; one that fails is recorded as failed and its table
- * taken out of the publication, the worker ends, and the resolver starts
- * it again for the others.  The slot and the publication go with the
- * stream's last job.
+ * publication in the stopping transaction, sync/statement.c) and the worker
+ * goes on with the others; one that fails for good is recorded as failed
+ * and its table taken out of the publication, the worker ends, and the
+ * resolver starts it again for the others.  The slot and the publication
+ * go with the stream's last job.
  *
- * Each job goes through two phases, as PostgreSQL's own tablesync does:
+ * A catalog that is down holds back only its own jobs.  Every call of a
+ * job's target that reaches the remote runs under guard_routine, which
+ * names the job in CtasSyncInTarget; an error raised there that does not fail
+ * the job for good (remote unreachable, a remote error) is caught by the
+ * streaming loop (catch_job_error): the local transaction is aborted, the
+ * remote transactions the jobs did not commit roll back, the job (and,
+ * when the catalog is unreachable, the stream's other jobs into it) is
+ * held out of the stream with its error recorded, and the round is read
+ * again by the others, each from its own applied lsn.  While a job is held
+ * the slot is advanced no further than its applied lsn (held_position),
+ * the oldest position still needed; after CTAS_SYNC_RESTART_SECS it comes
+ * back and catches up from there, the peeks reading again from the slot's
+ * position what the others skip (a full peek that gave them nothing new is
+ * read further the next time: XXX a long outage of one catalog makes every
+ * peek read again the WAL it holds back).  When every job of the stream is
+ * held, the worker ends, and the resolver starts it again after
+ * CTAS_SYNC_RESTART_SECS, as after any other error: a new worker reads
+ * every job anew and checks the slot (sync/resync.c).
  *
- *	copying		create the logical replication slot (pgoutput) in a
- *				REPEATABLE READ read-only transaction, exactly as the
- *				walsender's CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use') does:
- *				the snapshot built at the slot's consistent point becomes the
- *				transaction's snapshot, so the copy sees every transaction
- *				that committed before that point and none after it; the
- *				decoding stream begins there.  The copy goes to the remote in
- *				one remote transaction, which also stores the consistent
- *				point as the job's applied lsn; then the job is "streaming".
- *				A copy interrupted by anything starts again with a new slot.
- *	streaming	peek at the slot's changes through SQL
- *				(pg_logical_slot_peek_binary_changes, proto_version 1, the
- *				job's publication), parse the pgoutput messages with
- *				logicalrep_read_*, evaluate the query's WHERE and select
- *				list on each new row, and apply by key: a row in the WHERE
- *				is upserted, a row that is not (or no longer) is deleted, a
- *				changed key deletes the old one, TRUNCATE deletes all.  One
- *				remote transaction per peek, which stores the end lsn of
- *				its last source transaction with the rows; after its
- *				COMMIT the slot is advanced there.  Source transactions
- *				whose commit lies before the lsn stored remotely are
- *				skipped, so a restart at any point applies each exactly
- *				once.
+ * In the streaming phase the slot's changes are peeked at through SQL
+ * (pg_logical_slot_peek_binary_changes, proto_version 1, the stream's
+ * publication), the pgoutput messages parsed with logicalrep_read_*, the
+ * query's WHERE and select list evaluated on each new row, and applied by
+ * key: a row in the WHERE is upserted, a row that is not (or no longer) is
+ * deleted, a changed key deletes the old one, TRUNCATE deletes all.  Each
+ * job's remote transaction stores the end lsn of its last source
+ * transaction with the rows; after the COMMITs the slot is advanced.
  *
  * The worker connects as the bootstrap superuser, which the slot functions
  * need, but reads the source and evaluates the query's expressions as the
@@ -65,12 +110,10 @@
  * reaches the catalog with the owner's user mapping under the usual
  * password rules.
  *
- * Errors: a transient one (remote down, cancel) is recorded in the job's
- * row and ends the worker; the resolver starts it again after
- * CTAS_SYNC_RESTART_SECS (sync/tick.c).  One that cannot heal (a DDL that changed a column the
- * query reads, the source dropped, an unchanged TOAST value the worker cannot
- * rebuild) marks the job "failed"; the resolver then drops its slot, so that
- * it holds no WAL (README: Continuous sync).
+ * Errors that cannot heal (a DDL that changed a column the query reads, the
+ * source dropped, an unchanged TOAST value the worker cannot rebuild) mark
+ * the job "failed"; its table leaves the publication, so that the stream
+ * holds no WAL for it (docs/sync.md).
  *
  * While the source has nothing for the job, the slot is still advanced
  * over the WAL that empty peeks read whole, to a record boundary (at most
@@ -104,6 +147,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlogutils.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_publication.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
@@ -147,283 +191,34 @@
 
 /* sleep when the slot had nothing new, ms */
 #define SYNC_IDLE_MS		100
+/* look for default streams to merge into this one this often, ms */
+#define SYNC_MERGE_MS		5000
 /* advance the slot over WAL without our changes at most this often, ms */
 #define SYNC_IDLE_ADVANCE_MS	1000
-/* field4 of the advisory lock tag that makes a worker the only one */
-#define CTAS_LOCKTAG_SYNC	0xCF02
 
 PGDLLEXPORT void ctas_fed_sync_main(Datum main_arg);
 
-static MemoryContext job_cxt = NULL;
+/* the jobs that stream (do_stream), for the worker's error exit */
+static List *stream_jobs = NIL;
 
-/* in a sync worker: the job being loaded, before it has a SyncJob */
-static int64 loading_id = 0;
+/* the worker yielded its stream to one that waits for the pool */
+static bool stream_yielded = false;
 
-/*
- * spi_exec
- *		Run sql with args through SPI (connected by the caller); ERROR on
- *		failure.
- */
-static void
-spi_exec(const char *sql, int nargs, Oid *types, Datum *values, bool ro)
-{
-	int			rc = SPI_execute_with_args(sql, nargs, types, values, NULL,
-										   ro, 0);
-
-	if (rc < 0)
-		elog(ERROR, "SPI_execute_with_args failed for \"%s\": %s", sql,
-			 SPI_result_code_string(rc));
-}
-
-/* column col of row of SPI_tuptable, as text (NULL for NULL) */
-char *
-CtasSyncSpiText(int row, int col)
-{
-	return SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
-}
-
-/* column col of row of SPI_tuptable, a by-value type, never NULL */
-Datum
-CtasSyncSpiDatum(int row, int col)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[row],
-								  SPI_tuptable->tupdesc, col, &isnull);
-
-	if (isnull)
-		elog(ERROR, "unexpected NULL in column %d of ctas_fed.syncs", col);
-	return d;
-}
-
-/* an int2[] or oid[] or text[] column of row 0 as a Datum array */
-static Datum *
-spi_array(int col, Oid elemtype, int *n)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-								  col, &isnull);
-	Datum	   *elems;
-	int16		typlen;
-	bool		typbyval;
-	char		typalign;
-
-	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
-	deconstruct_array(DatumGetArrayTypeP(d), elemtype, typlen, typbyval,
-					  typalign, &elems, NULL, n);
-	return elems;
-}
+/* a peek is being applied: the jobs' remote transactions may be open */
+static bool in_peek = false;
 
 /*
- * CtasSyncQueueEvent
- *		The webhook event of a state change of a sync job, if its catalog
- *		(or ctas_fed.notify_url) names a webhook.
+ * A job held out of the stream after a transient error of its catalog
+ * (catch_job_error), until retry_at; in CtasSyncJobCxt.
  */
-void
-CtasSyncQueueEvent(int64 job_id, const CtasCatalog *catalog,
-				   const char *schema, const char *table, const char *state,
-				   uint64 rows, const char *error, TimestampTz started_at)
+typedef struct HeldJob
 {
-	CtasJobEvent ev;
-	const char *url = catalog->notify_url ? catalog->notify_url : CtasNotifyUrl;
-
-	if (url == NULL || url[0] == '\0')
-		return;
-	memset(&ev, 0, sizeof(ev));
-	ev.job_id = job_id;
-	strlcpy(ev.catalog, catalog->name, sizeof(ev.catalog));
-	snprintf(ev.target, sizeof(ev.target), "%s.%s",
-			 quote_identifier(schema), quote_identifier(table));
-	strlcpy(ev.mode, "sync", sizeof(ev.mode));
-	strlcpy(ev.state_name, state, sizeof(ev.state_name));
-	ev.rows = rows;
-	if (error)
-		strlcpy(ev.error, error, sizeof(ev.error));
-	strlcpy(ev.notify_url, url, sizeof(ev.notify_url));
-	ev.notify_trusted = !(catalog->notify_url_limited &&
-						  url == catalog->notify_url);
-	ev.started_at = started_at;
-	if (strcmp(state, "stopped") == 0 || strcmp(state, "failed") == 0)
-		ev.finished_at = GetCurrentTimestamp();
-	CtasJobsQueueEvent(&ev);
-}
-
-static void
-job_event(SyncJob *job, const char *state, const char *error)
-{
-	CtasSyncStatusUse(job->id);
-	CtasSyncQueueEvent(job->job_id, job->target.catalog, job->target.schema,
-				job->target.table, state,
-				CtasSyncStatusRows(), error, job->created_at);
-}
-
-/*
- * load_job
- *		Read the job's row into a SyncJob in job_cxt, in a transaction of
- *		the caller's.  Returns NULL when the row is gone.
- */
-static SyncJob *
-load_job(int64 id)
-{
-	Oid			argtypes[1] = {INT8OID};
-	Datum		args[1];
 	SyncJob    *job;
-	MemoryContext oldcxt;
-	Datum	   *elems;
-	int			n;
-	int			i;
-	Oid			serverid;
-	ListCell   *lc;
+	TimestampTz retry_at;
+	bool		copying;		/* its join copy failed (join_copy) */
+} HeldJob;
 
-	args[0] = Int64GetDatum(id);
-	loading_id = id;
-	spi_exec("SELECT owner, server, remote_schema, remote_table, source, "
-			 "query_tree, publication, slot_name, state, source_attnums, "
-			 "source_columns, source_types, key_columns, source_key, "
-			 "remote_columns, job_id, created_at, stream_id, "
-			 "schema_changes = 'fail', whole_row "
-			 "FROM ctas_fed.syncs WHERE sync_id = $1",
-			 1, argtypes, args, true);
-	if (SPI_processed != 1)
-		return NULL;
-
-	oldcxt = MemoryContextSwitchTo(job_cxt);
-	job = palloc0(sizeof(SyncJob));
-	job->id = id;
-	job->owner = DatumGetObjectId(CtasSyncSpiDatum(0, 1));
-	serverid = DatumGetObjectId(CtasSyncSpiDatum(0, 2));
-	job->target.schema = CtasSyncSpiText(0, 3);
-	job->target.table = CtasSyncSpiText(0, 4);
-	job->relid = DatumGetObjectId(CtasSyncSpiDatum(0, 5));
-	job->query = (Query *) stringToNode(CtasSyncSpiText(0, 6));
-	job->publication = CtasSyncSpiText(0, 7);
-	job->slot_name = CtasSyncSpiText(0, 8);
-	job->state = CtasSyncSpiText(0, 9);
-
-	elems = spi_array(10, INT2OID, &job->ncols);
-	job->attnums = palloc(sizeof(AttrNumber) * job->ncols);
-	for (i = 0; i < job->ncols; i++)
-		job->attnums[i] = DatumGetInt16(elems[i]);
-	elems = spi_array(11, TEXTOID, &n);
-	job->attnames = palloc(sizeof(char *) * job->ncols);
-	for (i = 0; i < job->ncols; i++)
-		job->attnames[i] = TextDatumGetCString(elems[i]);
-	elems = spi_array(12, OIDOID, &n);
-	job->atttypes = palloc(sizeof(Oid) * job->ncols);
-	job->infuncs = palloc0(sizeof(FmgrInfo) * job->ncols);
-	job->ioparams = palloc(sizeof(Oid) * job->ncols);
-	job->msgcol = palloc(sizeof(int) * job->ncols);
-	for (i = 0; i < job->ncols; i++)
-	{
-		Oid			infunc;
-
-		job->atttypes[i] = DatumGetObjectId(elems[i]);
-		getTypeInputInfo(job->atttypes[i], &infunc, &job->ioparams[i]);
-		fmgr_info_cxt(infunc, &job->infuncs[i], job_cxt);
-		job->msgcol[i] = -1;
-	}
-
-	elems = spi_array(13, TEXTOID, &job->target.nkeys);
-	job->target.keys = palloc(sizeof(char *) * job->target.nkeys);
-	for (i = 0; i < job->target.nkeys; i++)
-		job->target.keys[i] = TextDatumGetCString(elems[i]);
-	elems = spi_array(14, INT2OID, &n);
-	job->keycol = palloc(sizeof(int) * n);
-	for (i = 0; i < n; i++)
-	{
-		int			j;
-
-		job->keycol[i] = -1;
-		for (j = 0; j < job->ncols; j++)
-		{
-			if (job->attnums[j] == DatumGetInt16(elems[i]))
-				job->keycol[i] = j;
-		}
-		if (job->keycol[i] < 0)
-			elog(ERROR, "key column %d of sync " INT64_FORMAT " is not read",
-				 DatumGetInt16(elems[i]), id);
-	}
-	elems = spi_array(15, TEXTOID, &job->target.ncolumns);
-	job->target.columns = palloc(sizeof(char *) * job->target.ncolumns);
-	for (i = 0; i < job->target.ncolumns; i++)
-		job->target.columns[i] = TextDatumGetCString(elems[i]);
-
-	/* the types of the values the target gets */
-	job->target.types = palloc(sizeof(Oid) * Max(job->target.ncolumns, 1));
-	n = 0;
-	foreach(lc, job->query->targetList)
-	{
-		TargetEntry *tle = lfirst_node(TargetEntry, lc);
-
-		if (!tle->resjunk && n < job->target.ncolumns)
-			job->target.types[n++] = exprType((Node *) tle->expr);
-	}
-	job->target.key_types = palloc(sizeof(Oid) * Max(job->target.nkeys, 1));
-	for (i = 0; i < job->target.nkeys; i++)
-		job->target.key_types[i] = job->atttypes[job->keycol[i]];
-
-	job->job_id = DatumGetInt64(CtasSyncSpiDatum(0, 16));
-	job->created_at = DatumGetTimestampTz(CtasSyncSpiDatum(0, 17));
-	job->stream_id = DatumGetInt64(CtasSyncSpiDatum(0, 18));
-	job->fail_on_ddl = DatumGetBool(CtasSyncSpiDatum(0, 19));
-	job->whole_row = DatumGetBool(CtasSyncSpiDatum(0, 20));
-	job->tupdesc = CtasSyncRecordedTupdesc(job);
-
-	/*
-	 * The owner's catalog, USAGE and user mapping: their loss does not
-	 * heal by itself, and a job retried for ever would hold its slot's WAL.
-	 */
-	CtasSyncFailed = true;
-	job->target.catalog = CtasGetCatalog(serverid, job->owner, true, true);
-	CtasSyncFailed = false;
-	job->apply = CtasCatalogRoutine(job->target.catalog)->sync;
-	if (job->apply == NULL)
-		SYNC_FAIL(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				  errmsg("catalogs of type \"%s\" do not support continuous sync",
-						 CtasCatalogRoutine(job->target.catalog)->type_name));
-	job->target.job_key = psprintf(UINT64_FORMAT "/%u/" INT64_FORMAT,
-								   GetSystemIdentifier(), MyDatabaseId, id);
-	MemoryContextSwitchTo(oldcxt);
-	return job;
-}
-
-/*
- * load_stream
- *		The jobs of stream stream_id that run (copying or streaming), as a
- *		List of SyncJob in job_cxt, in a transaction of the caller's.  NIL
- *		when there is none.
- */
-static List *
-load_stream(int64 stream_id)
-{
-	Oid			argtypes[1] = {INT8OID};
-	Datum		args[1];
-	int64	   *ids;
-	int			n;
-	int			i;
-	List	   *jobs = NIL;
-
-	args[0] = Int64GetDatum(stream_id);
-	spi_exec("SELECT sync_id FROM ctas_fed.syncs WHERE stream_id = $1 "
-			 "AND state IN ('copying', 'streaming') ORDER BY sync_id",
-			 1, argtypes, args, true);
-	n = (int) SPI_processed;
-	ids = palloc(sizeof(int64) * Max(n, 1));
-	for (i = 0; i < n; i++)
-		ids[i] = DatumGetInt64(CtasSyncSpiDatum(i, 1));
-	for (i = 0; i < n; i++)
-	{
-		SyncJob    *job = load_job(ids[i]);
-		MemoryContext oldcxt;
-
-		if (job == NULL)
-			continue;
-		oldcxt = MemoryContextSwitchTo(job_cxt);
-		jobs = lappend(jobs, job);
-		MemoryContextSwitchTo(oldcxt);
-	}
-	loading_id = 0;
-	return jobs;
-}
+static List *held_jobs = NIL;
 
 /*
  * check_source
@@ -488,6 +283,12 @@ check_source(SyncJob *job, bool columns)
 						 job->id),
 				  errdetail("Without it the sync cannot see a schema change of its source in the WAL (docs/sync-schema-changes.md)."),
 				  errhint("ALTER EVENT TRIGGER ctas_fed_schema_changes ENABLE ALWAYS, then create the sync again."));
+	if (!CtasSyncPartitionTriggerOn(job->relid))
+		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				  errmsg("the event trigger \"ctas_fed_partition_drops\" of sync " INT64_FORMAT " is gone or not enabled always",
+						 job->id),
+				  errdetail("Without it the sync cannot see a partition of its source dropped (docs/sync.md, \"Partitioned sources\")."),
+				  errhint("ALTER EVENT TRIGGER ctas_fed_partition_drops ENABLE ALWAYS, then create the sync again."));
 	if (!has_rolreplication(job->owner))
 		SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				  errmsg("the owner of sync " INT64_FORMAT " no longer has the REPLICATION attribute",
@@ -513,179 +314,39 @@ check_source(SyncJob *job, bool columns)
 	relation_close(rel, AccessShareLock);
 }
 
+/* what copy_row needs */
+typedef struct SyncCopyRow
+{
+	SyncJob    *job;
+	SyncEval   *ev;
+	AttrNumber *plain;
+	uint64		rows;
+} SyncCopyRow;
+
 /*
- * set_state
- *		Record the job's state (and error, and applied lsn when valid) in a
- *		transaction of its own.
+ * copy_row
+ *		The row of the query for the source row in slot, if any, given to
+ *		the job's target, in per-tuple memory.
  */
 static void
-set_state(int64 id, const char *state, const char *error, XLogRecPtr lsn)
+copy_row(TupleTableSlot *slot, void *arg)
 {
-	Oid			types[4] = {INT8OID, TEXTOID, TEXTOID, PG_LSNOID};
-	Datum		values[4];
-	char		nulls[4] = {' ', ' ', error ? ' ' : 'n', lsn ? ' ' : 'n'};
-	int			rc;
+	SyncCopyRow *copy = arg;
+	SyncEval   *ev = copy->ev;
+	MemoryContext oldcxt;
 
-	values[0] = Int64GetDatum(id);
-	values[1] = CStringGetTextDatum(state ? state : "");
-	values[2] = error ? CStringGetTextDatum(error) : (Datum) 0;
-	values[3] = LSNGetDatum(lsn);
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	rc = SPI_execute_with_args("UPDATE ctas_fed.syncs SET "
-							   "state = CASE WHEN $2 = '' THEN state ELSE $2 END, "
-							   "finished_at = CASE WHEN $2 = 'failed' "
-							   "THEN pg_catalog.now() END, "
-							   "error = $3, "
-							   "applied_lsn = coalesce($4, applied_lsn) "
-							   "WHERE sync_id = $1 "
-							   "AND state IN ('copying', 'streaming')",
-							   4, types, values, nulls, false, 0);
-	if (rc < 0)
-		elog(ERROR, "could not record the state of sync " INT64_FORMAT, id);
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-}
-
-/*
- * set_stream_error
- *		Record error (NULL: none) in every running job of stream stream_id,
- *		in a transaction of its own: what ended or delays the worker that
- *		runs them all.
- */
-static void
-set_stream_error(int64 stream_id, const char *error)
-{
-	Oid			types[2] = {INT8OID, TEXTOID};
-	Datum		values[2];
-	char		nulls[2] = {' ', error ? ' ' : 'n'};
-
-	values[0] = Int64GetDatum(stream_id);
-	values[1] = error ? CStringGetTextDatum(error) : (Datum) 0;
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET error = $2 "
-							  "WHERE stream_id = $1 "
-							  "AND state IN ('copying', 'streaming') "
-							  "AND error IS DISTINCT FROM $2",
-							  2, types, values, nulls, false, 0) < 0)
-		elog(ERROR, "could not record the error of stream " INT64_FORMAT,
-			 stream_id);
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-}
-
-/*
- * CtasSyncUnpublish
- *		Take table relid out of publication, as user userid, in the current
- *		transaction (stop_sync of one job of a stream, sync/statement.c, or a failed
- *		job here); nothing when it is not, or no longer, in it.  The other
- *		tables of the publication's stream go on.  ereport(ERROR) on
- *		failure.
- */
-void
-CtasSyncUnpublish(const char *publication, Oid relid, Oid userid)
-{
-	Oid			argtypes[2] = {NAMEOID, OIDOID};
-	Datum		values[2];
-	char	   *relname = get_rel_name(relid);
-	Oid			save_userid;
-	int			save_sec;
-	int			nestlevel;
-
-	if (relname == NULL)
-		return;					/* dropped, and with it its membership */
-	values[0] = DirectFunctionCall1(namein, CStringGetDatum(publication));
-	values[1] = ObjectIdGetDatum(relid);
-
-	/* as sync/statement.c's spi_begin_as: no operator of the caller's schemas */
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(userid, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	spi_exec("SELECT FROM pg_catalog.pg_publication_rel pr "
-			 "JOIN pg_catalog.pg_publication p ON p.oid = pr.prpubid "
-			 "WHERE p.pubname = $1 AND pr.prrelid = $2",
-			 2, argtypes, values, true);
-	if (SPI_processed > 0)
-		spi_exec(psprintf("ALTER PUBLICATION %s DROP TABLE ONLY %s",
-						  quote_identifier(publication),
-						  quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-													 relname)),
-				 0, NULL, NULL, false);
-	SPI_finish();
-	AtEOXact_GUC(true, nestlevel);
-	SetUserIdAndSecContext(save_userid, save_sec);
-}
-
-/*
- * fail_job
- *		Mark job id "failed" with error, and take its table out of its
- *		stream's publication, in a transaction of its own, so that the
- *		stream's other jobs go on without it.  Nothing when the job no
- *		longer runs (stopped meanwhile).
- */
-static void
-fail_job(int64 id, const char *error)
-{
-	Oid			types[2] = {INT8OID, TEXTOID};
-	Datum		values[2];
-	char	   *publication = NULL;
-	Oid			source = InvalidOid;
-
-	values[0] = Int64GetDatum(id);
-	values[1] = CStringGetTextDatum(error);
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	spi_exec("UPDATE ctas_fed.syncs SET state = 'failed', error = $2, "
-			 "finished_at = pg_catalog.now() WHERE sync_id = $1 "
-			 "AND state IN ('copying', 'streaming') "
-			 "RETURNING publication, source",
-			 2, types, values, false);
-	if (SPI_processed == 1)
+	oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
+	if (copy->plain != NULL)
+		CtasSyncPlainRow(slot, ev->nexprs, copy->plain, ev->values,
+						 ev->nulls);
+	if (copy->plain != NULL || CtasSyncEvaluate(ev, slot))
 	{
-		publication = CtasSyncSpiText(0, 1);
-		source = DatumGetObjectId(CtasSyncSpiDatum(0, 2));
+		copy->job->apply->copy_row(&copy->job->target, ev->values,
+								   ev->nulls);
+		copy->rows++;
 	}
-	if (publication != NULL)
-		CtasSyncUnpublish(publication, source, GetUserId());
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-}
-
-/*
- * open_target
- *		Connect to the catalog (in a transaction of the caller's) and read
- *		the applied lsn.
- */
-static void
-open_target(SyncJob *job)
-{
-	MemoryContext oldcxt = MemoryContextSwitchTo(job_cxt);
-
-	if (!job->open)
-	{
-		job->apply->open(&job->target);
-		job->open = true;
-	}
-	job->applied = job->apply->applied_lsn(&job->target);
 	MemoryContextSwitchTo(oldcxt);
+	ResetExprContext(ev->econtext);
 }
 
 /*
@@ -706,13 +367,14 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 	int			gucnest;
 	uint64		rows = 0;
 	AttrNumber *plain;
+	SyncCopyRow	copy;
 	bool		rebuilding;
 	TimestampTz at[5];			/* start, slot, catalog, rows, commit */
 
 	at[0] = started;
 	at[1] = GetCurrentTimestamp();
 	check_source(job, true);
-	open_target(job);
+	CtasSyncOpenTarget(job);
 	ev = CtasSyncBuildEval(job);
 	/* plain columns and no WHERE: nothing to evaluate (sync/copy.c) */
 	plain = CtasSyncPlainColumns(job->query, ev->nexprs);
@@ -729,32 +391,34 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 						   SECURITY_RESTRICTED_OPERATION);
 	/* what the owner's code sets ends with the copy (sync/apply.c) */
 	gucnest = NewGUCNestLevel();
-	rel = table_open(job->relid, AccessShareLock);
-	hslot = table_slot_create(rel, NULL);
-	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
-	while (table_scan_getnextslot(scan, ForwardScanDirection, hslot))
+	copy.job = job;
+	copy.ev = ev;
+	copy.plain = plain;
+	copy.rows = 0;
+	rel = relation_open(job->relid, AccessShareLock);
+	/* every partition, as the root's rows (sync/partition.c) */
+	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE)
+		CtasSyncPartitionCopy(job, rel, copy_row, &copy);
+	else
 	{
-		MemoryContext oldcxt;
-
-		CHECK_FOR_INTERRUPTS();
-		oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
-		if (plain != NULL)
-			CtasSyncPlainRow(hslot, ev->nexprs, plain, ev->values, ev->nulls);
-		if (plain != NULL || CtasSyncEvaluate(ev, hslot))
+		hslot = table_slot_create(rel, NULL);
+		scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+		while (table_scan_getnextslot(scan, ForwardScanDirection, hslot))
 		{
-			job->apply->copy_row(&job->target, ev->values, ev->nulls);
-			rows++;
+			CHECK_FOR_INTERRUPTS();
+			copy_row(hslot, &copy);
 		}
-		MemoryContextSwitchTo(oldcxt);
-		ResetExprContext(ev->econtext);
+		table_endscan(scan);
+		ExecDropSingleTupleTableSlot(hslot);
 	}
-	table_endscan(scan);
-	ExecDropSingleTupleTableSlot(hslot);
-	table_close(rel, AccessShareLock);
+	rows = copy.rows;
+	relation_close(rel, AccessShareLock);
 	AtEOXact_GUC(false, gucnest);
 	SetUserIdAndSecContext(save_userid, save_sec);
 	at[3] = GetCurrentTimestamp();
 
+	/* tests: a worker killed with the copy sent and not committed */
+	CtasFaultPointWait("sync_copy_commit");
 	job->apply->commit(&job->target, consistent);
 	CtasSyncCopyEnd(job, rebuilding);
 	at[4] = GetCurrentTimestamp();
@@ -785,14 +449,12 @@ static XLogRecPtr
 do_copy(List *jobs)
 {
 	SyncJob    *first = linitial(jobs);
-	LogicalDecodingContext *ctx;
-	Snapshot	snap;
 	XLogRecPtr	consistent;
 	ListCell   *lc;
 	TimestampTz started = GetCurrentTimestamp();
 
 	foreach(lc, jobs)
-		job_event(lfirst(lc), "copying", NULL);
+		CtasSyncJobEvent(lfirst(lc), "copying", NULL);
 
 	/* a slot of an interrupted copy: begin again */
 	if (SearchNamedReplicationSlot(first->slot_name, true) != NULL)
@@ -804,24 +466,9 @@ do_copy(List *jobs)
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	/* as walsender's CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use') */
-	XactIsoLevel = XACT_REPEATABLE_READ;
-	XactReadOnly = true;
-
-	CheckLogicalDecodingRequirements();
-	ReplicationSlotCreate(first->slot_name, true, RS_EPHEMERAL, false);
-	ctx = CreateInitDecodingContext("pgoutput", NIL, true, InvalidXLogRecPtr,
-									XL_ROUTINE(.page_read = read_local_xlog_page,
-											   .segment_open = wal_segment_open,
-											   .segment_close = wal_segment_close),
-									NULL, NULL, NULL);
-	DecodingContextFindStartpoint(ctx);
-	snap = SnapBuildInitialSnapshot(ctx->snapshot_builder);
-	RestoreTransactionSnapshot(snap, MyProc);
-	consistent = MyReplicationSlot->data.confirmed_flush;
-	FreeDecodingContext(ctx);
-	ReplicationSlotPersist();
-	ReplicationSlotRelease();
+	/* partitions stay those of the slot's snapshot (sync/partition.c) */
+	CtasSyncPartitionLock(jobs);
+	consistent = CtasSyncSlotSnapshot(first->slot_name, true);
 
 	PushActiveSnapshot(GetTransactionSnapshot());
 	foreach(lc, jobs)
@@ -832,56 +479,43 @@ do_copy(List *jobs)
 	return consistent;
 }
 
-/* the slot's confirmed_flush_lsn */
-static XLogRecPtr
-slot_confirmed(const char *slot_name)
-{
-	ReplicationSlot *s;
-	XLogRecPtr	lsn = InvalidXLogRecPtr;
-
-	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
-	s = SearchNamedReplicationSlot(slot_name, false);
-	if (s != NULL)
-	{
-		SpinLockAcquire(&s->mutex);
-		lsn = s->data.confirmed_flush;
-		SpinLockRelease(&s->mutex);
-	}
-	LWLockRelease(ReplicationSlotControlLock);
-	return lsn;
-}
-
 /*
  * leave_stopped
  *		Take out of *jobs the jobs that no longer stream (stopped by
- *		stop_sync or DROP TABLE, or gone), in a transaction connected to
- *		SPI, closing their targets.  The stop of a job whose stream goes on
- *		is told here; that of the stream's last jobs by the resolver, when
- *		it drops the slot (CtasSyncTick).
+ *		stop_sync or DROP TABLE, marked for a resync, or gone), in a
+ *		transaction connected to SPI, closing their targets, and return the
+ *		sync_ids (a List of int64 *, palloc'd) of the stream's jobs to copy
+ *		that neither stream here nor wait for a retry: those of syncs that
+ *		joined the stream, or of resyncs, which the worker copies
+ *		(join_copy).  The stop of a job whose stream goes on is told here;
+ *		that of the stream's last jobs by the resolver, when it drops the
+ *		slot (CtasSyncTick).
  */
-static void
+static List *
 leave_stopped(int64 stream_id, List **jobs)
 {
 	Datum		args[1];
 	List	   *left = NIL;
 	List	   *kept = NIL;
+	List	   *copying = NIL;
 	ListCell   *lc;
 	MemoryContext oldcxt;
+	uint64		i;
 
 	args[0] = Int64GetDatum(stream_id);
-	spi_exec("SELECT sync_id FROM ctas_fed.syncs WHERE stream_id = $1 "
-			 "AND state = 'streaming'",
+	CtasSyncSpiExec("SELECT sync_id, state = 'copying' FROM ctas_fed.syncs "
+			 "WHERE stream_id = $1 AND state IN ('copying', 'streaming')",
 			 1, (Oid[]) {INT8OID}, args, true);
-	oldcxt = MemoryContextSwitchTo(job_cxt);
+	oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
 	foreach(lc, *jobs)
 	{
 		SyncJob    *job = lfirst(lc);
 		bool		streaming = false;
-		uint64		i;
 
 		for (i = 0; i < SPI_processed; i++)
 		{
-			if (DatumGetInt64(CtasSyncSpiDatum(i, 1)) == job->id)
+			if (DatumGetInt64(CtasSyncSpiDatum(i, 1)) == job->id &&
+				!DatumGetBool(CtasSyncSpiDatum(i, 2)))
 				streaming = true;
 		}
 		if (streaming)
@@ -889,87 +523,611 @@ leave_stopped(int64 stream_id, List **jobs)
 		else
 			left = lappend(left, job);
 	}
+	/* copying: read after the transaction (join_all), in CtasSyncJobCxt */
+	for (i = 0; i < SPI_processed; i++)
+	{
+		int64		id = DatumGetInt64(CtasSyncSpiDatum(i, 1));
+		bool		held = false;
+
+		foreach(lc, held_jobs)
+			held |= ((HeldJob *) lfirst(lc))->job->id == id;
+		if (DatumGetBool(CtasSyncSpiDatum(i, 2)) && !held)
+		{
+			int64	   *p = palloc(sizeof(int64));
+
+			*p = id;
+			copying = lappend(copying, p);
+		}
+	}
 	MemoryContextSwitchTo(oldcxt);
 
 	foreach(lc, left)
 	{
 		SyncJob    *job = lfirst(lc);
+		bool		resync = false;
+		ListCell   *lc2;
 
+		foreach(lc2, copying)
+			resync |= *(int64 *) lfirst(lc2) == job->id;
 		if (job->open)
 		{
 			job->apply->close(&job->target);
 			job->open = false;
 		}
+		if (resync)
+			continue;			/* copied again at once (join_copy) */
 		ereport(LOG,
 				(errmsg("ctas_fed sync " INT64_FORMAT ": stopped, leaving stream " INT64_FORMAT,
 						job->id, stream_id)));
 		if (kept != NIL)
 		{
-			job_event(job, "stopped", NULL);
+			CtasSyncJobEvent(job, "stopped", NULL);
 			CtasSyncStatusRelease(job->id);
 		}
 	}
 	*jobs = kept;
+	return copying;
+}
+
+/*
+ * close_job
+ *		Close the target of job if it is open, which rolls back what it did
+ *		not commit; never ERROR.
+ */
+static void
+close_job(SyncJob *job)
+{
+	if (job->open)
+	{
+		job->apply->close(&job->target);
+		job->open = false;
+	}
+}
+
+/*
+ * hold_job
+ *		Take job out of the stream after a transient error of its catalog
+ *		(error), until CTAS_SYNC_RESTART_SECS from now: its target is
+ *		closed, the error recorded in its row (in a transaction of its own),
+ *		and the stream goes on without it.  copying: its join copy failed,
+ *		and is tried again then.  Outside a transaction.  Can ERROR.
+ */
+static void
+hold_job(SyncJob *job, const char *error, bool copying)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
+	HeldJob    *h = palloc0(sizeof(HeldJob));
+
+	close_job(job);
+	h->job = job;
+	h->copying = copying;
+	h->retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											  CTAS_SYNC_RESTART_SECS * 1000);
+	held_jobs = lappend(held_jobs, h);
+	MemoryContextSwitchTo(oldcxt);
+	ereport(LOG,
+			(errmsg("ctas_fed sync " INT64_FORMAT ": catalog \"%s\" failed, retrying in %d s while stream " INT64_FORMAT " goes on",
+					job->id, job->target.catalog->name,
+					CTAS_SYNC_RESTART_SECS, job->stream_id),
+			 errdetail_internal("%s", error)));
+	CtasSyncSetState(job->id, "", error, InvalidXLogRecPtr);
+}
+
+/*
+ * catch_job_error
+ *		In the PG_CATCH of the streaming loop (do_stream): when the error in
+ *		flight was raised by a target call of one job (CtasSyncInTarget) and is not
+ *		one that fails the job for good, it is that job's catalog's: abort
+ *		the local transaction, close the targets of the stream's jobs (the
+ *		remote transactions they did not commit roll back; each applies
+ *		again from its own applied lsn), hold the job out of the stream
+ *		(hold_job), and with it, when the catalog is unreachable (SQLSTATE
+ *		class 08), the stream's other jobs into that catalog, and return
+ *		true.  Otherwise return false, with the error untouched: the caller
+ *		re-throws it, and the worker ends as before.  Can ERROR.
+ */
+static bool
+catch_job_error(List **jobs)
+{
+	SyncJob    *job = CtasSyncInTarget;
+	ErrorData  *edata;
+	List	   *kept = NIL;
+	List	   *hold = NIL;
+	bool		unreachable;
+	ListCell   *lc;
+
+	if (job == NULL || CtasSyncFailed)
+		return false;
+	CtasSyncInTarget = NULL;
+
+	HOLD_INTERRUPTS();
+	MemoryContextSwitchTo(CtasSyncJobCxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	if (MyReplicationSlot != NULL)
+		ReplicationSlotRelease();
+	RESUME_INTERRUPTS();
+	unreachable = ERRCODE_TO_CATEGORY(edata->sqlerrcode) ==
+		ERRCODE_CONNECTION_EXCEPTION;
+
+	foreach(lc, *jobs)
+	{
+		SyncJob    *other = lfirst(lc);
+
+		/* what the others did not commit of the peek rolls back */
+		if (in_peek || other == job)
+			close_job(other);
+		if (other == job ||
+			(unreachable &&
+			 other->target.catalog->serverid == job->target.catalog->serverid))
+			hold = lappend(hold, other);
+		else
+			kept = lappend(kept, other);
+	}
+	*jobs = kept;
+	in_peek = false;
+	if (!list_member_ptr(hold, job))
+		hold = lappend(hold, job);	/* a job being joined */
+	foreach(lc, hold)
+	{
+		SyncJob    *h = lfirst(lc);
+
+		hold_job(h, edata->message, strcmp(h->state, "copying") == 0);
+	}
+	FreeErrorData(edata);
+	return true;
+}
+
+/*
+ * rejoin_held
+ *		The held jobs whose retry is due go back: a streaming one into
+ *		*jobs, read again from its row (its catalog's options may have
+ *		changed; stream_round opens its target, and the job then reads from
+ *		its own applied lsn), a copying one to the joins of the next round.
+ *		Returns whether any came back.  Can ERROR.
+ */
+static bool
+rejoin_held(List **jobs)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	List	   *still = NIL;
+	bool		any = false;
+	ListCell   *lc;
+	MemoryContext oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
+
+	foreach(lc, held_jobs)
+	{
+		HeldJob    *h = lfirst(lc);
+
+		if (h->retry_at > now)
+		{
+			still = lappend(still, h);
+			continue;
+		}
+		if (!h->copying)
+		{
+			SyncJob    *job;
+
+			/* read again: its catalog's options may have changed */
+			MemoryContextSwitchTo(oldcxt);
+			SetCurrentStatementStartTimestamp();
+			StartTransactionCommand();
+			SPI_connect();
+			PushActiveSnapshot(GetTransactionSnapshot());
+			CtasSyncCurrentJob = NULL;
+			job = CtasSyncLoadJob(h->job->id);
+			CtasSyncLoadingId = 0;
+			SPI_finish();
+			PopActiveSnapshot();
+			CommitTransactionCommand();
+			MemoryContextSwitchTo(CtasSyncJobCxt);
+			if (job != NULL)
+				*jobs = lappend(*jobs, job);
+		}
+		any = true;
+	}
+	held_jobs = still;
+	MemoryContextSwitchTo(oldcxt);
+	return any;
+}
+
+/*
+ * held_position
+ *		The position the slot may be advanced to at most while jobs are
+ *		held: the oldest applied lsn of a held streaming job (its
+ *		transactions from there must still be decoded when it comes back),
+ *		or confirmed, the slot's, for one whose applied lsn this worker
+ *		never read (it is at or after the slot's: the slot is never
+ *		advanced past a job's applied lsn).  InvalidXLogRecPtr when none
+ *		is held.
+ */
+static XLogRecPtr
+held_position(XLogRecPtr confirmed)
+{
+	XLogRecPtr	pos = InvalidXLogRecPtr;
+	ListCell   *lc;
+
+	foreach(lc, held_jobs)
+	{
+		HeldJob    *h = lfirst(lc);
+		XLogRecPtr	applied = h->job->applied;
+
+		if (h->copying)
+			continue;
+		if (applied == InvalidXLogRecPtr || applied < confirmed)
+			applied = confirmed;
+		if (pos == InvalidXLogRecPtr || applied < pos)
+			pos = applied;
+	}
+	return pos;
+}
+
+/*
+ * join_copy
+ *		The copy of a job that joined a running stream (a new sync, or a
+ *		resync of one job), as PostgreSQL's tablesync joins an apply
+ *		worker: a temporary slot gives the consistent point X and its
+ *		snapshot, under which the job's table is copied in a remote
+ *		transaction of its own that stores X as its applied lsn; the job is
+ *		then "streaming" and the stream applies to it every source
+ *		transaction that commits at or after X, skipping those before
+ *		(see the head of this file).  Outside a transaction, between two
+ *		rounds of the stream (so that the stream's slot is not advanced
+ *		meanwhile).  Can ERROR; an error of the job's catalog holds it
+ *		(catch_job_error), its copy tried again later.
+ */
+static void
+join_copy(SyncJob *job)
+{
+	char	   *name = psprintf("%sj%u_" INT64_FORMAT, CTAS_SYNC_PREFIX,
+								MyDatabaseId, job->id);
+	TimestampTz started = GetCurrentTimestamp();
+	XLogRecPtr	consistent;
+	XLogRecPtr	confirmed;
+
+	CtasSyncJobEvent(job, "copying", NULL);
+
+	/* the temporary slot of a copy that a crash interrupted */
+	if (SearchNamedReplicationSlot(name, true) != NULL)
+	{
+		StartTransactionCommand();
+		ReplicationSlotDrop(name, true);
+		CommitTransactionCommand();
+	}
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	confirmed = CtasSyncSlotConfirmed(job->slot_name);
+	/* partitions stay those of the slot's snapshot (sync/partition.c) */
+	CtasSyncPartitionLock(list_make1(job));
+	consistent = CtasSyncSlotSnapshot(name, false);
+	if (confirmed > consistent)
+		elog(ERROR, "slot \"%s\" is confirmed at %X/%X, past the consistent point %X/%X of sync " INT64_FORMAT,
+			 job->slot_name, LSN_FORMAT_ARGS(confirmed),
+			 LSN_FORMAT_ARGS(consistent), job->id);
+
+	PushActiveSnapshot(GetTransactionSnapshot());
+	copy_job(job, consistent, started);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+
+	CtasSyncSetState(job->id, "streaming", NULL, consistent);
+	job->state = "streaming";
+	CtasSyncJobEvent(job, "streaming", NULL);
+	ereport(LOG,
+			(errmsg("ctas_fed sync " INT64_FORMAT ": joined stream " INT64_FORMAT " at %X/%X",
+					job->id, job->stream_id, LSN_FORMAT_ARGS(consistent))));
+}
+
+/*
+ * join_all
+ *		Load and copy (join_copy) each job of ids (from leave_stopped), and
+ *		add it to *jobs, streaming.  Outside a transaction.  Can ERROR.
+ */
+static void
+join_all(List *ids, List **jobs)
+{
+	ListCell   *lc;
+
+	foreach(lc, ids)
+	{
+		SyncJob    *job;
+		MemoryContext oldcxt;
+
+		CHECK_FOR_INTERRUPTS();
+		CtasSyncCurrentJob = NULL;
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		job = CtasSyncLoadJob(*(int64 *) lfirst(lc));
+		CtasSyncLoadingId = 0;
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		if (job == NULL || strcmp(job->state, "copying") != 0)
+			continue;
+		if (!CtasSyncStatusAttach(job->id))
+			proc_exit(0);		/* its database is being dropped */
+		CtasSyncStatusLabels(job->target.catalog->name, job->target.schema,
+							 job->target.table, job->slot_name);
+		join_copy(job);
+		oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
+		*jobs = lappend(*jobs, job);
+		MemoryContextSwitchTo(oldcxt);
+	}
+}
+
+/* What the rounds of the streaming loop carry from one to the next */
+typedef struct StreamLoop
+{
+	int64		stream_id;
+	char	   *slot_name;
+	char	   *peek_sql;
+	TimestampTz last_idle_advance;
+	XLogRecPtr	idle_flush;		/* flush position at the last peek that
+								 * brought nothing new */
+	XLogRecPtr	idle_safe;
+	int			peek_limit;		/* rows of the next peek, 0: the setting */
+	List	   *joining;		/* sync_ids to copy after the round */
+	bool		done;			/* no job left */
+} StreamLoop;
+
+/*
+ * stream_round
+ *		One round of the streaming loop: leave the jobs that stopped, open
+ *		the targets not open (of jobs back from a retry, or closed by an
+ *		error), one peek applied to every job, the slot advanced as far as
+ *		every job (held ones too) has applied.  Returns whether the worker
+ *		should sleep before the next round.  Can ERROR.
+ */
+static bool
+stream_round(StreamLoop *sl, List **jobs)
+{
+	Oid			types[2] = {NAMEOID, INT4OID};
+	Datum		args[2];
+	int			peek_changes = sl->peek_limit > 0 ? sl->peek_limit :
+		CtasSyncPeekChanges;
+	XLogRecPtr	flush;
+	XLogRecPtr	insert;
+	XLogRecPtr	advance_to = InvalidXLogRecPtr;
+	XLogRecPtr	confirmed;
+	XLogRecPtr	hold;
+	bool		idle;
+	bool		sleep;
+	Portal		portal;
+	SyncPeekResult peek = {0};
+	TimestampTz peek_at;
+	uint64		nrows = 0;
+	uint64		applied_before = 0;
+	uint64		applied_after = 0;
+	ListCell   *lc;
+
+	/* a check that ctas_fed.verify_sync() asked for (sync/verify.c) */
+	if (*jobs != NIL)
+		CtasSyncVerifyIfAsked(*jobs);
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+
+	/* stopped (stop_sync, DROP TABLE) or gone: leave; joined: copy after */
+	sl->joining = leave_stopped(sl->stream_id, jobs);
+	if (*jobs == NIL)
+	{
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		/*
+		 * None left, or all held by errors of their catalogs: end (the
+		 * resolver starts the worker again, which reads every job anew);
+		 * jobs to copy: copy them.
+		 */
+		sl->done = sl->joining == NIL;
+		return false;
+	}
+	foreach(lc, *jobs)
+		check_source(lfirst(lc), false);
+	foreach(lc, *jobs)
+	{
+		SyncJob    *job = lfirst(lc);
+
+		if (!job->open)
+		{
+			Datum		id[1];
+
+			CtasSyncOpenTarget(job);
+			/* back after a retry: its error is over */
+			id[0] = Int64GetDatum(job->id);
+			CtasSyncSpiExec("UPDATE ctas_fed.syncs SET error = NULL "
+					 "WHERE sync_id = $1 AND error IS NOT NULL "
+					 "AND state IN ('copying', 'streaming')",
+					 1, (Oid[]) {INT8OID}, id, false);
+		}
+		applied_before += job->applied;
+	}
+
+	insert = GetXLogInsertRecPtr();
+	flush = GetFlushRecPtr(NULL);
+	peek_at = GetCurrentTimestamp();
+	args[0] = DirectFunctionCall1(namein, CStringGetDatum(sl->slot_name));
+	if (flush == sl->idle_flush)
+		idle = true;			/* no WAL since the last empty peek */
+	else
+	{
+		/*
+		 * Every call of a decoding function logs "starting logical
+		 * decoding" at LOG: not ten times a second in the server log.
+		 */
+		(void) set_config_option("log_min_messages", "warning",
+								 PGC_SUSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
+		args[1] = Int32GetDatum(peek_changes);
+		portal = SPI_cursor_open_with_args(NULL, sl->peek_sql, 2, types, args,
+										   NULL, true, 0);
+		in_peek = true;
+		CtasSyncApplyPeek(*jobs, portal, &peek);
+		SPI_cursor_close(portal);
+		nrows = peek.nrows;
+		idle = nrows == 0;
+		if (peek.redo)
+		{
+			/* roll the remote transactions back, then read again */
+			foreach(lc, *jobs)
+			{
+				SyncJob    *job = lfirst(lc);
+
+				CtasSyncCurrentJob = job;
+				if (job->open)
+					job->apply->close(&job->target);
+				job->open = false;
+				CtasSyncOpenTarget(job);
+			}
+		}
+		/* the remote transactions are committed, or rolled back */
+		in_peek = false;
+		if (!peek.redo && idle)
+		{
+			sl->idle_flush = flush;
+
+			/*
+			 * The slot may be advanced over WAL that this empty peek read
+			 * whole, but only to a record boundary: a commit record cut by
+			 * the flush position would be skipped for good.  An insert
+			 * position taken before an earlier peek is such a boundary, and
+			 * this peek read up to it when it was flushed before the peek
+			 * began.
+			 */
+			if (sl->idle_safe != InvalidXLogRecPtr && sl->idle_safe <= flush &&
+				TimestampDifferenceExceeds(sl->last_idle_advance, peek_at,
+										   SYNC_IDLE_ADVANCE_MS))
+			{
+				advance_to = sl->idle_safe;
+				sl->last_idle_advance = peek_at;
+			}
+			sl->idle_safe = insert;
+		}
+		else if (!peek.redo)
+		{
+			sl->idle_safe = InvalidXLogRecPtr;
+			advance_to = peek.last_end;
+		}
+	}
+	foreach(lc, *jobs)
+		applied_after += ((SyncJob *) lfirst(lc))->applied;
+
+	/*
+	 * Only after the remote COMMITs: what they hold may be confirmed. The
+	 * slot goes to the end lsn of the last source transaction read (its
+	 * commit record's end): the decoder returns again every transaction
+	 * whose commit record begins at or after the slot's confirmed position,
+	 * and a transaction whose commit record begins exactly at that end is
+	 * one not yet applied (docs/sync-exactly-once.md).  A held job keeps
+	 * it at its own applied lsn.
+	 */
+	confirmed = CtasSyncSlotConfirmed(sl->slot_name);
+	hold = held_position(confirmed);
+	if (hold != InvalidXLogRecPtr && advance_to > hold)
+		advance_to = hold;
+	if (advance_to != InvalidXLogRecPtr && advance_to > confirmed)
+	{
+		/* tests: a crash between the remote commits and the advance */
+		if (!idle)
+			CtasFaultPointWait("sync_before_advance");
+		args[1] = LSNGetDatum(advance_to);
+		CtasSyncSpiExec("SELECT pg_catalog.pg_replication_slot_advance($1, $2)",
+				 2, (Oid[]) {NAMEOID, PG_LSNOID}, args, false);
+	}
+
+	/* a peek that read to the end: all before it is applied */
+	if (idle || (nrows < (uint64) peek_changes && !peek.redo))
+	{
+		foreach(lc, *jobs)
+		{
+			CtasSyncStatusUse(((SyncJob *) lfirst(lc))->id);
+			CtasSyncStatusReport(0, 0, peek_at);
+		}
+	}
+
+	/*
+	 * While a held job keeps the slot back, each peek reads again from its
+	 * position what the other jobs applied already.  A full peek that gave
+	 * them nothing new is read further the next time; one that read to the
+	 * end is not read again before new WAL comes.
+	 */
+	sleep = idle;
+	if (held_jobs == NIL)
+		sl->peek_limit = 0;
+	else if (!idle && !peek.redo && applied_after == applied_before)
+	{
+		if (nrows >= (uint64) peek_changes)
+			sl->peek_limit = peek_changes < INT_MAX / 4 ?
+				peek_changes * 4 : INT_MAX;
+		else
+		{
+			sl->idle_flush = flush;
+			sleep = true;
+		}
+	}
+
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return sleep;
 }
 
 /*
  * do_stream
  *		The streaming phase of the jobs of a stream (a List of SyncJob in
- *		job_cxt, updated as jobs leave), until none is left.
+ *		CtasSyncJobCxt, updated as jobs leave, join and are held), until none is
+ *		left: rounds of stream_round, the joins between them.  An error of
+ *		one job's catalog holds that job (catch_job_error) and the stream
+ *		goes on; any other ends the worker.
  */
 static void
 do_stream(List **jobs)
 {
 	SyncJob    *first = linitial(*jobs);
-	int64		stream_id = first->stream_id;
-	char	   *slot_name = first->slot_name;
-	TimestampTz last_idle_advance = 0;
-	XLogRecPtr	idle_flush = InvalidXLogRecPtr;
-	XLogRecPtr	idle_safe = InvalidXLogRecPtr;
-	char	   *peek_sql;
+	StreamLoop *sl = palloc0(sizeof(StreamLoop));
 	char	   *pubs = pstrdup(quote_identifier(first->publication));
+	TimestampTz slice_start = GetCurrentTimestamp();
+	TimestampTz merge_at = 0;
 	ListCell   *lc;
+
+	sl->stream_id = first->stream_id;
+	sl->slot_name = first->slot_name;
 
 	/*
 	 * $2: ctas_fed.sync_peek_changes, read at each peek; a peek never splits
 	 * a transaction
 	 */
-	peek_sql = psprintf("SELECT lsn, data FROM "
-						"pg_catalog.pg_logical_slot_peek_binary_changes($1, NULL, $2, "
-						"'proto_version', '1', 'publication_names', %s, "
-						"'messages', 'true')",
-						quote_literal_cstr(pubs));
+	sl->peek_sql = psprintf("SELECT lsn, data FROM "
+							"pg_catalog.pg_logical_slot_peek_binary_changes($1, NULL, $2, "
+							"'proto_version', '1', 'publication_names', %s, "
+							"'messages', 'true')",
+							quote_literal_cstr(pubs));
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
+
 	/*
 	 * The columns are not checked against the catalog here: the WAL still
 	 * to read may have been written before a DDL that the catalog shows,
 	 * and the changes committed before it are applied before the job meets
-	 * it (sync/ddl.c, Relation messages in sync/apply.c).
+	 * it (sync/ddl.c, Relation messages in sync/apply.c).  The targets are
+	 * opened by the first round, each job's error its own.
 	 */
 	foreach(lc, *jobs)
-	{
 		check_source(lfirst(lc), false);
-		open_target(lfirst(lc));
-	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
 	for (;;)
 	{
-		Oid			types[2] = {NAMEOID, INT4OID};
-		Datum		args[2];
-		int			peek_changes = CtasSyncPeekChanges;
-		XLogRecPtr	flush;
-		XLogRecPtr	insert;
-		XLogRecPtr	advance_to = InvalidXLogRecPtr;
-		bool		idle;
-		Portal		portal;
-		SyncPeekResult peek = {0};
-		TimestampTz peek_at;
-		uint64		nrows = 0;
+		volatile bool sleep = false;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -977,126 +1135,66 @@ do_stream(List **jobs)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-		/* a check that ctas_fed.verify_sync() asked for (sync/verify.c) */
-		CtasSyncVerifyIfAsked(*jobs);
+		if (rejoin_held(jobs))
+			sl->idle_flush = InvalidXLogRecPtr;
 
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		SPI_connect();
-		PushActiveSnapshot(GetTransactionSnapshot());
-
-		/* stopped (stop_sync, DROP TABLE) or gone: leave; none left: end */
-		leave_stopped(stream_id, jobs);
-		if (*jobs == NIL)
+		CtasSyncInTarget = NULL;
+		PG_TRY();
 		{
-			SPI_finish();
-			PopActiveSnapshot();
-			CommitTransactionCommand();
+			sleep = stream_round(sl, jobs);
+			if (sl->joining != NIL)
+			{
+				join_all(sl->joining, jobs);
+				list_free_deep(sl->joining);
+				sl->joining = NIL;
+				sl->idle_flush = InvalidXLogRecPtr;
+			}
+		}
+		PG_CATCH();
+		{
+			if (!catch_job_error(jobs))
+				PG_RE_THROW();
+			sl->idle_flush = InvalidXLogRecPtr;
+			sleep = *jobs == NIL;
+		}
+		PG_END_TRY();
+		if (sl->done)
 			return;
-		}
-		foreach(lc, *jobs)
-			check_source(lfirst(lc), false);
-
-		insert = GetXLogInsertRecPtr();
-		flush = GetFlushRecPtr(NULL);
-		peek_at = GetCurrentTimestamp();
-		args[0] = DirectFunctionCall1(namein, CStringGetDatum(slot_name));
-		if (flush == idle_flush)
-			idle = true;		/* no WAL since the last empty peek */
-		else
-		{
-			/*
-			 * Every call of a decoding function logs "starting logical
-			 * decoding" at LOG: not ten times a second in the server log.
-			 */
-			(void) set_config_option("log_min_messages", "warning",
-									 PGC_SUSET, PGC_S_SESSION,
-									 GUC_ACTION_LOCAL, true, 0, false);
-			args[1] = Int32GetDatum(peek_changes);
-			portal = SPI_cursor_open_with_args(NULL, peek_sql, 2, types, args,
-											   NULL, true, 0);
-			CtasSyncApplyPeek(*jobs, portal, &peek);
-			SPI_cursor_close(portal);
-			nrows = peek.nrows;
-			idle = nrows == 0;
-			if (peek.redo)
-			{
-				/* roll the remote transactions back, then read again */
-				foreach(lc, *jobs)
-				{
-					SyncJob    *job = lfirst(lc);
-
-					CtasSyncCurrentJob = job;
-					if (job->open)
-						job->apply->close(&job->target);
-					job->open = false;
-					open_target(job);
-				}
-			}
-			else if (idle)
-			{
-				idle_flush = flush;
-
-				/*
-				 * The slot may be advanced over WAL that this empty peek read
-				 * whole, but only to a record boundary: a commit record cut
-				 * by the flush position would be skipped for good.  An
-				 * insert position taken before an earlier peek is such a
-				 * boundary, and this peek read up to it when it was flushed
-				 * before the peek began.
-				 */
-				if (idle_safe != InvalidXLogRecPtr && idle_safe <= flush &&
-					TimestampDifferenceExceeds(last_idle_advance, peek_at,
-											   SYNC_IDLE_ADVANCE_MS))
-				{
-					advance_to = idle_safe;
-					last_idle_advance = peek_at;
-				}
-				idle_safe = insert;
-			}
-			else
-			{
-				idle_safe = InvalidXLogRecPtr;
-				advance_to = peek.last_end;
-			}
-		}
-
-		/*
-		 * Only after the remote COMMITs: what they hold may be confirmed.
-		 * The slot goes to the end lsn of the last source transaction read
-		 * (its commit record's end): the decoder returns again every
-		 * transaction whose commit record begins at or after the slot's
-		 * confirmed position, and a transaction whose commit record begins
-		 * exactly at that end is one not yet applied
-		 * (docs/sync-exactly-once.md).
-		 */
-		if (advance_to != InvalidXLogRecPtr &&
-			advance_to > slot_confirmed(slot_name))
-		{
-			/* tests: a crash between the remote commits and the advance */
-			if (!idle)
-				CtasFaultPointWait("sync_before_advance");
-			args[1] = LSNGetDatum(advance_to);
-			spi_exec("SELECT pg_catalog.pg_replication_slot_advance($1, $2)",
-					 2, (Oid[]) {NAMEOID, PG_LSNOID}, args, false);
-		}
-
-		/* a peek that read to the end: all before it is applied */
-		if (idle || (nrows < (uint64) peek_changes && !peek.redo))
-		{
-			foreach(lc, *jobs)
-			{
-				CtasSyncStatusUse(((SyncJob *) lfirst(lc))->id);
-				CtasSyncStatusReport(0, 0, peek_at);
-			}
-		}
-
-		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
 		pgstat_report_stat(false);
 
-		if (idle)
+		/*
+		 * Other default streams of the database (of syncs made before 0.3)
+		 * merge into the oldest, between two of its rounds (sync/merge.c);
+		 * looked for about every SYNC_MERGE_MS.
+		 */
+		if (TimestampDifferenceExceeds(merge_at, GetCurrentTimestamp(),
+									   SYNC_MERGE_MS))
+		{
+			merge_at = GetCurrentTimestamp();
+			if (CtasSyncMergeStreams(sl->stream_id, first->publication,
+									 sl->slot_name, jobs))
+			{
+				sl->idle_flush = InvalidXLogRecPtr;
+				merge_at = 0;	/* another one may follow */
+			}
+		}
+
+		/* a time slice served, and a stream waits for the pool: yield */
+		if (TimestampDifferenceExceeds(slice_start, GetCurrentTimestamp(),
+									   CTAS_SYNC_SLICE_MS))
+		{
+			slice_start = GetCurrentTimestamp();
+			if (CtasSyncPoolWaited())
+			{
+				ereport(LOG,
+						(errmsg("ctas_fed sync " INT64_FORMAT ": yielding to a stream that waits for a sync worker",
+								sl->stream_id)));
+				stream_yielded = true;
+				return;
+			}
+		}
+
+		if (sleep)
 		{
 			(void) WaitLatch(MyLatch,
 							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -1148,19 +1246,12 @@ close_targets(List *jobs)
 static void
 pin_text_settings(void)
 {
-	static const char *const pinned[][2] = {
-		{"datestyle", "ISO, MDY"},
-		{"intervalstyle", "postgres"},
-		{"extra_float_digits", "3"},
-		{"bytea_output", "hex"},
-		{"timezone", "UTC"},
-		{"lc_monetary", "C"},
-	};
 	int			i;
 
-	for (i = 0; i < lengthof(pinned); i++)
-		SetConfigOption(pinned[i][0], pinned[i][1], PGC_SUSET,
-						PGC_S_OVERRIDE);
+	/* the list is shared with the event triggers (sync/partition.c) */
+	for (i = 0; i < CtasSyncNTextSettings; i++)
+		SetConfigOption(CtasSyncTextSettings[i][0], CtasSyncTextSettings[i][1],
+						PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 /*
@@ -1174,7 +1265,6 @@ ctas_fed_sync_main(Datum main_arg)
 	int64		stream_id = DatumGetInt64(main_arg);
 	Oid			dboid;
 	LOCKTAG		tag;
-	List	   *volatile jobs = NIL;
 
 	memcpy(&dboid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -1191,7 +1281,7 @@ ctas_fed_sync_main(Datum main_arg)
 	SetConfigOption("search_path", "", PGC_SUSET, PGC_S_OVERRIDE);
 	pin_text_settings();
 
-	job_cxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed sync job",
+	CtasSyncJobCxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed sync job",
 									ALLOCSET_DEFAULT_SIZES);
 
 	/* one worker per stream: a session lock that goes with the process */
@@ -1199,10 +1289,19 @@ ctas_fed_sync_main(Datum main_arg)
 						 (uint32) stream_id, CTAS_LOCKTAG_SYNC);
 	if (LockAcquire(&tag, ExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
 		proc_exit(0);
+	/* a slot of the pool of ctas_fed.max_sync_workers (sync/tick.c) */
+	if (CtasSyncPoolTake() < 0)
+	{
+		ereport(DEBUG1,
+				(errmsg_internal("ctas_fed sync " INT64_FORMAT ": no slot of the pool is free",
+								 stream_id)));
+		proc_exit(0);
+	}
 
 	PG_TRY();
 	{
 		List	   *loaded;
+		List	   *streaming = NIL;
 		bool		copying = false;
 		char	   *lost;
 		ListCell   *lc;
@@ -1211,8 +1310,8 @@ ctas_fed_sync_main(Datum main_arg)
 		StartTransactionCommand();
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		loaded = load_stream(stream_id);
-		jobs = loaded;
+		loaded = CtasSyncLoadStream(stream_id);
+		stream_jobs = loaded;
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
@@ -1226,14 +1325,32 @@ ctas_fed_sync_main(Datum main_arg)
 								 job->target.table, job->slot_name);
 			if (strcmp(job->state, "copying") == 0)
 				copying = true;
+			else
+				streaming = lappend(streaming, job);
 		}
+
+		/*
+		 * Jobs to copy in a stream that streams: they join it, each under
+		 * a temporary slot of its own (join_copy, in do_stream's first
+		 * round).  Otherwise (a new stream, or one whose first copy was
+		 * interrupted, or whose slot is gone) all are copied under the
+		 * stream's new slot.
+		 */
+		if (copying && streaming != NIL &&
+			SearchNamedReplicationSlot(((SyncJob *) linitial(loaded))->slot_name,
+									   true) != NULL)
+		{
+			loaded = streaming;
+			copying = false;
+		}
+		stream_jobs = loaded;
 
 		/* a lost slot: copy again (sync/resync.c) */
 		if (!copying && loaded != NIL &&
 			(lost = CtasSyncResyncIfLost(loaded)) != NULL)
 		{
 			foreach(lc, loaded)
-				job_event(lfirst(lc), "resyncing", lost);
+				CtasSyncJobEvent(lfirst(lc), "resyncing", lost);
 			copying = true;
 		}
 		/* a job to copy copies them all, under one new slot */
@@ -1245,35 +1362,35 @@ ctas_fed_sync_main(Datum main_arg)
 			{
 				SyncJob    *job = lfirst(lc);
 
-				set_state(job->id, "streaming", NULL, consistent);
+				CtasSyncSetState(job->id, "streaming", NULL, consistent);
 				job->state = "streaming";
-				job_event(job, "streaming", NULL);
+				CtasSyncJobEvent(job, "streaming", NULL);
 			}
 		}
 		if (loaded != NIL)
 		{
-			set_stream_error(stream_id, NULL);
-			do_stream(&loaded);
-			jobs = loaded;
+			CtasSyncSetStreamError(stream_id, NULL);
+			stream_jobs = loaded;
+			do_stream(&stream_jobs);
 		}
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata;
 		SyncJob    *failed = CtasSyncFailed ? CtasSyncCurrentJob : NULL;
-		int64		failed_id = failed ? failed->id : loading_id;
+		int64		failed_id = failed ? failed->id : CtasSyncLoadingId;
 		bool		others = false;
 		ListCell   *lc;
 
 		HOLD_INTERRUPTS();
-		MemoryContextSwitchTo(job_cxt);
+		MemoryContextSwitchTo(CtasSyncJobCxt);
 		edata = CopyErrorData();
 		EmitErrorReport();
 		FlushErrorState();
 		AbortOutOfAnyTransaction();
 		if (MyReplicationSlot != NULL)
 			ReplicationSlotRelease();
-		close_targets(jobs);
+		close_targets(stream_jobs);
 		RESUME_INTERRUPTS();
 
 		/*
@@ -1281,20 +1398,46 @@ ctas_fed_sync_main(Datum main_arg)
 		 * the worker again for the others.  Any other error is the
 		 * stream's: its jobs are tried again.
 		 */
-		if (CtasSyncFailed && failed_id != 0)
+		/* a partition attached, detached or dropped (sync/partition.c) */
+		if (CtasSyncResyncWanted && !CtasSyncFailed)
 		{
-			fail_job(failed_id, edata->message);
+			/* the jobs of the source whose partition changed */
+			Oid			source = CtasSyncCurrentJob ?
+				CtasSyncCurrentJob->relid : InvalidOid;
+
+			CtasSyncPartitionResync(stream_id, source, edata->message);
+			foreach(lc, stream_jobs)
+			{
+				SyncJob    *job = lfirst(lc);
+
+				if (!OidIsValid(source) || job->relid == source)
+					CtasSyncJobEvent(job, "resyncing", edata->message);
+			}
+		}
+		else if (CtasSyncFailed && failed_id != 0)
+		{
+			CtasSyncFailJob(failed_id, edata->message);
+			/* a schema change it could not follow: recorded (sync/follow.c) */
+			if (failed != NULL && failed->schema_failed_at != InvalidXLogRecPtr)
+				CtasSyncRecordSchemaFailure(failed, edata->message);
 			if (failed != NULL)
-				job_event(failed, "failed", edata->message);
-			foreach(lc, jobs)
+				CtasSyncJobEvent(failed, "failed", edata->message);
+			foreach(lc, stream_jobs)
 				others |= ((SyncJob *) lfirst(lc))->id != failed_id;
+			others |= held_jobs != NIL;
 		}
 		else
-			set_stream_error(stream_id, edata->message);
+			CtasSyncSetStreamError(stream_id, edata->message);
 		proc_exit(CtasSyncFailed && !others ? 0 : 1);
 	}
 	PG_END_TRY();
 
-	close_targets(jobs);
-	proc_exit(0);
+	close_targets(stream_jobs);
+
+	/*
+	 * Jobs held by their catalogs, or a stream that yielded to another:
+	 * the stream goes on in a later worker, which keeps the jobs' status
+	 * entries (sync/status.c) only after an exit that is not 0.
+	 */
+	proc_exit(held_jobs != NIL || stream_yielded ? 1 : 0);
 }

@@ -24,7 +24,9 @@
 # stops them on exit.  Wall clock: the statement by psql's \timing; the
 # pipe, the whole pipeline.  CPU seconds (user + system, lib.sh's sampler):
 # the PostgreSQL cluster's process tree, each clickhouse-server, and the
-# client processes.  Output: one line per run, then the ratios.
+# client processes.  The load average (1 minute, /proc/loadavg) before and
+# after each run is printed beside it: other work on the machine moves the
+# wall clock.  Output: one line per run, then the ratios.
 
 set -u -o pipefail
 
@@ -227,7 +229,9 @@ for n in $rows_list; do
 					chq "$i" "$local_ddl" && chq "$i" "$dist_ddl" || die "pipe DDL"
 				done
 			fi
+			la0=$(cut -d' ' -f1 /proc/loadavg)
 			line=$(timed "$m" "$n") || die "$m failed at $n rows"
+			la1=$(cut -d' ' -f1 /proc/loadavg)
 			if [ "$m" = single ]; then
 				count=$(chq 1 "SELECT count() FROM bench.t")
 			else
@@ -235,10 +239,10 @@ for n in $rows_list; do
 				split="$(chq 1 'SELECT count() FROM bench.t_local') + $(chq 2 'SELECT count() FROM bench.t_local')"
 			fi
 			[ "$count" = "$n" ] || die "$m: bench.t holds $count rows, not $n"
-			echo "$n $m $r $line" >> "$results"
+			echo "$n $m $r $line $la0 $la1" >> "$results"
 			read -r secs pg c1 c2 cl <<< "$line"
-			printf '   %-8s %-10s run %s: %7.3f s  CPU s: PostgreSQL %s, ClickHouse 1 %s, ClickHouse 2 %s, clients %s%s\n' \
-				"$n" "$m" "$r" "$secs" "$pg" "$c1" "$c2" "$cl" \
+			printf '   %-8s %-10s run %s: %7.3f s  (load average %s -> %s)  CPU s: PostgreSQL %s, ClickHouse 1 %s, ClickHouse 2 %s, clients %s%s\n' \
+				"$n" "$m" "$r" "$secs" "$la0" "$la1" "$pg" "$c1" "$c2" "$cl" \
 				"$([ "$m" != single ] && echo "  (rows per shard: $split)")"
 		done
 	done
@@ -248,14 +252,15 @@ drop_all > /dev/null
 
 echo
 awk '
-	{ k = $1 SUBSEP $2; if (!(k in best) || $4 < best[k]) { best[k] = $4; cpu[k] = $5 + $6 + $7 + $8 }
+	{ k = $1 SUBSEP $2; if (!(k in best) || $4 < best[k]) { best[k] = $4; cpu[k] = $5 + $6 + $7 + $8; la[k] = $9 "-" $10 }
 	  if (!($1 in seen)) { seen[$1] = 1; sizes[++ns] = $1 } }
 	END {
 		for (i = 1; i <= ns; i++) {
 			n = sizes[i]
-			printf "%d rows: cluster %.2f s (%.2f CPU s), single server %.2f s (%.2f CPU s), Distributed pipe %.2f s (%.2f CPU s)\n",
-				n, best[n, "cluster"], cpu[n, "cluster"], best[n, "single"], cpu[n, "single"],
-				best[n, "dist_pipe"], cpu[n, "dist_pipe"]
+			printf "%d rows: cluster %.2f s (%.2f CPU s, load %s), single server %.2f s (%.2f CPU s, load %s), Distributed pipe %.2f s (%.2f CPU s, load %s)\n",
+				n, best[n, "cluster"], cpu[n, "cluster"], la[n, "cluster"],
+				best[n, "single"], cpu[n, "single"], la[n, "single"],
+				best[n, "dist_pipe"], cpu[n, "dist_pipe"], la[n, "dist_pipe"]
 			printf "%d rows: cluster vs single server: %.2fx the speed, %.2fx the CPU; cluster vs Distributed pipe: %.2fx the speed, %.2fx the CPU\n",
 				n, best[n, "single"] / best[n, "cluster"], cpu[n, "cluster"] / cpu[n, "single"],
 				best[n, "dist_pipe"] / best[n, "cluster"], cpu[n, "cluster"] / cpu[n, "dist_pipe"]

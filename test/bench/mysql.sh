@@ -137,8 +137,9 @@ insert_select="format('(%s,%L,%s,%s,%L,%s,%L,%L)', id, label, amount, ratio,
 # the peak RssAnon (kB) of a process until it exits, into a file
 sample_mem()
 {
-	local pid=$1 out=$2 max=0 v
-	while [ -d "/proc/$pid" ]; do
+	local pid=$1 out=$2 client=$3 max=0 v
+	# until the backend exits, or its client (a reused pid is not ours)
+	while [ -d "/proc/$pid" ] && kill -0 "$client" 2> /dev/null; do
 		v=$(awk '/^RssAnon:/ { print $2 }' "/proc/$pid/status" 2> /dev/null)
 		[ -n "$v" ] && [ "$v" -gt "$max" ] && max=$v
 		echo "$max" > "$out.tmp" && mv "$out.tmp" "$out"
@@ -172,7 +173,7 @@ run_method()
 				[ -s "$work/ctas.out" ] && break
 				sleep 0.02
 			done
-			sample_mem "$(head -n 1 "$work/ctas.out")" "$work/mem" &
+			sample_mem "$(head -n 1 "$work/ctas.out")" "$work/mem" "$ps" &
 			local sampler=$!
 			wait "$ps" || { cat "$work/ctas.out" >&2; return 1; }
 			wall=$(awk '/^Time:/ { t = $2 } END { printf "%.3f", t / 1000 }' "$work/ctas.out")

@@ -91,7 +91,7 @@ invariant('shard down', 'down', 0);
 
 my ($h, $hout, $herr) = start_psql($local,
 	q{CREATE TABLE ring.dw.killed WITH (primary_key = 'id')
-	  AS SELECT id, label FROM src, LATERAL (SELECT pg_sleep(0.002)) s});
+	  AS SELECT id, label FROM src, LATERAL (SELECT pg_sleep(0.002) WHERE src.id > 0) s});
 ok(wait_until(30, sub { stage_on($sh[1]) > 0 }),
 	'killed: the load has a staging table on shard 2');
 $sh[1]->crash;

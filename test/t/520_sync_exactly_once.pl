@@ -3,7 +3,8 @@
 
 # Exactly once at the LSN boundaries (docs/sync-exactly-once.md), into both
 # targets at once: one insert-only source table synced into PostgreSQL and
-# into ClickHouse (two streams, two slots, two workers).  Several writer
+# into ClickHouse (two streams, stream = 'ch' for the second: two slots, two
+# workers).  Several writer
 # sessions hold overlapping transactions open and commit them one after
 # the other, so that their commit records lie next to each other in the WAL
 # (one's end lsn is the next one's commit lsn, which pg_walinspect shows);
@@ -43,7 +44,7 @@ CREATE EXTENSION pg_walinspect;
 -- a per-change write log: every row inserted once, never changed
 CREATE TABLE wlog (id bigint PRIMARY KEY, writer int, round int, note text);
 CREATE TABLE wh.public.wlog WITH (sync = 'continuous') AS SELECT * FROM wlog;
-CREATE TABLE lake.dw.wlog WITH (sync = 'continuous') AS SELECT * FROM wlog;
+CREATE TABLE lake.dw.wlog WITH (sync = 'continuous', stream = 'ch') AS SELECT * FROM wlog;
 });
 
 sub streaming
@@ -202,7 +203,8 @@ is(sync_writes($ch, 'wlog'), "$next $next 0",
 	'crash, ClickHouse: every row written exactly once');
 is(sync_writes_conflicts($ch, 'wlog'), 0, 'ClickHouse: no version written with two rows');
 
-# 4. a stream of two jobs (create_tables_as), each with its own applied lsn:
+# 4. a stream of more jobs (create_tables_as of two tables joins the stream
+# of wlog, into each remote), each with its own applied lsn:
 # a crash after the first job's remote commit and before the second's; the
 # worker started again skips, for each job, what that job applied
 $local->safe_psql('postgres', q{
@@ -211,7 +213,7 @@ CREATE TABLE pb (id bigint PRIMARY KEY, writer int, round int, note text);
 SELECT count(*) FROM ctas_fed.create_tables_as('wh', 'public',
   tables => ARRAY['pa', 'pb']::regclass[], options => '{"sync": "continuous"}');
 SELECT count(*) FROM ctas_fed.create_tables_as('lake', 'dw',
-  tables => ARRAY['pa', 'pb']::regclass[], options => '{"sync": "continuous"}');
+  tables => ARRAY['pa', 'pb']::regclass[], options => '{"sync": "continuous", "stream": "ch"}');
 });
 ok(wait_until(120, sub { streaming() eq '6' }), 'two streams of two jobs reach streaming');
 for my $t ('pa', 'pb')

@@ -505,9 +505,15 @@ $want = sql_digest($local, 'postgres', 'SELECT * FROM lr_src');
 ok(wait_until(90, sub { sql_digest($remote, 'dw', 'SELECT * FROM public.lr') eq $want }),
 	'lost reply (stream): the remote equals the source');
 $local->safe_psql('postgres', q{SELECT ctas_fed.stop_sync('whp.public.lr')});
+# the slot is the stream's: it goes with the stream's last running sync
 ok(wait_until(30, sub { $local->safe_psql('postgres', q{
 	  SELECT count(*) FROM pg_replication_slots r JOIN ctas_fed.syncs s USING (slot_name)
-	   WHERE s.remote_table = 'lr'}) eq '0' }), 'lost reply: no slot left after stop_sync');
+	   WHERE s.remote_table = 'lr'
+	     AND NOT EXISTS (SELECT FROM ctas_fed.syncs o WHERE o.stream_id = s.stream_id
+	                        AND o.state IN ('copying', 'streaming'))}) eq '0'
+	  && $local->safe_psql('postgres', q{
+	  SELECT count(*) FROM pg_publication_tables WHERE tablename = 'lr_src'}) eq '0' }),
+	'lost reply: stop_sync leaves no slot of its own, and its table leaves the publication');
 is(remote('SELECT count(*) FROM pg_prepared_xacts'), '0', 'no prepared transaction left');
 
 # ---------------------------------------------------------------------------
@@ -537,7 +543,7 @@ $local->safe_psql('postgres', q{
   UPDATE ctas_fed.syncs SET error = NULL WHERE remote_table = 'o_sync';
   SELECT pg_terminate_backend(pid) FROM pg_stat_activity
    WHERE backend_type = 'ctas_fed sync'
-     AND application_name = (SELECT 'ctas_fed sync ' || sync_id FROM ctas_fed.syncs WHERE remote_table = 'o_sync');});
+     AND application_name = (SELECT 'ctas_fed sync ' || stream_id FROM ctas_fed.syncs WHERE remote_table = 'o_sync');});
 ok(wait_until(30, sub { $local->safe_psql('postgres', q{
 	  SELECT coalesce(error, '') FROM ctas_fed.syncs WHERE remote_table = 'o_sync'}) =~ $owned }),
 	'shared progress table: granted privileges on it change nothing');

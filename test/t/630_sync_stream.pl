@@ -370,12 +370,12 @@ is($local->safe_psql('postgres', q{
 # a DDL on a column that b reads: b fails, c goes on
 $local->safe_psql('postgres', q{
   INSERT INTO shop.b VALUES (6000000, 'before ddl', 0);
-  ALTER TABLE shop.b ALTER COLUMN v TYPE varchar(40);
+  ALTER TABLE shop.b ALTER COLUMN v TYPE char(40);
   INSERT INTO shop.b VALUES (6000001, 'after ddl', 0);
   INSERT INTO shop.c VALUES (6000000, 'with ddl', 0);});
 ok(wait_until(60, sub { state_of('b') eq 'failed' }), 'DDL: that job failed');
 like($local->safe_psql('postgres', q{SELECT error FROM ctas_fed.syncs WHERE remote_table = 'b'}),
-	qr/column "v" of table "shop.b" read by sync \d+ changed its type: ALTER TABLE/,
+	qr/column "v" of table "shop.b" read by sync \d+ changed its type from text to character\(40\), which changes values the sync cannot send again: ALTER TABLE/,
 	'DDL: the error names the column');
 is($remote->safe_psql('dw', q{SELECT string_agg(v, ',' ORDER BY id) FROM public.b WHERE id >= 6000000}),
 	'before ddl', 'DDL: what came before it was applied, nothing after');
@@ -408,8 +408,8 @@ is($local->safe_psql('postgres', q{
 is($remote->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0',
 	'no prepared transaction left on the remote');
 
-# ctas_fed.max_syncs_per_role counts a stream once: it bounds the workers
-# and slots a role holds, and the tables of one call share them
+# ctas_fed.max_syncs_per_role counts a create_tables_as call once, and a
+# CTAS once: the tables of one call are one sync there
 $local->safe_psql('postgres', q{
 CREATE TABLE shop.mine2 (id int PRIMARY KEY, v text);
 ALTER TABLE shop.mine2 OWNER TO syncer;
@@ -428,12 +428,12 @@ is($err, '', 'max_syncs_per_role = 2: the call of two tables counted once');
 ($rc, $out, $err) = $local->psql('postgres', qq{$as_syncer
 CREATE TABLE wh.public.mine4 WITH (sync = 'continuous') AS SELECT * FROM shop.mine});
 like($err, qr/too many continuous syncs for role "syncer"/,
-	'max_syncs_per_role = 2: a third stream is refused');
+	'max_syncs_per_role = 2: a third sync is refused');
 ok(wait_until(60, sub {
 	$local->safe_psql('postgres',
 		"SELECT count(*) FROM ctas_fed.syncs WHERE state = 'streaming'") eq '3' }),
 	'the three tables of the role stream');
-is(our_slots(), '2', 'two streams, two slots');
+is(our_slots(), '1', 'the CTAS joined the stream of the call: one slot');
 $local->safe_psql('postgres', q{
   SELECT ctas_fed.stop_sync('wh.public.mine');
   SELECT ctas_fed.stop_sync('wh.public.mine2');

@@ -200,10 +200,6 @@ is(psql_ok(q{SELECT state || ' ' || rows FROM ctas_fed.jobs WHERE target LIKE '%
 	"failed 200\ncommitted 4800", 'jobs of the streaming loads');
 clean('streaming');
 
-# --- not supported for MySQL catalogs
-psql_fails(q{CREATE TABLE shop.shop.par WITH (parallel = 2) AS SELECT * FROM src}, qr/parallel loads are not supported for MySQL catalogs/, 'parallel');
-psql_fails(q{CREATE TABLE shop.shop.syn WITH (sync = 'continuous', primary_key = 'id') AS SELECT id FROM src}, qr/catalogs of type "mysql" do not support continuous sync/, 'sync');
-
 # --- remote_tables
 is(psql_ok(q{SELECT string_agg(name, ',' ORDER BY name) FROM ctas_fed.remote_tables('shop', 'shop')}, 'remote_tables'),
 	'cols,exe,into1,nodata,ov,st,t1,types', 'remote_tables');

@@ -2110,7 +2110,10 @@ sub start_mariadb
 	my @runas = $as_root ? ('runuser', '-u', 'mysql', '--') : ();
 	chmod 0755, $dir;
 	mkdir "$dir/data" or croak "mkdir $dir/data: $!";
-	system('chown', 'mysql:mysql', "$dir/data") if $as_root;
+	# a tmpdir of its own: a server that starts removes the temporary
+	# tables it finds in its tmpdir, another server's too
+	mkdir "$dir/tmp" or croak "mkdir $dir/tmp: $!";
+	system('chown', 'mysql:mysql', "$dir/data", "$dir/tmp") if $as_root;
 
 	my $self = bless {
 		port     => $port,
@@ -2127,7 +2130,7 @@ sub start_mariadb
 	}, 'CtasFed::Test::MariaDB';
 
 	IPC::Run::run([ @runas, $install, '--no-defaults',
-			"--datadir=$self->{datadir}",
+			"--datadir=$self->{datadir}", "--tmpdir=$dir/tmp",
 			'--auth-root-authentication-method=normal', '--skip-test-db' ],
 		'>', "$dir/install.log", '2>&1', '<', \undef)
 	  or croak "mariadb-install-db failed:\n" . _tail("$dir/install.log", 30);
@@ -2197,7 +2200,7 @@ sub _start
 			'--bind-address=127.0.0.1',        "--pid-file=$self->{pid_file}",
 			"--log-error=$dir/data/error.log", '--skip-name-resolve',
 			'--innodb-buffer-pool-size=64M',   '--max-connections=200',
-			'--skip-log-bin'
+			'--skip-log-bin',                  "--tmpdir=$dir/tmp"
 		],
 		'<', \undef, '>', "$dir/server.out", '2>', "$dir/server.err");
 	$self->{run} = $h;

@@ -22,6 +22,7 @@ OBJS = \
 	src/clickhouse/client.o \
 	src/clickhouse/cluster.o \
 	src/clickhouse/ddl.o \
+	src/clickhouse/record.o \
 	src/clickhouse/resolve.o \
 	src/clickhouse/rowbinary.o \
 	src/clickhouse/shardkey.o \

@@ -17,7 +17,8 @@
  *				EXPLAIN, listing, and the routine CtasClickHouseTarget
  *	cluster.c	cluster catalogs: shards, the sharding key, routing, the
  *				per-shard and Distributed tables of a load
- *	xact.c		pre_commit, post_commit, abort, subxact; durable records
+ *	xact.c		pre_commit, post_commit, abort, subxact
+ *	record.c	the durable records of the transactions
  *	resolve.c	recovery from the durable records
  *	sync.c		continuous sync: the apply side (CtasChSyncApply)
  *	verify.c	continuous sync: verify_sync()
@@ -487,11 +488,16 @@ extern void CtasChSyncFetchKept(CtasChHttp *http, CtasSyncTarget *t,
 								List *rows);
 extern void CtasChPutValue(ChEnc *e, StringInfo buf, Datum v, bool isnull);
 
-/* in xact.c */
-extern void CtasChCheckVersion(CtasChHttp *http);
+/* in record.c */
 extern const char *const CtasChActionNames[CH_DROP + 1];
 extern pg_crc32c CtasChRecordCrc(const char *data, size_t len);
+extern char *CtasChRecordGid(ChXact *xs);
 extern void CtasChRecordWrite(CtasParticipant *part, ChXact *xs);
+extern void CtasChRecordRelease(void *arg);
+extern void CtasChRecordRemove(ChXact *xs);
+
+/* in xact.c */
+extern void CtasChCheckVersion(CtasChHttp *http);
 extern ChXact *CtasChXact(CtasParticipant *part);
 extern CtasChHttp *CtasChActionHttp(ChXact *xs, ChAction *a);
 extern bool CtasChCleanupFailed;

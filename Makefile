@@ -61,6 +61,7 @@ OBJS = \
 	src/postgres/typemap.o \
 	src/postgres/verify.o \
 	src/postgres/writer.o \
+	src/postgres/xact.o \
 	src/sqlfuncs.o \
 	src/sync/apply.o \
 	src/sync/copy.o \

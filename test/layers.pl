@@ -101,7 +101,8 @@ my @layer_table = (
 	['postgres/connection.c' => 2, 'postgres', 'libpq connection cache, waits, remote errors, COPY'],
 	['postgres/typemap.c' => 2, 'postgres', 'type map, COPY text'],
 	['postgres/deparse.c' => 2, 'postgres', 'the SQL text of a load'],
-	['postgres/writer.c' => 2, 'postgres', 'load, 2PC steps; the routine'],
+	['postgres/writer.c' => 2, 'postgres', 'load, DROP, EXPLAIN, listing; the routine'],
+	['postgres/xact.c' => 2, 'postgres', 'the remote transaction: 2PC steps over a state enum'],
 	['postgres/parallel.c' => 2, 'postgres', "parallel loads: scratch table, workers' gids"],
 	['postgres/sync.c' => 2, 'postgres', 'applying a sync: batches as sets, the progress table'],
 	['postgres/sync_sql.c' => 2, 'postgres', "the SQL of a sync's apply"],
@@ -205,7 +206,6 @@ my %size_exceptions = (
 	# commit each (after the other branches that edit them)
 	'ctas.c' => 1,
 	'jobs.c' => 1,
-	'postgres/writer.c' => 1,
 	'postgres/connection.c' => 1,
 	'clickhouse/client.c' => 1,
 );

@@ -12,8 +12,10 @@
  *					remote's version), COPY text encoding
  *	deparse.c		the SQL text of a load: CREATE TABLE, ADD PRIMARY KEY,
  *					COPY, the remote types of column_types
- *	writer.c		the writer and its transaction steps; the routine
+ *	writer.c		the writer: load, DROP, EXPLAIN, listing; the routine
  *					CtasPostgresTarget
+ *	xact.c			the remote transaction: BEGIN and savepoints, then the
+ *					transaction steps (PREPARE, COMMIT PREPARED, ROLLBACK)
  *	parallel.c		parallel loads: the scratch table the workers load,
  *					the workers' prepared transactions
  *	resolve.c		recovery of prepared transactions
@@ -69,6 +71,38 @@ typedef struct CtasPgWorkerGids
 
 /* in writer.c: the routine, listed in targets.c */
 extern const CtasTargetRoutine CtasPostgresTarget;
+
+/*
+ * How far the remote transaction of a participant got, as Citus's
+ * RemoteTransactionState.  pg_pre_commit, pg_post_commit, pg_abort and
+ * pg_subxact move it; pg_abort and pg_post_commit are switches over it.
+ */
+typedef enum PgXactProgress
+{
+	PG_XACT_STARTED,			/* BEGIN done: the remote transaction is open */
+	PG_XACT_PREPARING,			/* PREPARE TRANSACTION sent, no reply yet */
+	PG_XACT_PREPARED,			/* PREPARE TRANSACTION done */
+	PG_XACT_COMMITTING,			/* one-phase COMMIT sent, no reply yet */
+	PG_XACT_COMMITTED,			/* one-phase COMMIT done */
+	PG_XACT_LOST				/* a savepoint could not be rolled back: the
+								 * connection was closed, which rolled back
+								 * the remote transaction */
+} PgXactProgress;
+
+/* Per-transaction state of a participant (part->private) */
+typedef struct PgXactState
+{
+	CtasConn   *entry;
+	bool		two_phase;		/* the mode: PREPARE, or COMMIT in one phase */
+	PgXactProgress progress;
+	char	   *gid;			/* set at PREPARING */
+	List	   *scratch;		/* qualified scratch tables of parallel
+								 * loads, in part->cxt */
+	PGconn	   *side;			/* parallel loads: the leader's autocommit
+								 * connection for scratch tables and
+								 * worker gids, closed at the end */
+	List	   *workers;		/* CtasPgWorkerGids not settled yet */
+} PgXactState;
 
 /* in connection.c */
 extern const CtasOption CtasPgServerOptions[];
@@ -164,5 +198,14 @@ extern void CtasPgResolve(CtasCatalog *catalog,
 						  void (*emit) (void *arg, const char *object,
 										const char *action),
 						  void *arg);
+
+/* in xact.c */
+extern const char *CtasPgTwoPhaseSetting(CtasCatalog *catalog);
+extern PgXactState *CtasPgXactState(CtasParticipant *part);
+extern void CtasPgPreCommit(CtasParticipant *part);
+extern void CtasPgPostCommit(CtasParticipant *part);
+extern void CtasPgAbort(CtasParticipant *part);
+extern void CtasPgSubxact(CtasParticipant *part, SubXactEvent event,
+						  int level);
 
 #endif							/* CTAS_POSTGRES_TARGET_H */

@@ -52,6 +52,7 @@ OBJS = \
 	src/parallel.o \
 	src/parallel_worker.o \
 	src/postgres/connection.o \
+	src/postgres/exec.o \
 	src/postgres/copy.o \
 	src/postgres/deparse.o \
 	src/postgres/parallel.o \

@@ -98,7 +98,8 @@ my @layer_table = (
 	# L2: the writer interface, and one folder per target
 	['target.h' => 2, undef, 'the writer and sync interface: all a target includes'],
 	['postgres/postgres_target.h' => 2, 'postgres', 'private header of the PostgreSQL target'],
-	['postgres/connection.c' => 2, 'postgres', 'libpq connection cache, waits, remote errors, COPY'],
+	['postgres/connection.c' => 2, 'postgres', 'libpq connection cache, connecting, notices, password rules'],
+	['postgres/exec.c' => 2, 'postgres', 'SQL and COPY on a connection: waits, results, remote errors, cancel'],
 	['postgres/typemap.c' => 2, 'postgres', 'type map, COPY text'],
 	['postgres/deparse.c' => 2, 'postgres', 'the SQL text of a load'],
 	['postgres/writer.c' => 2, 'postgres', 'load, DROP, EXPLAIN, listing; the routine'],
@@ -206,7 +207,6 @@ my %size_exceptions = (
 	# commit each (after the other branches that edit them)
 	'ctas.c' => 1,
 	'jobs.c' => 1,
-	'postgres/connection.c' => 1,
 	'clickhouse/client.c' => 1,
 );
 

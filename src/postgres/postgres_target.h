@@ -6,8 +6,10 @@
  * The extern blocks below, headed by the file that defines them, are the
  * target's module map:
  *
- *	connection.c	libpq connections: cache, interruptible waits, remote
- *					errors, COPY with back-pressure
+ *	connection.c	libpq connections: cache, connecting without blocking,
+ *					remote notices, password rules
+ *	exec.c			SQL and COPY on a connection: interruptible waits,
+ *					results, remote errors, cancel, COPY with back-pressure
  *	typemap.c		PostgreSQL -> PostgreSQL type map (adapted to the
  *					remote's version), COPY text encoding
  *	deparse.c		the SQL text of a load: CREATE TABLE, ADD PRIMARY KEY,
@@ -112,6 +114,10 @@ extern void CtasPgDisconnect(CtasConn *entry);
 extern bool CtasPgBrokenAtStart(CtasConn *entry, CtasCatalog *catalog);
 extern PGconn *CtasPgConnectFresh(CtasCatalog *catalog);
 extern void CtasPgCloseFresh(PGconn *conn);
+
+/* in exec.c */
+extern bool CtasPgWaitSocket(PGconn *conn, int events, TimestampTz deadline,
+							 bool interruptible);
 extern PGresult *CtasPgGetResult(PGconn *conn, TimestampTz deadline,
 								 bool *timed_out);
 extern void CtasPgReportError(int elevel, PGresult *res, PGconn *conn,

@@ -18,6 +18,7 @@ OBJS = \
 	src/catalog.o \
 	src/ctas.o \
 	src/targets.o \
+	src/clickhouse/answer.o \
 	src/clickhouse/cityhash.o \
 	src/clickhouse/client.o \
 	src/clickhouse/cluster.o \

@@ -8,6 +8,8 @@
  *
  *	client.c	the HTTP protocol of ClickHouse over src/http/curl.c; quoting;
  *				the clients of a cluster's shards
+ *	answer.c	the answers: exceptions, their SQLSTATE, safe remote text,
+ *				the errors of a failed request
  *	types.c		ClickHouse type names and the type map
  *	ddl.c		quoted names, small results, table options, CREATE TABLE
  *	rowbinary.c	the RowBinary encoder
@@ -43,6 +45,7 @@
 #include "executor/tuptable.h"
 #include "port/pg_crc32c.h"
 
+#include "http/curl.h"
 #include "target.h"
 
 /* ClickHouse HTTP client (client.c) */
@@ -64,6 +67,35 @@ typedef struct CtasChHttpVersion
 	const char *text;			/* as the server printed it */
 } CtasChHttpVersion;
 
+/* the client's state (client.c; its answers are read by answer.c) */
+struct CtasChHttp
+{
+	MemoryContext cxt;
+	char	   *catalog;		/* catalog name, for messages */
+	char	   *base_url;		/* scheme://host[:port], no slash */
+	char	   *user;			/* or NULL */
+	char	   *password;		/* or NULL; never printed */
+	long		connect_timeout_ms;
+	long		timeout_ms;		/* inactivity limit */
+	int			timeout_s;		/* the same, for messages */
+	CtasCurl   *xfer;			/* reused for queries, or NULL */
+	CtasChHttpVersion *version;	/* read once, or NULL */
+	char	   *settings;		/* "&name=value..." on every URL, or NULL */
+	char		inflight[96];	/* query_id of the query on xfer, or "" */
+	bool		unresponsive;	/* a request or KILL QUERY got no answer */
+};
+
+#define CH_MAX_REMOTE_TEXT			1000	/* bytes of remote text shown */
+#define CH_MAX_SQL_TEXT				300 /* bytes of SQL in a context */
+
+/* A failed request, described for an ereport */
+typedef struct ChFailure
+{
+	int			sqlstate;
+	char	   *detail;
+	long		not_clickhouse; /* HTTP status of a foreign response, or 0 */
+} ChFailure;
+
 /* in writer.c: the routine, listed in targets.c */
 extern const CtasTargetRoutine CtasClickHouseTarget;
 
@@ -77,6 +109,16 @@ extern void CtasChSyncVerifyRemote(CtasSyncTarget *t, int level,
 								   List *prefixes, bool rows,
 								   void (*emit) (void *arg, char **fields),
 								   void *arg);
+
+/* in answer.c */
+extern bool CtasChCheckResponse(CtasChHttp *http, CtasCurl *t,
+								CtasCurlResult rr, ChFailure *f,
+								bool *missing);
+extern char *CtasChSanitize(const char *s, size_t len, size_t cap);
+extern void CtasChRaise(CtasChHttp *http, const char *what, const char *sql,
+						ChFailure *f) pg_attribute_noreturn();
+extern void CtasChAfterInterrupt(CtasChHttp *http, const char *what,
+								 const char *sql) pg_attribute_noreturn();
 
 /* in client.c */
 extern const CtasOption CtasChServerOptions[];

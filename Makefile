@@ -17,6 +17,7 @@ OBJS = \
 	src/ctas_fed.o \
 	src/catalog.o \
 	src/ctas.o \
+	src/ctas_prepare.o \
 	src/targets.o \
 	src/clickhouse/answer.o \
 	src/clickhouse/cityhash.o \

@@ -55,8 +55,9 @@ my @layer_table = (
 	['utility.h' => 4, undef, 'utility.c'],
 
 	# L3: the statement, the transaction, the jobs that use targets
-	['ctas.c' => 3, undef, 'statement -> load: generic options, columns, if_exists, DestReceiver'],
-	['ctas.h' => 3, undef, 'ctas.c'],
+	['ctas.c' => 3, undef, 'the load run: if_exists, jobs, EXPLAIN, DROP, DestReceiver'],
+	['ctas_prepare.c' => 3, undef, 'statement -> load, before remote work: options, columns'],
+	['ctas.h' => 3, undef, 'ctas.c, ctas_prepare.c'],
 	['multi.c' => 3, undef, 'create_tables_as(): many tables in one call'],
 	['xact.c' => 3, undef, 'participants, the one transaction callback, commit order'],
 	['xact.h' => 3, undef, 'xact.c'],
@@ -206,7 +207,6 @@ my %size_exceptions = (
 
 	# XXX split along their section banners at the end of this branch, one
 	# commit each (after the other branches that edit them)
-	'ctas.c' => 1,
 	'jobs.c' => 1,
 );
 

@@ -40,6 +40,7 @@ OBJS = \
 	src/hosts.o \
 	src/http/curl.o \
 	src/jobs.o \
+	src/jobs_file.o \
 	src/jobshards.o \
 	src/metrics.o \
 	src/options.o \

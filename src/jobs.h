@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * jobs.h
- *		  The shared-memory job registry (jobs.c).
+ *		  The shared-memory job registry (jobs.c) and its file (jobs_file.c).
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -143,10 +143,10 @@ typedef struct CtasJobsSnapshotData
  */
 typedef void (*CtasResolverWakeFunc) (Oid dboid, bool now);
 
+/* in jobs.c */
 extern CtasResolverWakeFunc CtasJobsResolverWake;
 extern const double CtasDurationBuckets[CTAS_DURATION_BUCKETS];
 extern void CtasJobsShmemRequest(void);
-extern void CtasJobsShmemStartup(void);
 extern const char *CtasJobStateName(CtasJobState state);
 extern CtasJobRef CtasJobStart(const CtasCatalog *catalog, const char *target,
 							   const char *mode, const char *notify_url);
@@ -165,6 +165,9 @@ extern bool CtasJobsGidIsLive(const char *gid);
 extern void CtasJobsResolveGid(const char *gid, CtasJobState state);
 extern void CtasJobsCounters(uint64 *change_count, uint64 *ended);
 extern void CtasJobsSetLatch(Latch *latch, bool notifier);
+
+/* in jobs_file.c */
+extern void CtasJobsShmemStartup(void);
 extern uint64 CtasJobsSave(void);
 
 #endif							/* CTAS_JOBS_H */

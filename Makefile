@@ -17,11 +17,14 @@ OBJS = \
 	src/ctas_fed.o \
 	src/catalog.o \
 	src/ctas.o \
+	src/ctas_prepare.o \
 	src/targets.o \
+	src/clickhouse/answer.o \
 	src/clickhouse/cityhash.o \
 	src/clickhouse/client.o \
 	src/clickhouse/cluster.o \
 	src/clickhouse/ddl.o \
+	src/clickhouse/record.o \
 	src/clickhouse/resolve.o \
 	src/clickhouse/rowbinary.o \
 	src/clickhouse/shardkey.o \
@@ -37,6 +40,7 @@ OBJS = \
 	src/hosts.o \
 	src/http/curl.o \
 	src/jobs.o \
+	src/jobs_file.o \
 	src/jobshards.o \
 	src/metrics.o \
 	src/options.o \
@@ -51,6 +55,7 @@ OBJS = \
 	src/parallel.o \
 	src/parallel_worker.o \
 	src/postgres/connection.o \
+	src/postgres/exec.o \
 	src/postgres/copy.o \
 	src/postgres/deparse.o \
 	src/postgres/parallel.o \
@@ -61,6 +66,7 @@ OBJS = \
 	src/postgres/typemap.o \
 	src/postgres/verify.o \
 	src/postgres/writer.o \
+	src/postgres/xact.o \
 	src/sqlfuncs.o \
 	src/sync/apply.o \
 	src/sync/copy.o \

@@ -50,8 +50,9 @@
 #include "utils/numeric.h"
 #include "utils/syscache.h"
 
+#include "guc.h"
 #include "hosts.h"
-#include "target.h"
+#include "catalog.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_handler);
 PG_FUNCTION_INFO_V1(ctas_fed_register_catalog);
@@ -64,7 +65,7 @@ PG_FUNCTION_INFO_V1(ctas_fed_catalog_descriptor);
 
 /* Options every kind of catalog accepts */
 const CtasOption CtasCommonOptions[] = {
-	{"notify_url", SRV, CTAS_OPT_HOOK_URL, 0, 0, NULL, false, true},
+	{"notify_url", SRV, CTAS_OPT_HOOK_URL, 0, 0, NULL, false, CTAS_HOSTS_URL},
 	{"user", UM, CTAS_OPT_STRING},
 	{"password", UM, CTAS_OPT_STRING, 0, 0, NULL, true},
 	{"password_required", UM, CTAS_OPT_BOOL},

@@ -2,8 +2,9 @@
  *
  * ctas.h
  *		  The statement layer: running a federated CREATE TABLE AS, SELECT
- *		  INTO, EXPLAIN of one or DROP TABLE (ctas.c), reached from the
- *		  utility and EXPLAIN hooks (utility.c).
+ *		  INTO, EXPLAIN of one or DROP TABLE (ctas_prepare.c: before any
+ *		  remote work; ctas.c: the run), reached from the utility and
+ *		  EXPLAIN hooks.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -23,8 +24,11 @@
 
 #include "target.h"
 
-/* in ctas.c */
+/* in ctas_prepare.c */
+extern CtasLoad *CtasNewLoad(Oid serverid, RangeVar *rel, List *options);
 extern CtasLoad *CtasPrepareLoad(Oid serverid, CreateTableAsStmt *stmt);
+
+/* in ctas.c */
 extern void CtasRunLoad(CtasLoad *load, ParseState *pstate, Query *query,
 						ParamListInfo params, QueryEnvironment *queryEnv);
 extern bool CtasBeginLoad(CtasLoad *load);
@@ -43,11 +47,5 @@ extern void CtasStandardExplainOneQuery(Query *query, int cursorOptions,
 										ParamListInfo params,
 										QueryEnvironment *queryEnv);
 extern void CtasExecDrop(Oid serverid, List *names, bool missing_ok);
-
-/* in typemap.c */
-extern List *CtasParseColumnTypes(const char *spec);
-
-/* in utility.c */
-extern void CtasUtilityInit(void);
 
 #endif							/* CTAS_CTAS_H */

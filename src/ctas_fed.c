@@ -30,8 +30,10 @@
 #include "storage/ipc.h"
 
 #include "ctas.h"
+#include "guc.h"
 #include "jobs.h"
 #include "sync/sync.h"
+#include "utility.h"
 #include "workers/workers.h"
 #include "xact.h"
 

@@ -25,7 +25,7 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
-#include "ctas_fed.h"
+#include "guc.h"
 #include "hosts.h"
 
 /* true when loaded by shared_preload_libraries */

@@ -331,35 +331,52 @@ hosts_check_host(const CtasCatalog *catalog, const char *option,
 
 /*
  * hosts_check_host_option
- *		Check every host that option names: the host of a url, or each
- *		host of a libpq host/hostaddr list.
+ *		Check every host that option opt names, as its option table says:
+ *		each host of a list of names, the host of a URL, the host of each
+ *		URL of a list.
  */
 static void
-hosts_check_host_option(const CtasCatalog *catalog, const char *option,
-					 const char *value)
+hosts_check_host_option(const CtasCatalog *catalog, const CtasOption *opt,
+						const char *value)
 {
-	if (strcmp(option, "host") == 0 || strcmp(option, "hostaddr") == 0)
+	switch (opt->hosts)
 	{
-		const char *p = value;
-		char		entry[NAMEDATALEN * 4];
-		bool		any = false;
+		case CTAS_HOSTS_NONE:
+			break;
+		case CTAS_HOSTS_NAMES:
+			{
+				const char *p = value;
+				char		entry[NAMEDATALEN * 4];
+				bool		any = false;
 
-		while (hosts_next_entry(&p, entry, sizeof(entry)))
-		{
-			hosts_check_host(catalog, option, entry);
-			any = true;
-		}
-		if (!any)
-			hosts_check_host(catalog, option, NULL);
+				while (hosts_next_entry(&p, entry, sizeof(entry)))
+				{
+					hosts_check_host(catalog, opt->name, entry);
+					any = true;
+				}
+				if (!any)
+					hosts_check_host(catalog, opt->name, NULL);
+				break;
+			}
+		case CTAS_HOSTS_URL:
+			hosts_check_host(catalog, opt->name, hosts_url_host(value));
+			break;
+		case CTAS_HOSTS_URL_LIST:
+			{
+				ListCell   *lc;
+
+				foreach(lc, CtasSplitUrlList(value))
+					hosts_check_host(catalog, opt->name,
+									 hosts_url_host(lfirst(lc)));
+				break;
+			}
 	}
-	else
-		hosts_check_host(catalog, option, hosts_url_host(value));
 }
 
 /*
  * hosts_server_option
- *		Value of server option name of the catalog, or NULL.  url, host and
- *		hostaddr are server options only (the validators refuse them on a
+ *		Value of server option name of the catalog, or NULL.  Options that
+ *		name hosts are server options only (the validators refuse them on a
  *		user mapping), so the user mapping is not searched; reading the
  *		list here keeps this file from calling back into catalog.c, which
  *		calls it.  Never ERRORs.
@@ -382,49 +399,58 @@ hosts_server_option(const CtasCatalog *catalog, const char *name)
 /*
  * CtasCheckHostOption
  *		Validator side of ctas_fed.allowed_hosts: ereport(ERROR) when a
- *		non-superuser sets a server option (url, host, hostaddr,
- *		notify_url) naming a host the setting does not list.  The caller checks superuser().
+ *		non-superuser sets a server option whose table entry says it names
+ *		hosts (opt->hosts) to a host the setting does not list.  The caller
+ *		checks superuser().
  */
 void
-CtasCheckHostOption(const char *option, const char *value)
+CtasCheckHostOption(const CtasOption *opt, const char *value)
 {
 	if (!hosts_limited())
 		return;
-	hosts_check_host_option(NULL, option, value);
+	hosts_check_host_option(NULL, opt, value);
 }
 
 /*
  * CtasCheckCatalogHosts
- *		Connect side of ctas_fed.allowed_hosts, for both kinds of catalog:
+ *		Connect side of ctas_fed.allowed_hosts, for every kind of catalog:
  *		when the setting is not empty and the catalog's server belongs to a
- *		non-superuser, its url, host and hostaddr must name listed hosts,
- *		and a catalog that names none (libpq's default, a local socket) is
- *		refused.  The setting may have changed since the server was
- *		created, so every connection checks again.  ereport(ERROR) when
- *		refused.
+ *		non-superuser, the options of its target's option table (options,
+ *		NULL-name terminated) that name the hosts it connects to (kinds
+ *		CTAS_HOSTS_NAMES and CTAS_HOSTS_URL) must name listed hosts, and a
+ *		catalog that names none (libpq's default, a local socket) is
+ *		refused.  The URLs of a list are checked where each is used
+ *		(CtasCheckCatalogUrl).  The setting may have changed since the
+ *		server was created, so every connection checks again.
+ *		ereport(ERROR) when refused.
  */
 void
-CtasCheckCatalogHosts(const CtasCatalog *catalog)
+CtasCheckCatalogHosts(const CtasCatalog *catalog, const CtasOption *options)
 {
-	static const char *const options[] = {"url", "host", "hostaddr", NULL};
-	const char *const *opt;
+	const CtasOption *opt;
+	const CtasOption *first = NULL;
 	bool		any = false;
 
 	if (!hosts_limited())
 		return;
 	if (superuser_arg(GetForeignServer(catalog->serverid)->owner))
 		return;
-	for (opt = options; *opt; opt++)
+	for (opt = options; opt->name; opt++)
 	{
-		const char *value = hosts_server_option(catalog, *opt);
+		const char *value;
 
+		if (opt->hosts != CTAS_HOSTS_NAMES && opt->hosts != CTAS_HOSTS_URL)
+			continue;
+		if (first == NULL)
+			first = opt;
+		value = hosts_server_option(catalog, opt->name);
 		if (value == NULL)
 			continue;
-		hosts_check_host_option(catalog, *opt, value);
+		hosts_check_host_option(catalog, opt, value);
 		any = true;
 	}
 	if (!any)
-		hosts_check_host(catalog, "host", NULL);
+		hosts_check_host(catalog, first ? first->name : "", NULL);
 }
 
 /*

@@ -17,14 +17,15 @@
 #include "nodes/pg_list.h"
 #include "utils/guc.h"
 
-#include "ctas_fed.h"
+#include "catalog.h"
 
 /* in hosts.c */
 extern char *CtasAllowedHosts;
 extern bool CtasAllowedHostsCheck(char **newval, void **extra,
 								  GucSource source);
-extern void CtasCheckHostOption(const char *option, const char *value);
-extern void CtasCheckCatalogHosts(const CtasCatalog *catalog);
+extern void CtasCheckHostOption(const CtasOption *opt, const char *value);
+extern void CtasCheckCatalogHosts(const CtasCatalog *catalog,
+								  const CtasOption *options);
 extern char *CtasNotifyHostRefused(const char *url);
 extern List *CtasSplitUrlList(const char *value);
 extern void CtasCheckCatalogUrl(const CtasCatalog *catalog,

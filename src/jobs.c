@@ -2,8 +2,8 @@
  *
  * jobs.c
  *		  The shared-memory job registry: running jobs, a bounded history,
- *		  per-catalog counters, the queue of status events for webhooks, and
- *		  the file that makes all of it survive a restart.
+ *		  per-catalog counters, the queue of status events for webhooks;
+ *		  jobs_file.c has the file that makes all of it survive a restart.
  *
  * Every federated CTAS, DROP and streaming load is a job.  Its backend
  * owns its slot while it runs: it publishes rows and bytes with atomic
@@ -53,67 +53,23 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
 #include "jobs.h"
+#include "jobs_int.h"
+#include "jobshards.h"
 #include "mb/pg_wchar.h"
-
-#define JOBS_FILE		PGSTAT_STAT_PERMANENT_DIRECTORY "/ctas_fed_jobs.stat"
-#define JOBS_FILE_TMP	JOBS_FILE ".tmp"
-#define JOBS_MAGIC		0x43544a46	/* "CTJF" */
-#define JOBS_VERSION	2
-#define MAX_CATALOG_STATS	64
-
-/*
- * The file reserves job ids ahead, as a sequence logs values ahead: its
- * header holds the next id plus JOBS_ID_RESERVE, and a restart continues
- * from there, so that a job that started after the last save and was lost
- * with a crash never gives its id (which its webhook events may already
- * carry) to another job.  No id at or above what the file reserves is
- * handed out: a backend that would take one (the first job after a start,
- * or half the reserve used between two saves) asks the launcher for a save
- * and waits for it (jobs_reserve_ids).
- */
-#define JOBS_ID_RESERVE	1000
-/* how long a backend waits for the launcher to reserve ids, in ms */
-#define JOBS_ID_WAIT_MS	10000
-#define EVENT_QUEUE_SIZE	256
 
 /* upper bounds of the duration histogram, in seconds */
 const double CtasDurationBuckets[CTAS_DURATION_BUCKETS] = {
 	0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800, 3600
 };
 
-typedef struct JobsShared
-{
-	LWLock	   *lock;
-	int64		next_job_id;
-	int64		ids_reserved;	/* ids below it are reserved on disk */
-	bool		save_failed;	/* the last CtasJobsSave failed */
-	uint64		change_count;	/* bumped on every change to persist */
-	int			history_head;	/* next history slot to write */
-	int			history_count;
-	int			ncatalogs;
-	CtasCatalogStats catalogs[MAX_CATALOG_STATS];
-	uint64		events_written;
-	uint64		events_read;
-	uint64		events_dropped;
-	Latch	   *worker_latch;	/* the launcher: registry on disk */
-	Latch	   *notifier_latch;	/* webhooks, Pushgateway */
-	CtasJobEvent events[EVENT_QUEUE_SIZE];
-	CtasJob		jobs[FLEXIBLE_ARRAY_MEMBER];	/* running, then history */
-} JobsShared;
-
-static JobsShared *shared = NULL;
+JobsShared *CtasJobsShared = NULL;
 
 /* set by workers/launcher.c (see jobs.h) */
 CtasResolverWakeFunc CtasJobsResolverWake = NULL;
 
-#define RUNNING(i)	(&shared->jobs[(i)])
-#define HISTORY(i)	(&shared->jobs[CtasMaxJobs + (i)])
-
-static Size jobs_shmem_size(void);
 static CtasCatalogStats *catalog_stats(const char *name);
-static void load_jobs_file(void);
-static void add_to_history(const CtasJob *job);
 static void count_finished(const CtasJob *job);
 static void enqueue_event(const CtasJob *job);
 
@@ -133,8 +89,9 @@ clip_copy(char *dst, const char *src, size_t size)
 	dst[len] = '\0';
 }
 
-static Size
-jobs_shmem_size(void)
+/* the size of the registry in shared memory */
+Size
+CtasJobsShmemSize(void)
 {
 	return add_size(offsetof(JobsShared, jobs),
 					mul_size(CtasMaxJobs + CtasHistorySize, sizeof(CtasJob)));
@@ -147,41 +104,9 @@ jobs_shmem_size(void)
 void
 CtasJobsShmemRequest(void)
 {
-	RequestAddinShmemSpace(jobs_shmem_size());
+	RequestAddinShmemSpace(CtasJobsShmemSize());
 	RequestNamedLWLockTranche("ctas_fed", 1);
 	CtasJobShardsShmemRequest();
-}
-
-/*
- * CtasJobsShmemStartup
- *		Called from the shmem_startup_hook: attach, or create and load the
- *		saved registry (in the postmaster).
- */
-void
-CtasJobsShmemStartup(void)
-{
-	bool		found;
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	shared = ShmemInitStruct("ctas_fed jobs", jobs_shmem_size(), &found);
-	if (!found)
-	{
-		int			i;
-
-		memset(shared, 0, jobs_shmem_size());
-		shared->lock = &(GetNamedLWLockTranche("ctas_fed"))->lock;
-		shared->next_job_id = 1;
-		shared->ids_reserved = 1;
-		for (i = 0; i < CtasMaxJobs + CtasHistorySize; i++)
-		{
-			pg_atomic_init_u64(&shared->jobs[i].rows, 0);
-			pg_atomic_init_u64(&shared->jobs[i].bytes, 0);
-		}
-		if (!IsUnderPostmaster)
-			load_jobs_file();
-	}
-	CtasJobShardsShmemStartup();
-	LWLockRelease(AddinShmemInitLock);
 }
 
 const char *
@@ -222,11 +147,11 @@ wake_resolver(Oid dboid, bool now)
 static void
 notify_worker(void)
 {
-	shared->change_count++;
-	if (shared->worker_latch)
-		SetLatch(shared->worker_latch);
-	if (shared->notifier_latch)
-		SetLatch(shared->notifier_latch);
+	CtasJobsShared->change_count++;
+	if (CtasJobsShared->worker_latch)
+		SetLatch(CtasJobsShared->worker_latch);
+	if (CtasJobsShared->notifier_latch)
+		SetLatch(CtasJobsShared->notifier_latch);
 }
 
 /*
@@ -243,9 +168,9 @@ jobs_on_exit(int code, Datum arg)
 	int			i;
 	bool		wake = false;
 
-	if (shared == NULL)
+	if (CtasJobsShared == NULL)
 		return;
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(CtasJobsShared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < CtasMaxJobs; i++)
 	{
 		CtasJob    *job = RUNNING(i);
@@ -258,7 +183,7 @@ jobs_on_exit(int code, Datum arg)
 				sizeof(job->error));
 		job->finished_at = GetCurrentTimestamp();
 		enqueue_event(job);
-		add_to_history(job);
+		CtasJobsAddToHistory(job);
 		if (job->state != CTAS_JOB_IN_DOUBT)
 			count_finished(job);
 		job->in_use = false;
@@ -266,7 +191,7 @@ jobs_on_exit(int code, Datum arg)
 		if (job->state == CTAS_JOB_IN_DOUBT)
 			wake = true;
 	}
-	LWLockRelease(shared->lock);
+	LWLockRelease(CtasJobsShared->lock);
 	if (wake)
 		wake_resolver(MyDatabaseId, true);
 }
@@ -291,12 +216,12 @@ jobs_reserve_ids(void)
 		bool		low;
 		bool		failed;
 
-		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-		low = shared->next_job_id >= shared->ids_reserved - JOBS_ID_RESERVE / 2;
-		failed = shared->save_failed;
+		LWLockAcquire(CtasJobsShared->lock, LW_EXCLUSIVE);
+		low = CtasJobsShared->next_job_id >= CtasJobsShared->ids_reserved - JOBS_ID_RESERVE / 2;
+		failed = CtasJobsShared->save_failed;
 		if (low && !failed)
 			notify_worker();	/* a change: the launcher saves */
-		LWLockRelease(shared->lock);
+		LWLockRelease(CtasJobsShared->lock);
 		if (!low)
 			return;
 		if (failed ||
@@ -331,7 +256,7 @@ CtasJobStart(const CtasCatalog *catalog, const char *target, const char *mode,
 	CtasJobRef	ref = {-1, 0};
 	int			i;
 
-	if (shared == NULL)
+	if (CtasJobsShared == NULL)
 		return ref;
 	if (!exit_registered)
 	{
@@ -340,7 +265,7 @@ CtasJobStart(const CtasCatalog *catalog, const char *target, const char *mode,
 	}
 
 	jobs_reserve_ids();
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(CtasJobsShared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < CtasMaxJobs; i++)
 	{
 		CtasJob    *job = RUNNING(i);
@@ -348,7 +273,7 @@ CtasJobStart(const CtasCatalog *catalog, const char *target, const char *mode,
 		if (job->in_use)
 			continue;
 		job->in_use = true;
-		job->job_id = shared->next_job_id++;
+		job->job_id = CtasJobsShared->next_job_id++;
 		clip_copy(job->catalog, catalog->name, sizeof(job->catalog));
 		clip_copy(job->target, target, sizeof(job->target));
 		strlcpy(job->mode, mode, sizeof(job->mode));
@@ -381,7 +306,7 @@ CtasJobStart(const CtasCatalog *catalog, const char *target, const char *mode,
 		notify_worker();
 		break;
 	}
-	LWLockRelease(shared->lock);
+	LWLockRelease(CtasJobsShared->lock);
 
 	/* a database whose backends use ctas_fed needs its resolver */
 	wake_resolver(MyDatabaseId, false);
@@ -399,7 +324,7 @@ running_job(CtasJobRef ref)
 {
 	CtasJob    *job;
 
-	if (shared == NULL || ref.slot < 0)
+	if (CtasJobsShared == NULL || ref.slot < 0)
 		return NULL;
 	job = RUNNING(ref.slot);
 	if (!job->in_use || job->job_id != ref.id)
@@ -433,11 +358,11 @@ CtasJobSetGid(CtasJobRef ref, const char *gid)
 
 	if (job == NULL)
 		return;
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(CtasJobsShared->lock, LW_EXCLUSIVE);
 	clip_copy(job->gid, gid, sizeof(job->gid));
 	job->fxid = U64FromFullTransactionId(GetTopFullTransactionIdIfAny());
 	notify_worker();
-	LWLockRelease(shared->lock);
+	LWLockRelease(CtasJobsShared->lock);
 }
 
 /*
@@ -451,13 +376,13 @@ CtasJobNewGroup(void)
 {
 	int64		id;
 
-	if (shared == NULL)
+	if (CtasJobsShared == NULL)
 		return 0;
 	jobs_reserve_ids();
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	id = shared->next_job_id++;
+	LWLockAcquire(CtasJobsShared->lock, LW_EXCLUSIVE);
+	id = CtasJobsShared->next_job_id++;
 	notify_worker();
-	LWLockRelease(shared->lock);
+	LWLockRelease(CtasJobsShared->lock);
 	return id;
 }
 
@@ -472,10 +397,10 @@ CtasJobSetGroup(CtasJobRef ref, int64 group_id)
 
 	if (job == NULL)
 		return;
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(CtasJobsShared->lock, LW_EXCLUSIVE);
 	job->group_id = group_id;
 	notify_worker();
-	LWLockRelease(shared->lock);
+	LWLockRelease(CtasJobsShared->lock);
 }
 
 /*
@@ -492,7 +417,7 @@ CtasJobSetState(CtasJobRef ref, CtasJobState state, const char *error)
 
 	if (job == NULL)
 		return;
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(CtasJobsShared->lock, LW_EXCLUSIVE);
 	if (job->state != state)
 	{
 		wake = state == CTAS_JOB_IN_DOUBT;
@@ -503,7 +428,7 @@ CtasJobSetState(CtasJobRef ref, CtasJobState state, const char *error)
 		{
 			job->finished_at = GetCurrentTimestamp();
 			enqueue_event(job);
-			add_to_history(job);
+			CtasJobsAddToHistory(job);
 			/* an in-doubt job is counted when it is decided */
 			if (state != CTAS_JOB_IN_DOUBT)
 				count_finished(job);
@@ -513,7 +438,7 @@ CtasJobSetState(CtasJobRef ref, CtasJobState state, const char *error)
 			enqueue_event(job);
 		notify_worker();
 	}
-	LWLockRelease(shared->lock);
+	LWLockRelease(CtasJobsShared->lock);
 
 	/* the resolver of this database takes over at once */
 	if (wake)
@@ -521,24 +446,24 @@ CtasJobSetState(CtasJobRef ref, CtasJobState state, const char *error)
 }
 
 /*
- * add_to_history
+ * CtasJobsAddToHistory
  *		Copy job into the history ring, overwriting the oldest entry.
  *		Caller holds the lock.
  */
-static void
-add_to_history(const CtasJob *job)
+void
+CtasJobsAddToHistory(const CtasJob *job)
 {
 	CtasJob    *h;
 
 	if (CtasHistorySize <= 0)
 		return;
-	h = HISTORY(shared->history_head);
+	h = HISTORY(CtasJobsShared->history_head);
 	/* the owner no longer writes the counters: a plain copy is exact */
 	memcpy(h, job, sizeof(CtasJob));
 	h->in_use = true;
-	shared->history_head = (shared->history_head + 1) % CtasHistorySize;
-	if (shared->history_count < CtasHistorySize)
-		shared->history_count++;
+	CtasJobsShared->history_head = (CtasJobsShared->history_head + 1) % CtasHistorySize;
+	if (CtasJobsShared->history_count < CtasHistorySize)
+		CtasJobsShared->history_count++;
 }
 
 /*
@@ -551,16 +476,16 @@ catalog_stats(const char *name)
 {
 	int			i;
 
-	for (i = 0; i < shared->ncatalogs; i++)
+	for (i = 0; i < CtasJobsShared->ncatalogs; i++)
 	{
-		if (strcmp(shared->catalogs[i].catalog, name) == 0)
-			return &shared->catalogs[i];
+		if (strcmp(CtasJobsShared->catalogs[i].catalog, name) == 0)
+			return &CtasJobsShared->catalogs[i];
 	}
-	if (shared->ncatalogs >= MAX_CATALOG_STATS)
+	if (CtasJobsShared->ncatalogs >= MAX_CATALOG_STATS)
 		return NULL;
-	strlcpy(shared->catalogs[i].catalog, name, NAMEDATALEN);
-	shared->ncatalogs++;
-	return &shared->catalogs[i];
+	strlcpy(CtasJobsShared->catalogs[i].catalog, name, NAMEDATALEN);
+	CtasJobsShared->ncatalogs++;
+	return &CtasJobsShared->catalogs[i];
 }
 
 /*
@@ -607,12 +532,12 @@ enqueue_event(const CtasJob *job)
 
 	if (job->notify_url[0] == '\0')
 		return;
-	if (shared->events_written - shared->events_read >= EVENT_QUEUE_SIZE)
+	if (CtasJobsShared->events_written - CtasJobsShared->events_read >= EVENT_QUEUE_SIZE)
 	{
-		shared->events_read++;
-		shared->events_dropped++;
+		CtasJobsShared->events_read++;
+		CtasJobsShared->events_dropped++;
 	}
-	ev = &shared->events[shared->events_written % EVENT_QUEUE_SIZE];
+	ev = &CtasJobsShared->events[CtasJobsShared->events_written % EVENT_QUEUE_SIZE];
 	ev->state_name[0] = '\0';
 	ev->job_id = job->job_id;
 	strlcpy(ev->catalog, job->catalog, sizeof(ev->catalog));
@@ -626,7 +551,7 @@ enqueue_event(const CtasJob *job)
 	ev->bytes = pg_atomic_read_u64((pg_atomic_uint64 *) &job->bytes);
 	ev->started_at = job->started_at;
 	ev->finished_at = job->finished_at;
-	shared->events_written++;
+	CtasJobsShared->events_written++;
 }
 
 /*
@@ -640,18 +565,18 @@ CtasJobsQueueEvent(const CtasJobEvent *ev)
 {
 	if (ev->notify_url[0] == '\0')
 		return;
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	if (shared->events_written - shared->events_read >= EVENT_QUEUE_SIZE)
+	LWLockAcquire(CtasJobsShared->lock, LW_EXCLUSIVE);
+	if (CtasJobsShared->events_written - CtasJobsShared->events_read >= EVENT_QUEUE_SIZE)
 	{
-		shared->events_read++;
-		shared->events_dropped++;
+		CtasJobsShared->events_read++;
+		CtasJobsShared->events_dropped++;
 	}
-	memcpy(&shared->events[shared->events_written % EVENT_QUEUE_SIZE], ev,
+	memcpy(&CtasJobsShared->events[CtasJobsShared->events_written % EVENT_QUEUE_SIZE], ev,
 		   sizeof(CtasJobEvent));
-	shared->events_written++;
-	LWLockRelease(shared->lock);
-	if (shared->notifier_latch)
-		SetLatch(shared->notifier_latch);
+	CtasJobsShared->events_written++;
+	LWLockRelease(CtasJobsShared->lock);
+	if (CtasJobsShared->notifier_latch)
+		SetLatch(CtasJobsShared->notifier_latch);
 }
 
 /*
@@ -663,15 +588,15 @@ CtasJobsNextEvent(CtasJobEvent *ev)
 {
 	bool		found = false;
 
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	if (shared->events_read < shared->events_written)
+	LWLockAcquire(CtasJobsShared->lock, LW_EXCLUSIVE);
+	if (CtasJobsShared->events_read < CtasJobsShared->events_written)
 	{
-		memcpy(ev, &shared->events[shared->events_read % EVENT_QUEUE_SIZE],
+		memcpy(ev, &CtasJobsShared->events[CtasJobsShared->events_read % EVENT_QUEUE_SIZE],
 			   sizeof(CtasJobEvent));
-		shared->events_read++;
+		CtasJobsShared->events_read++;
 		found = true;
 	}
-	LWLockRelease(shared->lock);
+	LWLockRelease(CtasJobsShared->lock);
 	return found;
 }
 
@@ -687,28 +612,28 @@ CtasJobsSnapshot(void)
 	CtasJobsSnapshotData *snap = palloc0(sizeof(CtasJobsSnapshotData));
 	int			i;
 
-	if (shared == NULL)
+	if (CtasJobsShared == NULL)
 		return snap;
 	snap->jobs = palloc(sizeof(CtasJob) * (CtasMaxJobs + CtasHistorySize));
-	LWLockAcquire(shared->lock, LW_SHARED);
+	LWLockAcquire(CtasJobsShared->lock, LW_SHARED);
 	for (i = 0; i < CtasMaxJobs; i++)
 	{
 		if (RUNNING(i)->in_use)
 			memcpy(&snap->jobs[snap->njobs++], RUNNING(i), sizeof(CtasJob));
 	}
-	for (i = 0; i < shared->history_count; i++)
+	for (i = 0; i < CtasJobsShared->history_count; i++)
 	{
-		int			idx = (shared->history_head - shared->history_count + i +
+		int			idx = (CtasJobsShared->history_head - CtasJobsShared->history_count + i +
 						   CtasHistorySize) % CtasHistorySize;
 
 		memcpy(&snap->jobs[snap->njobs++], HISTORY(idx), sizeof(CtasJob));
 	}
-	snap->ncatalogs = shared->ncatalogs;
-	memcpy(snap->catalogs, shared->catalogs,
-		   sizeof(CtasCatalogStats) * shared->ncatalogs);
-	snap->change_count = shared->change_count;
-	snap->events_dropped = shared->events_dropped;
-	LWLockRelease(shared->lock);
+	snap->ncatalogs = CtasJobsShared->ncatalogs;
+	memcpy(snap->catalogs, CtasJobsShared->catalogs,
+		   sizeof(CtasCatalogStats) * CtasJobsShared->ncatalogs);
+	snap->change_count = CtasJobsShared->change_count;
+	snap->events_dropped = CtasJobsShared->events_dropped;
+	LWLockRelease(CtasJobsShared->lock);
 	return snap;
 }
 
@@ -724,8 +649,8 @@ settle_in_doubt(int64 job_id, const char *gid, CtasJobState state,
 	int			n = 0;
 	int			i;
 
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < shared->history_count; i++)
+	LWLockAcquire(CtasJobsShared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < CtasJobsShared->history_count; i++)
 	{
 		CtasJob    *job = HISTORY(i);
 
@@ -743,7 +668,7 @@ settle_in_doubt(int64 job_id, const char *gid, CtasJobState state,
 	}
 	if (n > 0)
 		notify_worker();
-	LWLockRelease(shared->lock);
+	LWLockRelease(CtasJobsShared->lock);
 	return n;
 }
 
@@ -781,12 +706,12 @@ CtasJobsCounters(uint64 *change_count, uint64 *ended)
 {
 	int			i;
 
-	LWLockAcquire(shared->lock, LW_SHARED);
-	*change_count = shared->change_count;
+	LWLockAcquire(CtasJobsShared->lock, LW_SHARED);
+	*change_count = CtasJobsShared->change_count;
 	*ended = 0;
-	for (i = 0; i < shared->ncatalogs; i++)
-		*ended += shared->catalogs[i].duration_count;
-	LWLockRelease(shared->lock);
+	for (i = 0; i < CtasJobsShared->ncatalogs; i++)
+		*ended += CtasJobsShared->catalogs[i].duration_count;
+	LWLockRelease(CtasJobsShared->lock);
 }
 
 /*
@@ -800,7 +725,7 @@ CtasJobsGidIsLive(const char *gid)
 	bool		live = false;
 	int			i;
 
-	LWLockAcquire(shared->lock, LW_SHARED);
+	LWLockAcquire(CtasJobsShared->lock, LW_SHARED);
 	for (i = 0; i < CtasMaxJobs; i++)
 	{
 		CtasJob    *job = RUNNING(i);
@@ -808,7 +733,7 @@ CtasJobsGidIsLive(const char *gid)
 		if (job->in_use && strcmp(job->gid, gid) == 0)
 			live = true;
 	}
-	LWLockRelease(shared->lock);
+	LWLockRelease(CtasJobsShared->lock);
 	return live;
 }
 
@@ -820,392 +745,10 @@ CtasJobsGidIsLive(const char *gid)
 void
 CtasJobsSetLatch(Latch *latch, bool notifier)
 {
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(CtasJobsShared->lock, LW_EXCLUSIVE);
 	if (notifier)
-		shared->notifier_latch = latch;
+		CtasJobsShared->notifier_latch = latch;
 	else
-		shared->worker_latch = latch;
-	LWLockRelease(shared->lock);
-}
-
-/*
- * The registry file, written like the statistics files of pg_stat: a
- * header, then the jobs (history oldest first, running ones last) and the
- * catalog counters.  It is written to a temporary file, fsynced and
- * renamed, and loaded all or nothing: the header carries its own CRC-32C,
- * so that a damaged body still gives a trustworthy job id counter, and the
- * CRC-32C of the body.
- */
-typedef struct JobsFileHeader
-{
-	uint32		magic;			/* JOBS_MAGIC */
-	uint32		version;		/* JOBS_VERSION */
-	uint32		job_size;		/* sizeof(CtasJob) */
-	uint32		stats_size;		/* sizeof(CtasCatalogStats) */
-	int32		njobs;
-	int32		ncatalogs;
-	int64		next_job_id;	/* JOBS_ID_RESERVE above the next id */
-	pg_crc32c	body_crc;		/* of everything after the header */
-	pg_crc32c	header_crc;		/* of the fields above */
-} JobsFileHeader;
-
-/*
- * job_is_live
- *		Was job running when it was saved?  The file holds the history
- *		first, then the live jobs, so that a reload keeps the order.
- */
-static bool
-job_is_live(const CtasJob *job)
-{
-	return job->state == CTAS_JOB_RUNNING || job->state == CTAS_JOB_PREPARED;
-}
-
-/*
- * CtasJobsSave
- *		Write the registry to JOBS_FILE (write, fsync, durable rename).
- *		Called by the worker.  Returns the change_count saved; LOG on
- *		failure (never ERROR: the worker must go on).  Allocates in the
- *		current memory context and frees it.
- */
-uint64
-CtasJobsSave(void)
-{
-	CtasJobsSnapshotData *snap = CtasJobsSnapshot();
-	JobsFileHeader hdr;
-	FILE	   *f = NULL;
-	uint64		saved = 0;
-	int			pass;
-	int			i;
-
-	/* the rows per shard first: a saved registry implies them */
-	CtasJobShardsSave();
-	LWLockAcquire(shared->lock, LW_SHARED);
-	hdr.next_job_id = shared->next_job_id + JOBS_ID_RESERVE;
-	LWLockRelease(shared->lock);
-
-	hdr.magic = JOBS_MAGIC;
-	hdr.version = JOBS_VERSION;
-	hdr.job_size = sizeof(CtasJob);
-	hdr.stats_size = sizeof(CtasCatalogStats);
-	hdr.njobs = snap->njobs;
-	hdr.ncatalogs = snap->ncatalogs;
-	INIT_CRC32C(hdr.body_crc);
-	for (pass = 0; pass < 2; pass++)
-	{
-		for (i = 0; i < snap->njobs; i++)
-		{
-			if (job_is_live(&snap->jobs[i]) == (pass == 1))
-				COMP_CRC32C(hdr.body_crc, &snap->jobs[i], sizeof(CtasJob));
-		}
-	}
-	COMP_CRC32C(hdr.body_crc, snap->catalogs,
-				sizeof(CtasCatalogStats) * snap->ncatalogs);
-	FIN_CRC32C(hdr.body_crc);
-	INIT_CRC32C(hdr.header_crc);
-	COMP_CRC32C(hdr.header_crc, &hdr, offsetof(JobsFileHeader, header_crc));
-	FIN_CRC32C(hdr.header_crc);
-
-	f = AllocateFile(JOBS_FILE_TMP, PG_BINARY_W);
-	if (f == NULL)
-		goto error;
-	if (fwrite(&hdr, sizeof(hdr), 1, f) != 1)
-		goto error;
-	for (pass = 0; pass < 2; pass++)
-	{
-		for (i = 0; i < snap->njobs; i++)
-		{
-			if (job_is_live(&snap->jobs[i]) == (pass == 1) &&
-				fwrite(&snap->jobs[i], sizeof(CtasJob), 1, f) != 1)
-				goto error;
-		}
-	}
-	if (fwrite(snap->catalogs, sizeof(CtasCatalogStats), snap->ncatalogs,
-			   f) != (size_t) snap->ncatalogs)
-		goto error;
-	if (fflush(f) != 0 || pg_fsync(fileno(f)) != 0)
-		goto error;
-	if (FreeFile(f) != 0)
-	{
-		f = NULL;
-		goto error;
-	}
-	f = NULL;
-	if (durable_rename(JOBS_FILE_TMP, JOBS_FILE, LOG) != 0)
-		goto error;
-	saved = snap->change_count;
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	shared->ids_reserved = Max(shared->ids_reserved, hdr.next_job_id);
-	shared->save_failed = false;
-	LWLockRelease(shared->lock);
-	goto done;
-
-error:
-	ereport(LOG,
-			(errcode_for_file_access(),
-			 errmsg("could not write file \"%s\": %m", JOBS_FILE_TMP)));
-	if (f)
-		FreeFile(f);
-	unlink(JOBS_FILE_TMP);
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	shared->save_failed = true;
-	LWLockRelease(shared->lock);
-done:
-	pfree(snap->jobs);
-	pfree(snap);
-	return saved;
-}
-
-/*
- * valid_string
- *		Is the buffer buf of size bytes a NUL-terminated string, valid in
- *		encoding (NULL: any bytes but NUL)?
- */
-static bool
-valid_string(const char *buf, size_t size, int encoding)
-{
-	const char *end = memchr(buf, '\0', size);
-
-	if (end == NULL)
-		return false;
-	return encoding < 0 ||
-		pg_verify_mbstr(encoding, buf, end - buf, true);
-}
-
-/*
- * valid_job
- *		Does job, read from the file, hold only what the server could have
- *		written?  Its id must be below next_job_id.
- */
-static bool
-valid_job(const CtasJob *job, int64 next_job_id)
-{
-	if (job->job_id < 1 || job->job_id >= next_job_id)
-		return false;
-	if (job->group_id < 0 || job->group_id >= next_job_id)
-		return false;
-	if ((unsigned int) job->state >= CTAS_JOB_NSTATES)
-		return false;
-	if (!PG_VALID_BE_ENCODING(job->encoding))
-		return false;
-	return valid_string(job->catalog, sizeof(job->catalog), job->encoding) &&
-		valid_string(job->target, sizeof(job->target), job->encoding) &&
-		valid_string(job->mode, sizeof(job->mode), job->encoding) &&
-		valid_string(job->gid, sizeof(job->gid), job->encoding) &&
-		valid_string(job->notify_url, sizeof(job->notify_url),
-					 job->encoding) &&
-		valid_string(job->error, sizeof(job->error), job->encoding);
-}
-
-/*
- * valid_stats
- *		The same for the counters of one catalog.  Its name comes from a job
- *		of any database, so only its termination can be checked.
- */
-static bool
-valid_stats(const CtasCatalogStats *st)
-{
-	return st->catalog[0] != '\0' &&
-		valid_string(st->catalog, sizeof(st->catalog), -1) &&
-		!isnan(st->duration_sum) && !isinf(st->duration_sum);
-}
-
-/*
- * reset_registry
- *		Forget what a damaged file left in the history and the counters.
- */
-static void
-reset_registry(void)
-{
-	int			i;
-
-	for (i = 0; i < CtasHistorySize; i++)
-	{
-		CtasJob    *h = HISTORY(i);
-
-		memset(h, 0, sizeof(CtasJob));
-		pg_atomic_init_u64(&h->rows, 0);
-		pg_atomic_init_u64(&h->bytes, 0);
-	}
-	shared->history_head = 0;
-	shared->history_count = 0;
-	memset(shared->catalogs, 0, sizeof(shared->catalogs));
-	shared->ncatalogs = 0;
-}
-
-/*
- * load_jobs_file
- *		Fill freshly created shared memory from JOBS_FILE, in the
- *		postmaster.  Jobs that were running or prepared when it was written
- *		come back as in_doubt (failed for streaming loads).  A missing file
- *		is no error.  A damaged one (truncated, wrong size, checksum, a
- *		field the server could not have written) is ignored as a whole, with
- *		a LOG message: the history starts empty.  The job id counter stays
- *		above every id the file gave out: that of its header when the header
- *		is intact, else the current time in microseconds since 2000 (above
- *		any id unless jobs started faster than one a microsecond).  Never
- *		raises an error.
- */
-static void
-load_jobs_file(void)
-{
-	FILE	   *f;
-	JobsFileHeader hdr;
-	struct stat st;
-	pg_crc32c	crc;
-	char		detail[256];
-	bool		header_ok = false;
-	int			i;
-
-	f = AllocateFile(JOBS_FILE, PG_BINARY_R);
-	if (f == NULL)
-	{
-		if (errno != ENOENT)
-			ereport(LOG,
-					(errcode_for_file_access(),
-					 errmsg("could not read file \"%s\": %m", JOBS_FILE)));
-		return;
-	}
-
-	detail[0] = '\0';
-	if (fstat(fileno(f), &st) != 0)
-	{
-		snprintf(detail, sizeof(detail), "Could not stat the file: %m.");
-		goto bad;
-	}
-	if (fread(&hdr, sizeof(hdr), 1, f) != 1)
-	{
-		snprintf(detail, sizeof(detail),
-				 "The file is shorter than its header.");
-		goto bad;
-	}
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, &hdr, offsetof(JobsFileHeader, header_crc));
-	FIN_CRC32C(crc);
-	if (!EQ_CRC32C(crc, hdr.header_crc) || hdr.magic != JOBS_MAGIC)
-	{
-		snprintf(detail, sizeof(detail),
-				 "The header's magic number or checksum is wrong.");
-		goto bad;
-	}
-	if (hdr.version != JOBS_VERSION)
-	{
-		snprintf(detail, sizeof(detail),
-				 "The file has format version %u, this server expects %u.",
-				 hdr.version, JOBS_VERSION);
-		goto bad;
-	}
-	if (hdr.job_size != sizeof(CtasJob) ||
-		hdr.stats_size != sizeof(CtasCatalogStats))
-	{
-		snprintf(detail, sizeof(detail),
-				 "The file's records have %u and %u bytes, this server's %zu and %zu.",
-				 hdr.job_size, hdr.stats_size,
-				 sizeof(CtasJob), sizeof(CtasCatalogStats));
-		goto bad;
-	}
-	if (hdr.next_job_id < 1)
-	{
-		snprintf(detail, sizeof(detail),
-				 "The header's next job id is " INT64_FORMAT ".",
-				 hdr.next_job_id);
-		goto bad;
-	}
-	header_ok = true;
-	if (hdr.njobs < 0 || hdr.ncatalogs < 0 ||
-		hdr.ncatalogs > MAX_CATALOG_STATS ||
-		(uint64) st.st_size != sizeof(hdr) +
-		(uint64) hdr.njobs * sizeof(CtasJob) +
-		(uint64) hdr.ncatalogs * sizeof(CtasCatalogStats))
-	{
-		snprintf(detail, sizeof(detail),
-				 "The file is %lld bytes long, its header announces %d jobs and %d catalogs.",
-				 (long long) st.st_size, hdr.njobs, hdr.ncatalogs);
-		goto bad;
-	}
-
-	/* the checksum of the whole body first, then its fields */
-	INIT_CRC32C(crc);
-	for (;;)
-	{
-		char		buf[8192];
-		size_t		n = fread(buf, 1, sizeof(buf), f);
-
-		if (n == 0)
-			break;
-		COMP_CRC32C(crc, buf, n);
-	}
-	FIN_CRC32C(crc);
-	if (ferror(f) || fseek(f, sizeof(hdr), SEEK_SET) != 0)
-	{
-		snprintf(detail, sizeof(detail), "Could not read the file: %m.");
-		goto bad;
-	}
-	if (!EQ_CRC32C(crc, hdr.body_crc))
-	{
-		snprintf(detail, sizeof(detail),
-				 "The checksum of the jobs does not match the header.");
-		goto bad;
-	}
-
-	for (i = 0; i < hdr.njobs; i++)
-	{
-		CtasJob		job;
-
-		if (fread(&job, sizeof(CtasJob), 1, f) != 1)
-		{
-			snprintf(detail, sizeof(detail), "Could not read job %d.", i);
-			goto bad;
-		}
-		if (!valid_job(&job, hdr.next_job_id))
-		{
-			snprintf(detail, sizeof(detail),
-					 "Job %d holds a value the server cannot have written.",
-					 i);
-			goto bad;
-		}
-		if (job_is_live(&job))
-		{
-			/* a streaming load keeps what it committed: nothing to decide */
-			job.state = strcmp(job.mode, "streaming") == 0 ?
-				CTAS_JOB_FAILED : CTAS_JOB_IN_DOUBT;
-			strlcpy(job.error, "the server stopped while the job was running",
-					sizeof(job.error));
-			job.notify_url[0] = '\0';
-		}
-		add_to_history(&job);
-	}
-	if (fread(shared->catalogs, sizeof(CtasCatalogStats), hdr.ncatalogs,
-			  f) != (size_t) hdr.ncatalogs)
-	{
-		snprintf(detail, sizeof(detail), "Could not read the counters.");
-		goto bad;
-	}
-	for (i = 0; i < hdr.ncatalogs; i++)
-	{
-		if (!valid_stats(&shared->catalogs[i]))
-		{
-			snprintf(detail, sizeof(detail),
-					 "The counters of catalog %d hold a value the server cannot have written.",
-					 i);
-			goto bad;
-		}
-	}
-	shared->ncatalogs = hdr.ncatalogs;
-	shared->next_job_id = hdr.next_job_id;
-	shared->ids_reserved = hdr.next_job_id;
-	FreeFile(f);
-	return;
-
-bad:
-	FreeFile(f);
-	reset_registry();
-	shared->next_job_id = header_ok ? hdr.next_job_id :
-		Max(GetCurrentTimestamp(), 1);
-	shared->ids_reserved = shared->next_job_id;
-	ereport(LOG,
-			(errcode(ERRCODE_DATA_CORRUPTED),
-			 errmsg("ctas_fed job history file \"%s\" is damaged, starting with an empty history",
-					JOBS_FILE),
-			 errdetail_internal("%s Job ids continue from " INT64_FORMAT ".",
-								detail, shared->next_job_id)));
+		CtasJobsShared->worker_latch = latch;
+	LWLockRelease(CtasJobsShared->lock);
 }

@@ -1,8 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * jobs.h
- *		  The shared-memory job registry (jobs.c), its SQL view and metrics
- *		  (metrics.c).
+ *		  The shared-memory job registry (jobs.c) and its file (jobs_file.c).
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -19,7 +18,7 @@
 #include "port/atomics.h"
 #include "storage/latch.h"
 
-#include "ctas_fed.h"
+#include "catalog.h"
 
 typedef enum CtasJobState
 {
@@ -148,7 +147,6 @@ typedef void (*CtasResolverWakeFunc) (Oid dboid, bool now);
 extern CtasResolverWakeFunc CtasJobsResolverWake;
 extern const double CtasDurationBuckets[CTAS_DURATION_BUCKETS];
 extern void CtasJobsShmemRequest(void);
-extern void CtasJobsShmemStartup(void);
 extern const char *CtasJobStateName(CtasJobState state);
 extern CtasJobRef CtasJobStart(const CtasCatalog *catalog, const char *target,
 							   const char *mode, const char *notify_url);
@@ -167,24 +165,9 @@ extern bool CtasJobsGidIsLive(const char *gid);
 extern void CtasJobsResolveGid(const char *gid, CtasJobState state);
 extern void CtasJobsCounters(uint64 *change_count, uint64 *ended);
 extern void CtasJobsSetLatch(Latch *latch, bool notifier);
+
+/* in jobs_file.c */
+extern void CtasJobsShmemStartup(void);
 extern uint64 CtasJobsSave(void);
-
-/* in jobshards.c */
-extern void CtasJobShardsShmemRequest(void);
-extern void CtasJobShardsShmemStartup(void);
-extern int	CtasJobShardStart(CtasJobRef ref, const char *catalog, int shard);
-extern void CtasJobShardProgress(CtasJobRef ref, int handle, uint64 rows,
-								 uint64 bytes);
-extern void CtasJobShardAdd(int64 job_id, int handle, uint64 rows,
-							uint64 bytes);
-extern void CtasJobShardsCommitted(int64 job_id, const char *catalog);
-extern void CtasJobShardsSave(void);
-extern CtasJobShard *CtasJobShardsSnapshot(int *nentries,
-										   CtasShardStats **stats,
-										   int *nstats);
-
-/* in metrics.c */
-extern char *CtasMetricsText(void);
-extern char *CtasJobEventJson(const CtasJobEvent *ev);
 
 #endif							/* CTAS_JOBS_H */

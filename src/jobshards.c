@@ -47,6 +47,7 @@
 #include "storage/shmem.h"
 
 #include "jobs.h"
+#include "jobshards.h"
 
 typedef struct JobShardsShared
 {

@@ -28,7 +28,10 @@
 #include "utils/tuplestore.h"
 #include "utils/xid8.h"
 
+#include "guc.h"
 #include "jobs.h"
+#include "jobshards.h"
+#include "metrics.h"
 #include "sync/sync.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_jobs);

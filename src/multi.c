@@ -66,6 +66,7 @@
 #include "utils/tuplestore.h"
 
 #include "ctas.h"
+#include "guc.h"
 #include "parallel.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_create_tables_as);
@@ -102,7 +103,7 @@ typedef struct MultiOption
 
 static MultiTable *list_schema_tables(const char *schema, int *ntables);
 static MultiTable *array_tables(ArrayType *arr, int *ntables);
-static void describe_table(MultiTable *t);
+static void multi_describe_table(MultiTable *t);
 static List *parse_call_options(Jsonb *options, MultiTable *tables,
 								int ntables);
 static void table_options(MultiTable *t, int index, List *calloptions);
@@ -393,13 +394,13 @@ table_error_context(void *arg)
 }
 
 /*
- * describe_table
+ * multi_describe_table
  *		Fill in relkind and the quoted qualified name of t->relid, which the
  *		caller has locked.  ERROR when it is gone or cannot be read as a
  *		table.
  */
 static void
-describe_table(MultiTable *t)
+multi_describe_table(MultiTable *t)
 {
 	HeapTuple	tp;
 	Form_pg_class form;
@@ -469,7 +470,7 @@ array_tables(ArrayType *arr, int *ntables)
 					 errmsg("\"tables\" must not contain nulls")));
 		tables[i].relid = DatumGetObjectId(elems[i]);
 		LockRelationOid(tables[i].relid, AccessShareLock);
-		describe_table(&tables[i]);
+		multi_describe_table(&tables[i]);
 		for (j = 0; j < i; j++)
 		{
 			if (tables[j].relid == tables[i].relid)
@@ -546,7 +547,7 @@ list_schema_tables(const char *schema, int *ntables)
 			UnlockRelationOid(t->relid, AccessShareLock);
 			continue;
 		}
-		describe_table(t);
+		multi_describe_table(t);
 		n++;
 	}
 	if (n == 0)

@@ -40,8 +40,10 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 
+#include "guc.h"
 #include "hosts.h"
 #include "target.h"
+#include "targets.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_validator);
 
@@ -416,16 +418,8 @@ ctas_fed_validator(PG_FUNCTION_ARGS)
 
 		check_option_value(opt, value);
 
-		if (opt->names_host && !superuser() &&
-			opt->kind == CTAS_OPT_SERVICE_URL_LIST)
-		{
-			ListCell   *ulc;
-
-			foreach(ulc, CtasSplitUrlList(value))
-				CtasCheckHostOption(opt->name, lfirst(ulc));
-		}
-		else if (opt->names_host && !superuser())
-			CtasCheckHostOption(opt->name, value);
+		if (opt->hosts != CTAS_HOSTS_NONE && !superuser())
+			CtasCheckHostOption(opt, value);
 
 		if (strcmp(opt->name, "password_required") == 0 &&
 			!defGetBoolean(def) && !superuser())

@@ -102,6 +102,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
 #include "jobs.h"
 #include "parallel_dsm.h"
 
@@ -140,8 +141,8 @@ static void plan_split(Oid relid, int nworkers, BlockNumber *chunk_blocks,
 					   uint32 *nchunks);
 static ParallelUnit *plan_units(CtasParallelSet *set, uint32 *nunits);
 static void run_set(CtasParallelSet *set);
-static void report_progress(CtasParallelSet *set, int nworkers,
-							TimestampTz started, TimestampTz *last_notice);
+static void parallel_report_progress(CtasParallelSet *set, int nworkers,
+									 TimestampTz started, TimestampTz *last_notice);
 static void wait_for_workers(ParallelContext *pcxt,
 							 CtasParallelShared *shared,
 							 CtasParallelSet *set);
@@ -805,8 +806,8 @@ wait_for_workers(ParallelContext *pcxt, CtasParallelShared *shared,
 		collect(set, shared, false);
 		end_loaded(set, shared);
 		if (CtasProgress)
-			report_progress(set, pcxt->nworkers_launched, started,
-							&last_notice);
+			parallel_report_progress(set, pcxt->nworkers_launched, started,
+									 &last_notice);
 
 		if (pg_atomic_read_u32(&shared->finished) >= pcxt->nworkers_launched)
 			break;
@@ -842,13 +843,13 @@ wait_for_workers(ParallelContext *pcxt, CtasParallelShared *shared,
 }
 
 /*
- * report_progress
+ * parallel_report_progress
  *		ctas_fed.progress: a NOTICE with the rows and bytes of all workers
  *		(in all the tables of set) every ctas_fed.progress_interval seconds.
  */
 static void
-report_progress(CtasParallelSet *set, int nworkers, TimestampTz started,
-				TimestampTz *last_notice)
+parallel_report_progress(CtasParallelSet *set, int nworkers, TimestampTz started,
+						 TimestampTz *last_notice)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	uint64		rows = 0;

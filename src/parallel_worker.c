@@ -40,7 +40,9 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
+#include "guc.h"
 #include "parallel_dsm.h"
+#include "targets.h"
 
 /* rows between two additions of a worker's counters to the DSM */
 #define PUBLISH_EVERY_ROWS	1000

@@ -26,8 +26,10 @@
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 
+#include "guc.h"
 #include "jobs.h"
 #include "target.h"
+#include "targets.h"
 #include "workers/workers.h"
 
 PG_FUNCTION_INFO_V1(ctas_fed_remote_tables);

@@ -6,7 +6,7 @@
  * A target is one kind of external catalog.  Each one is a const
  * CtasTargetRoutine of function pointers in its own folder under src/,
  * listed in the one table of targets.c and reached through the catalog's
- * type (catalog.c); no code outside a target's folder knows which kind it
+ * type (targets.h); no code outside a target's folder knows which kind it
  * is talking to, as FdwRoutine does for foreign-data wrappers.
  *
  * Two objects are shared with the target:
@@ -46,35 +46,8 @@
 #include "nodes/parsenodes.h"
 #include "utils/memutils.h"
 
-#include "ctas_fed.h"
+#include "catalog.h"
 #include "jobs.h"
-
-/*
- * A server or user mapping option a target accepts; the validator in
- * catalog.c checks the value by kind.
- */
-typedef enum CtasOptionKind
-{
-	CTAS_OPT_STRING,			/* any single-line text */
-	CTAS_OPT_INT,				/* integer in [min, max] */
-	CTAS_OPT_BOOL,				/* anything parse_bool accepts */
-	CTAS_OPT_ENUM,				/* one of choices */
-	CTAS_OPT_SERVICE_URL,		/* http(s) URL of a service: no path/query */
-	CTAS_OPT_HOOK_URL,			/* http(s) URL of a webhook: path, query ok */
-	CTAS_OPT_SERVICE_URL_LIST	/* comma-separated service URLs */
-} CtasOptionKind;
-
-typedef struct CtasOption
-{
-	const char *name;
-	Oid			context;		/* ForeignServer- or UserMappingRelationId */
-	CtasOptionKind kind;
-	int			min;			/* CTAS_OPT_INT only */
-	int			max;
-	const char *const *choices; /* CTAS_OPT_ENUM only, NULL-terminated */
-	bool		secret;			/* never shown anywhere */
-	bool		names_host;		/* limited by ctas_fed.allowed_hosts */
-} CtasOption;
 
 /* WITH (if_exists = ...) */
 typedef enum CtasIfExists
@@ -497,16 +470,5 @@ CtasLoadPutRow(CtasLoad *load, TupleTableSlot *slot)
 	MemoryContextReset(load->row_cxt);
 	load->rows++;
 }
-
-/* in catalog.c */
-extern const CtasOption CtasCommonOptions[];
-extern const CtasOption *CtasLookupOption(const CtasOption *table,
-										  const char *name, Oid context);
-
-
-/* in targets.c */
-extern const CtasTargetRoutine *const CtasTargets[];
-extern const CtasTargetRoutine *CtasTargetByName(const char *name);
-extern const CtasTargetRoutine *CtasCatalogRoutine(const CtasCatalog *catalog);
 
 #endif							/* CTAS_TARGET_H */

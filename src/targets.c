@@ -16,6 +16,7 @@
 #include "postgres/postgres_target.h"
 #include "clickhouse/clickhouse.h"
 #include "mysql/mysql_target.h"
+#include "targets.h"
 
 /*
  * Every target, NULL-terminated.  The first entry's options are listed

@@ -22,9 +22,11 @@
 
 #include <ctype.h>
 
+#include "lib/stringinfo.h"
+#include "nodes/value.h"
 #include "parser/scansup.h"
 
-#include "ctas.h"
+#include "typemap.h"
 
 /*
  * CtasParseColumnTypes

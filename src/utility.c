@@ -52,6 +52,7 @@
 #include "ctas.h"
 #include "jobs.h"
 #include "sync/sync.h"
+#include "utility.h"
 #include "workers/workers.h"
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;

@@ -49,6 +49,8 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
+#include "targets.h"
 #include "xact.h"
 
 /*

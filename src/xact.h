@@ -14,8 +14,6 @@
 #ifndef CTAS_XACT_H
 #define CTAS_XACT_H
 
-#include "ctas_fed.h"
-#include "jobs.h"
 #include "target.h"
 
 /* in xact.c */

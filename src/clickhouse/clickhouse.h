@@ -8,6 +8,8 @@
  *
  *	client.c	the HTTP protocol of ClickHouse over src/http/curl.c; quoting;
  *				the clients of a cluster's shards
+ *	answer.c	the answers: exceptions, their SQLSTATE, safe remote text,
+ *				the errors of a failed request
  *	types.c		ClickHouse type names and the type map
  *	ddl.c		quoted names, small results, table options, CREATE TABLE
  *	rowbinary.c	the RowBinary encoder
@@ -17,7 +19,8 @@
  *				EXPLAIN, listing, and the routine CtasClickHouseTarget
  *	cluster.c	cluster catalogs: shards, the sharding key, routing, the
  *				per-shard and Distributed tables of a load
- *	xact.c		pre_commit, post_commit, abort, subxact; durable records
+ *	xact.c		pre_commit, post_commit, abort, subxact
+ *	record.c	the durable records of the transactions
  *	resolve.c	recovery from the durable records
  *	sync.c		continuous sync: the apply side (CtasChSyncApply)
  *	verify.c	continuous sync: verify_sync()
@@ -42,26 +45,56 @@
 #include "executor/tuptable.h"
 #include "port/pg_crc32c.h"
 
+#include "http/curl.h"
 #include "target.h"
 
 /* ClickHouse HTTP client (client.c) */
-typedef struct CtasHttp CtasHttp;
-typedef struct CtasHttpStream CtasHttpStream;
+typedef struct CtasChHttp CtasChHttp;
+typedef struct CtasChHttpStream CtasChHttpStream;
 
-/* Flags of CtasHttpTryQuery */
+/* Flags of CtasChHttpTryQuery */
 #define CTAS_HTTP_CLEANUP		0x0001	/* commit/abort path: short deadline,
 										 * never aborted by an interrupt */
 #define CTAS_HTTP_MISSING_OK	0x0002	/* report "unknown table/database"
 										 * as success with a NULL result */
 
 /* Server version, read once per client */
-typedef struct CtasHttpVersion
+typedef struct CtasChHttpVersion
 {
 	int			major;
 	int			minor;
 	int			patch;
 	const char *text;			/* as the server printed it */
-} CtasHttpVersion;
+} CtasChHttpVersion;
+
+/* the client's state (client.c; its answers are read by answer.c) */
+struct CtasChHttp
+{
+	MemoryContext cxt;
+	char	   *catalog;		/* catalog name, for messages */
+	char	   *base_url;		/* scheme://host[:port], no slash */
+	char	   *user;			/* or NULL */
+	char	   *password;		/* or NULL; never printed */
+	long		connect_timeout_ms;
+	long		timeout_ms;		/* inactivity limit */
+	int			timeout_s;		/* the same, for messages */
+	CtasCurl   *xfer;			/* reused for queries, or NULL */
+	CtasChHttpVersion *version;	/* read once, or NULL */
+	char	   *settings;		/* "&name=value..." on every URL, or NULL */
+	char		inflight[96];	/* query_id of the query on xfer, or "" */
+	bool		unresponsive;	/* a request or KILL QUERY got no answer */
+};
+
+#define CH_MAX_REMOTE_TEXT			1000	/* bytes of remote text shown */
+#define CH_MAX_SQL_TEXT				300 /* bytes of SQL in a context */
+
+/* A failed request, described for an ereport */
+typedef struct ChFailure
+{
+	int			sqlstate;
+	char	   *detail;
+	long		not_clickhouse; /* HTTP status of a foreign response, or 0 */
+} ChFailure;
 
 /* in writer.c: the routine, listed in targets.c */
 extern const CtasTargetRoutine CtasClickHouseTarget;
@@ -77,44 +110,55 @@ extern void CtasChSyncVerifyRemote(CtasSyncTarget *t, int level,
 								   void (*emit) (void *arg, char **fields),
 								   void *arg);
 
+/* in answer.c */
+extern bool CtasChCheckResponse(CtasChHttp *http, CtasCurl *t,
+								CtasCurlResult rr, ChFailure *f,
+								bool *missing);
+extern char *CtasChSanitize(const char *s, size_t len, size_t cap);
+extern void CtasChRaise(CtasChHttp *http, const char *what, const char *sql,
+						ChFailure *f) pg_attribute_noreturn();
+extern void CtasChAfterInterrupt(CtasChHttp *http, const char *what,
+								 const char *sql) pg_attribute_noreturn();
+
 /* in client.c */
-extern CtasHttp *CtasHttpCreate(const CtasCatalog *catalog,
-								MemoryContext cxt);
-extern CtasHttp *CtasHttpCreateShard(const CtasCatalog *catalog,
-									 const char *url, int shard,
-									 MemoryContext cxt);
+extern const CtasOption CtasChServerOptions[];
+extern CtasChHttp *CtasChHttpCreate(const CtasCatalog *catalog,
+									MemoryContext cxt);
+extern CtasChHttp *CtasChHttpCreateShard(const CtasCatalog *catalog,
+										 const char *url, int shard,
+										 MemoryContext cxt);
 extern struct ChCluster *CtasChClusterOpen(const CtasCatalog *catalog,
 										   MemoryContext cxt);
-extern const char *CtasHttpCatalogName(CtasHttp *http);
-extern const CtasHttpVersion *CtasHttpServerVersion(CtasHttp *http);
-extern bool CtasHttpServerVersionKnown(CtasHttp *http);
-extern bool CtasHttpVersionAtLeast(CtasHttp *http, int major, int minor);
-extern void CtasHttpAddSetting(CtasHttp *http, const char *name,
-							   const char *value);
-extern char *CtasHttpQuery(CtasHttp *http, const char *sql,
-						   const char *what);
-extern bool CtasHttpTryQuery(CtasHttp *http, const char *sql,
-							 const char *what, int flags,
-							 char **result, char **errdetail);
-extern void CtasHttpKillQuery(CtasHttp *http, const char *query_id);
+extern const char *CtasChHttpCatalogName(CtasChHttp *http);
+extern const CtasChHttpVersion *CtasChHttpServerVersion(CtasChHttp *http);
+extern bool CtasChHttpServerVersionKnown(CtasChHttp *http);
+extern bool CtasChHttpVersionAtLeast(CtasChHttp *http, int major, int minor);
+extern void CtasChHttpAddSetting(CtasChHttp *http, const char *name,
+								 const char *value);
+extern char *CtasChHttpQuery(CtasChHttp *http, const char *sql,
+							 const char *what);
+extern bool CtasChHttpTryQuery(CtasChHttp *http, const char *sql,
+							   const char *what, int flags,
+							   char **result, char **errdetail);
+extern void CtasChHttpKillQuery(CtasChHttp *http, const char *query_id);
 extern void CtasChAppendIdent(StringInfo buf, const char *s);
 extern void CtasChAppendLiteral(StringInfo buf, const char *s);
 
-extern CtasHttpStream *CtasHttpStreamOpen(CtasHttp *http, const char *sql,
-										  const char *what,
-										  MemoryContext cxt);
-extern void CtasHttpStreamWatch(CtasHttpStream *stream,
-								CtasHttpStream **slot);
-extern void CtasHttpStreamUnwatch(CtasHttpStream *stream);
-extern void CtasHttpStreamOnFailure(CtasHttpStream *stream,
-									void (*cb) (void *arg), void *arg);
-extern StringInfo CtasHttpStreamBuffer(CtasHttpStream *stream);
-extern void CtasHttpStreamFlush(CtasHttpStream *stream);
-extern void CtasHttpStreamFinish(CtasHttpStream *stream);
-extern void CtasHttpStreamClose(CtasHttpStream *stream);
-extern const char *CtasHttpStreamQueryId(CtasHttpStream *stream);
+extern CtasChHttpStream *CtasChHttpStreamOpen(CtasChHttp *http, const char *sql,
+											  const char *what,
+											  MemoryContext cxt);
+extern void CtasChHttpStreamWatch(CtasChHttpStream *stream,
+								CtasChHttpStream **slot);
+extern void CtasChHttpStreamUnwatch(CtasChHttpStream *stream);
+extern void CtasChHttpStreamOnFailure(CtasChHttpStream *stream,
+									  void (*cb) (void *arg), void *arg);
+extern StringInfo CtasChHttpStreamBuffer(CtasChHttpStream *stream);
+extern void CtasChHttpStreamFlush(CtasChHttpStream *stream);
+extern void CtasChHttpStreamFinish(CtasChHttpStream *stream);
+extern void CtasChHttpStreamClose(CtasChHttpStream *stream);
+extern const char *CtasChHttpStreamQueryId(CtasChHttpStream *stream);
 
-/* Size at which CtasHttpStreamFlush hands the buffer to the socket */
+/* Size at which CtasChHttpStreamFlush hands the buffer to the socket */
 #define CTAS_HTTP_STREAM_CHUNK	(1024 * 1024)
 
 /* ClickHouse types we can write */
@@ -260,7 +304,7 @@ typedef struct ChCluster
 	char	   *name;			/* of remote_servers */
 	int			nshards;
 	char	  **urls;			/* [nshards], shard_num order */
-	CtasHttp  **http;			/* [nshards] */
+	CtasChHttp **http;			/* [nshards] */
 	int			nslots;			/* sum of the shards' weights */
 	int		   *slot_shard;		/* [nslots]: slot -> shard, from 1 */
 	bool		checked;		/* against system.clusters */
@@ -269,11 +313,11 @@ typedef struct ChCluster
 /* Per transaction and user mapping: part->private */
 typedef struct ChXact
 {
-	CtasHttp   *http;			/* in part->cxt */
+	CtasChHttp *http;			/* in part->cxt */
 	ChCluster  *cluster;		/* cluster catalog, or NULL */
 	List	   *actions;		/* ChAction *, oldest first */
 	/* open INSERTs, watched, by shard (0: url); or NULL */
-	CtasHttpStream *stream[CH_MAX_SHARDS + 1];
+	CtasChHttpStream *stream[CH_MAX_SHARDS + 1];
 	char	   *stream_qid[CH_MAX_SHARDS + 1];	/* until they are closed */
 	int			stream_level;
 	char		record_path[MAXPGPATH]; /* durable record, or "" */
@@ -298,7 +342,7 @@ typedef struct ChShardKey
 /* Per statement: load->private */
 typedef struct ChLoad
 {
-	CtasHttp   *http;
+	CtasChHttp *http;
 	int			shard;			/* cluster: this shard's part of the load,
 								 * from 1; 0 otherwise */
 	ChXact	   *xs;				/* NULL in streaming mode */
@@ -312,7 +356,7 @@ typedef struct ChLoad
 	int			ncols;
 	ChColumn   *cols;
 	char	  **types;			/* ClickHouse type of each column */
-	CtasHttpStream *stream;
+	CtasChHttpStream *stream;
 	MemoryContext stream_cxt;	/* owns stream; deleted when it is done */
 	bool		exported;		/* leader of a parallel load: rows come
 								 * from the workers, load->rows counts them */
@@ -404,24 +448,24 @@ extern char *CtasChQname(const char *db, const char *table);
 extern char *CtasChLit(const char *s);
 extern char *CtasChDisplay(const char *db, const char *table);
 extern List *CtasChTsv(const char *body, int *nfields);
-extern uint64 CtasChParseCount(CtasHttp *http, const char *body,
+extern uint64 CtasChParseCount(CtasChHttp *http, const char *body,
 							   const char *what);
 extern const char *const CtasChStatementOptions[];
 extern bool CtasChParseOption(CtasLoad *load, DefElem *def);
 extern void CtasChCheckOptions(CtasLoad *load);
 extern char *CtasChEngineName(const char *engine);
 extern bool CtasChIsMergetree(const char *engine_name);
-extern char *CtasChRemoteEngine(CtasHttp *http, const char *db,
+extern char *CtasChRemoteEngine(CtasChHttp *http, const char *db,
 								const char *table);
 extern int	CtasChCountCheckMode(const char *engine);
 extern char *CtasChCreateSql(CtasLoad *load, ChColumn *cols, const char *db,
 							 const char *name);
 
 /* in stage.c */
-extern bool CtasChRemoteExists(CtasHttp *http, const char *db,
+extern bool CtasChRemoteExists(CtasChHttp *http, const char *db,
 							   const char *table);
 extern char *CtasChLoadEngine(CtasLoad *load);
-extern bool CtasChLogicalExists(CtasHttp *http, ChXact *xs, int shard,
+extern bool CtasChLogicalExists(CtasChHttp *http, ChXact *xs, int shard,
 								const char *db, const char *table,
 								char **phys);
 extern ChAction *CtasChNewAction(CtasParticipant *part, ChXact *xs,
@@ -435,7 +479,7 @@ extern void CtasChStreamOpen(ChLoad *cl);
 extern void CtasChStreamStep(ChLoad *cl, bool finish);
 
 /* in cluster.c */
-extern void CtasChClusterCheck(ChCluster *c, CtasHttp *http);
+extern void CtasChClusterCheck(ChCluster *c, CtasChHttp *http);
 extern void CtasChClusterCheckOptions(CtasLoad *load);
 extern bool CtasChClusterBeginLoad(ChLoad *cl);
 extern void CtasChClusterCreateTable(ChLoad *cl, bool exists);
@@ -443,7 +487,7 @@ extern void CtasChClusterPutRow(ChLoad *cl, TupleTableSlot *slot);
 extern void CtasChClusterEndLoad(ChLoad *cl);
 extern List *CtasChClusterExport(ChLoad *cl, List *state);
 extern void CtasChClusterAttach(ChLoad *cl, List *l);
-extern char *CtasChClusterSyncTable(ChCluster *c, CtasHttp *http,
+extern char *CtasChClusterSyncTable(ChCluster *c, CtasChHttp *http,
 									const char *db, const char *name,
 									int nkeys, char **keys, ChShardKey *key,
 									int *key_k);
@@ -481,22 +525,27 @@ extern bool CtasChSyncCanKeep(CtasSyncTarget *t, ChColumn *cols,
 							  ChColumn *keycols, int col);
 extern char *CtasChSyncKeyText(CtasSyncTarget *t, ChColumn *keycols,
 							   Datum *values, const int *keypos);
-extern void CtasChSyncFetchKept(CtasHttp *http, CtasSyncTarget *t,
+extern void CtasChSyncFetchKept(CtasChHttp *http, CtasSyncTarget *t,
 								const char *qtable, ChColumn *cols,
 								List *rows);
 extern void CtasChPutValue(ChEnc *e, StringInfo buf, Datum v, bool isnull);
 
-/* in xact.c */
-extern void CtasChCheckVersion(CtasHttp *http);
+/* in record.c */
 extern const char *const CtasChActionNames[CH_DROP + 1];
 extern pg_crc32c CtasChRecordCrc(const char *data, size_t len);
+extern char *CtasChRecordGid(ChXact *xs);
 extern void CtasChRecordWrite(CtasParticipant *part, ChXact *xs);
+extern void CtasChRecordRelease(void *arg);
+extern void CtasChRecordRemove(ChXact *xs);
+
+/* in xact.c */
+extern void CtasChCheckVersion(CtasChHttp *http);
 extern ChXact *CtasChXact(CtasParticipant *part);
-extern CtasHttp *CtasChActionHttp(ChXact *xs, ChAction *a);
+extern CtasChHttp *CtasChActionHttp(ChXact *xs, ChAction *a);
 extern bool CtasChCleanupFailed;
-extern bool CtasChCleanupDrop(CtasHttp *http, const char *db,
+extern bool CtasChCleanupDrop(CtasChHttp *http, const char *db,
 							  const char *table, const char *what);
-extern bool CtasChUndoChecked(CtasHttp *http, ChAction *a, char **why);
+extern bool CtasChUndoChecked(CtasChHttp *http, ChAction *a, char **why);
 extern void CtasChPreCommit(CtasParticipant *part);
 extern void CtasChPostCommit(CtasParticipant *part);
 extern void CtasChAbort(CtasParticipant *part);

@@ -18,17 +18,13 @@
  *	  CHECK_FOR_INTERRUPTS() raises PostgreSQL's own error.
  *	- Credentials travel in the X-ClickHouse-User / X-ClickHouse-Key
  *	  headers, never in a URL; no error message ever shows them.
- *	- Every request carries a query_id of ours (CtasHttpNewQueryId), so that
+ *	- Every request carries a query_id of ours (CtasChHttpNewQueryId), so that
  *	  a request we gave up on can be stopped with KILL QUERY: ClickHouse
  *	  goes on running an HTTP query whose client has gone.
  *	- Every response is checked for a ClickHouse exception: the
  *	  X-ClickHouse-Exception-Code header (newer servers), a non-200 status,
- *	  and the body, which can end with "Code: N, ..." even after a 200
- *	  status (18.16 streams the status line before the result).
- *	- Only ClickHouse's own answers are read: one without an X-ClickHouse-*
- *	  header and without a ClickHouse exception is "not a ClickHouse
- *	  server", and nothing of its body reaches an error, a result or a log
- *	  (a non-superuser's catalog can name any HTTP endpoint).
+ *	  and the body (answer.c: CtasChCheckResponse, which also refuses what
+ *	  is not ClickHouse's own answer).
  *	- Identifiers are backquoted and literals single-quoted, with
  *	  backslash escapes (CtasChAppendIdent, CtasChAppendLiteral): the
  *	  quoting of every SQL text of the target, these requests included.
@@ -47,6 +43,7 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/pg_foreign_server.h"
 #include "commands/defrem.h"
 #include "foreign/foreign.h"
 #include "mb/pg_wchar.h"
@@ -61,73 +58,50 @@
 #define CH_DEFAULT_TIMEOUT			300 /* s, option timeout */
 #define CH_CLEANUP_DEADLINE_MS		30000	/* commit/abort requests */
 #define CH_KILL_DEADLINE_MS			1000	/* KILL QUERY */
-#define CH_MAX_REMOTE_TEXT			1000	/* bytes of remote text shown */
-#define CH_MAX_SQL_TEXT				300 /* bytes of SQL in a context */
 
-struct CtasHttp
+struct CtasChHttpStream
 {
-	MemoryContext cxt;
-	char	   *catalog;		/* catalog name, for messages */
-	char	   *base_url;		/* scheme://host[:port], no slash */
-	char	   *user;			/* or NULL */
-	char	   *password;		/* or NULL; never printed */
-	long		connect_timeout_ms;
-	long		timeout_ms;		/* inactivity limit */
-	int			timeout_s;		/* the same, for messages */
-	CtasCurl   *xfer;			/* reused for queries, or NULL */
-	CtasHttpVersion *version;	/* read once, or NULL */
-	char	   *settings;		/* "&name=value..." on every URL, or NULL */
-	char		inflight[96];	/* query_id of the query on xfer, or "" */
-	bool		unresponsive;	/* a request or KILL QUERY got no answer */
-};
-
-struct CtasHttpStream
-{
-	CtasHttp   *http;
+	CtasChHttp *http;
 	CtasCurl   *xfer;
 	StringInfoData buf;			/* rows not yet taken by curl */
 	char	   *query_id;
 	char	   *sql;			/* for error contexts */
 	char	   *what;
 	bool		closed;			/* finished, failed or aborted */
-	CtasHttpStream **slot;		/* cleared when the stream goes away */
+	CtasChHttpStream **slot;		/* cleared when the stream goes away */
 	void		(*on_failure) (void *arg);	/* before the error is raised */
 	void	   *on_failure_arg;
 };
 
-/* A failed request, described for an ereport */
-typedef struct ch_failure
-{
-	int			sqlstate;
-	char	   *detail;
-	long		not_clickhouse; /* HTTP status of a foreign response, or 0 */
-} ch_failure;
-
 static uint32 query_serial = 0;
 
-static CtasCurl *ch_xfer_create(CtasHttp *http, MemoryContext cxt,
+static CtasCurl *ch_xfer_create(CtasChHttp *http, MemoryContext cxt,
 								bool stream, bool must_succeed);
 static void ch_xfer_start(CtasCurl *t, const char *url, const char *body,
 						  StringInfo up);
-static char *ch_url(CtasHttp *http, CtasCurl *t, const char *query_id,
+static char *ch_url(CtasChHttp *http, CtasCurl *t, const char *query_id,
 					const char *sql_in_url, bool wait_end);
-static bool ch_check_response(CtasHttp *http, CtasCurl *t, CtasCurlResult rr,
-							  ch_failure *f, bool *missing);
-static bool ch_find_exception(const char *body, size_t len, bool at_end_only,
-							  int *code, const char **msg, size_t *msglen);
-static int	ch_code_sqlstate(int code);
-static char *ch_sanitize(const char *s, size_t len, size_t cap);
-static void ch_raise(CtasHttp *http, const char *what, const char *sql,
-					 ch_failure *f) pg_attribute_noreturn();
-static void ch_after_interrupt(CtasHttp *http, const char *what,
-							   const char *sql) pg_attribute_noreturn();
-static void ch_stream_fail(CtasHttpStream *s, CtasCurlResult rr);
+static void ch_stream_fail(CtasChHttpStream *s, CtasCurlResult rr);
 static void ch_stream_reset_cb(void *arg);
-static CtasHttp *ch_http_create(const CtasCatalog *catalog, const char *url,
-								MemoryContext cxt);
+static CtasChHttp *ch_http_create(const CtasCatalog *catalog, const char *url,
+								  MemoryContext cxt);
 
 /*
- * CtasHttpCreate
+ * type 'clickhouse': the HTTP interface.  The routine's server_options
+ * (writer.c); here because CtasChHttpCreate asks it which options name hosts.
+ */
+const CtasOption CtasChServerOptions[] = {
+	{"url", ForeignServerRelationId, CTAS_OPT_SERVICE_URL, 0, 0, NULL, false, CTAS_HOSTS_URL},
+	{"database", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"connect_timeout", ForeignServerRelationId, CTAS_OPT_INT, 1, 3600},
+	{"timeout", ForeignServerRelationId, CTAS_OPT_INT, 1, 86400},
+	{"cluster", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"shard_urls", ForeignServerRelationId, CTAS_OPT_SERVICE_URL_LIST, 0, 0, NULL, false, CTAS_HOSTS_URL_LIST},
+	{NULL}
+};
+
+/*
+ * CtasChHttpCreate
  *		A client for the ClickHouse catalog, allocated in cxt.
  *
  * Reads url, connect_timeout and timeout from the server options and user
@@ -138,8 +112,8 @@ static CtasHttp *ch_http_create(const CtasCatalog *catalog, const char *url,
  * a non-superuser names a host that ctas_fed.allowed_hosts does not list
  * (42501).
  */
-CtasHttp *
-CtasHttpCreate(const CtasCatalog *catalog, MemoryContext cxt)
+CtasChHttp *
+CtasChHttpCreate(const CtasCatalog *catalog, MemoryContext cxt)
 {
 	const char *url = CtasCatalogOption(catalog, "url");
 
@@ -151,16 +125,16 @@ CtasHttpCreate(const CtasCatalog *catalog, MemoryContext cxt)
 }
 
 /*
- * CtasHttpCreateShard
- *		A client for one shard of a cluster catalog: as CtasHttpCreate, on
+ * CtasChHttpCreateShard
+ *		A client for one shard of a cluster catalog: as CtasChHttpCreate, on
  *		url (entry shard, from 1, of the catalog's shard_urls), which must
  *		also be a host that ctas_fed.allowed_hosts lists when that applies.
  */
-CtasHttp *
-CtasHttpCreateShard(const CtasCatalog *catalog, const char *url, int shard,
-					MemoryContext cxt)
+CtasChHttp *
+CtasChHttpCreateShard(const CtasCatalog *catalog, const char *url, int shard,
+					  MemoryContext cxt)
 {
-	CtasHttp   *http;
+	CtasChHttp *http;
 
 	CtasCheckCatalogUrl(catalog, "shard_urls", url);
 	http = ch_http_create(catalog, url, cxt);
@@ -211,29 +185,29 @@ CtasChClusterOpen(const CtasCatalog *catalog, MemoryContext cxt)
 	c->name = pstrdup(name);
 	c->nshards = list_length(list);
 	c->urls = palloc(sizeof(char *) * c->nshards);
-	c->http = palloc(sizeof(CtasHttp *) * c->nshards);
+	c->http = palloc(sizeof(CtasChHttp *) * c->nshards);
 	foreach(lc, list)
 	{
 		c->urls[i] = lfirst(lc);
-		c->http[i] = CtasHttpCreateShard(catalog, c->urls[i], i + 1, cxt);
+		c->http[i] = CtasChHttpCreateShard(catalog, c->urls[i], i + 1, cxt);
 		i++;
 	}
 	MemoryContextSwitchTo(old);
 	return c;
 }
 
-static CtasHttp *
+static CtasChHttp *
 ch_http_create(const CtasCatalog *catalog, const char *url,
 			   MemoryContext cxt)
 {
 	MemoryContext old = MemoryContextSwitchTo(cxt);
-	CtasHttp   *http;
+	CtasChHttp *http;
 	const char *v;
 	size_t		len;
 
 	CtasCurlInit();
 
-	http = palloc0(sizeof(CtasHttp));
+	http = palloc0(sizeof(CtasChHttp));
 	http->cxt = cxt;
 	http->catalog = pstrdup(catalog->name);
 	http->base_url = pstrdup(url);
@@ -247,7 +221,7 @@ ch_http_create(const CtasCatalog *catalog, const char *url,
 	http->password = v ? pstrdup(v) : NULL;
 
 	/* the rules of a non-superuser's catalog, checked on every use */
-	CtasCheckCatalogHosts(catalog);
+	CtasCheckCatalogHosts(catalog, CtasChServerOptions);
 	if ((http->password == NULL || http->password[0] == '\0') &&
 		CtasPasswordRequired(catalog, NULL))
 		ereport(ERROR,
@@ -272,7 +246,7 @@ ch_http_create(const CtasCatalog *catalog, const char *url,
 }
 
 const char *
-CtasHttpCatalogName(CtasHttp *http)
+CtasChHttpCatalogName(CtasChHttp *http)
 {
 	return http->catalog;
 }
@@ -356,7 +330,7 @@ ch_sql_is_read_only(const char *sql)
  *		wiped once libcurl has its copy.  ereport(ERROR) on failure.
  */
 static CtasCurl *
-ch_xfer_create(CtasHttp *http, MemoryContext cxt, bool stream,
+ch_xfer_create(CtasChHttp *http, MemoryContext cxt, bool stream,
 			   bool must_succeed)
 {
 	CtasCurlConfig config;
@@ -426,7 +400,7 @@ ch_xfer_start(CtasCurl *t, const char *url, const char *body, StringInfo up)
  *		Palloc'd.
  */
 static char *
-ch_url(CtasHttp *http, CtasCurl *t, const char *query_id,
+ch_url(CtasChHttp *http, CtasCurl *t, const char *query_id,
 	   const char *sql_in_url, bool wait_end)
 {
 	StringInfoData buf;
@@ -452,408 +426,6 @@ ch_url(CtasHttp *http, CtasCurl *t, const char *query_id,
 }
 
 /*
- * ch_find_exception
- *		Find a ClickHouse exception in a response body: "Code: N, e.display
- *		Text() = DB::Exception: ..." (18.16) or "Code: N. DB::Exception:
- *		..." (later versions), at the start of the body or of a line.  With
- *		at_end_only (a 200 response, whose body may hold data), only on the
- *		last line.  Sets the code and the message (without the
- *		"DB::Exception: " prefix and the ", e.what() = ..." suffix).
- */
-static bool
-ch_find_exception(const char *body, size_t len, bool at_end_only,
-				  int *code, const char **msg, size_t *msglen)
-{
-	const char *p = NULL;
-	const char *end = body + len;
-	const char *q;
-	const char *m;
-	const char *e;
-	int			c = 0;
-
-	if (body == NULL || len == 0)
-		return false;
-
-	if (at_end_only)
-	{
-		/* start of the last non-empty line */
-		q = end;
-		while (q > body && (q[-1] == '\n' || q[-1] == '\r'))
-			q--;
-		while (q > body && q[-1] != '\n')
-			q--;
-		if (end - q >= 6 && strncmp(q, "Code: ", 6) == 0)
-			p = q;
-	}
-	else
-	{
-		for (q = body; q < end; q++)
-		{
-			if ((q == body || q[-1] == '\n') && end - q >= 6 &&
-				strncmp(q, "Code: ", 6) == 0)
-			{
-				p = q;
-				break;
-			}
-		}
-	}
-	if (p == NULL)
-		return false;
-
-	q = p + 6;
-	if (q >= end || *q < '0' || *q > '9')
-		return false;
-	while (q < end && *q >= '0' && *q <= '9' && c < 100000)
-		c = c * 10 + (*q++ - '0');
-
-	if (end - q >= 19 && strncmp(q, ", e.displayText() = ", 19) == 0)
-		m = q + 19;
-	else if (end - q >= 2 && strncmp(q, ". ", 2) == 0)
-		m = q + 2;
-	else if (at_end_only)
-		return false;
-	else
-		m = q;
-	while (m < end && *m == ' ')
-		m++;
-	if (end - m >= 15 && strncmp(m, "DB::Exception: ", 15) == 0)
-		m += 15;
-
-	/* the message ends at ", e.what() = " or at the end of its line */
-	for (e = m; e < end && *e != '\n'; e++)
-	{
-		if (end - e >= 13 && strncmp(e, ", e.what() = ", 13) == 0)
-			break;
-	}
-
-	*code = c;
-	*msg = m;
-	*msglen = e - m;
-	return true;
-}
-
-/*
- * ch_is_exception_body
- *		Does the body start with a ClickHouse exception in one of the exact
- *		forms servers print ("Code: N, e.displayText() = DB::Exception: "
- *		in 18.16, "Code: N. DB::Exception: " later)?  Used to recognise a
- *		ClickHouse answer that carries no X-ClickHouse-* header.
- */
-static bool
-ch_is_exception_body(const char *body, size_t len)
-{
-	static const char old_form[] = ", e.displayText() = DB::Exception: ";
-	static const char new_form[] = ". DB::Exception: ";
-	size_t		i = 6;
-
-	if (body == NULL || len < 6 || strncmp(body, "Code: ", 6) != 0)
-		return false;
-	if (i >= len || body[i] < '0' || body[i] > '9')
-		return false;
-	while (i < len && body[i] >= '0' && body[i] <= '9')
-		i++;
-	if (len - i >= sizeof(old_form) - 1 &&
-		strncmp(body + i, old_form, sizeof(old_form) - 1) == 0)
-		return true;
-	if (len - i >= sizeof(new_form) - 1 &&
-		strncmp(body + i, new_form, sizeof(new_form) - 1) == 0)
-		return true;
-	return false;
-}
-
-/*
- * ch_code_sqlstate
- *		The SQLSTATE for a ClickHouse error code (ErrorCodes.cpp).
- */
-static int
-ch_code_sqlstate(int code)
-{
-	switch (code)
-	{
-		case 60:				/* UNKNOWN_TABLE */
-			return ERRCODE_UNDEFINED_TABLE;
-		case 81:				/* UNKNOWN_DATABASE */
-			return ERRCODE_INVALID_SCHEMA_NAME;
-		case 57:				/* TABLE_ALREADY_EXISTS */
-			return ERRCODE_DUPLICATE_TABLE;
-		case 82:				/* DATABASE_ALREADY_EXISTS */
-			return ERRCODE_DUPLICATE_SCHEMA;
-		case 62:				/* SYNTAX_ERROR */
-			return ERRCODE_SYNTAX_ERROR;
-		case 16:				/* NO_SUCH_COLUMN_IN_TABLE */
-		case 47:				/* UNKNOWN_IDENTIFIER */
-			return ERRCODE_UNDEFINED_COLUMN;
-		case 46:				/* UNKNOWN_FUNCTION */
-			return ERRCODE_UNDEFINED_FUNCTION;
-		case 50:				/* UNKNOWN_TYPE */
-		case 56:				/* UNKNOWN_STORAGE */
-		case 115:				/* UNKNOWN_SETTING */
-			return ERRCODE_UNDEFINED_OBJECT;
-		case 44:				/* ILLEGAL_COLUMN */
-		case 42:				/* NUMBER_OF_ARGUMENTS_DOESNT_MATCH */
-		case 36:				/* BAD_ARGUMENTS */
-			return ERRCODE_INVALID_TABLE_DEFINITION;
-		case 43:				/* ILLEGAL_TYPE_OF_ARGUMENT */
-		case 53:				/* TYPE_MISMATCH */
-		case 70:				/* CANNOT_CONVERT_TYPE */
-			return ERRCODE_DATATYPE_MISMATCH;
-		case 69:				/* ARGUMENT_OUT_OF_BOUND */
-			return ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE;
-		case 6:					/* CANNOT_PARSE_TEXT */
-		case 26:				/* CANNOT_PARSE_QUOTED_STRING */
-		case 27:				/* CANNOT_PARSE_INPUT_ASSERTION_FAILED */
-		case 32:				/* ATTEMPT_TO_READ_AFTER_EOF */
-		case 33:				/* CANNOT_READ_ALL_DATA */
-		case 38:				/* CANNOT_PARSE_DATE */
-		case 41:				/* CANNOT_PARSE_DATETIME */
-		case 72:				/* CANNOT_PARSE_NUMBER */
-		case 117:				/* INCORRECT_DATA */
-			return ERRCODE_DATA_EXCEPTION;
-		case 192:				/* UNKNOWN_USER */
-		case 516:				/* AUTHENTICATION_FAILED */
-			return ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION;
-		case 193:				/* WRONG_PASSWORD */
-		case 194:				/* REQUIRED_PASSWORD */
-			return ERRCODE_INVALID_PASSWORD;
-		case 164:				/* READONLY */
-		case 497:				/* ACCESS_DENIED */
-			return ERRCODE_INSUFFICIENT_PRIVILEGE;
-		case 241:				/* MEMORY_LIMIT_EXCEEDED */
-			return ERRCODE_OUT_OF_MEMORY;
-		case 202:				/* TOO_MANY_SIMULTANEOUS_QUERIES */
-			return ERRCODE_TOO_MANY_CONNECTIONS;
-		case 252:				/* TOO_MANY_PARTS */
-			return ERRCODE_PROGRAM_LIMIT_EXCEEDED;
-		default:
-			return ERRCODE_FDW_ERROR;
-	}
-}
-
-/*
- * ch_sanitize
- *		A printable copy of remote text, at most cap bytes (then "..."):
- *		line breaks and tabs become spaces, other control characters and
- *		bytes that are not valid in the server encoding become '?'.
- *		Remote messages can quote our binary rows; they must not corrupt
- *		the log or the client's encoding.  Palloc'd.
- */
-static char *
-ch_sanitize(const char *s, size_t len, size_t cap)
-{
-	StringInfoData buf;
-	size_t		i = 0;
-	bool		utf8 = GetDatabaseEncoding() == PG_UTF8;
-
-	initStringInfo(&buf);
-	while (i < len)
-	{
-		unsigned char c = (unsigned char) s[i];
-
-		if ((size_t) buf.len >= cap)
-		{
-			appendStringInfoString(&buf, "...");
-			break;
-		}
-		if (c < 0x80)
-		{
-			if (c == '\n' || c == '\r' || c == '\t')
-				appendStringInfoChar(&buf, ' ');
-			else if (c < 0x20 || c == 0x7f)
-				appendStringInfoChar(&buf, '?');
-			else
-				appendStringInfoChar(&buf, (char) c);
-			i++;
-		}
-		else
-		{
-			int			l = pg_utf_mblen((const unsigned char *) s + i);
-
-			if (utf8 && i + l <= len &&
-				pg_utf8_islegal((const unsigned char *) s + i, l))
-			{
-				appendBinaryStringInfo(&buf, s + i, l);
-				i += l;
-			}
-			else
-			{
-				appendStringInfoChar(&buf, '?');
-				i++;
-			}
-		}
-	}
-	/* drop trailing blanks */
-	while (buf.len > 0 && buf.data[buf.len - 1] == ' ')
-		buf.data[--buf.len] = '\0';
-	return buf.data;
-}
-
-/*
- * ch_check_response
- *		Classify the outcome of a finished (or abandoned) request.  Returns
- *		true for a 200 response without exception; otherwise fills f.  With
- *		missing != NULL, an "unknown table" or "unknown database" error sets
- *		*missing and returns false.
- *
- * A response that does not come from ClickHouse - no X-ClickHouse-* header
- * (18.16 sends X-ClickHouse-Server-Display-Name with every answer) and no
- * exception in ClickHouse's own format - is a failure whatever its status,
- * and nothing of its body is kept: a catalog's url can name any HTTP
- * endpoint (a cloud metadata service, an internal admin page), and its
- * answer must not reach the user through an error or a result.
- */
-static bool
-ch_check_response(CtasHttp *http, CtasCurl *t, CtasCurlResult rr,
-				  ch_failure *f, bool *missing)
-{
-	long		status = 0;
-	int			code;
-	const char *msg;
-	size_t		msglen;
-
-	if (missing)
-		*missing = false;
-	f->not_clickhouse = 0;
-
-	if (rr == CTAS_CURL_TIMEOUT)
-	{
-		f->sqlstate = ERRCODE_CONNECTION_FAILURE;
-		f->detail = psprintf("The server did not answer for %d seconds (catalog option \"timeout\").",
-							 http->timeout_s);
-		return false;
-	}
-	if (rr == CTAS_CURL_INTERRUPTED)
-	{
-		f->sqlstate = ERRCODE_CONNECTION_FAILURE;
-		f->detail = pstrdup("The request was interrupted.");
-		return false;
-	}
-
-	if (t->result != CURLE_OK)
-	{
-		const char *errtext = t->errbuf[0] ? t->errbuf : curl_easy_strerror(t->result);
-
-		if (t->resp_overflow)
-		{
-			f->sqlstate = ERRCODE_PROGRAM_LIMIT_EXCEEDED;
-			f->detail = psprintf("The response is larger than %zu bytes.",
-								 CTAS_CURL_MAX_RESPONSE);
-			return false;
-		}
-		switch (t->result)
-		{
-			case CURLE_COULDNT_RESOLVE_HOST:
-			case CURLE_COULDNT_CONNECT:
-			case CURLE_SSL_CONNECT_ERROR:
-			case CURLE_PEER_FAILED_VERIFICATION:
-			case CURLE_SSL_CACERT_BADFILE:
-			case CURLE_UNSUPPORTED_PROTOCOL:
-				f->sqlstate = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
-				break;
-			case CURLE_OPERATION_TIMEDOUT:
-				/* only the connect timeout is left to curl */
-				f->sqlstate = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
-				break;
-			default:
-				f->sqlstate = ERRCODE_CONNECTION_FAILURE;
-				break;
-		}
-		f->detail = psprintf("libcurl error %d (%s): %s", (int) t->result,
-							 curl_easy_strerror(t->result),
-							 ch_sanitize(errtext, strlen(errtext),
-										 CH_MAX_REMOTE_TEXT));
-		return false;
-	}
-
-	(void) curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
-
-	if (!t->marked && !ch_is_exception_body(t->resp, t->resp_len))
-	{
-		f->sqlstate = ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION;
-		f->not_clickhouse = status > 0 ? status : -1;
-		f->detail = psprintf("\"%s\" is not a ClickHouse server (HTTP status %ld).",
-							 http->base_url, status);
-		return false;
-	}
-
-	if (ch_find_exception(t->resp, t->resp_len, status == 200,
-						  &code, &msg, &msglen) ||
-		(t->header_code >= 0 &&
-		 ch_find_exception(t->resp, t->resp_len, false, &code, &msg, &msglen)))
-	{
-		f->sqlstate = ch_code_sqlstate(code);
-		f->detail = psprintf("HTTP status %ld, ClickHouse error %d: %s",
-							 status, code,
-							 ch_sanitize(msg, msglen, CH_MAX_REMOTE_TEXT));
-		if (missing && (code == 60 || code == 81))
-			*missing = true;
-		return false;
-	}
-	if (t->header_code >= 0)
-	{
-		f->sqlstate = ch_code_sqlstate(t->header_code);
-		f->detail = psprintf("HTTP status %ld, ClickHouse error %d: %s",
-							 status, t->header_code,
-							 ch_sanitize(t->resp ? t->resp : "", t->resp_len,
-										 CH_MAX_REMOTE_TEXT));
-		return false;
-	}
-	if (status != 200)
-	{
-		f->sqlstate = ERRCODE_FDW_ERROR;
-		f->detail = psprintf("HTTP status %ld: %s", status,
-							 ch_sanitize(t->resp ? t->resp : "", t->resp_len,
-										 CH_MAX_REMOTE_TEXT));
-		return false;
-	}
-	return true;
-}
-
-/*
- * ch_raise
- *		ereport(ERROR) a failed request.  The message names the operation
- *		and the catalog, the detail the server's answer, the context the
- *		SQL (capped).
- */
-static void
-ch_raise(CtasHttp *http, const char *what, const char *sql, ch_failure *f)
-{
-	if (f->not_clickhouse != 0)
-		ereport(ERROR,
-				(errcode(f->sqlstate),
-				 errmsg("\"%s\" is not a ClickHouse server", http->base_url),
-				 errdetail("HTTP status %ld.", f->not_clickhouse),
-				 errhint("Check option \"url\" of catalog \"%s\"; an answer that does not come from ClickHouse is not shown.",
-						 http->catalog)));
-	ereport(ERROR,
-			(errcode(f->sqlstate),
-			 errmsg("could not %s on ClickHouse catalog \"%s\"",
-					what, http->catalog),
-			 errdetail_internal("%s", f->detail),
-			 sql ? errcontext("ClickHouse query: %s",
-							  ch_sanitize(sql, strlen(sql), CH_MAX_SQL_TEXT)) : 0));
-	pg_unreachable();
-}
-
-/*
- * ch_after_interrupt
- *		The transfer was abandoned for a pending cancel or termination and
- *		the remote query stopped: let PostgreSQL raise its own error.  Only
- *		if that does not happen (the interrupt was absorbed), report the
- *		abandoned request.
- */
-static void
-ch_after_interrupt(CtasHttp *http, const char *what, const char *sql)
-{
-	ch_failure	f;
-
-	CHECK_FOR_INTERRUPTS();
-	f.sqlstate = ERRCODE_CONNECTION_FAILURE;
-	f.detail = pstrdup("The request was interrupted.");
-	f.not_clickhouse = 0;
-	ch_raise(http, what, sql, &f);
-}
-
-/*
  * ch_query_xfer
  *		The client's transfer for a query.  A transfer still busy with an
  *		earlier query means that query was abandoned by an ERROR thrown
@@ -861,13 +433,13 @@ ch_after_interrupt(CtasHttp *http, const char *what, const char *sql)
  *		first.
  */
 static CtasCurl *
-ch_query_xfer(CtasHttp *http, bool cleanup)
+ch_query_xfer(CtasChHttp *http, bool cleanup)
 {
 	if (http->xfer != NULL && http->xfer->attached)
 	{
 		CtasCurlRelease(http->xfer);
 		if (http->inflight[0] != '\0')
-			CtasHttpKillQuery(http, http->inflight);
+			CtasChHttpKillQuery(http, http->inflight);
 	}
 	http->inflight[0] = '\0';
 	if (http->xfer == NULL || http->xfer->easy == NULL)
@@ -883,28 +455,28 @@ ch_query_xfer(CtasHttp *http, bool cleanup)
  *		server if the request went out, and let an interrupt raise its own
  *		error.  A server that let the request time out is taken as
  *		unresponsive for the rest of the client's life (see
- *		CtasHttpTryQuery).
+ *		CtasChHttpTryQuery).
  */
 static void
-ch_abandon(CtasHttp *http, CtasCurl *t, CtasCurlResult rr, ch_failure *f,
+ch_abandon(CtasChHttp *http, CtasCurl *t, CtasCurlResult rr, ChFailure *f,
 		   const char *qid, const char *what, const char *sql)
 {
 	bool		sent;
 
 	if (rr != CTAS_CURL_DONE)
-		(void) ch_check_response(http, t, rr, f, NULL);
+		(void) CtasChCheckResponse(http, t, rr, f, NULL);
 	sent = CtasCurlSentRequest(t);
 	CtasCurlRelease(t);
 	if (sent)
-		CtasHttpKillQuery(http, qid);
+		CtasChHttpKillQuery(http, qid);
 	if (rr == CTAS_CURL_TIMEOUT)
 		http->unresponsive = true;
 	if (rr == CTAS_CURL_INTERRUPTED)
-		ch_after_interrupt(http, what, sql);
+		CtasChAfterInterrupt(http, what, sql);
 }
 
 /*
- * CtasHttpTryQuery
+ * CtasChHttpTryQuery
  *		Run one query (SQL in the body) and return whether it succeeded.
  *
  * On success *result is the response body, palloc'd in the current
@@ -922,14 +494,14 @@ ch_abandon(CtasHttp *http, CtasCurl *t, CtasCurlResult rr, ch_failure *f,
  * an ERROR: the query is killed on the server, then CHECK_FOR_INTERRUPTS.
  */
 bool
-CtasHttpTryQuery(CtasHttp *http, const char *sql, const char *what,
-				 int flags, char **result, char **errdetail)
+CtasChHttpTryQuery(CtasChHttp *http, const char *sql, const char *what,
+				   int flags, char **result, char **errdetail)
 {
 	CtasCurl    *t;
 	char	   *qid;
 	char	   *url;
 	CtasCurlResult rr;
-	ch_failure	f;
+	ChFailure	f;
 	bool		missing = false;
 	bool		cleanup = (flags & CTAS_HTTP_CLEANUP) != 0;
 
@@ -953,7 +525,7 @@ CtasHttpTryQuery(CtasHttp *http, const char *sql, const char *what,
 					 cleanup ? Min(CH_CLEANUP_DEADLINE_MS, http->timeout_ms) : 0);
 	http->inflight[0] = '\0';
 
-	if (rr == CTAS_CURL_DONE && ch_check_response(http, t, rr, &f, &missing))
+	if (rr == CTAS_CURL_DONE && CtasChCheckResponse(http, t, rr, &f, &missing))
 	{
 		CtasCurlDetach(t);
 		http->unresponsive = false;
@@ -979,20 +551,20 @@ CtasHttpTryQuery(CtasHttp *http, const char *sql, const char *what,
 }
 
 /*
- * CtasHttpQuery
+ * CtasChHttpQuery
  *		Run one query and return its response body (palloc'd); ereport
  *		(ERROR) on any failure, with the SQLSTATE derived from ClickHouse's
  *		error code.
  */
 char *
-CtasHttpQuery(CtasHttp *http, const char *sql, const char *what)
+CtasChHttpQuery(CtasChHttp *http, const char *sql, const char *what)
 {
 	CtasCurl    *t;
 	char	   *qid;
 	char	   *url;
 	char	   *result;
 	CtasCurlResult rr;
-	ch_failure	f;
+	ChFailure	f;
 
 	t = ch_query_xfer(http, false);
 	qid = ch_new_query_id();
@@ -1002,7 +574,7 @@ CtasHttpQuery(CtasHttp *http, const char *sql, const char *what)
 	rr = CtasCurlRun(t, false, 0);
 	http->inflight[0] = '\0';
 
-	if (rr == CTAS_CURL_DONE && ch_check_response(http, t, rr, &f, NULL))
+	if (rr == CTAS_CURL_DONE && CtasChCheckResponse(http, t, rr, &f, NULL))
 	{
 		CtasCurlDetach(t);
 		http->unresponsive = false;
@@ -1016,12 +588,12 @@ CtasHttpQuery(CtasHttp *http, const char *sql, const char *what)
 		CtasCurlDetach(t);
 	else
 		ch_abandon(http, t, rr, &f, qid, what, sql);
-	ch_raise(http, what, sql, &f);
+	CtasChRaise(http, what, sql, &f);
 	return NULL;				/* keep compiler quiet */
 }
 
 /*
- * CtasHttpKillQuery
+ * CtasChHttpKillQuery
  *		KILL QUERY WHERE query_id = '...' SYNC, on a fresh connection, with
  *		interrupts held and a deadline of one second: it runs on the way out
  *		of a cancel, a statement_timeout or a termination, which must not
@@ -1033,7 +605,7 @@ CtasHttpQuery(CtasHttp *http, const char *sql, const char *what)
  *		the outcome is logged at DEBUG1.
  */
 void
-CtasHttpKillQuery(CtasHttp *http, const char *query_id)
+CtasChHttpKillQuery(CtasChHttp *http, const char *query_id)
 {
 	MemoryContext cxt;
 	MemoryContext old;
@@ -1041,7 +613,7 @@ CtasHttpKillQuery(CtasHttp *http, const char *query_id)
 	char	   *sql;
 	char	   *url;
 	CtasCurlResult rr;
-	ch_failure	f;
+	ChFailure	f;
 	StringInfoData lit;
 
 	if (http->unresponsive)
@@ -1066,14 +638,14 @@ CtasHttpKillQuery(CtasHttp *http, const char *query_id)
 	url = ch_url(http, t, ch_new_query_id(), NULL, true);
 	ch_xfer_start(t, url, sql, NULL);
 	rr = CtasCurlRun(t, false, CH_KILL_DEADLINE_MS);
-	if (rr == CTAS_CURL_DONE && ch_check_response(http, t, rr, &f, NULL))
+	if (rr == CTAS_CURL_DONE && CtasChCheckResponse(http, t, rr, &f, NULL))
 		elog(DEBUG1, "ctas_fed: killed ClickHouse query %s on catalog \"%s\": %s",
 			 query_id, http->catalog,
-			 ch_sanitize(t->resp, t->resp_len, CH_MAX_REMOTE_TEXT));
+			 CtasChSanitize(t->resp, t->resp_len, CH_MAX_REMOTE_TEXT));
 	else
 	{
 		if (rr != CTAS_CURL_DONE)
-			(void) ch_check_response(http, t, rr, &f, NULL);
+			(void) CtasChCheckResponse(http, t, rr, &f, NULL);
 		if (rr == CTAS_CURL_TIMEOUT)
 			http->unresponsive = true;
 		elog(DEBUG1, "ctas_fed: could not kill ClickHouse query %s on catalog \"%s\": %s",
@@ -1087,30 +659,30 @@ CtasHttpKillQuery(CtasHttp *http, const char *query_id)
 
 /* Has the server version been read already? */
 bool
-CtasHttpServerVersionKnown(CtasHttp *http)
+CtasChHttpServerVersionKnown(CtasChHttp *http)
 {
 	return http->version != NULL;
 }
 
 /*
- * CtasHttpServerVersion
+ * CtasChHttpServerVersion
  *		The server's version, read with SELECT version() on first use and
  *		kept for the client's lifetime.  ereport(ERROR) if it cannot be read.
  */
-const CtasHttpVersion *
-CtasHttpServerVersion(CtasHttp *http)
+const CtasChHttpVersion *
+CtasChHttpServerVersion(CtasChHttp *http)
 {
 	char	   *body;
-	CtasHttpVersion *v;
+	CtasChHttpVersion *v;
 	MemoryContext old;
 
 	if (http->version)
 		return http->version;
 
-	body = CtasHttpQuery(http, "SELECT version()", "read the server version");
+	body = CtasChHttpQuery(http, "SELECT version()", "read the server version");
 	old = MemoryContextSwitchTo(http->cxt);
-	v = palloc0(sizeof(CtasHttpVersion));
-	v->text = pstrdup(ch_sanitize(body, strlen(body), 64));
+	v = palloc0(sizeof(CtasChHttpVersion));
+	v->text = pstrdup(CtasChSanitize(body, strlen(body), 64));
 	if (sscanf(v->text, "%d.%d.%d", &v->major, &v->minor, &v->patch) < 2)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_ERROR),
@@ -1123,12 +695,12 @@ CtasHttpServerVersion(CtasHttp *http)
 }
 
 /*
- * CtasHttpAddSetting
+ * CtasChHttpAddSetting
  *		Send the ClickHouse setting name=value with every later request of
  *		this client (URL parameters; name and value are URL-encoded).
  */
 void
-CtasHttpAddSetting(CtasHttp *http, const char *name, const char *value)
+CtasChHttpAddSetting(CtasChHttp *http, const char *name, const char *value)
 {
 	MemoryContext old = MemoryContextSwitchTo(http->cxt);
 	char	   *n = curl_easy_escape(NULL, name, 0);
@@ -1150,36 +722,36 @@ CtasHttpAddSetting(CtasHttp *http, const char *name, const char *value)
 }
 
 /*
- * CtasHttpVersionAtLeast
+ * CtasChHttpVersionAtLeast
  *		Is the server's version at least major.minor?
  */
 bool
-CtasHttpVersionAtLeast(CtasHttp *http, int major, int minor)
+CtasChHttpVersionAtLeast(CtasChHttp *http, int major, int minor)
 {
-	const CtasHttpVersion *v = CtasHttpServerVersion(http);
+	const CtasChHttpVersion *v = CtasChHttpServerVersion(http);
 
 	return v->major > major || (v->major == major && v->minor >= minor);
 }
 
 /*
- * CtasHttpStreamOpen
+ * CtasChHttpStreamOpen
  *		Start a streamed POST of sql (an INSERT ... FORMAT ...), whose data
- *		the caller appends to CtasHttpStreamBuffer() and hands over with
- *		CtasHttpStreamFlush().  One chunked request for the whole stream,
+ *		the caller appends to CtasChHttpStreamBuffer() and hands over with
+ *		CtasChHttpStreamFlush().  One chunked request for the whole stream,
  *		with bounded memory: the buffer is sent whenever it reaches
  *		CTAS_HTTP_STREAM_CHUNK bytes.  The stream and its curl resources
  *		live in cxt.  Errors come out of Flush or Finish.
  */
-CtasHttpStream *
-CtasHttpStreamOpen(CtasHttp *http, const char *sql, const char *what,
-				   MemoryContext cxt)
+CtasChHttpStream *
+CtasChHttpStreamOpen(CtasChHttp *http, const char *sql, const char *what,
+					 MemoryContext cxt)
 {
 	MemoryContext old = MemoryContextSwitchTo(cxt);
-	CtasHttpStream *s;
+	CtasChHttpStream *s;
 	MemoryContextCallback *cb;
 	char	   *url;
 
-	s = palloc0(sizeof(CtasHttpStream));
+	s = palloc0(sizeof(CtasChHttpStream));
 	s->http = http;
 	s->sql = pstrdup(sql);
 	s->what = pstrdup(what);
@@ -1204,7 +776,7 @@ CtasHttpStreamOpen(CtasHttp *http, const char *sql, const char *what,
 static void
 ch_stream_reset_cb(void *arg)
 {
-	CtasHttpStream *s = (CtasHttpStream *) arg;
+	CtasChHttpStream *s = (CtasChHttpStream *) arg;
 
 	if (s->slot && *s->slot == s)
 		*s->slot = NULL;
@@ -1212,52 +784,52 @@ ch_stream_reset_cb(void *arg)
 }
 
 /*
- * CtasHttpStreamWatch
+ * CtasChHttpStreamWatch
  *		Make *slot point to the stream until the stream is finished,
  *		closed, or freed with its memory context; then *slot is set to
- *		NULL.  The owner of slot must call CtasHttpStreamClose (or clear the
+ *		NULL.  The owner of slot must call CtasChHttpStreamClose (or clear the
  *		slot) before slot's own memory goes away.
  */
 void
-CtasHttpStreamWatch(CtasHttpStream *s, CtasHttpStream **slot)
+CtasChHttpStreamWatch(CtasChHttpStream *s, CtasChHttpStream **slot)
 {
 	s->slot = slot;
 	*slot = s;
 }
 
 /*
- * CtasHttpStreamUnwatch
- *		Forget the slot of CtasHttpStreamWatch without touching it (its
+ * CtasChHttpStreamUnwatch
+ *		Forget the slot of CtasChHttpStreamWatch without touching it (its
  *		memory may be about to go).
  */
 void
-CtasHttpStreamUnwatch(CtasHttpStream *s)
+CtasChHttpStreamUnwatch(CtasChHttpStream *s)
 {
 	s->slot = NULL;
 }
 
 /*
- * CtasHttpStreamOnFailure
+ * CtasChHttpStreamOnFailure
  *		Call cb(arg) when the stream fails, after the connection is closed
  *		and the remote INSERT killed, before the error is raised: the place
  *		to find out what the server kept.  cb must not raise an ERROR and
  *		should only run requests with CTAS_HTTP_CLEANUP.
  */
 void
-CtasHttpStreamOnFailure(CtasHttpStream *s, void (*cb) (void *arg), void *arg)
+CtasChHttpStreamOnFailure(CtasChHttpStream *s, void (*cb) (void *arg), void *arg)
 {
 	s->on_failure = cb;
 	s->on_failure_arg = arg;
 }
 
 StringInfo
-CtasHttpStreamBuffer(CtasHttpStream *s)
+CtasChHttpStreamBuffer(CtasChHttpStream *s)
 {
 	return &s->buf;
 }
 
 const char *
-CtasHttpStreamQueryId(CtasHttpStream *s)
+CtasChHttpStreamQueryId(CtasChHttpStream *s)
 {
 	return s->query_id;
 }
@@ -1269,14 +841,14 @@ CtasHttpStreamQueryId(CtasHttpStream *s)
  *		and raise the error.
  */
 static void
-ch_stream_fail(CtasHttpStream *s, CtasCurlResult rr)
+ch_stream_fail(CtasChHttpStream *s, CtasCurlResult rr)
 {
-	CtasHttp   *http = s->http;
+	CtasChHttp *http = s->http;
 	CtasCurl    *t = s->xfer;
-	ch_failure	f;
+	ChFailure	f;
 	bool		sent;
 
-	if (!ch_check_response(http, t, rr, &f, NULL))
+	if (!CtasChCheckResponse(http, t, rr, &f, NULL))
 	{
 		/* f is filled */
 	}
@@ -1294,25 +866,25 @@ ch_stream_fail(CtasHttpStream *s, CtasCurlResult rr)
 		*s->slot = NULL;
 	s->slot = NULL;
 	if (sent)
-		CtasHttpKillQuery(http, s->query_id);
+		CtasChHttpKillQuery(http, s->query_id);
 	if (rr == CTAS_CURL_TIMEOUT)
 		http->unresponsive = true;
 	if (s->on_failure)
 		s->on_failure(s->on_failure_arg);
 	if (rr == CTAS_CURL_INTERRUPTED)
-		ch_after_interrupt(http, s->what, s->sql);
-	ch_raise(http, s->what, s->sql, &f);
+		CtasChAfterInterrupt(http, s->what, s->sql);
+	CtasChRaise(http, s->what, s->sql, &f);
 }
 
 /*
- * CtasHttpStreamFlush
+ * CtasChHttpStreamFlush
  *		Call after appending to the buffer: when it holds a chunk or more,
  *		wait until curl has taken all of it (back-pressure from the
  *		server), then empty it.  ereport(ERROR) when the stream fails; the
  *		remote query is killed first.
  */
 void
-CtasHttpStreamFlush(CtasHttpStream *s)
+CtasChHttpStreamFlush(CtasChHttpStream *s)
 {
 	CtasCurl    *t = s->xfer;
 	CtasCurlResult rr;
@@ -1331,17 +903,17 @@ CtasHttpStreamFlush(CtasHttpStream *s)
 }
 
 /*
- * CtasHttpStreamFinish
+ * CtasChHttpStreamFinish
  *		Send the rest of the buffer and the end of the body, wait for the
  *		server's answer and check it.  ereport(ERROR) on failure (after
  *		killing the remote query); the stream is closed either way.
  */
 void
-CtasHttpStreamFinish(CtasHttpStream *s)
+CtasChHttpStreamFinish(CtasChHttpStream *s)
 {
 	CtasCurl    *t = s->xfer;
 	CtasCurlResult rr;
-	ch_failure	f;
+	ChFailure	f;
 
 	if (s->closed)
 		elog(ERROR, "ClickHouse stream used after close");
@@ -1349,7 +921,7 @@ CtasHttpStreamFinish(CtasHttpStream *s)
 	t->up_eof = true;
 	CtasCurlResume(t);
 	rr = CtasCurlRun(t, false, 0);
-	if (rr != CTAS_CURL_DONE || !ch_check_response(s->http, t, rr, &f, NULL))
+	if (rr != CTAS_CURL_DONE || !CtasChCheckResponse(s->http, t, rr, &f, NULL))
 		ch_stream_fail(s, rr);
 
 	CtasCurlRelease(t);
@@ -1361,14 +933,14 @@ CtasHttpStreamFinish(CtasHttpStream *s)
 }
 
 /*
- * CtasHttpStreamClose
+ * CtasChHttpStreamClose
  *		Abandon the stream without error: close the connection and, when
  *		the request had started, kill the remote INSERT.  Idempotent; for
  *		abort paths (interrupts are held there, and the kill has a short
  *		deadline).
  */
 void
-CtasHttpStreamClose(CtasHttpStream *s)
+CtasChHttpStreamClose(CtasChHttpStream *s)
 {
 	bool		sent;
 
@@ -1381,5 +953,5 @@ CtasHttpStreamClose(CtasHttpStream *s)
 	sent = s->xfer->easy != NULL && CtasCurlSentRequest(s->xfer);
 	CtasCurlRelease(s->xfer);
 	if (sent)
-		CtasHttpKillQuery(s->http, s->query_id);
+		CtasChHttpKillQuery(s->http, s->query_id);
 }

@@ -61,6 +61,7 @@
 #include "gid.h"
 #include "hosts.h"
 #include "jobs.h"
+#include "jobshards.h"
 
 #define CH_DEFAULT_LOCAL	"{table}_local"
 
@@ -78,7 +79,7 @@
  *		as.  Fills the slots of the routing.  ERROR otherwise.
  */
 void
-CtasChClusterCheck(ChCluster *c, CtasHttp *http)
+CtasChClusterCheck(ChCluster *c, CtasChHttp *http)
 {
 	MemoryContext old;
 	char	   *body;
@@ -91,7 +92,7 @@ CtasChClusterCheck(ChCluster *c, CtasHttp *http)
 
 	if (c->checked)
 		return;
-	body = CtasHttpQuery(http,
+	body = CtasChHttpQuery(http,
 						 psprintf("SELECT shard_num, any(shard_weight), count() FROM system.clusters WHERE cluster = %s GROUP BY shard_num ORDER BY shard_num",
 								  CtasChLit(c->name)),
 						 "read the cluster");
@@ -100,14 +101,14 @@ CtasChClusterCheck(ChCluster *c, CtasHttp *http)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_ERROR),
 				 errmsg("cluster \"%s\" of ClickHouse catalog \"%s\" is not in system.clusters",
-						c->name, CtasHttpCatalogName(http)),
+						c->name, CtasChHttpCatalogName(http)),
 				 errhint("Name a cluster of the servers' remote_servers configuration.")));
 	if (list_length(rows) != c->nshards || nf != 3)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_ERROR),
 				 errmsg("cluster \"%s\" has %d shards, but ClickHouse catalog \"%s\" lists %d in shard_urls",
 						c->name, nf == 3 ? list_length(rows) : 0,
-						CtasHttpCatalogName(http), c->nshards),
+						CtasChHttpCatalogName(http), c->nshards),
 				 errhint("List the HTTP URL of every shard, in shard_num order.")));
 	weights = palloc0(sizeof(int) * c->nshards);
 	i = 0;
@@ -146,7 +147,7 @@ CtasChClusterCheck(ChCluster *c, CtasHttp *http)
 		char	   *me;
 
 		CtasChCheckVersion(c->http[i]);
-		me = CtasHttpQuery(c->http[i],
+		me = CtasChHttpQuery(c->http[i],
 						   psprintf("SELECT arrayStringConcat(groupArray(toString(shard_num)), ',') FROM system.clusters WHERE cluster = %s AND is_local",
 									CtasChLit(c->name)),
 						   "find the shard of the server");
@@ -154,7 +155,7 @@ CtasChClusterCheck(ChCluster *c, CtasHttp *http)
 			ereport(ERROR,
 					(errcode(ERRCODE_FDW_ERROR),
 					 errmsg("entry %d of shard_urls of ClickHouse catalog \"%s\" is not shard %d of cluster \"%s\"",
-							i + 1, CtasHttpCatalogName(http), i + 1, c->name),
+							i + 1, CtasChHttpCatalogName(http), i + 1, c->name),
 					 errdetail("The server at that URL is shard \"%s\" of the cluster (system.clusters, is_local).",
 							   pnstrdup(me, strcspn(me, "\n"))),
 					 errhint("List the HTTP URL of every shard, in shard_num order.")));
@@ -365,7 +366,7 @@ CtasChClusterBeginLoad(ChLoad *cl)
  *		sharding key.  Palloc'd.
  */
 static char *
-ch_read_dist(ChCluster *c, CtasHttp *http, const char *db, const char *name,
+ch_read_dist(ChCluster *c, CtasChHttp *http, const char *db, const char *name,
 			 ChShardKey *key)
 {
 	char	   *body;
@@ -377,7 +378,7 @@ ch_read_dist(ChCluster *c, CtasHttp *http, const char *db, const char *name,
 	int			depth = 0;
 	int			i;
 
-	body = CtasHttpQuery(http,
+	body = CtasChHttpQuery(http,
 						 psprintf("SELECT engine_full FROM system.tables WHERE database = %s AND name = %s",
 								  CtasChLit(db), CtasChLit(name)),
 						 "read the Distributed table");
@@ -613,7 +614,7 @@ CtasChClusterCreateTable(ChLoad *cl, bool exists)
 		a = CtasChNewAction(load->part, cl->xs,
 							dist_exists ? CH_REPLACE : CH_CREATE, i + 1,
 							cl->db, load->table);
-		CtasHttpQuery(sub->http,
+		CtasChHttpQuery(sub->http,
 					  psprintf("CREATE TABLE %s AS %s ENGINE = Distributed(%s, %s, %s, %s)",
 							   CtasChQname(cl->db, a->stage),
 							   CtasChQname(cl->db, sub->insert_table),
@@ -669,7 +670,7 @@ void
 CtasChClusterPutRow(ChLoad *cl, TupleTableSlot *slot)
 {
 	ChLoad	   *sub = cl->shards[ch_route(cl, slot) - 1];
-	StringInfo	buf = CtasHttpStreamBuffer(sub->stream);
+	StringInfo	buf = CtasChHttpStreamBuffer(sub->stream);
 	int			before = buf->len;
 	int			i;
 
@@ -720,7 +721,7 @@ CtasChClusterEndLoad(ChLoad *cl)
 		ChLoad	   *sub = cl->shards[i];
 
 		sub->rows = CtasChParseCount(sub->http,
-									 CtasHttpQuery(sub->http,
+									 CtasChHttpQuery(sub->http,
 												   psprintf("SELECT count() FROM %s",
 															CtasChQname(sub->db, sub->insert_table)),
 												   "count the rows of the staging table"),
@@ -754,7 +755,7 @@ CtasChClusterEndLoad(ChLoad *cl)
  *		the local tables' name, palloc'd.
  */
 char *
-CtasChClusterSyncTable(ChCluster *c, CtasHttp *http, const char *db,
+CtasChClusterSyncTable(ChCluster *c, CtasChHttp *http, const char *db,
 					   const char *name, int nkeys, char **keys,
 					   ChShardKey *key, int *key_k)
 {

@@ -152,7 +152,7 @@ CtasChTsv(const char *body, int *nfields)
 
 /* The single number a query like SELECT count() returns */
 uint64
-CtasChParseCount(CtasHttp *http, const char *body, const char *what)
+CtasChParseCount(CtasChHttp *http, const char *body, const char *what)
 {
 	char	   *end;
 	uint64		v;
@@ -163,7 +163,7 @@ CtasChParseCount(CtasHttp *http, const char *body, const char *what)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_ERROR),
 				 errmsg("unexpected answer from ClickHouse catalog \"%s\" to %s",
-						CtasHttpCatalogName(http), what),
+						CtasChHttpCatalogName(http), what),
 				 errdetail_internal("The answer was \"%.100s\".", body)));
 	return v;
 }
@@ -633,16 +633,16 @@ CtasChIsMergetree(const char *engine_name)
  *		table.  ERROR when the server cannot be asked.  Palloc'd.
  */
 char *
-CtasChRemoteEngine(CtasHttp *http, const char *db, const char *table)
+CtasChRemoteEngine(CtasChHttp *http, const char *db, const char *table)
 {
 	char	   *body;
 	List	   *rows;
 	int			nf;
 
-	body = CtasHttpQuery(http,
-						 psprintf("SELECT engine FROM system.tables WHERE database = %s AND name = %s",
-								  CtasChLit(db), CtasChLit(table)),
-						 "read the table engine");
+	body = CtasChHttpQuery(http,
+						   psprintf("SELECT engine FROM system.tables WHERE database = %s AND name = %s",
+									CtasChLit(db), CtasChLit(table)),
+						   "read the table engine");
 	rows = CtasChTsv(body, &nf);
 	if (rows == NIL || nf != 1)
 		return pstrdup("");

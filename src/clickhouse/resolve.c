@@ -199,7 +199,7 @@ ch_record_action(char **f, int nf)
  *		something is left.
  */
 static bool
-ch_finish_recorded(CtasHttp *http, ChAction *a)
+ch_finish_recorded(CtasChHttp *http, ChAction *a)
 {
 	bool		ok = true;
 
@@ -380,7 +380,7 @@ ch_resolve_record(CtasCatalog *catalog, ChXact *xs, const char *path,
 			for (i = list_length(actions) - 1; i >= 0; i--)
 			{
 				ChAction   *a = list_nth(actions, i);
-				CtasHttp   *http = CtasChActionHttp(xs, a);
+				CtasChHttp *http = CtasChActionHttp(xs, a);
 				char	   *why = NULL;
 				bool		ok;
 
@@ -475,7 +475,7 @@ CtasChResolve(CtasCatalog *catalog,
 
 	/* only the clients of xs are used: of the url and of each shard */
 	memset(&xs, 0, sizeof(xs));
-	xs.http = CtasHttpCreate(catalog, CurrentMemoryContext);
+	xs.http = CtasChHttpCreate(catalog, CurrentMemoryContext);
 	xs.cluster = CtasChClusterOpen(catalog, CurrentMemoryContext);
 	foreach(lc, paths)
 		ch_resolve_record(catalog, &xs, lfirst(lc), emit, arg);

@@ -34,7 +34,7 @@ static void ch_streaming_count(void *arg);
  *		exist.  One round trip.
  */
 bool
-CtasChRemoteExists(CtasHttp *http, const char *db, const char *table)
+CtasChRemoteExists(CtasChHttp *http, const char *db, const char *table)
 {
 	char	   *sql;
 	char	   *body;
@@ -45,19 +45,19 @@ CtasChRemoteExists(CtasHttp *http, const char *db, const char *table)
 	sql = psprintf("SELECT (SELECT count() FROM system.databases WHERE name = %s), "
 				   "(SELECT count() FROM system.tables WHERE database = %s AND name = %s)",
 				   CtasChLit(db), CtasChLit(db), CtasChLit(table));
-	body = CtasHttpQuery(http, sql, "check the target table");
+	body = CtasChHttpQuery(http, sql, "check the target table");
 	rows = CtasChTsv(body, &nf);
 	if (list_length(rows) != 1 || nf != 2)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_ERROR),
 				 errmsg("unexpected answer from ClickHouse catalog \"%s\" to a table check",
-						CtasHttpCatalogName(http))));
+						CtasChHttpCatalogName(http))));
 	f = linitial(rows);
 	if (strcmp(f[0], "0") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_SCHEMA_NAME),
 				 errmsg("database \"%s\" does not exist in ClickHouse catalog \"%s\"",
-						db, CtasHttpCatalogName(http))));
+						db, CtasChHttpCatalogName(http))));
 	return strcmp(f[1], "0") != 0;
 }
 
@@ -70,7 +70,7 @@ CtasChRemoteExists(CtasHttp *http, const char *db, const char *table)
  *		created in this transaction).
  */
 bool
-CtasChLogicalExists(CtasHttp *http, ChXact *xs, int shard, const char *db,
+CtasChLogicalExists(CtasChHttp *http, ChXact *xs, int shard, const char *db,
 					const char *table, char **phys)
 {
 	ListCell   *lc;
@@ -187,19 +187,19 @@ CtasChStreamOpen(ChLoad *cl)
 	 */
 	cl->stream_cxt = AllocSetContextCreate(load->cxt, "ctas_fed ClickHouse stream",
 										   ALLOCSET_DEFAULT_SIZES);
-	cl->stream = CtasHttpStreamOpen(cl->http, cl->insert_sql, "insert rows",
-									cl->stream_cxt);
+	cl->stream = CtasChHttpStreamOpen(cl->http, cl->insert_sql, "insert rows",
+									  cl->stream_cxt);
 	cl->block_rows = 0;
 	if (cl->streaming)
-		CtasHttpStreamOnFailure(cl->stream, ch_streaming_count, cl);
+		CtasChHttpStreamOnFailure(cl->stream, ch_streaming_count, cl);
 	if (cl->xs)
 	{
 		ChXact	   *xs = cl->xs;
 
-		CtasHttpStreamWatch(cl->stream, &xs->stream[cl->shard]);
+		CtasChHttpStreamWatch(cl->stream, &xs->stream[cl->shard]);
 		xs->stream_qid[cl->shard] =
 			MemoryContextStrdup(GetMemoryChunkContext(xs),
-								CtasHttpStreamQueryId(cl->stream));
+								CtasChHttpStreamQueryId(cl->stream));
 		xs->stream_level = GetCurrentTransactionNestLevel();
 	}
 }
@@ -207,7 +207,7 @@ CtasChStreamOpen(ChLoad *cl)
 static void
 ch_stream_done(ChLoad *cl)
 {
-	CtasHttpStreamFinish(cl->stream);
+	CtasChHttpStreamFinish(cl->stream);
 	cl->stream = NULL;
 	if (cl->xs)
 	{
@@ -251,10 +251,10 @@ CtasChTargetTypes(ChLoad *cl, ChActionKind kind)
 		int			nf;
 		ListCell   *lc;
 
-		body = CtasHttpQuery(cl->http,
-							 psprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s",
-									  CtasChLit(cl->db), CtasChLit(cl->phys)),
-							 "read the columns of the target table");
+		body = CtasChHttpQuery(cl->http,
+							   psprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s",
+										CtasChLit(cl->db), CtasChLit(cl->phys)),
+							   "read the columns of the target table");
 		rows = CtasChTsv(body, &nf);
 		for (i = 0; i < load->ncolumns; i++)
 		{
@@ -272,7 +272,7 @@ CtasChTargetTypes(ChLoad *cl, ChActionKind kind)
 						 errmsg("column \"%s\" does not exist in table \"%s\" of catalog \"%s\"",
 								load->columns[i].name,
 								CtasChDisplay(cl->db, cl->phys),
-								CtasHttpCatalogName(cl->http)),
+								CtasChHttpCatalogName(cl->http)),
 						 errdetail("Rows are appended by column name.")));
 		}
 	}
@@ -338,18 +338,18 @@ CtasChStage(ChLoad *cl, ChActionKind kind)
 							  CtasChQname(db, a->stage), CtasChQname(db, phys));
 			cl->engine = engine;
 		}
-		CtasHttpQuery(cl->http, create, "create the staging table");
+		CtasChHttpQuery(cl->http, create, "create the staging table");
 	}
 	else
 	{
-		CtasHttpQuery(cl->http, CtasChCreateSql(load, cl->cols, db, a->stage),
-					  "create the staging table");
+		CtasChHttpQuery(cl->http, CtasChCreateSql(load, cl->cols, db, a->stage),
+						"create the staging table");
 		cl->engine = CtasChLoadEngine(load);
 	}
 	if (CtasChCountCheckMode(cl->engine) == 2)
-		CtasHttpQuery(cl->http,
-					  psprintf("SYSTEM STOP MERGES %s", CtasChQname(db, a->stage)),
-					  "stop merges on the staging table");
+		CtasChHttpQuery(cl->http,
+						psprintf("SYSTEM STOP MERGES %s", CtasChQname(db, a->stage)),
+						"stop merges on the staging table");
 }
 
 
@@ -387,11 +387,11 @@ ch_streaming_count(void *arg)
 	ChLoad	   *cl = (ChLoad *) arg;
 	char	   *body;
 
-	if (CtasHttpTryQuery(cl->http,
-						 psprintf("SELECT count() FROM %s",
-								  CtasChQname(cl->db, cl->insert_table)),
-						 "count the rows of the table", CTAS_HTTP_CLEANUP,
-						 &body, NULL) && body != NULL)
+	if (CtasChHttpTryQuery(cl->http,
+						   psprintf("SELECT count() FROM %s",
+									CtasChQname(cl->db, cl->insert_table)),
+						   "count the rows of the table", CTAS_HTTP_CLEANUP,
+						   &body, NULL) && body != NULL)
 	{
 		uint64		n = strtou64(body, NULL, 10);
 
@@ -406,7 +406,7 @@ CtasChStreamStep(ChLoad *cl, bool finish)
 	if (finish)
 		ch_stream_done(cl);
 	else
-		CtasHttpStreamFlush(cl->stream);
+		CtasChHttpStreamFlush(cl->stream);
 	if (cl->streaming)
 		cl->load->rows_committed = cl->rows;
 }
@@ -427,23 +427,23 @@ CtasChStageCheck(ChLoad *cl)
 	if (CtasChCountCheckMode(cl->engine) != 0)
 	{
 		n = CtasChParseCount(cl->http,
-						   CtasHttpQuery(cl->http,
-										 psprintf("SELECT count() FROM %s",
-												  CtasChQname(cl->db, cl->insert_table)),
-										 "count the rows of the staging table"),
+						   CtasChHttpQuery(cl->http,
+										   psprintf("SELECT count() FROM %s",
+													CtasChQname(cl->db, cl->insert_table)),
+										   "count the rows of the staging table"),
 						   "SELECT count()");
 		if (n != cl->rows)
 			ereport(ERROR,
 					(errcode(ERRCODE_FDW_ERROR),
 					 errmsg("staging table of \"%s\" in catalog \"%s\" holds " UINT64_FORMAT " rows, but " UINT64_FORMAT " were sent",
 							CtasChDisplay(cl->db, cl->action->table),
-							CtasHttpCatalogName(cl->http), n, cl->rows)));
+							CtasChHttpCatalogName(cl->http), n, cl->rows)));
 	}
 	if (CtasChCountCheckMode(cl->engine) == 2)
-		CtasHttpQuery(cl->http,
-					  psprintf("SYSTEM START MERGES %s",
-							   CtasChQname(cl->db, cl->insert_table)),
-					  "start merges on the staging table");
+		CtasChHttpQuery(cl->http,
+						psprintf("SYSTEM START MERGES %s",
+								 CtasChQname(cl->db, cl->insert_table)),
+						"start merges on the staging table");
 	cl->action->state = CH_ACTION_LOADED;
 	cl->action->rows = cl->rows;
 }

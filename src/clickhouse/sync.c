@@ -150,7 +150,7 @@
 
 typedef struct ChSyncState
 {
-	CtasHttp   *http;
+	CtasChHttp   *http;
 	char	   *qtable;			/* `db`.`table` */
 	char	   *progress;		/* `db`.`_ctas_fed_sync_progress` */
 	ChColumn   *cols;			/* encoders of the query's columns */
@@ -159,7 +159,7 @@ typedef struct ChSyncState
 	char	   *delete_sql;		/* INSERT of the key columns */
 	char	   *truncate_head;	/* INSERT ... SELECT keys, before the version */
 	char	   *truncate_tail;	/* after it */
-	CtasHttpStream *stream;		/* the open INSERT of rows, or NULL */
+	CtasChHttpStream *stream;		/* the open INSERT of rows, or NULL */
 	MemoryContext stream_cxt;
 	StringInfoData deletes;		/* RowBinary delete rows, not sent yet */
 	int		   *keypos;			/* place of each key among the columns */
@@ -315,7 +315,7 @@ remote_types(CtasSyncTarget *t, ChSyncState *st, int n, char **names,
 	char	  **types = palloc0(sizeof(char *) * Max(n, 1));
 	int			i;
 
-	body = CtasHttpQuery(st->http,
+	body = CtasChHttpQuery(st->http,
 						 psprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s",
 								  CtasChLit(t->schema), CtasChLit(t->table)),
 						 "read the columns of the synced table");
@@ -411,7 +411,7 @@ insert_sql(ChSyncState *st, int n, char **names, const bool *gone)
  *		of each key among the columns.  In the current memory context.
  */
 static ChSyncState *
-open_state(CtasSyncTarget *t, CtasHttp *http, const char *table)
+open_state(CtasSyncTarget *t, CtasChHttp *http, const char *table)
 {
 	ChSyncState *st = palloc0(sizeof(ChSyncState));
 	StringInfoData sql;
@@ -494,7 +494,7 @@ open_state(CtasSyncTarget *t, CtasHttp *http, const char *table)
 static void
 ch_sync_open(CtasSyncTarget *t)
 {
-	CtasHttp   *http = CtasHttpCreate(t->catalog, CurrentMemoryContext);
+	CtasChHttp   *http = CtasChHttpCreate(t->catalog, CurrentMemoryContext);
 	ChCluster  *c = CtasChClusterOpen(t->catalog, CurrentMemoryContext);
 	ChSyncState *st = open_state(t, http, t->table);
 
@@ -514,7 +514,7 @@ ch_sync_open(CtasSyncTarget *t)
 		initStringInfo(&st->route_buf);
 	}
 
-	CtasHttpQuery(st->http,
+	CtasChHttpQuery(st->http,
 				  psprintf("CREATE TABLE IF NOT EXISTS %s (job String, lsn UInt64) "
 						   "ENGINE = ReplacingMergeTree(lsn) ORDER BY job",
 						   st->progress),
@@ -527,7 +527,7 @@ ch_sync_applied_lsn(CtasSyncTarget *t)
 	ChSyncState *st = (ChSyncState *) t->private;
 	char	   *body;
 
-	body = CtasHttpQuery(st->http,
+	body = CtasChHttpQuery(st->http,
 						 psprintf("SELECT max(lsn) FROM %s WHERE job = %s",
 								  st->progress, CtasChLit(t->job_key)),
 						 "read the progress of the sync");
@@ -560,10 +560,10 @@ stream_buffer(ChSyncState *st)
 	{
 		st->stream_cxt = AllocSetContextCreate(st->cxt, "ctas_fed sync stream",
 											   ALLOCSET_DEFAULT_SIZES);
-		st->stream = CtasHttpStreamOpen(st->http, st->insert_sql,
+		st->stream = CtasChHttpStreamOpen(st->http, st->insert_sql,
 										"insert synced rows", st->stream_cxt);
 	}
-	return CtasHttpStreamBuffer(st->stream);
+	return CtasChHttpStreamBuffer(st->stream);
 }
 
 /* a row of all columns, encoded, into the streamed INSERT */
@@ -575,7 +575,7 @@ stream_row(ChSyncState *st, const char *row, int len, uint64 version)
 	appendBinaryStringInfo(buf, row, len);
 	put_version(buf, version, false);
 	if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
-		CtasHttpStreamFlush(st->stream);
+		CtasChHttpStreamFlush(st->stream);
 }
 
 /* send the rows and the delete rows not sent yet */
@@ -584,7 +584,7 @@ send_pending(ChSyncState *st)
 {
 	if (st->stream != NULL)
 	{
-		CtasHttpStreamFinish(st->stream);
+		CtasChHttpStreamFinish(st->stream);
 		st->stream = NULL;
 		MemoryContextDelete(st->stream_cxt);
 		st->stream_cxt = NULL;
@@ -594,12 +594,12 @@ send_pending(ChSyncState *st)
 		MemoryContext cxt = AllocSetContextCreate(st->cxt,
 												  "ctas_fed sync stream",
 												  ALLOCSET_DEFAULT_SIZES);
-		CtasHttpStream *stream = CtasHttpStreamOpen(st->http, st->delete_sql,
+		CtasChHttpStream *stream = CtasChHttpStreamOpen(st->http, st->delete_sql,
 													"insert delete rows", cxt);
 
-		appendBinaryStringInfo(CtasHttpStreamBuffer(stream), st->deletes.data,
+		appendBinaryStringInfo(CtasChHttpStreamBuffer(stream), st->deletes.data,
 							   st->deletes.len);
-		CtasHttpStreamFinish(stream);
+		CtasChHttpStreamFinish(stream);
 		MemoryContextDelete(cxt);
 		resetStringInfo(&st->deletes);
 	}
@@ -610,7 +610,7 @@ static void
 send_truncate(CtasSyncTarget *t, ChSyncState *st, uint64 version)
 {
 	send_pending(st);
-	CtasHttpQuery(st->http,
+	CtasChHttpQuery(st->http,
 				  psprintf("%s" UINT64_FORMAT "%s", st->truncate_head,
 						   version, st->truncate_tail),
 				  "insert delete rows for a TRUNCATE");
@@ -877,7 +877,7 @@ stream_segments(CtasSyncTarget *t, ChSyncState *st, const char *row, int len,
 	Assert(off == len);
 	put_version(buf, version, false);
 	if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
-		CtasHttpStreamFlush(st->stream);
+		CtasChHttpStreamFlush(st->stream);
 }
 
 /* complete the rows of st->kept from the remote, and write them */
@@ -901,7 +901,7 @@ flush_kept(CtasSyncTarget *t, ChSyncState *st)
 			appendBinaryStringInfo(buf, r->segs[i].data, r->segs[i].len);
 		put_version(buf, st->lsn, false);
 		if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
-			CtasHttpStreamFlush(st->stream);
+			CtasChHttpStreamFlush(st->stream);
 	}
 	st->kept = NIL;
 	MemoryContextReset(st->keep_cxt);
@@ -933,7 +933,7 @@ finish_held(CtasSyncTarget *t, ChSyncState *st)
 			appendBinaryStringInfo(buf, r->segs[i].data, r->segs[i].len);
 		put_version(buf, st->lsn, false);
 		if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
-			CtasHttpStreamFlush(st->stream);
+			CtasChHttpStreamFlush(st->stream);
 		return;
 	}
 	st->kept = lappend(st->kept, r);
@@ -1066,7 +1066,7 @@ ch_sync_commit(CtasSyncTarget *t, uint64 lsn)
 		write_changes(t, st->shards[i]);
 		send_pending(st->shards[i]);
 	}
-	CtasHttpQuery(st->http,
+	CtasChHttpQuery(st->http,
 				  psprintf("INSERT INTO %s (job, lsn) VALUES (%s, " UINT64_FORMAT ")",
 						   st->progress, CtasChLit(t->job_key), lsn),
 				  "store the progress of the sync");
@@ -1076,7 +1076,7 @@ static void
 close_state(ChSyncState *st)
 {
 	if (st->stream != NULL)
-		CtasHttpStreamClose(st->stream);
+		CtasChHttpStreamClose(st->stream);
 	st->stream = NULL;
 
 	/*
@@ -1193,7 +1193,7 @@ ch_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 		write_changes(t, st);
 	send_pending(st);
 
-	body = CtasHttpQuery(st->http,
+	body = CtasChHttpQuery(st->http,
 						 psprintf("SELECT name FROM system.columns WHERE database = %s AND table = %s",
 								  CtasChLit(t->schema), CtasChLit(t->table)),
 						 "read the columns of the synced table");
@@ -1234,7 +1234,7 @@ ch_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 		}
 		else
 			continue;
-		CtasHttpQuery(st->http, sql.data, "change the synced table");
+		CtasChHttpQuery(st->http, sql.data, "change the synced table");
 	}
 
 	/* the columns after the changes, and what depends on them */
@@ -1301,7 +1301,7 @@ cluster_rebuilt(CtasSyncTarget *t)
 											  "ctas_fed sync rebuilt",
 											  ALLOCSET_SMALL_SIZES);
 	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
-	CtasHttp   *http = CtasHttpCreate(t->catalog, cxt);
+	CtasChHttp   *http = CtasChHttpCreate(t->catalog, cxt);
 	uint64		version = t->change_lsn - 2;
 	StringInfoData keys;
 	ChCluster  *c;
@@ -1322,7 +1322,7 @@ cluster_rebuilt(CtasSyncTarget *t)
 												t->nkeys, t->keys, &key,
 												&key_k));
 	for (i = 0; i < c->nshards; i++)
-		CtasHttpQuery(c->http[i],
+		CtasChHttpQuery(c->http[i],
 					  psprintf("INSERT INTO %s (%s_version, _deleted) "
 							   "SELECT %stoUInt64(" UINT64_FORMAT "), 1 FROM %s FINAL "
 							   "WHERE _deleted = 0 AND _version < " UINT64_FORMAT,
@@ -1352,9 +1352,9 @@ ch_sync_rebuild(CtasSyncTarget *t)
 	/* a cluster: the rows go into every shard's local table as they are */
 	if (st->cluster != NULL)
 		return;
-	CtasHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", stage),
+	CtasChHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", stage),
 				  "drop the staging table of a resync");
-	CtasHttpQuery(st->http, psprintf("CREATE TABLE %s AS %s", stage, qtable),
+	CtasChHttpQuery(st->http, psprintf("CREATE TABLE %s AS %s", stage, qtable),
 				  "create the staging table of a resync");
 	oldcxt = MemoryContextSwitchTo(st->cxt);
 	st->qtable = stage;
@@ -1389,28 +1389,28 @@ ch_sync_rebuilt(CtasSyncTarget *t)
 		cluster_rebuilt(t);
 		return;
 	}
-	body = CtasHttpQuery(st->http, psprintf("EXISTS TABLE %s", stage),
+	body = CtasChHttpQuery(st->http, psprintf("EXISTS TABLE %s", stage),
 						 "find the staging table of a resync");
 	if (atoi(body) == 1)
 	{
-		body = CtasHttpQuery(st->http, psprintf("EXISTS TABLE %s", st->qtable),
+		body = CtasChHttpQuery(st->http, psprintf("EXISTS TABLE %s", st->qtable),
 							 "find the synced table");
 		/* a server that died between the two renames left no table */
 		if (atoi(body) == 1)
 		{
-			CtasHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", old),
+			CtasChHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", old),
 						  "drop the table a resync replaced");
-			CtasHttpQuery(st->http,
+			CtasChHttpQuery(st->http,
 						  psprintf("RENAME TABLE %s TO %s, %s TO %s",
 								   st->qtable, old, stage, st->qtable),
 						  "put the copy of a resync in place");
 		}
 		else
-			CtasHttpQuery(st->http,
+			CtasChHttpQuery(st->http,
 						  psprintf("RENAME TABLE %s TO %s", stage, st->qtable),
 						  "put the copy of a resync in place");
 	}
-	CtasHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", old),
+	CtasChHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", old),
 				  "drop the table a resync replaced");
 	oldcxt = MemoryContextSwitchTo(st->cxt);
 	st->insert_sql = insert_sql(st, t->ncolumns, t->columns, st->gone);

@@ -154,7 +154,7 @@ put_string(StringInfo out, const ChType *type, const char *hex, bool isnull)
  *		row is not there.
  */
 void
-CtasChSyncFetchKept(CtasHttp *http, CtasSyncTarget *t, const char *qtable,
+CtasChSyncFetchKept(CtasChHttp *http, CtasSyncTarget *t, const char *qtable,
 					ChColumn *cols, List *rows)
 {
 	StringInfoData sql;
@@ -223,7 +223,7 @@ CtasChSyncFetchKept(CtasHttp *http, CtasSyncTarget *t, const char *qtable,
 			appendStringInfoChar(&sql, ')');
 	}
 	appendStringInfoString(&sql, ") FORMAT TabSeparated");
-	result = CtasChTsv(CtasHttpQuery(http, sql.data,
+	result = CtasChTsv(CtasChHttpQuery(http, sql.data,
 									 "read unchanged values of synced rows"),
 					   &nf);
 

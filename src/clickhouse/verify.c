@@ -44,7 +44,7 @@
  *		LowCardinality( ), read from system.columns.  ERROR when missing.
  */
 static char *
-remote_type(CtasHttp *http, CtasSyncTarget *t, int col)
+remote_type(CtasChHttp *http, CtasSyncTarget *t, int col)
 {
 	char	   *body;
 	List	   *rows;
@@ -52,7 +52,7 @@ remote_type(CtasHttp *http, CtasSyncTarget *t, int col)
 	char	   *type;
 	size_t		len;
 
-	body = CtasHttpQuery(http,
+	body = CtasChHttpQuery(http,
 						 psprintf("SELECT type FROM system.columns WHERE database = %s "
 								  "AND table = %s AND name = %s",
 								  CtasChLit(t->schema), CtasChLit(t->table),
@@ -90,7 +90,7 @@ CtasChSyncVerifyLocal(CtasSyncTarget *t, int col, const char *expr)
 											  "ctas_fed sync verify",
 											  ALLOCSET_SMALL_SIZES);
 	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
-	char	   *type = remote_type(CtasHttpCreate(t->catalog, cxt), t, col);
+	char	   *type = remote_type(CtasChHttpCreate(t->catalog, cxt), t, col);
 	Oid			local = getBaseType(t->types[col]);
 	const char *scale;
 	char	   *result = NULL;
@@ -121,7 +121,7 @@ CtasChSyncVerifyLocal(CtasSyncTarget *t, int col, const char *expr)
 
 /* the canonical text of the columns idx[0..n-1], as sync/verify.c's */
 static char *
-canonical(CtasSyncTarget *t, char **types, int n, const int *idx)
+ch_canonical(CtasSyncTarget *t, char **types, int n, const int *idx)
 {
 	StringInfoData buf;
 	int			i;
@@ -148,7 +148,7 @@ canonical(CtasSyncTarget *t, char **types, int n, const int *idx)
 
 /* 'a', 'b', ... */
 static char *
-in_list(List *prefixes)
+ch_in_list(List *prefixes)
 {
 	StringInfoData buf;
 	ListCell   *lc;
@@ -177,7 +177,7 @@ CtasChSyncVerifyRemote(CtasSyncTarget *t, int level, List *prefixes,
 											  "ctas_fed sync verify",
 											  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
-	CtasHttp   *http = CtasHttpCreate(t->catalog, cxt);
+	CtasChHttp   *http = CtasChHttpCreate(t->catalog, cxt);
 	char	  **types = palloc(sizeof(char *) * Max(t->ncolumns, 1));
 	int		   *all = palloc(sizeof(int) * Max(t->ncolumns, 1));
 	int		   *keys = palloc(sizeof(int) * Max(t->nkeys, 1));
@@ -205,14 +205,14 @@ CtasChSyncVerifyRemote(CtasSyncTarget *t, int level, List *prefixes,
 	}
 	inner = psprintf("SELECT lower(hex(MD5(%s))) AS kh, %s AS kt, %s AS rt "
 					 "FROM %s FINAL WHERE _deleted = 0",
-					 canonical(t, types, t->nkeys, keys),
-					 canonical(t, types, t->nkeys, keys),
-					 canonical(t, types, t->ncolumns, all),
+					 ch_canonical(t, types, t->nkeys, keys),
+					 ch_canonical(t, types, t->nkeys, keys),
+					 ch_canonical(t, types, t->ncolumns, all),
 					 CtasChQname(t->schema, t->table));
 	if (rows)
 		sql = psprintf("SELECT kh, kt, rt FROM (%s) WHERE substring(kh, 1, %d) IN (%s) "
 					   "ORDER BY kh LIMIT 10000 FORMAT TabSeparated",
-					   inner, VERIFY_HEX * level, in_list(prefixes));
+					   inner, VERIFY_HEX * level, ch_in_list(prefixes));
 	else
 		sql = psprintf("SELECT substring(kh, 1, %d) AS b, toString(count()), "
 					   "toString(sum(halfMD5(rt))) FROM (%s) %s GROUP BY b "
@@ -220,8 +220,8 @@ CtasChSyncVerifyRemote(CtasSyncTarget *t, int level, List *prefixes,
 					   VERIFY_HEX * level, inner,
 					   prefixes ? psprintf("WHERE substring(kh, 1, %d) IN (%s)",
 										   VERIFY_HEX * (level - 1),
-										   in_list(prefixes)) : "");
-	result = CtasChTsv(CtasHttpQuery(http, sql, "hash the synced table"), &nf);
+										   ch_in_list(prefixes)) : "");
+	result = CtasChTsv(CtasChHttpQuery(http, sql, "hash the synced table"), &nf);
 	if (result != NIL && nf != 3)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),

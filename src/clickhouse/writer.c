@@ -90,7 +90,7 @@ ch_begin_load(CtasLoad *load)
 	}
 	else
 	{
-		cl->http = CtasHttpCreate(load->catalog, load->cxt);
+		cl->http = CtasChHttpCreate(load->catalog, load->cxt);
 		CtasChCheckVersion(cl->http);
 	}
 
@@ -147,16 +147,16 @@ ch_create_table(CtasLoad *load, bool exists)
 		cl->insert_table = pstrdup(table);
 		if (kind == CH_CREATE)
 		{
-			CtasHttpQuery(cl->http, CtasChCreateSql(load, cl->cols, db, table),
-						  "create the table");
+			CtasChHttpQuery(cl->http, CtasChCreateSql(load, cl->cols, db, table),
+							"create the table");
 			cl->engine = CtasChLoadEngine(load);
 		}
 		else
 		{
 			cl->count_before = CtasChParseCount(cl->http,
-											  CtasHttpQuery(cl->http,
-															psprintf("SELECT count() FROM %s", CtasChQname(db, table)),
-															"count the rows of the target table"),
+											  CtasChHttpQuery(cl->http,
+															  psprintf("SELECT count() FROM %s", CtasChQname(db, table)),
+															  "count the rows of the target table"),
 											  "SELECT count()");
 		}
 	}
@@ -238,7 +238,7 @@ ch_parallel_attach(CtasLoad *load, const char *state)
 		CtasChClusterAttach(cl, list_copy_tail(l, load->ncolumns + 2));
 		return;
 	}
-	cl->http = CtasHttpCreate(load->catalog, load->cxt);
+	cl->http = CtasChHttpCreate(load->catalog, load->cxt);
 	CtasChCheckVersion(cl->http);
 	CtasChInsertSql(cl);
 	CtasChStreamOpen(cl);
@@ -263,7 +263,7 @@ ch_put_row(CtasLoad *load, TupleTableSlot *slot)
 		CtasChClusterPutRow(cl, slot);
 		return;
 	}
-	buf = CtasHttpStreamBuffer(cl->stream);
+	buf = CtasChHttpStreamBuffer(cl->stream);
 	before = buf->len;
 	for (i = 0; i < cl->ncols; i++)
 		CtasChPutValue(&cl->cols[i].enc, buf, slot->tts_values[i],
@@ -400,7 +400,7 @@ ch_list_tables(CtasCatalog *catalog, const char *schema,
 			   void (*emit) (void *arg, const char *name, const char *kind),
 			   void *arg)
 {
-	CtasHttp   *http = CtasHttpCreate(catalog, CurrentMemoryContext);
+	CtasChHttp *http = CtasChHttpCreate(catalog, CurrentMemoryContext);
 	const char *db = schema ? schema : CtasCatalogOption(catalog, "database");
 	char	   *body;
 	List	   *rows;
@@ -410,10 +410,10 @@ ch_list_tables(CtasCatalog *catalog, const char *schema,
 	if (db == NULL)
 		db = "default";
 	(void) CtasChRemoteExists(http, db, "");	/* ERROR for a missing database */
-	body = CtasHttpQuery(http,
-						 psprintf("SELECT name, engine FROM system.tables WHERE database = %s ORDER BY name",
-								  CtasChLit(db)),
-						 "list tables");
+	body = CtasChHttpQuery(http,
+						   psprintf("SELECT name, engine FROM system.tables WHERE database = %s ORDER BY name",
+									CtasChLit(db)),
+						   "list tables");
 	rows = CtasChTsv(body, &nf);
 	foreach(lc, rows)
 	{
@@ -430,7 +430,7 @@ ch_list_columns(CtasCatalog *catalog, const char *schema, const char *table,
 							  bool nullable),
 				void *arg)
 {
-	CtasHttp   *http = CtasHttpCreate(catalog, CurrentMemoryContext);
+	CtasChHttp *http = CtasChHttpCreate(catalog, CurrentMemoryContext);
 	const char *db = schema ? schema : CtasCatalogOption(catalog, "database");
 	char	   *body;
 	List	   *rows;
@@ -444,10 +444,10 @@ ch_list_columns(CtasCatalog *catalog, const char *schema, const char *table,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("table \"%s\" does not exist in catalog \"%s\"",
 						CtasChDisplay(db, table), catalog->name)));
-	body = CtasHttpQuery(http,
-						 psprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s",
-								  CtasChLit(db), CtasChLit(table)),
-						 "list columns");
+	body = CtasChHttpQuery(http,
+						   psprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s",
+									CtasChLit(db), CtasChLit(table)),
+						   "list columns");
 	rows = CtasChTsv(body, &nf);
 	foreach(lc, rows)
 	{
@@ -471,22 +471,11 @@ ch_check_options(CtasLoad *load)
 	CtasChClusterCheckOptions(load);
 }
 
-/* type 'clickhouse': the HTTP interface */
-static const CtasOption ch_server_options[] = {
-	{"url", ForeignServerRelationId, CTAS_OPT_SERVICE_URL, 0, 0, NULL, false, true},
-	{"database", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"connect_timeout", ForeignServerRelationId, CTAS_OPT_INT, 1, 3600},
-	{"timeout", ForeignServerRelationId, CTAS_OPT_INT, 1, 86400},
-	{"cluster", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"shard_urls", ForeignServerRelationId, CTAS_OPT_SERVICE_URL_LIST, 0, 0, NULL, false, true},
-	{NULL}
-};
-
 static const char *const ch_required_options[] = {"url", NULL};
 
 const CtasTargetRoutine CtasClickHouseTarget = {
 	.type_name = "clickhouse",
-	.server_options = ch_server_options,
+	.server_options = CtasChServerOptions,
 	.required_options = ch_required_options,
 	.commit_order = CTAS_COMMIT_LAST_RESOURCE,
 	.map_column = CtasChMapColumn,

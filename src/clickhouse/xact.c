@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * xact.c
- *		  The transaction steps of the ClickHouse target and its durable
- *		  records.
+ *		  The transaction steps of the ClickHouse target (its durable
+ *		  records: record.c).
  *
  *	pre_commit	after every two-phase participant has prepared (commit
  *				order 1, "last resource"): a marker
@@ -29,8 +29,8 @@
  *
  * Durable records: before the first remote effect of each action, the
  * participant's actions and every table name they use are written to a
- * file in the data directory (see "Durable records"), removed when the
- * transaction is finished or undone.
+ * file in the data directory (record.c), removed when the transaction is
+ * finished or undone.
  *
  * Each action of the transaction (create, replace, append, drop) is one
  * ChAction in the participant's list, in the order of the statements; the
@@ -59,6 +59,7 @@
 #include "utils/memutils.h"
 
 #include "clickhouse.h"
+#include "guc.h"
 
 /* ------------------------------------------------------------------------
  * Server version and transaction state
@@ -79,247 +80,21 @@
  * exact timestamps, chosen here, once tests run against one.
  */
 void
-CtasChCheckVersion(CtasHttp *http)
+CtasChCheckVersion(CtasChHttp *http)
 {
-	const CtasHttpVersion *v;
-	bool		known = CtasHttpServerVersionKnown(http);
+	const CtasChHttpVersion *v;
+	bool		known = CtasChHttpServerVersionKnown(http);
 
-	v = CtasHttpServerVersion(http);
+	v = CtasChHttpServerVersion(http);
 	if (known)
 		return;
-	if (!CtasHttpVersionAtLeast(http, 18, 14))
+	if (!CtasChHttpVersionAtLeast(http, 18, 14))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("ClickHouse catalog \"%s\" runs version %s, but ctas_fed needs 18.14 or later",
-						CtasHttpCatalogName(http), v->text)));
-	if (!CtasHttpVersionAtLeast(http, 19, 1))
-		CtasHttpAddSetting(http, "allow_experimental_low_cardinality_type", "1");
-}
-
-/* ------------------------------------------------------------------------
- * Durable records
- *
- * Before the first remote effect of an action (its staging table, or for
- * DROP TABLE the rename at pre-commit) the participant writes the list of
- * its actions, oldest first, with every table name each one uses, to
- * pg_ctas_fed/ch_<full xid>_<server oid>_<user mapping oid> in the data
- * directory: a new file is written and fsync'd, then renamed over the old
- * one (durable_rename).  The file goes when the transaction is finished
- * (post_commit) or undone (abort); if that does not happen (a crash, an
- * unreachable server) the resolver reads it, decides from the local
- * transaction's status, and finishes or undoes the transaction as a whole.
- * The resolver acts on nothing else: a table that no record names is
- * never touched, whatever its name.
- *
- * The writing backend holds an exclusive flock() on the record from the
- * first write until the transaction is over (the kernel drops it if the
- * backend dies), so that a resolver never works on a transaction whose
- * own backend is still finishing it.
- *
- * Format: tab-separated lines, escaped as ClickHouse's TabSeparated (read
- * back with CtasChTsv).  The first line is
- *		ctas_fed clickhouse	1	<full xid>	<database oid>	<server oid>
- *		<user mapping oid>	<gid>
- * and each action is
- *		<kind>	<database>	<table>	<stage>	<old>	<marker>	<shard>
- * with \N for a name the action does not have; shard is 0 for the
- * catalog's url, else the shard (from 1) of a cluster catalog
- * (shard_urls) the action is on.  Version 1 records, written before
- * clusters, have no shard field.  The last line is
- *		crc32c	<CRC-32C of every byte before this line, 8 hex digits>
- * A record that does not end so, or whose lines do not have these fields,
- * is damaged (a disk, a copy or a hand went wrong): the resolver does not
- * act on a part of a transaction, nor on names it cannot trust, and keeps
- * the file, with a WARNING, for someone to look at.
- * ------------------------------------------------------------------------
- */
-
-/* by ChActionKind */
-const char *const CtasChActionNames[CH_DROP + 1] = {
-	"create", "replace", "append", "drop"
-};
-
-/* Append one TabSeparated field (NULL as \N), then a tab or a newline */
-static void
-ch_record_field(StringInfo buf, const char *s, bool last)
-{
-	if (s == NULL)
-		appendStringInfoString(buf, "\\N");
-	else
-	{
-		for (; *s; s++)
-		{
-			switch (*s)
-			{
-				case '\\':
-					appendStringInfoString(buf, "\\\\");
-					break;
-				case '\t':
-					appendStringInfoString(buf, "\\t");
-					break;
-				case '\n':
-					appendStringInfoString(buf, "\\n");
-					break;
-				case '\r':
-					appendStringInfoString(buf, "\\r");
-					break;
-				default:
-					appendStringInfoChar(buf, *s);
-					break;
-			}
-		}
-	}
-	appendStringInfoChar(buf, last ? '\n' : '\t');
-}
-
-/* The CRC-32C of a record's lines, which its last line repeats */
-pg_crc32c
-CtasChRecordCrc(const char *data, size_t len)
-{
-	pg_crc32c	crc;
-
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, data, len);
-	FIN_CRC32C(crc);
-	return crc;
-}
-
-/*
- * ch_gid
- *		What ctas_fed.jobs and the resolver call this participant's remote
- *		work: db.name of the first action's marker, old or staging table.
- *		NULL without actions.  Palloc'd.
- */
-static char *
-ch_gid(ChXact *xs)
-{
-	ChAction   *first;
-
-	if (xs->actions == NIL)
-		return NULL;
-	first = linitial(xs->actions);
-	return CtasChDisplay(first->db,
-					  first->marker ? first->marker :
-					  first->old ? first->old : first->stage);
-}
-
-/*
- * ch_record_release
- *		Close the record's descriptor, which drops its lock.  A reset
- *		callback of the participant's context as well; never fails.
- */
-static void
-ch_record_release(void *arg)
-{
-	ChXact	   *xs = (ChXact *) arg;
-
-	if (xs->record_fd >= 0)
-	{
-		close(xs->record_fd);
-		ReleaseExternalFD();
-	}
-	xs->record_fd = -1;
-}
-
-/*
- * CtasChRecordWrite
- *		Write the durable record of part (see above) with the actions of
- *		xs as they are now.  ERROR on an I/O failure, before any remote
- *		effect of the newest action.
- */
-void
-CtasChRecordWrite(CtasParticipant *part, ChXact *xs)
-{
-	StringInfoData buf;
-	char		tmp[MAXPGPATH];
-	char	   *gid = ch_gid(xs);
-	ListCell   *lc;
-	int			fd;
-
-	if (xs->record_path[0] == '\0')
-	{
-		if (MakePGDirectory(CH_RECORD_DIR) == 0)
-		{
-			fsync_fname(CH_RECORD_DIR, true);
-			fsync_fname(".", true);
-		}
-		else if (errno != EEXIST)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not create directory \"%s\": %m",
-							CH_RECORD_DIR)));
-		snprintf(xs->record_path, MAXPGPATH,
-				 CH_RECORD_DIR "/ch_" UINT64_FORMAT "_%u_%u",
-				 U64FromFullTransactionId(GetTopFullTransactionId()),
-				 part->serverid, part->umid);
-	}
-
-	initStringInfo(&buf);
-	ch_record_field(&buf, CH_RECORD_MAGIC, false);
-	ch_record_field(&buf, CH_RECORD_VERSION, false);
-	appendStringInfo(&buf, UINT64_FORMAT "\t%u\t%u\t%u\t",
-					 U64FromFullTransactionId(GetTopFullTransactionId()),
-					 MyDatabaseId, part->serverid, part->umid);
-	ch_record_field(&buf, gid, true);
-	foreach(lc, xs->actions)
-	{
-		ChAction   *a = lfirst(lc);
-
-		ch_record_field(&buf, CtasChActionNames[a->kind], false);
-		ch_record_field(&buf, a->db, false);
-		ch_record_field(&buf, a->table, false);
-		ch_record_field(&buf, a->stage, false);
-		ch_record_field(&buf, a->old, false);
-		ch_record_field(&buf, a->marker, false);
-		appendStringInfo(&buf, "%d\n", a->shard);
-	}
-	appendStringInfo(&buf, "crc32c\t%08X\n", CtasChRecordCrc(buf.data, buf.len));
-
-	/* the new file is locked before it takes the record's name */
-	snprintf(tmp, sizeof(tmp), "%s.tmp", xs->record_path);
-	ReserveExternalFD();
-	fd = BasicOpenFilePerm(tmp, O_RDWR | O_CREAT | O_TRUNC | PG_BINARY,
-						   pg_file_create_mode);
-	if (fd < 0)
-	{
-		ReleaseExternalFD();
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not create file \"%s\": %m", tmp)));
-	}
-	errno = 0;
-	if (flock(fd, LOCK_EX) != 0 ||
-		write(fd, buf.data, buf.len) != buf.len ||
-		pg_fsync(fd) != 0 ||
-		durable_rename(tmp, xs->record_path, LOG) != 0)
-	{
-		int			save_errno = errno ? errno : ENOSPC;
-
-		close(fd);
-		ReleaseExternalFD();
-		(void) unlink(tmp);
-		errno = save_errno;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %m", xs->record_path)));
-	}
-	ch_record_release(xs);
-	xs->record_fd = fd;
-	pfree(buf.data);
-}
-
-/*
- * ch_record_remove
- *		The transaction is finished or undone: remove its record.  A
- *		failure is a WARNING (the resolver then finds nothing left to do).
- */
-static void
-ch_record_remove(ChXact *xs)
-{
-	if (xs->record_path[0] != '\0')
-		(void) durable_unlink(xs->record_path, WARNING);
-	xs->record_path[0] = '\0';
-	ch_record_release(xs);
+						CtasChHttpCatalogName(http), v->text)));
+	if (!CtasChHttpVersionAtLeast(http, 19, 1))
+		CtasChHttpAddSetting(http, "allow_experimental_low_cardinality_type", "1");
 }
 
 /* The transaction state of part, created on first use */
@@ -335,11 +110,11 @@ CtasChXact(CtasParticipant *part)
 		MemoryContextCallback *cb;
 
 		xs = palloc0(sizeof(ChXact));
-		xs->http = CtasHttpCreate(part->catalog, part->cxt);
+		xs->http = CtasChHttpCreate(part->catalog, part->cxt);
 		xs->cluster = CtasChClusterOpen(part->catalog, part->cxt);
 		xs->record_fd = -1;
 		cb = palloc(sizeof(MemoryContextCallback));
-		cb->func = ch_record_release;
+		cb->func = CtasChRecordRelease;
 		cb->arg = xs;
 		MemoryContextRegisterResetCallback(part->cxt, cb);
 		part->private = xs;
@@ -354,7 +129,7 @@ CtasChXact(CtasParticipant *part)
  *		The client of the server action a is on: a shard of the cluster, or
  *		the catalog's url.  Never an ERROR.
  */
-CtasHttp *
+CtasChHttp *
 CtasChActionHttp(ChXact *xs, ChAction *a)
 {
 	if (a->shard > 0 && xs->cluster && a->shard <= xs->cluster->nshards)
@@ -373,13 +148,13 @@ bool CtasChCleanupFailed = false;
  *		NULL.
  */
 static bool
-ch_cleanup_query_result(CtasHttp *http, const char *sql, const char *what,
+ch_cleanup_query_result(CtasChHttp *http, const char *sql, const char *what,
 						const char *object, char **result)
 {
 	char	   *answer;
 	char	   *detail;
 
-	if (CtasHttpTryQuery(http, sql, what, CTAS_HTTP_CLEANUP, &answer, &detail))
+	if (CtasChHttpTryQuery(http, sql, what, CTAS_HTTP_CLEANUP, &answer, &detail))
 	{
 		if (result)
 			*result = answer;
@@ -389,21 +164,21 @@ ch_cleanup_query_result(CtasHttp *http, const char *sql, const char *what,
 	ereport(WARNING,
 			(errcode(ERRCODE_FDW_ERROR),
 			 errmsg("could not %s \"%s\" on ClickHouse catalog \"%s\"",
-					what, object, CtasHttpCatalogName(http)),
+					what, object, CtasChHttpCatalogName(http)),
 			 errdetail_internal("%s", detail ? detail : ""),
 			 errhint("ctas_fed.resolve_in_doubt() cleans up what this leaves behind.")));
 	return false;
 }
 
 static bool
-ch_cleanup_query(CtasHttp *http, const char *sql, const char *what,
+ch_cleanup_query(CtasChHttp *http, const char *sql, const char *what,
 				 const char *object)
 {
 	return ch_cleanup_query_result(http, sql, what, object, NULL);
 }
 
 bool
-CtasChCleanupDrop(CtasHttp *http, const char *db, const char *table,
+CtasChCleanupDrop(CtasChHttp *http, const char *db, const char *table,
 				const char *what)
 {
 	return ch_cleanup_query(http,
@@ -418,7 +193,7 @@ CtasChCleanupDrop(CtasHttp *http, const char *db, const char *table,
  *		WARNING) when the server cannot be asked.
  */
 static bool
-ch_tables_exist(CtasHttp *http, const char *db, const char **names, int n,
+ch_tables_exist(CtasChHttp *http, const char *db, const char **names, int n,
 				bool *exists)
 {
 	StringInfoData sql;
@@ -456,7 +231,7 @@ ch_tables_exist(CtasHttp *http, const char *db, const char **names, int n,
 		ereport(WARNING,
 				(errcode(ERRCODE_FDW_ERROR),
 				 errmsg("unexpected answer from ClickHouse catalog \"%s\" to a list of tables",
-						CtasHttpCatalogName(http))));
+						CtasChHttpCatalogName(http))));
 		return false;
 	}
 	foreach(lc, rows)
@@ -494,7 +269,7 @@ static char *ch_rename_sql(const char *db, const char *from,
  *		false, with a WARNING and *why set, when something is left.
  */
 bool
-CtasChUndoChecked(CtasHttp *http, ChAction *a, char **why)
+CtasChUndoChecked(CtasChHttp *http, ChAction *a, char **why)
 {
 	const char *names[4];
 	bool		ex[4];
@@ -544,7 +319,7 @@ CtasChUndoChecked(CtasHttp *http, ChAction *a, char **why)
 			ereport(WARNING,
 					(errcode(ERRCODE_DUPLICATE_TABLE),
 					 errmsg("could not restore table \"%s\" of ClickHouse catalog \"%s\"",
-							CtasChDisplay(a->db, a->table), CtasHttpCatalogName(http)),
+							CtasChDisplay(a->db, a->table), CtasChHttpCatalogName(http)),
 					 errdetail("A table of that name exists again; the original is kept as \"%s\".",
 							   CtasChDisplay(a->db, a->old))));
 			return false;
@@ -592,7 +367,7 @@ ch_rename_sql(const char *db, const char *from, const char *to)
  *		or if the count says neither, ERROR.  *count is advanced by rows.
  */
 static void
-ch_append_step(CtasHttp *http, ChAction *a, const char *sql, const char *what,
+ch_append_step(CtasChHttp *http, ChAction *a, const char *sql, const char *what,
 			   uint64 rows, int64 *count, int64 before)
 {
 	char	   *result;
@@ -602,16 +377,16 @@ ch_append_step(CtasHttp *http, ChAction *a, const char *sql, const char *what,
 	bool		counted = false;
 
 	a->state = CH_ACTION_PUBLISHING;
-	if (CtasHttpTryQuery(http, sql, what, 0, &result, &detail))
+	if (CtasChHttpTryQuery(http, sql, what, 0, &result, &detail))
 	{
 		if (*count >= 0)
 			*count += rows;
 		return;
 	}
 	if (*count >= 0 &&
-		CtasHttpTryQuery(http,
-						 psprintf("SELECT count() FROM %s", CtasChQname(a->db, a->table)),
-						 "count the rows of the target table", 0, &body, NULL))
+		CtasChHttpTryQuery(http,
+						   psprintf("SELECT count() FROM %s", CtasChQname(a->db, a->table)),
+						   "count the rows of the target table", 0, &body, NULL))
 	{
 		now = CtasChParseCount(http, body, "SELECT count()");
 		counted = true;
@@ -619,7 +394,7 @@ ch_append_step(CtasHttp *http, ChAction *a, const char *sql, const char *what,
 		{
 			ereport(LOG,
 					(errmsg("ctas_fed: the answer to a ClickHouse request was lost, but the rows arrived in table \"%s\" of catalog \"%s\"",
-							CtasChDisplay(a->db, a->table), CtasHttpCatalogName(http)),
+							CtasChDisplay(a->db, a->table), CtasChHttpCatalogName(http)),
 					 errdetail_internal("%s", detail ? detail : "")));
 			*count += rows;
 			return;
@@ -630,7 +405,7 @@ ch_append_step(CtasHttp *http, ChAction *a, const char *sql, const char *what,
 	ereport(ERROR,
 			(errcode(ERRCODE_FDW_ERROR),
 			 errmsg("could not %s on ClickHouse catalog \"%s\"",
-					what, CtasHttpCatalogName(http)),
+					what, CtasChHttpCatalogName(http)),
 			 errdetail_internal("%s", detail ? detail : ""),
 			 counted && now != (uint64) *count ?
 			 errhint("Table \"%s\" holds " UINT64_FORMAT " rows; " INT64_FORMAT " were expected without the step and " UINT64_FORMAT " with it.",
@@ -649,7 +424,7 @@ ch_append_step(CtasHttp *http, ChAction *a, const char *sql, const char *what,
  *		during the commit.
  */
 static void
-ch_append_move(CtasHttp *http, ChAction *a)
+ch_append_move(CtasChHttp *http, ChAction *a)
 {
 	char	   *engine = CtasChRemoteEngine(http, a->db, a->stage);
 	char	   *target_engine = CtasChRemoteEngine(http, a->db, a->table);
@@ -658,10 +433,10 @@ ch_append_move(CtasHttp *http, ChAction *a)
 
 	if (CtasChCountCheckMode(target_engine) == 1)
 		count = (int64) CtasChParseCount(http,
-									   CtasHttpQuery(http,
-													 psprintf("SELECT count() FROM %s",
-															  CtasChQname(a->db, a->table)),
-													 "count the rows of the target table"),
+									   CtasChHttpQuery(http,
+													   psprintf("SELECT count() FROM %s",
+																CtasChQname(a->db, a->table)),
+													   "count the rows of the target table"),
 									   "SELECT count()");
 	before = count;
 
@@ -673,10 +448,10 @@ ch_append_move(CtasHttp *http, ChAction *a)
 		int			nf;
 		ListCell   *lc;
 
-		body = CtasHttpQuery(http,
-							 psprintf("SELECT partition_id, sum(rows) FROM system.parts WHERE database = %s AND table = %s AND active GROUP BY partition_id ORDER BY partition_id",
-									  CtasChLit(a->db), CtasChLit(a->stage)),
-							 "list the partitions of the staging table");
+		body = CtasChHttpQuery(http,
+							   psprintf("SELECT partition_id, sum(rows) FROM system.parts WHERE database = %s AND table = %s AND active GROUP BY partition_id ORDER BY partition_id",
+										CtasChLit(a->db), CtasChLit(a->stage)),
+							   "list the partitions of the staging table");
 		rows = CtasChTsv(body, &nf);
 		foreach(lc, rows)
 		{
@@ -686,7 +461,7 @@ ch_append_move(CtasHttp *http, ChAction *a)
 				ereport(ERROR,
 						(errcode(ERRCODE_FDW_ERROR),
 						 errmsg("unexpected answer from ClickHouse catalog \"%s\" to a list of partitions",
-								CtasHttpCatalogName(http))));
+								CtasChHttpCatalogName(http))));
 			ch_append_step(http, a,
 						   psprintf("ALTER TABLE %s ATTACH PARTITION ID %s FROM %s",
 									CtasChQname(a->db, a->table), CtasChLit(f[0]),
@@ -738,14 +513,14 @@ CtasChPreCommit(CtasParticipant *part)
 	/* for ctas_fed.jobs: the object resolve reports on, and no 2PC */
 	if (xs->actions != NIL)
 	{
-		part->gid = MemoryContextStrdup(part->cxt, ch_gid(xs));
+		part->gid = MemoryContextStrdup(part->cxt, CtasChRecordGid(xs));
 		part->one_phase = true;
 	}
 
 	foreach(lc, xs->actions)
 	{
 		ChAction   *a = lfirst(lc);
-		CtasHttp   *http = CtasChActionHttp(xs, a);
+		CtasChHttp *http = CtasChActionHttp(xs, a);
 
 		if (a->state != CH_ACTION_LOADED)
 			elog(ERROR, "ClickHouse staging table \"%s\" was never completed",
@@ -766,25 +541,25 @@ CtasChPreCommit(CtasParticipant *part)
 				 * local commit record: resolve then finds it and, the local
 				 * transaction having aborted, drops the published table.
 				 */
-				CtasHttpQuery(http,
-							  psprintf("CREATE TABLE %s (x UInt8) ENGINE = TinyLog",
-									   CtasChQname(a->db, a->marker)),
-							  "record the publication");
-				CtasHttpQuery(http, ch_rename_sql(a->db, a->stage, a->table),
-							  "publish the new table");
+				CtasChHttpQuery(http,
+								psprintf("CREATE TABLE %s (x UInt8) ENGINE = TinyLog",
+										 CtasChQname(a->db, a->marker)),
+								"record the publication");
+				CtasChHttpQuery(http, ch_rename_sql(a->db, a->stage, a->table),
+								"publish the new table");
 				break;
 			case CH_REPLACE:
-				CtasHttpQuery(http, ch_rename_sql(a->db, a->table, a->old),
-							  "move the replaced table away");
-				CtasHttpQuery(http, ch_rename_sql(a->db, a->stage, a->table),
-							  "publish the new table");
+				CtasChHttpQuery(http, ch_rename_sql(a->db, a->table, a->old),
+								"move the replaced table away");
+				CtasChHttpQuery(http, ch_rename_sql(a->db, a->stage, a->table),
+								"publish the new table");
 				break;
 			case CH_APPEND:
 				ch_append_move(http, a);
 				break;
 			case CH_DROP:
-				CtasHttpQuery(http, ch_rename_sql(a->db, a->table, a->old),
-							  "drop the table");
+				CtasChHttpQuery(http, ch_rename_sql(a->db, a->table, a->old),
+								"drop the table");
 				break;
 		}
 		if (a->state == CH_ACTION_PUBLISHING)
@@ -851,8 +626,8 @@ CtasChPostCommit(CtasParticipant *part)
 	}
 	/* what failed stays in the record, for the resolver */
 	if (!CtasChCleanupFailed)
-		ch_record_remove(xs);
-	ch_record_release(xs);
+		CtasChRecordRemove(xs);
+	CtasChRecordRelease(xs);
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 }
@@ -867,7 +642,7 @@ CtasChPostCommit(CtasParticipant *part)
 static void
 ch_undo(CtasParticipant *part, ChXact *xs, ChAction *a)
 {
-	CtasHttp   *http = CtasChActionHttp(xs, a);
+	CtasChHttp *http = CtasChActionHttp(xs, a);
 	char	   *why;
 
 	switch (a->state)
@@ -889,7 +664,7 @@ ch_undo(CtasParticipant *part, ChXact *xs, ChAction *a)
 				ereport(WARNING,
 						(errcode(ERRCODE_FDW_ERROR),
 						 errmsg("rows appended to table \"%s\" of ClickHouse catalog \"%s\" stay there",
-								CtasChDisplay(a->db, a->table), CtasHttpCatalogName(http)),
+								CtasChDisplay(a->db, a->table), CtasChHttpCatalogName(http)),
 						 errdetail("The transaction failed after the rows were moved into the table; ClickHouse cannot take them back.")));
 				CtasChCleanupDrop(http, a->db, a->stage, "drop the staging table");
 			}
@@ -915,12 +690,12 @@ ch_kill_stream(ChXact *xs)
 	for (i = 0; i <= CH_MAX_SHARDS; i++)
 	{
 		if (xs->stream[i])
-			CtasHttpStreamClose(xs->stream[i]);	/* kills, clears the slot */
+			CtasChHttpStreamClose(xs->stream[i]);	/* kills, clears the slot */
 		else if (xs->stream_qid[i])
-			CtasHttpKillQuery(i == 0 || xs->cluster == NULL ||
-							  i > xs->cluster->nshards ?
-							  xs->http : xs->cluster->http[i - 1],
-							  xs->stream_qid[i]);
+			CtasChHttpKillQuery(i == 0 || xs->cluster == NULL ||
+								i > xs->cluster->nshards ?
+								xs->http : xs->cluster->http[i - 1],
+								xs->stream_qid[i]);
 		xs->stream[i] = NULL;
 		xs->stream_qid[i] = NULL;
 	}
@@ -935,7 +710,7 @@ ch_unwatch_streams(ChXact *xs)
 	for (i = 0; i <= CH_MAX_SHARDS; i++)
 	{
 		if (xs->stream[i])
-			CtasHttpStreamUnwatch(xs->stream[i]);
+			CtasChHttpStreamUnwatch(xs->stream[i]);
 		xs->stream[i] = NULL;
 	}
 }
@@ -985,8 +760,8 @@ CtasChAbort(CtasParticipant *part)
 	xs->actions = NIL;
 	/* what could not be undone stays in the record, for the resolver */
 	if (!CtasChCleanupFailed && !part->in_doubt)
-		ch_record_remove(xs);
-	ch_record_release(xs);
+		CtasChRecordRemove(xs);
+	CtasChRecordRelease(xs);
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 }

@@ -250,6 +250,22 @@ my_close_cb(void *arg)
 	CtasMyClose((MyConn *) arg);
 }
 
+static const char *const my_ssl_modes[] = {"disable", "require", "verify-full", NULL};
+
+/*
+ * type 'mysql': libmariadb over TCP.  The routine's server_options
+ * (writer.c); here because CtasMyConnect asks it which options name hosts.
+ */
+const CtasOption CtasMyServerOptions[] = {
+	{"host", ForeignServerRelationId, CTAS_OPT_STRING, 0, 0, NULL, false, CTAS_HOSTS_NAMES},
+	{"port", ForeignServerRelationId, CTAS_OPT_INT, 1, 65535},
+	{"database", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"connect_timeout", ForeignServerRelationId, CTAS_OPT_INT, 1, 3600},
+	{"ssl_mode", ForeignServerRelationId, CTAS_OPT_ENUM, 0, 0, my_ssl_modes},
+	{"ssl_ca", ForeignServerRelationId, CTAS_OPT_STRING},
+	{NULL}
+};
+
 /*
  * CtasMyConnect
  *		A session on the MySQL catalog, allocated in cxt and closed when cxt
@@ -288,7 +304,7 @@ CtasMyConnect(const CtasCatalog *catalog, MemoryContext cxt, bool cleanup)
 
 		PG_TRY();
 		{
-			CtasCheckCatalogHosts(catalog);
+			CtasCheckCatalogHosts(catalog, CtasMyServerOptions);
 		}
 		PG_CATCH();
 		{
@@ -308,7 +324,7 @@ CtasMyConnect(const CtasCatalog *catalog, MemoryContext cxt, bool cleanup)
 			return NULL;
 	}
 	else
-		CtasCheckCatalogHosts(catalog);
+		CtasCheckCatalogHosts(catalog, CtasMyServerOptions);
 	if ((password == NULL || password[0] == '\0') &&
 		CtasPasswordRequired(catalog, NULL))
 		ereport(cleanup ? WARNING : ERROR,

@@ -168,6 +168,7 @@ typedef struct MyLoad
 #define MY_RECORD_MAX_SIZE	(16 * 1024 * 1024)
 
 /* in conn.c */
+extern const CtasOption CtasMyServerOptions[];
 extern MyConn *CtasMyConnect(const CtasCatalog *catalog, MemoryContext cxt,
 							 bool cleanup);
 extern void CtasMyClose(MyConn *conn);

@@ -629,24 +629,11 @@ my_list_columns(CtasCatalog *catalog, const char *schema, const char *table,
  * ------------------------------------------------------------------------
  */
 
-static const char *const my_ssl_modes[] = {"disable", "require", "verify-full", NULL};
-
-/* type 'mysql': libmariadb over TCP */
-static const CtasOption my_server_options[] = {
-	{"host", ForeignServerRelationId, CTAS_OPT_STRING, 0, 0, NULL, false, true},
-	{"port", ForeignServerRelationId, CTAS_OPT_INT, 1, 65535},
-	{"database", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"connect_timeout", ForeignServerRelationId, CTAS_OPT_INT, 1, 3600},
-	{"ssl_mode", ForeignServerRelationId, CTAS_OPT_ENUM, 0, 0, my_ssl_modes},
-	{"ssl_ca", ForeignServerRelationId, CTAS_OPT_STRING},
-	{NULL}
-};
-
 static const char *const my_required_options[] = {"host", NULL};
 
 const CtasTargetRoutine CtasMysqlTarget = {
 	.type_name = "mysql",
-	.server_options = my_server_options,
+	.server_options = CtasMyServerOptions,
 	.required_options = my_required_options,
 	.commit_order = CTAS_COMMIT_LAST_RESOURCE,
 	.map_column = CtasMyMapColumn,

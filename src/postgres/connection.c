@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * connection.c
- *		  libpq connections to PostgreSQL catalogs: cache, interruptible
- *		  waits, remote errors, COPY with back-pressure.
+ *		  libpq connections to PostgreSQL catalogs: the cache, connecting
+ *		  without blocking, remote notices, the password rules.  Commands,
+ *		  results, remote errors and COPY on a connection are exec.c's.
  *
  * As in postgres_fdw, connections are cached per user mapping in
  * CacheMemoryContext for the life of the backend, and dropped when the
@@ -14,8 +15,8 @@
  * socket is waited for with WaitLatchOrSocket and interrupts are checked,
  * so cancel and statement_timeout take effect promptly.  A statement
  * interrupted while the remote is busy leaves the connection "busy"; the
- * abort path (writer.c) cancels the remote command with a bounded
- * wait.
+ * abort path (xact.c) cancels the remote command with a bounded wait
+ * (CtasPgCancel, exec.c).
  *
  * Every connection is accounted for with AcquireExternalFD.
  *
@@ -60,6 +61,7 @@
 #include "libpq-events.h"
 
 #include "access/xact.h"
+#include "catalog/pg_foreign_server.h"
 #include "catalog/pg_user_mapping.h"
 #include "commands/defrem.h"
 #include "foreign/foreign.h"
@@ -83,8 +85,6 @@ static HTAB *conn_cache = NULL;
 static void conn_cache_init(void);
 static void conn_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
 static PGconn *connect_catalog(CtasCatalog *catalog);
-static bool wait_socket(PGconn *conn, int events, TimestampTz deadline,
-						bool interruptible);
 static void set_notice_receiver(PGconn *conn, const char *name);
 
 /*
@@ -420,6 +420,55 @@ set_notice_receiver(PGconn *conn, const char *name)
 	PQsetNoticeReceiver(conn, notice_receiver, copy);
 }
 
+static const char *const two_phase_choices[] = {"auto", "on", "off", NULL};
+static const char *const sslmode_choices[] = {
+	"disable", "allow", "prefer", "require", "verify-ca", "verify-full", NULL
+};
+static const char *const gssencmode_choices[] = {
+	"disable", "prefer", "require", NULL
+};
+static const char *const session_attrs_choices[] = {
+	"any", "read-write", "read-only", "primary", "standby",
+	"prefer-standby", NULL
+};
+
+/*
+ * type 'postgres': the libpq connection keywords that describe a server.
+ * user and password are credentials and live on the user mapping (generic
+ * options, catalog.c); client_encoding, replication and fallback_application_name
+ * are set by ctas_fed itself.  The routine's server_options (writer.c);
+ * here because connect_catalog asks it which options name hosts.
+ */
+const CtasOption CtasPgServerOptions[] = {
+	{"host", ForeignServerRelationId, CTAS_OPT_STRING, 0, 0, NULL, false, CTAS_HOSTS_NAMES},
+	{"hostaddr", ForeignServerRelationId, CTAS_OPT_STRING, 0, 0, NULL, false, CTAS_HOSTS_NAMES},
+	{"port", ForeignServerRelationId, CTAS_OPT_INT, 1, 65535},
+	{"dbname", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"options", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"application_name", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"connect_timeout", ForeignServerRelationId, CTAS_OPT_INT, 0, INT_MAX},
+	{"keepalives", ForeignServerRelationId, CTAS_OPT_INT, 0, 1},
+	{"keepalives_idle", ForeignServerRelationId, CTAS_OPT_INT, 0, INT_MAX},
+	{"keepalives_interval", ForeignServerRelationId, CTAS_OPT_INT, 0, INT_MAX},
+	{"keepalives_count", ForeignServerRelationId, CTAS_OPT_INT, 0, INT_MAX},
+	{"tcp_user_timeout", ForeignServerRelationId, CTAS_OPT_INT, 0, INT_MAX},
+	{"sslmode", ForeignServerRelationId, CTAS_OPT_ENUM, 0, 0, sslmode_choices},
+	{"sslcompression", ForeignServerRelationId, CTAS_OPT_INT, 0, 1},
+	{"sslcert", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"sslkey", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"sslrootcert", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"sslcrl", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"sslcrldir", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"sslsni", ForeignServerRelationId, CTAS_OPT_INT, 0, 1},
+	{"ssl_min_protocol_version", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"ssl_max_protocol_version", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"gssencmode", ForeignServerRelationId, CTAS_OPT_ENUM, 0, 0, gssencmode_choices},
+	{"krbsrvname", ForeignServerRelationId, CTAS_OPT_STRING},
+	{"target_session_attrs", ForeignServerRelationId, CTAS_OPT_ENUM, 0, 0, session_attrs_choices},
+	{"two_phase", ForeignServerRelationId, CTAS_OPT_ENUM, 0, 0, two_phase_choices},
+	{NULL}
+};
+
 /*
  * connect_catalog
  *		Open a connection with the catalog's libpq keywords and the user
@@ -500,7 +549,7 @@ connect_catalog(CtasCatalog *catalog)
 	}
 
 	/* ctas_fed.allowed_hosts, for a non-superuser's server */
-	CtasCheckCatalogHosts(catalog);
+	CtasCheckCatalogHosts(catalog, CtasPgServerOptions);
 
 	if (!AcquireExternalFD())
 		ereport(ERROR,
@@ -532,7 +581,7 @@ connect_catalog(CtasCatalog *catalog)
 			int			events = (st == PGRES_POLLING_READING) ?
 			WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
 
-			if (!wait_socket(conn, events, deadline, true))
+			if (!CtasPgWaitSocket(conn, events, deadline, true))
 				ereport(ERROR,
 						(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 						 errmsg("could not connect to catalog \"%s\"",
@@ -593,416 +642,4 @@ connect_catalog(CtasCatalog *catalog)
 	pfree(keywords);
 	pfree(values);
 	return conn;
-}
-
-/*
- * wait_socket
- *		Wait until conn's socket is ready for events, the latch is set, or
- *		deadline (0: none) passes.  With interruptible, interrupts are
- *		serviced (and may raise an ERROR).  Returns false on timeout.
- */
-static bool
-wait_socket(PGconn *conn, int events, TimestampTz deadline, bool interruptible)
-{
-	for (;;)
-	{
-		long		timeout = -1;
-		int			rc;
-		int			flags = WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | events;
-
-		if (deadline != 0)
-		{
-			TimestampTz now = GetCurrentTimestamp();
-
-			if (now >= deadline)
-				return false;
-			timeout = TimestampDifferenceMilliseconds(now, deadline);
-			flags |= WL_TIMEOUT;
-		}
-
-		rc = WaitLatchOrSocket(MyLatch, flags, PQsocket(conn), timeout,
-							   PG_WAIT_EXTENSION);
-		if (rc & WL_LATCH_SET)
-		{
-			ResetLatch(MyLatch);
-			if (interruptible)
-				CHECK_FOR_INTERRUPTS();
-		}
-		if (rc & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
-			return true;
-		if (rc & WL_TIMEOUT)
-			return false;
-	}
-}
-
-/*
- * CtasPgGetResult
- *		The next result of the command in progress on conn, or NULL when
- *		there is none, waiting interruptibly (deadline 0) or until deadline
- *		with interrupts held (the commit and abort paths).  With a deadline,
- *		*timed_out tells whether it passed.  On a broken connection returns
- *		NULL and leaves the error in PQerrorMessage.
- */
-PGresult *
-CtasPgGetResult(PGconn *conn, TimestampTz deadline, bool *timed_out)
-{
-	if (timed_out)
-		*timed_out = false;
-
-	while (PQisBusy(conn))
-	{
-		/* flush anything still queued (non-blocking connection) */
-		int			pending = PQflush(conn);
-
-		if (pending < 0)
-			return NULL;
-		if (!wait_socket(conn, WL_SOCKET_READABLE |
-						 (pending ? WL_SOCKET_WRITEABLE : 0),
-						 deadline, deadline == 0))
-		{
-			if (timed_out)
-				*timed_out = true;
-			return NULL;
-		}
-		if (!PQconsumeInput(conn))
-			return NULL;
-	}
-	return PQgetResult(conn);
-}
-
-/*
- * CtasPgReportError
- *		Rebuild a remote error (res, or conn's error when res is NULL) as a
- *		local one at elevel, with the remote SQLSTATE, message, detail,
- *		hint, and a context line naming the catalog and the remote command.
- *		Clears res.  Never prints connection parameters.
- */
-void
-CtasPgReportError(int elevel, PGresult *res, PGconn *conn,
-				  CtasCatalog *catalog, const char *sql)
-{
-	char	   *diag_sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-	char	   *message_primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-	char	   *message_detail = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL) : NULL;
-	char	   *message_hint = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_HINT) : NULL;
-	char	   *message_context = res ? PQresultErrorField(res, PG_DIAG_CONTEXT) : NULL;
-	int			sqlstate;
-	char	   *primary;
-
-	if (diag_sqlstate)
-		sqlstate = MAKE_SQLSTATE(diag_sqlstate[0], diag_sqlstate[1],
-								 diag_sqlstate[2], diag_sqlstate[3],
-								 diag_sqlstate[4]);
-	else
-		sqlstate = ERRCODE_CONNECTION_FAILURE;
-
-	/* copy out of res before clearing it */
-	primary = message_primary ? pstrdup(message_primary) :
-		pchomp(PQerrorMessage(conn));
-	if (primary == NULL || primary[0] == '\0')
-		primary = pstrdup("could not obtain message string for remote error");
-	message_detail = message_detail ? pstrdup(message_detail) : NULL;
-	message_hint = message_hint ? pstrdup(message_hint) : NULL;
-	message_context = message_context ? pstrdup(message_context) : NULL;
-	if (res)
-		PQclear(res);
-
-	{
-		char	   *where = sql ?
-		psprintf("remote SQL command on catalog \"%s\": %s",
-				 catalog->name, sql) :
-		psprintf("catalog \"%s\"", catalog->name);
-
-		ereport(elevel,
-				(errcode(sqlstate),
-				 errmsg_internal("%s", primary),
-				 message_detail ? errdetail_internal("%s", message_detail) : 0,
-				 message_hint ? errhint("%s", message_hint) : 0,
-				 message_context ? errcontext("%s", message_context) : 0,
-				 errcontext("%s", where)));
-	}
-}
-
-static bool
-result_failed(const PGresult *res)
-{
-	ExecStatusType st = PQresultStatus(res);
-
-	return st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK;
-}
-
-/*
- * run_command
- *		Send sql and wait for all its results, interruptibly.  Returns the
- *		first failed result, else the last one, else NULL (connection
- *		lost); the others are cleared.  The caller clears what it gets.
- */
-static PGresult *
-run_command(PGconn *conn, CtasCatalog *catalog, const char *sql)
-{
-	PGresult   *res;
-	PGresult   *kept = NULL;
-
-	/*
-	 * The extended protocol runs exactly one statement: whatever text ends
-	 * up in a command, it cannot smuggle in a second one.
-	 */
-	if (!PQsendQueryParams(conn, sql, 0, NULL, NULL, NULL, NULL, 0))
-		CtasPgReportError(ERROR, NULL, conn, catalog, sql);
-
-	while ((res = CtasPgGetResult(conn, 0, NULL)) != NULL)
-	{
-		/* keep the first failure, else the latest result */
-		if (kept != NULL && result_failed(kept))
-			PQclear(res);
-		else
-		{
-			if (kept)
-				PQclear(kept);
-			kept = res;
-		}
-	}
-	return kept;
-}
-
-/*
- * CtasPgExec
- *		Run sql on conn and wait for it, interruptibly; ERROR if any of its
- *		results is an error.  Results are discarded.
- */
-void
-CtasPgExec(PGconn *conn, CtasCatalog *catalog, const char *sql)
-{
-	PGresult   *res = run_command(conn, catalog, sql);
-
-	if (res == NULL || result_failed(res) || PQstatus(conn) == CONNECTION_BAD)
-		CtasPgReportError(ERROR, res, conn, catalog, sql);
-	PQclear(res);
-}
-
-/*
- * CtasPgRun
- *		Run sql on conn and wait for it, interruptibly, and return its
- *		result for the caller to inspect (the first failed one, else the
- *		last; NULL when the connection was lost).  The caller clears it, or
- *		hands it to CtasPgReportError.  ERROR only when the command cannot
- *		be sent.
- */
-PGresult *
-CtasPgRun(PGconn *conn, CtasCatalog *catalog, const char *sql)
-{
-	return run_command(conn, catalog, sql);
-}
-
-/*
- * CtasPgQuery
- *		Run one query returning rows and return its PGresult (caller
- *		PQclears it).  ERROR on any failure.
- */
-PGresult *
-CtasPgQuery(PGconn *conn, CtasCatalog *catalog, const char *sql)
-{
-	PGresult   *res = run_command(conn, catalog, sql);
-
-	if (res == NULL || PQresultStatus(res) != PGRES_TUPLES_OK)
-		CtasPgReportError(ERROR, res, conn, catalog, sql);
-	return res;
-}
-
-/*
- * CtasPgExecBounded
- *		Run sql and report failure instead of raising it: returns false (and
- *		a message in *errmsg_out, palloc'd) when the command failed or timed
- *		out.  With timeout_ms > 0, for the commit and abort paths, the wait
- *		has that deadline and ignores interrupts, and no error is ever
- *		raised; with 0 it waits interruptibly (a cancel still raises).
- */
-bool
-CtasPgExecBounded(PGconn *conn, const char *sql, int timeout_ms,
-				  char **errmsg_out)
-{
-	TimestampTz deadline = timeout_ms <= 0 ? 0 :
-	TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
-	PGresult   *res;
-	bool		ok = true;
-	bool		timed_out = false;
-
-	*errmsg_out = NULL;
-	if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
-	{
-		*errmsg_out = pstrdup("connection lost");
-		return false;
-	}
-	if (!PQsendQueryParams(conn, sql, 0, NULL, NULL, NULL, NULL, 0))
-	{
-		*errmsg_out = pchomp(PQerrorMessage(conn));
-		return false;
-	}
-	while ((res = CtasPgGetResult(conn, deadline, &timed_out)) != NULL)
-	{
-		ExecStatusType st = PQresultStatus(res);
-
-		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && ok)
-		{
-			char	   *m = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-
-			*errmsg_out = pstrdup(m ? m : "unknown remote error");
-			ok = false;
-		}
-		PQclear(res);
-	}
-	if (timed_out)
-	{
-		*errmsg_out = psprintf("no answer within %d ms", timeout_ms);
-		return false;
-	}
-	if (ok && PQstatus(conn) != CONNECTION_OK)
-	{
-		*errmsg_out = pchomp(PQerrorMessage(conn));
-		return false;
-	}
-	return ok;
-}
-
-/*
- * CtasPgCancel
- *		Stop whatever conn is doing, for the abort paths: end a COPY IN with
- *		an error, or send a cancel request, then drain the results until
- *		deadline.  Returns false when the connection is not usable
- *		afterwards.  Never raises an error.
- */
-bool
-CtasPgCancel(PGconn *conn, bool in_copy, int timeout_ms)
-{
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   timeout_ms);
-	PGresult   *res;
-	bool		timed_out = false;
-
-	if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
-		return false;
-
-	if (in_copy)
-	{
-		if (PQputCopyEnd(conn, "canceled by ctas_fed") < 0)
-			return false;
-	}
-	else if (PQtransactionStatus(conn) == PQTRANS_ACTIVE)
-	{
-		PGcancel   *cancel = PQgetCancel(conn);
-		char		errbuf[256];
-
-		/*
-		 * PQcancel blocks while it opens a new connection to the remote;
-		 * that is bounded by the OS connect timeout.
-		 */
-		if (cancel != NULL)
-		{
-			(void) PQcancel(cancel, errbuf, sizeof(errbuf));
-			PQfreeCancel(cancel);
-		}
-	}
-
-	/* flush what a non-blocking COPY end may have queued */
-	while (PQflush(conn) == 1)
-	{
-		if (!wait_socket(conn, WL_SOCKET_WRITEABLE, deadline, false))
-			return false;
-	}
-
-	while ((res = CtasPgGetResult(conn, deadline, &timed_out)) != NULL)
-	{
-		/* a COPY that the server still wants data for: end it */
-		if (PQresultStatus(res) == PGRES_COPY_IN)
-			(void) PQputCopyEnd(conn, "canceled by ctas_fed");
-		PQclear(res);
-	}
-	return !timed_out && PQstatus(conn) == CONNECTION_OK;
-}
-
-/*
- * CtasPgPutCopyData
- *		Send len bytes of COPY data and wait (interruptibly) until libpq's
- *		output buffer has drained into the socket.  This is the
- *		back-pressure that keeps memory bounded when the remote is slower
- *		than the query: in non-blocking mode PQputCopyData() never refuses
- *		data, it enlarges its buffer, so the wait has to be here.  Callers
- *		hand over about 64 kB at a time, which keeps the socket busy.
- */
-void
-CtasPgPutCopyData(PGconn *conn, CtasCatalog *catalog, const char *data,
-				  int len)
-{
-	if (PQputCopyData(conn, data, len) != 1)
-		CtasPgReportError(ERROR, NULL, conn, catalog, "COPY");
-
-	for (;;)
-	{
-		int			rc = PQflush(conn);
-
-		if (rc < 0)
-			CtasPgReportError(ERROR, NULL, conn, catalog, "COPY");
-		if (rc == 0)
-			break;
-		(void) wait_socket(conn, WL_SOCKET_WRITEABLE | WL_SOCKET_READABLE,
-						   0, true);
-
-		/*
-		 * Read what the remote sent meanwhile, so that a lost connection is
-		 * noticed now.  (libpq reports a remote COPY error only at
-		 * PQputCopyEnd.)
-		 */
-		if (PQconsumeInput(conn) == 0)
-			CtasPgReportError(ERROR, NULL, conn, catalog, "COPY");
-	}
-}
-
-/*
- * CtasPgEndCopy
- *		Finish a COPY IN and return the number of rows the remote reports.
- *		ERROR (with the remote's SQLSTATE) if the COPY failed.
- */
-uint64
-CtasPgEndCopy(PGconn *conn, CtasCatalog *catalog, const char *sql)
-{
-	PGresult   *res;
-	PGresult   *error = NULL;
-	uint64		rows = 0;
-	int			rc;
-
-	while ((rc = PQputCopyEnd(conn, NULL)) == 0)
-		(void) wait_socket(conn, WL_SOCKET_WRITEABLE, 0, true);
-	if (rc < 0)
-		CtasPgReportError(ERROR, NULL, conn, catalog, sql);
-	for (;;)
-	{
-		rc = PQflush(conn);
-		if (rc < 0)
-			CtasPgReportError(ERROR, NULL, conn, catalog, sql);
-		if (rc == 0)
-			break;
-		(void) wait_socket(conn, WL_SOCKET_WRITEABLE | WL_SOCKET_READABLE,
-						   0, true);
-		if (!PQconsumeInput(conn))
-			CtasPgReportError(ERROR, NULL, conn, catalog, sql);
-	}
-
-	while ((res = CtasPgGetResult(conn, 0, NULL)) != NULL)
-	{
-		if (PQresultStatus(res) != PGRES_COMMAND_OK && error == NULL)
-			error = res;
-		else
-		{
-			char	   *tuples = PQcmdTuples(res);
-
-			if (tuples && tuples[0])
-				rows = strtou64(tuples, NULL, 10);
-			PQclear(res);
-		}
-	}
-	if (error)
-		CtasPgReportError(ERROR, error, conn, catalog, sql);
-	if (PQstatus(conn) == CONNECTION_BAD)
-		CtasPgReportError(ERROR, NULL, conn, catalog, sql);
-	return rows;
 }

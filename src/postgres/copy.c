@@ -10,7 +10,7 @@
  * read_remote_table): the type's send function, whose output the remote's
  * receive function reads whatever either side's settings.  Else text: the
  * type's output function under the pinned settings of
- * CtasBeginTextOutput (DateStyle, IntervalStyle, extra_float_digits),
+ * CtasPgBeginTextOutput (DateStyle, IntervalStyle, extra_float_digits),
  * escaped for COPY's text format.
  *
  * A row is CtasPgCopyRowStart, one CtasPgCopyField per column in the order
@@ -71,7 +71,7 @@ CtasPgCopyRowStart(StringInfo buf, bool binary, int ncolumns)
 		pq_sendint16(buf, ncolumns);
 		return -1;
 	}
-	return CtasBeginTextOutput();
+	return CtasPgBeginTextOutput();
 }
 
 /*
@@ -103,7 +103,7 @@ CtasPgCopyField(StringInfo buf, bool binary, int i, FmgrInfo *func,
 	if (isnull)
 		appendBinaryStringInfo(buf, "\\N", 2);
 	else
-		CtasAppendCopyText(buf, OutputFunctionCall(func, value));
+		CtasPgAppendCopyText(buf, OutputFunctionCall(func, value));
 }
 
 /*

@@ -6,14 +6,18 @@
  * The extern blocks below, headed by the file that defines them, are the
  * target's module map:
  *
- *	connection.c	libpq connections: cache, interruptible waits, remote
- *					errors, COPY with back-pressure
+ *	connection.c	libpq connections: cache, connecting without blocking,
+ *					remote notices, password rules
+ *	exec.c			SQL and COPY on a connection: interruptible waits,
+ *					results, remote errors, cancel, COPY with back-pressure
  *	typemap.c		PostgreSQL -> PostgreSQL type map (adapted to the
  *					remote's version), COPY text encoding
  *	deparse.c		the SQL text of a load: CREATE TABLE, ADD PRIMARY KEY,
  *					COPY, the remote types of column_types
- *	writer.c		the writer and its transaction steps; the routine
+ *	writer.c		the writer: load, DROP, EXPLAIN, listing; the routine
  *					CtasPostgresTarget
+ *	xact.c			the remote transaction: BEGIN and savepoints, then the
+ *					transaction steps (PREPARE, COMMIT PREPARED, ROLLBACK)
  *	parallel.c		parallel loads: the scratch table the workers load,
  *					the workers' prepared transactions
  *	resolve.c		recovery of prepared transactions
@@ -33,7 +37,7 @@
 #include "libpq-fe.h"
 #include "utils/timestamp.h"
 
-#include "ctas_fed.h"
+#include "catalog.h"
 #include "target.h"
 
 /* how long the commit and abort paths wait for the remote, in ms */
@@ -70,13 +74,50 @@ typedef struct CtasPgWorkerGids
 /* in writer.c: the routine, listed in targets.c */
 extern const CtasTargetRoutine CtasPostgresTarget;
 
+/*
+ * How far the remote transaction of a participant got, as Citus's
+ * RemoteTransactionState.  pg_pre_commit, pg_post_commit, pg_abort and
+ * pg_subxact move it; pg_abort and pg_post_commit are switches over it.
+ */
+typedef enum PgXactProgress
+{
+	PG_XACT_STARTED,			/* BEGIN done: the remote transaction is open */
+	PG_XACT_PREPARING,			/* PREPARE TRANSACTION sent, no reply yet */
+	PG_XACT_PREPARED,			/* PREPARE TRANSACTION done */
+	PG_XACT_COMMITTING,			/* one-phase COMMIT sent, no reply yet */
+	PG_XACT_COMMITTED,			/* one-phase COMMIT done */
+	PG_XACT_LOST				/* a savepoint could not be rolled back: the
+								 * connection was closed, which rolled back
+								 * the remote transaction */
+} PgXactProgress;
+
+/* Per-transaction state of a participant (part->private) */
+typedef struct PgXactState
+{
+	CtasConn   *entry;
+	bool		two_phase;		/* the mode: PREPARE, or COMMIT in one phase */
+	PgXactProgress progress;
+	char	   *gid;			/* set at PREPARING */
+	List	   *scratch;		/* qualified scratch tables of parallel
+								 * loads, in part->cxt */
+	PGconn	   *side;			/* parallel loads: the leader's autocommit
+								 * connection for scratch tables and
+								 * worker gids, closed at the end */
+	List	   *workers;		/* CtasPgWorkerGids not settled yet */
+} PgXactState;
+
 /* in connection.c */
+extern const CtasOption CtasPgServerOptions[];
 extern CtasConn *CtasPgGetConnection(CtasCatalog *catalog);
 extern CtasConn *CtasPgTryGetConnection(CtasCatalog *catalog);
 extern void CtasPgDisconnect(CtasConn *entry);
 extern bool CtasPgBrokenAtStart(CtasConn *entry, CtasCatalog *catalog);
 extern PGconn *CtasPgConnectFresh(CtasCatalog *catalog);
 extern void CtasPgCloseFresh(PGconn *conn);
+
+/* in exec.c */
+extern bool CtasPgWaitSocket(PGconn *conn, int events, TimestampTz deadline,
+							 bool interruptible);
 extern PGresult *CtasPgGetResult(PGconn *conn, TimestampTz deadline,
 								 bool *timed_out);
 extern void CtasPgReportError(int elevel, PGresult *res, PGconn *conn,
@@ -114,12 +155,12 @@ extern void CtasPgCopyField(StringInfo buf, bool binary, int i,
 extern void CtasPgCopyRowEnd(StringInfo buf, bool binary, int nestlevel);
 
 /* in typemap.c */
-extern void CtasAppendCopyText(StringInfo buf, const char *s);
+extern void CtasPgAppendCopyText(StringInfo buf, const char *s);
 extern char *CtasPostgresRemoteType(Oid typid, int32 typmod, bool *same_type);
 extern char *CtasPgRemoteVersion(PGconn *conn);
 extern void CtasPgAdaptColumns(CtasLoad *load, PGconn *conn);
 extern bool CtasPgBinarySafe(Oid typid, int version);
-extern int	CtasBeginTextOutput(void);
+extern int	CtasPgBeginTextOutput(void);
 extern void CtasEndTextOutput(int nestlevel);
 
 /* in deparse.c */
@@ -169,5 +210,14 @@ extern void CtasPgResolve(CtasCatalog *catalog,
 						  void (*emit) (void *arg, const char *object,
 										const char *action),
 						  void *arg);
+
+/* in xact.c */
+extern const char *CtasPgTwoPhaseSetting(CtasCatalog *catalog);
+extern PgXactState *CtasPgXactState(CtasParticipant *part);
+extern void CtasPgPreCommit(CtasParticipant *part);
+extern void CtasPgPostCommit(CtasParticipant *part);
+extern void CtasPgAbort(CtasParticipant *part);
+extern void CtasPgSubxact(CtasParticipant *part, SubXactEvent event,
+						  int level);
 
 #endif							/* CTAS_POSTGRES_TARGET_H */

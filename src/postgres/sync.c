@@ -1108,7 +1108,7 @@ pg_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 				if (!c->isnull)
 				{
 					FmgrInfo	out;
-					int			nest = CtasBeginTextOutput();
+					int			nest = CtasPgBeginTextOutput();
 					char	   *text;
 
 					type_functions(c->typid, &out, NULL);

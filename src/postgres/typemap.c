@@ -9,8 +9,8 @@
  * built-in type that an older remote server lacks (CtasPgAdaptColumns, once
  * connected: the remote may run any PostgreSQL from 12 on).  Values that
  * travel as COPY text are written with unambiguous output settings
- * (CtasBeginTextOutput, as postgres_fdw's set_transmission_modes) and
- * escaped as COPY's text format (CtasAppendCopyText).
+ * (CtasPgBeginTextOutput, as postgres_fdw's set_transmission_modes) and
+ * escaped as COPY's text format (CtasPgAppendCopyText).
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  * Portions Copyright (c) 1996-2022, PostgreSQL Global Development Group
@@ -34,14 +34,14 @@
 #include "postgres_target.h"
 
 /*
- * CtasAppendCopyText
+ * CtasPgAppendCopyText
  *		Append s to buf escaped as a field of COPY's text format: backslash
  *		and the control characters that COPY would misread are written as
  *		backslash sequences.  The server encoding is ASCII-safe, so a byte
  *		below 0x80 is always a whole character.
  */
 void
-CtasAppendCopyText(StringInfo buf, const char *s)
+CtasPgAppendCopyText(StringInfo buf, const char *s)
 {
 	const char *start = s;
 	const char *p;
@@ -270,7 +270,7 @@ CtasPgAdaptColumns(CtasLoad *load, PGconn *conn)
 }
 
 /*
- * CtasBeginTextOutput
+ * CtasPgBeginTextOutput
  *		Make the text output of dates, intervals and floats unambiguous and
  *		exact for the remote parser (DateStyle ISO, IntervalStyle postgres,
  *		extra_float_digits 3), as postgres_fdw's set_transmission_modes
@@ -280,7 +280,7 @@ CtasPgAdaptColumns(CtasLoad *load, PGconn *conn)
  *		CtasEndTextOutput, or -1 when nothing had to change.
  */
 int
-CtasBeginTextOutput(void)
+CtasPgBeginTextOutput(void)
 {
 	int			nestlevel;
 
@@ -306,7 +306,7 @@ CtasBeginTextOutput(void)
 
 /*
  * CtasEndTextOutput
- *		Undo CtasBeginTextOutput.
+ *		Undo CtasPgBeginTextOutput.
  */
 void
 CtasEndTextOutput(int nestlevel)

@@ -41,7 +41,7 @@ CtasPgSyncVerifyLocal(CtasSyncTarget *t, int col, const char *expr)
 
 /* the canonical text of the columns idx[0..n-1], as sync/verify.c's */
 static char *
-canonical(CtasSyncTarget *t, int n, const int *idx)
+pg_canonical(CtasSyncTarget *t, int n, const int *idx)
 {
 	StringInfoData buf;
 	int			i;
@@ -60,7 +60,7 @@ canonical(CtasSyncTarget *t, int n, const int *idx)
 
 /* 'a', 'b', ... */
 static char *
-in_list(List *prefixes)
+pg_in_list(List *prefixes)
 {
 	StringInfoData buf;
 	ListCell   *lc;
@@ -101,13 +101,13 @@ CtasPgSyncVerifyRemote(CtasSyncTarget *t, int level, List *prefixes,
 		}
 	}
 	inner = psprintf("SELECT md5(%s) AS kh, %s AS kt, %s AS rt FROM %s.%s",
-					 canonical(t, t->nkeys, keys), canonical(t, t->nkeys, keys),
-					 canonical(t, t->ncolumns, all),
+					 pg_canonical(t, t->nkeys, keys), pg_canonical(t, t->nkeys, keys),
+					 pg_canonical(t, t->ncolumns, all),
 					 quote_identifier(t->schema), quote_identifier(t->table));
 	if (rows)
 		sql = psprintf("SELECT kh, kt, rt FROM (%s) s WHERE left(kh, %d) IN (%s) "
 					   "ORDER BY kh LIMIT 10000",
-					   inner, VERIFY_HEX * level, in_list(prefixes));
+					   inner, VERIFY_HEX * level, pg_in_list(prefixes));
 	else
 		sql = psprintf("SELECT left(kh, %d), count(*)::text, "
 					   "(((sum(('x' || left(md5(rt), 16))::bit(64)::int8) "
@@ -117,7 +117,7 @@ CtasPgSyncVerifyRemote(CtasSyncTarget *t, int level, List *prefixes,
 					   VERIFY_HEX * level, inner,
 					   prefixes ? psprintf("WHERE left(kh, %d) IN (%s)",
 										   VERIFY_HEX * (level - 1),
-										   in_list(prefixes)) : "");
+										   pg_in_list(prefixes)) : "");
 
 	PG_TRY();
 	{

@@ -8,23 +8,16 @@
  * Protocol of an atomic load (one remote transaction per local transaction
  * and user mapping, see xact.c):
  *
- *	first use		BEGIN, then SAVEPOINT s2..sN up to the local nesting level
+ *	first use		(xact.c) BEGIN, then SAVEPOINT s2..sN up to the local
+ *					nesting level
  *	begin_load		does the table exist?
  *	create_table	[DROP TABLE] CREATE TABLE (or append to the table),
  *					COPY ... FROM STDIN (binary when every column allows)
  *	put_row			encode into a 64 kB buffer, hand it to libpq with
  *					back-pressure
  *	end_load		end the COPY, compare row counts, [ADD PRIMARY KEY]
- *	pre_commit		PREPARE TRANSACTION '<gid>' (two_phase on/auto), or COMMIT
- *					(two_phase off, or auto against max_prepared_transactions
- *					= 0: one-phase, the window documented in README.md)
- *	post_commit		COMMIT PREPARED '<gid>'; failure is a WARNING naming the
- *					gid, left to ctas_fed.resolve_in_doubt()
- *	abort			cancel what runs, ROLLBACK [PREPARED]; a connection that
- *					cannot be cleaned up within ABORT_TIMEOUT_MS, or whose
- *					COPY data the remote stopped reading, is closed, which
- *					rolls back anything not prepared
- *	subxact			RELEASE / ROLLBACK TO SAVEPOINT s<level>
+ *	pre_commit, post_commit, abort, subxact
+ *					the transaction steps: xact.c
  *
  * A streaming load (atomic = false, load->part == NULL) uses a connection
  * of its own in autocommit mode: the table is committed first, then every
@@ -60,7 +53,8 @@
  * Why this order, and what a crash at each step leaves: parallel.c.
  *
  * The SQL text of CREATE TABLE, ADD PRIMARY KEY and COPY is built in
- * deparse.c; this file runs it.
+ * deparse.c; this file runs it.  The remote transaction (its start, the
+ * transaction steps and their state enum) is xact.c's.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -86,46 +80,6 @@
 
 /* bytes of COPY data collected before they are handed to libpq */
 #define COPY_BUFFER_SIZE	(64 * 1024)
-
-/*
- * How long an abort waits for a remote command or COPY to stop, and for the
- * ROLLBACK of a transaction that is not prepared, before it closes the
- * connection instead: closing rolls back all of it just as well, and a
- * remote that stopped reading must not hold a cancel for long.
- */
-#define ABORT_TIMEOUT_MS	1000
-
-/*
- * How far the remote transaction of a participant got, as Citus's
- * RemoteTransactionState.  pg_pre_commit, pg_post_commit, pg_abort and
- * pg_subxact move it; pg_abort and pg_post_commit are switches over it.
- */
-typedef enum PgXactProgress
-{
-	PG_XACT_STARTED,			/* BEGIN done: the remote transaction is open */
-	PG_XACT_PREPARING,			/* PREPARE TRANSACTION sent, no reply yet */
-	PG_XACT_PREPARED,			/* PREPARE TRANSACTION done */
-	PG_XACT_COMMITTING,			/* one-phase COMMIT sent, no reply yet */
-	PG_XACT_COMMITTED,			/* one-phase COMMIT done */
-	PG_XACT_LOST				/* a savepoint could not be rolled back: the
-								 * connection was closed, which rolled back
-								 * the remote transaction */
-} PgXactProgress;
-
-/* Per-transaction state of a participant (part->private) */
-typedef struct PgXactState
-{
-	CtasConn   *entry;
-	bool		two_phase;		/* the mode: PREPARE, or COMMIT in one phase */
-	PgXactProgress progress;
-	char	   *gid;			/* set at PREPARING */
-	List	   *scratch;		/* qualified scratch tables of parallel
-								 * loads, in part->cxt */
-	PGconn	   *side;			/* parallel loads: the leader's autocommit
-								 * connection for scratch tables and
-								 * worker gids, closed at the end */
-	List	   *workers;		/* CtasPgWorkerGids not settled yet */
-} PgXactState;
 
 /* Per-statement state (load->private) */
 typedef struct PgLoadState
@@ -153,10 +107,6 @@ static void pg_end_load(CtasLoad *load);
 static void pg_drop_table(CtasLoad *load, bool missing_ok);
 static char *pg_parallel_export(CtasLoad *load);
 static void pg_parallel_attach(CtasLoad *load, const char *state);
-static void pg_pre_commit(CtasParticipant *part);
-static void pg_post_commit(CtasParticipant *part);
-static void pg_abort(CtasParticipant *part);
-static void pg_subxact(CtasParticipant *part, SubXactEvent event, int level);
 static void pg_list_tables(CtasCatalog *catalog, const char *schema,
 						   void (*emit) (void *arg, const char *name,
 										 const char *kind),
@@ -167,57 +117,9 @@ static void pg_list_columns(CtasCatalog *catalog, const char *schema,
 										  const char *type, bool nullable),
 							void *arg);
 
-static const char *const two_phase_choices[] = {"auto", "on", "off", NULL};
-static const char *const sslmode_choices[] = {
-	"disable", "allow", "prefer", "require", "verify-ca", "verify-full", NULL
-};
-static const char *const gssencmode_choices[] = {
-	"disable", "prefer", "require", NULL
-};
-static const char *const session_attrs_choices[] = {
-	"any", "read-write", "read-only", "primary", "standby",
-	"prefer-standby", NULL
-};
-
-/*
- * type 'postgres': the libpq connection keywords that describe a server.
- * user and password are credentials and live on the user mapping (generic
- * options, catalog.c); client_encoding, replication and fallback_application_name
- * are set by ctas_fed itself.
- */
-static const CtasOption pg_server_options[] = {
-	{"host", ForeignServerRelationId, CTAS_OPT_STRING, 0, 0, NULL, false, true},
-	{"hostaddr", ForeignServerRelationId, CTAS_OPT_STRING, 0, 0, NULL, false, true},
-	{"port", ForeignServerRelationId, CTAS_OPT_INT, 1, 65535},
-	{"dbname", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"options", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"application_name", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"connect_timeout", ForeignServerRelationId, CTAS_OPT_INT, 0, INT_MAX},
-	{"keepalives", ForeignServerRelationId, CTAS_OPT_INT, 0, 1},
-	{"keepalives_idle", ForeignServerRelationId, CTAS_OPT_INT, 0, INT_MAX},
-	{"keepalives_interval", ForeignServerRelationId, CTAS_OPT_INT, 0, INT_MAX},
-	{"keepalives_count", ForeignServerRelationId, CTAS_OPT_INT, 0, INT_MAX},
-	{"tcp_user_timeout", ForeignServerRelationId, CTAS_OPT_INT, 0, INT_MAX},
-	{"sslmode", ForeignServerRelationId, CTAS_OPT_ENUM, 0, 0, sslmode_choices},
-	{"sslcompression", ForeignServerRelationId, CTAS_OPT_INT, 0, 1},
-	{"sslcert", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"sslkey", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"sslrootcert", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"sslcrl", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"sslcrldir", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"sslsni", ForeignServerRelationId, CTAS_OPT_INT, 0, 1},
-	{"ssl_min_protocol_version", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"ssl_max_protocol_version", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"gssencmode", ForeignServerRelationId, CTAS_OPT_ENUM, 0, 0, gssencmode_choices},
-	{"krbsrvname", ForeignServerRelationId, CTAS_OPT_STRING},
-	{"target_session_attrs", ForeignServerRelationId, CTAS_OPT_ENUM, 0, 0, session_attrs_choices},
-	{"two_phase", ForeignServerRelationId, CTAS_OPT_ENUM, 0, 0, two_phase_choices},
-	{NULL}
-};
-
 const CtasTargetRoutine CtasPostgresTarget = {
 	.type_name = "postgres",
-	.server_options = pg_server_options,
+	.server_options = CtasPgServerOptions,
 	.commit_order = CTAS_COMMIT_PREPARE,
 	.map_column = pg_map_column,
 	.explain = pg_explain,
@@ -228,10 +130,10 @@ const CtasTargetRoutine CtasPostgresTarget = {
 	.parallel_export = pg_parallel_export,
 	.parallel_attach = pg_parallel_attach,
 	.drop_table = pg_drop_table,
-	.pre_commit = pg_pre_commit,
-	.post_commit = pg_post_commit,
-	.abort = pg_abort,
-	.subxact = pg_subxact,
+	.pre_commit = CtasPgPreCommit,
+	.post_commit = CtasPgPostCommit,
+	.abort = CtasPgAbort,
+	.subxact = CtasPgSubxact,
 	.list_tables = pg_list_tables,
 	.list_columns = pg_list_columns,
 	.resolve = CtasPgResolve,
@@ -280,18 +182,6 @@ use_binary(CtasLoad *load)
 }
 
 /*
- * two_phase_setting
- *		The catalog's two_phase option: "auto" unless set.
- */
-static const char *
-two_phase_setting(CtasCatalog *catalog)
-{
-	const char *v = CtasCatalogOption(catalog, "two_phase");
-
-	return v ? v : "auto";
-}
-
-/*
  * pg_explain
  *		Target, DDL, load and commit of the load, and with VERBOSE the
  *		remote's version.  The remote DDL depends on that version
@@ -333,117 +223,7 @@ pg_explain(CtasLoad *load, ExplainState *es)
 						psprintf("streaming, every " INT64_FORMAT " rows",
 								 load->opts.commit_every) :
 						psprintf("two-phase (two_phase %s)",
-								 two_phase_setting(load->catalog)), es);
-}
-
-/*
- * begin_remote_xact
- *		Start the remote transaction on entry's connection: learn whether
- *		the remote allows prepared transactions (once per connection, unless
- *		two_phase is 'off'), then BEGIN.  ERROR when two_phase 'on' cannot
- *		be honored, or on any remote failure.
- */
-static void
-begin_remote_xact(CtasConn *entry, CtasCatalog *catalog, const char *setting)
-{
-	if (strcmp(setting, "off") != 0 && entry->max_prepared < 0)
-	{
-		PGresult   *res = CtasPgQuery(entry->conn, catalog,
-									  "SHOW max_prepared_transactions");
-
-		entry->max_prepared = atoi(PQgetvalue(res, 0, 0));
-		PQclear(res);
-	}
-	if (strcmp(setting, "on") == 0 && entry->max_prepared == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("catalog \"%s\" requires two-phase commit, but the remote server does not allow prepared transactions",
-						catalog->name),
-				 errhint("Set max_prepared_transactions on the remote server, or set the option two_phase to 'auto' or 'off'.")));
-
-	/*
-	 * READ COMMITTED whatever the remote's default: a parallel load's
-	 * INSERT ... SELECT from its scratch table (append) must see the rows
-	 * the workers' transactions committed after this one began.
-	 */
-	CtasPgExec(entry->conn, catalog, "BEGIN ISOLATION LEVEL READ COMMITTED");
-	entry->xact_depth = 1;
-}
-
-/*
- * xact_state
- *		The participant's remote transaction, started on first use: connect,
- *		decide two-phase or one-phase, BEGIN, and open savepoints up to the
- *		current local nesting level.  A cached connection that the remote
- *		closed while it was idle is replaced once (CtasPgBrokenAtStart).
- *		ERROR if the remote transaction was lost earlier in this local
- *		transaction.
- */
-static PgXactState *
-xact_state(CtasParticipant *part)
-{
-	PgXactState *st = (PgXactState *) part->private;
-	CtasCatalog *catalog = part->catalog;
-	int			level = GetCurrentTransactionNestLevel();
-
-	if (st == NULL)
-	{
-		MemoryContext cxt = CurrentMemoryContext;
-		const char *setting = two_phase_setting(catalog);
-		CtasConn   *entry = CtasPgGetConnection(catalog);
-		bool		retry = false;
-
-		PG_TRY();
-		{
-			begin_remote_xact(entry, catalog, setting);
-		}
-		PG_CATCH();
-		{
-			MemoryContext ecxt = MemoryContextSwitchTo(cxt);
-
-			if (!CtasPgBrokenAtStart(entry, catalog))
-			{
-				MemoryContextSwitchTo(ecxt);
-				PG_RE_THROW();
-			}
-			retry = true;
-		}
-		PG_END_TRY();
-
-		/* the broken connection is closed: connect again and start over */
-		if (retry)
-		{
-			entry = CtasPgGetConnection(catalog);
-			begin_remote_xact(entry, catalog, setting);
-		}
-
-		st = MemoryContextAllocZero(part->cxt, sizeof(PgXactState));
-		st->entry = entry;
-		st->progress = PG_XACT_STARTED;
-		st->two_phase = strcmp(setting, "off") != 0 && entry->max_prepared > 0;
-		part->private = st;
-		if (!st->two_phase)
-			ereport(DEBUG1,
-					(errmsg_internal("catalog \"%s\" commits in one phase",
-									 catalog->name)));
-	}
-
-	if (st->progress == PG_XACT_LOST || st->entry->conn == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("the remote transaction on catalog \"%s\" was lost",
-						catalog->name),
-				 errhint("Roll back the transaction and try again.")));
-
-	while (st->entry->xact_depth < level)
-	{
-		char		sql[64];
-
-		snprintf(sql, sizeof(sql), "SAVEPOINT s%d", st->entry->xact_depth + 1);
-		CtasPgExec(st->entry->conn, catalog, sql);
-		st->entry->xact_depth++;
-	}
-	return st;
+								 CtasPgTwoPhaseSetting(load->catalog)), es);
 }
 
 /*
@@ -590,7 +370,7 @@ pg_begin_load(CtasLoad *load)
 
 	if (load->part != NULL)
 	{
-		PgXactState *st = xact_state(load->part);
+		PgXactState *st = CtasPgXactState(load->part);
 
 		ls->entry = st->entry;
 		ls->conn = st->entry->conn;
@@ -771,7 +551,7 @@ static char *
 pg_parallel_export(CtasLoad *load)
 {
 	PgLoadState *ls = (PgLoadState *) load->private;
-	PgXactState *st = xact_state(load->part);
+	PgXactState *st = CtasPgXactState(load->part);
 	int			serial = CtasScratchSerial();
 	char	   *name = CtasScratchName("par", serial, NULL);
 	MemoryContext oldcxt;
@@ -847,304 +627,11 @@ pg_parallel_attach(CtasLoad *load, const char *state)
 static void
 pg_drop_table(CtasLoad *load, bool missing_ok)
 {
-	PgXactState *st = xact_state(load->part);
+	PgXactState *st = CtasPgXactState(load->part);
 
 	CtasPgExec(st->entry->conn, load->catalog,
 			   psprintf("DROP TABLE %s%s", missing_ok ? "IF EXISTS " : "",
 						CtasPgQualifiedName(load)));
-}
-
-/*
- * pg_pre_commit
- *		PREPARE TRANSACTION, or COMMIT in one phase.
- */
-static void
-pg_pre_commit(CtasParticipant *part)
-{
-	PgXactState *st = (PgXactState *) part->private;
-	char	   *sql;
-
-	if (st == NULL)
-		return;
-	if (st->progress == PG_XACT_LOST || st->entry->conn == NULL ||
-		st->entry->in_copy)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("the remote transaction on catalog \"%s\" was lost",
-						part->catalog->name)));
-
-	/*
-	 * PREPARE TRANSACTION (and COMMIT) of a failed remote transaction
-	 * "succeed" by rolling it back: make sure it is healthy first.
-	 */
-	if (PQtransactionStatus(st->entry->conn) != PQTRANS_INTRANS)
-		ereport(ERROR,
-				(errcode(ERRCODE_IN_FAILED_SQL_TRANSACTION),
-				 errmsg("the remote transaction on catalog \"%s\" has failed and cannot be committed",
-						part->catalog->name)));
-
-	if (st->two_phase)
-	{
-		st->gid = MemoryContextStrdup(part->cxt, CtasGidMake(part->serial));
-		part->gid = st->gid;
-		sql = psprintf("PREPARE TRANSACTION %s", quote_literal_cstr(st->gid));
-		st->progress = PG_XACT_PREPARING;
-		CtasPgExec(st->entry->conn, part->catalog, sql);
-		st->progress = PG_XACT_PREPARED;
-	}
-	else
-	{
-		st->progress = PG_XACT_COMMITTING;
-		CtasPgExec(st->entry->conn, part->catalog, "COMMIT");
-		st->progress = PG_XACT_COMMITTED;
-		part->one_phase = true;
-	}
-	st->entry->xact_depth = 0;
-}
-
-/*
- * pg_post_commit
- *		Finish the remote transaction after the local commit: COMMIT
- *		PREPARED, bounded in time; never an error.
- */
-static void
-pg_post_commit(CtasParticipant *part)
-{
-	PgXactState *st = (PgXactState *) part->private;
-	char	   *msg;
-
-	if (st == NULL)
-		return;
-	switch (st->progress)
-	{
-		case PG_XACT_PREPARED:
-			/* left remotely: the prepared transaction, until this */
-			if (!CtasPgExecBounded(st->entry->conn,
-								   psprintf("COMMIT PREPARED %s",
-											quote_literal_cstr(st->gid)),
-								   CLEANUP_TIMEOUT_MS, &msg))
-			{
-				ereport(WARNING,
-						(errcode(ERRCODE_CONNECTION_FAILURE),
-						 errmsg("could not commit prepared transaction \"%s\" on catalog \"%s\"",
-								st->gid, part->catalog->name),
-						 errdetail_internal("%s", msg),
-						 errhint("The local transaction committed; ctas_fed.resolve_in_doubt() commits the remote one once the catalog is reachable.")));
-				st->entry->broken = true;
-				part->in_doubt = true;
-			}
-			break;
-		case PG_XACT_COMMITTED:
-			/* committed in one phase at pre-commit: nothing is left */
-			break;
-		case PG_XACT_STARTED:
-		case PG_XACT_PREPARING:
-		case PG_XACT_COMMITTING:
-		case PG_XACT_LOST:
-			/* pg_pre_commit got past these or failed: cannot happen */
-			break;
-	}
-	/* a parallel load rolled back to a savepoint left its scratch table */
-	Assert(st->workers == NIL);
-	if (st->scratch != NIL && !part->in_doubt)
-		CtasPgDropScratch(part->catalog, st->entry->broken ? NULL :
-						  st->entry->conn, &st->scratch);
-	CtasPgCloseFresh(st->side);
-	st->side = NULL;
-}
-
-/*
- * pg_abort_open
- *		Roll back the open remote transaction of entry (or the remains of
- *		one whose COMMIT or PREPARE failed), or close the connection when
- *		that cannot be done at once, which rolls it back just as well.
- *		Never an error.
- */
-static void
-pg_abort_open(CtasConn *entry)
-{
-	char	   *msg;
-
-	if (entry->conn == NULL || entry->xact_depth == 0)
-		return;
-
-	/*
-	 * Disconnecting rolls back as well as ROLLBACK does.  COPY data that
-	 * libpq could not hand to the socket means that the remote stopped
-	 * reading: close at once rather than wait.
-	 */
-	if (entry->in_copy && PQflush(entry->conn) != 0)
-		entry->broken = true;
-	else if ((entry->in_copy ||
-			  PQtransactionStatus(entry->conn) == PQTRANS_ACTIVE) &&
-			 !CtasPgCancel(entry->conn, entry->in_copy, ABORT_TIMEOUT_MS))
-		entry->broken = true;
-	else if (!CtasPgExecBounded(entry->conn, "ROLLBACK",
-								ABORT_TIMEOUT_MS, &msg))
-		entry->broken = true;
-}
-
-/*
- * pg_abort
- *		Undo the remote transaction; never an error.
- */
-static void
-pg_abort(CtasParticipant *part)
-{
-	PgXactState *st = (PgXactState *) part->private;
-	CtasConn   *entry;
-	char	   *msg;
-	bool		prepare_lost;
-
-	if (st == NULL)
-		return;
-	entry = st->entry;
-
-	/*
-	 * PREPARE TRANSACTION was sent and the connection failed before its
-	 * reply: the remote may hold the prepared transaction.  Left to the
-	 * resolver, which rolls it back if it is there.
-	 */
-	prepare_lost = st->progress == PG_XACT_PREPARING &&
-		(entry->conn == NULL || PQstatus(entry->conn) == CONNECTION_BAD);
-
-	/*
-	 * In error recursion trouble, do nothing that could fail again: closing
-	 * the connection rolls back what was not prepared, and a prepared
-	 * transaction is left to the resolver.
-	 */
-	if (in_error_recursion_trouble())
-	{
-		if (prepare_lost || st->progress == PG_XACT_PREPARED)
-			part->in_doubt = true;
-		CtasPgDisconnect(entry);
-		CtasPgCloseFresh(st->side);
-		st->side = NULL;
-		return;
-	}
-
-	switch (st->progress)
-	{
-		case PG_XACT_PREPARED:
-			/* left remotely: the prepared transaction */
-			if (!CtasPgExecBounded(entry->conn,
-								   psprintf("ROLLBACK PREPARED %s",
-											quote_literal_cstr(st->gid)),
-								   CLEANUP_TIMEOUT_MS, &msg))
-			{
-				ereport(WARNING,
-						(errcode(ERRCODE_CONNECTION_FAILURE),
-						 errmsg("could not roll back prepared transaction \"%s\" on catalog \"%s\"",
-								st->gid, part->catalog->name),
-						 errdetail_internal("%s", msg),
-						 errhint("ctas_fed.resolve_in_doubt() rolls it back once the catalog is reachable.")));
-				entry->broken = true;
-				part->in_doubt = true;
-			}
-			break;
-		case PG_XACT_COMMITTED:
-			/* left remotely: the committed work, which stays */
-			ereport(WARNING,
-					(errcode(ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN),
-					 errmsg("the remote transaction on catalog \"%s\" was committed in one phase and is not rolled back",
-							part->catalog->name),
-					 errhint("Set max_prepared_transactions on the remote server so that two-phase commit can be used.")));
-			break;
-		case PG_XACT_PREPARING:
-			/* left remotely: perhaps a prepared transaction, see above */
-			if (prepare_lost)
-				part->in_doubt = true;
-			pg_abort_open(entry);
-			break;
-		case PG_XACT_STARTED:
-		case PG_XACT_COMMITTING:
-			/* left remotely: the open transaction, or what its COMMIT left */
-			pg_abort_open(entry);
-			break;
-		case PG_XACT_LOST:
-			/* nothing: closing the connection rolled it back */
-			break;
-	}
-
-	/* closing the connection rolls back whatever was not prepared */
-	if (entry->broken)
-		CtasPgDisconnect(entry);
-	entry->xact_depth = 0;
-	entry->in_copy = false;
-
-	/*
-	 * The workers' prepared transactions, then the scratch tables they
-	 * lock; what is left goes to the resolver.
-	 */
-	if (CtasPgRollbackWorkers(part->catalog, st->side, &st->workers, 1) &&
-		st->scratch != NIL && !part->in_doubt)
-		CtasPgDropScratch(part->catalog, st->entry->broken ? NULL :
-						  st->entry->conn, &st->scratch);
-	CtasPgCloseFresh(st->side);
-	st->side = NULL;
-}
-
-/*
- * pg_subxact
- *		Map local subtransaction end to the remote savepoint of that level.
- */
-static void
-pg_subxact(CtasParticipant *part, SubXactEvent event, int level)
-{
-	PgXactState *st = (PgXactState *) part->private;
-	CtasConn   *entry;
-	char	   *msg;
-
-	if (st == NULL)
-		return;
-	/* the parallel loads of the level: their workers' gids */
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-		(void) CtasPgRollbackWorkers(part->catalog, st->side, &st->workers,
-									 level);
-	else
-		CtasPgSubCommitWorkers(st->workers, level);
-	entry = st->entry;
-	if (st->progress == PG_XACT_LOST || entry->conn == NULL ||
-		entry->xact_depth < level)
-		return;
-
-	if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
-	{
-		CtasPgExec(entry->conn, part->catalog,
-				   psprintf("RELEASE SAVEPOINT s%d", level));
-	}
-	else
-	{
-		bool		ok = true;
-
-		/* as in pg_abort: a remote that stopped reading is given up */
-		if (entry->in_copy && PQflush(entry->conn) != 0)
-			ok = false;
-		else if (entry->in_copy ||
-				 PQtransactionStatus(entry->conn) == PQTRANS_ACTIVE)
-			ok = CtasPgCancel(entry->conn, entry->in_copy, ABORT_TIMEOUT_MS);
-		entry->in_copy = false;
-		if (ok)
-			ok = CtasPgExecBounded(entry->conn,
-								   psprintf("ROLLBACK TO SAVEPOINT s%d", level),
-								   CLEANUP_TIMEOUT_MS, &msg) &&
-				CtasPgExecBounded(entry->conn,
-								  psprintf("RELEASE SAVEPOINT s%d", level),
-								  CLEANUP_TIMEOUT_MS, &msg);
-		if (!ok)
-		{
-			/* the whole remote transaction is gone; commit must fail */
-			st->progress = PG_XACT_LOST;
-			CtasPgDisconnect(entry);
-			ereport(WARNING,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("could not roll back to a savepoint on catalog \"%s\"",
-							part->catalog->name),
-					 errdetail("The transaction can only be rolled back.")));
-			return;
-		}
-	}
-	entry->xact_depth = level - 1;
 }
 
 /*

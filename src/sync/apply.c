@@ -97,6 +97,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
 #include "sync/sync_int.h"
 
 /* rows of the peek fetched from its cursor at once */

@@ -84,7 +84,8 @@
 #include "optimizer/optimizer.h"
 #include "rewrite/rewriteHandler.h"
 
-#include "ctas_fed.h"
+#include "catalog.h"
+#include "guc.h"
 #include "jobs.h"
 #include "sync/sync_int.h"
 

@@ -39,9 +39,11 @@
 #include "utils/pg_lsn.h"
 #include "utils/snapmgr.h"
 
-#include "ctas_fed.h"
+#include "catalog.h"
+#include "guc.h"
 #include "jobs.h"
 #include "sync/sync_int.h"
+#include "targets.h"
 
 /* rows of ctas_fed.sync_schema_changes kept per sync */
 #define CTAS_SYNC_SCHEMA_CHANGES_KEPT	100

@@ -106,6 +106,7 @@
 #include "utils/syscache.h"
 #include "utils/varlena.h"
 
+#include "guc.h"
 #include "jobs.h"
 #include "sync/sync.h"
 #include "sync/sync_int.h"

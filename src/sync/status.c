@@ -45,6 +45,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "guc.h"
 #include "sync/sync.h"
 
 /* status entries per possible background worker (a worker runs a stream) */

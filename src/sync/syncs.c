@@ -66,7 +66,9 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
 #include "sync/sync_int.h"
+#include "targets.h"
 #include "workers/workers.h"
 
 MemoryContext CtasSyncJobCxt = NULL;

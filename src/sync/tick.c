@@ -52,6 +52,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
 #include "sync/sync_int.h"
 #include "workers/workers.h"
 

@@ -184,7 +184,9 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
 #include "sync/sync_int.h"
+#include "targets.h"
 #include "workers/workers.h"
 
 /* sleep when the slot had nothing new, ms */
@@ -1240,7 +1242,7 @@ close_targets(List *jobs)
  *		swapped day and month on the way to a remote that reads ISO, and
  *		extra_float_digits below 1 rounded floats.  The values are those
  *		that the writer of a CTAS pins around its text output
- *		(CtasBeginTextOutput, as postgres_fdw's set_transmission_modes), and
+ *		(CtasPgBeginTextOutput, as postgres_fdw's set_transmission_modes), and
  *		those its remote connection pins (TimeZone UTC), plus the text of
  *		bytea and money.  PGC_S_OVERRIDE outranks the session source: the
  *		owner's code (set_config in an "immutable" function) cannot change

@@ -52,6 +52,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
 #include "jobs.h"
 #include "workers/workers_int.h"
 

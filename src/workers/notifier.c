@@ -33,10 +33,11 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
-#include "ctas_fed.h"
+#include "guc.h"
 #include "hosts.h"
 #include "http/curl.h"
 #include "jobs.h"
+#include "metrics.h"
 #include "workers/workers.h"
 
 #define WEBHOOK_ATTEMPTS	3

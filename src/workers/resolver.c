@@ -77,9 +77,11 @@
 #include "utils/timestamp.h"
 
 #include "gid.h"
+#include "guc.h"
 #include "jobs.h"
 #include "sync/sync.h"
 #include "target.h"
+#include "targets.h"
 #include "workers/workers_int.h"
 
 #define RESOLVER_FIRST_RETRY_MS	1000	/* first retry after work in doubt */

@@ -49,7 +49,10 @@ use File::Basename qw(dirname);
 use CtasFed::Test;
 
 my @pages = qw(README.md docs/reference.md docs/clickhouse.md
-  docs/many-tables-parallel.md docs/sync.md);
+  docs/many-tables-parallel.md docs/sync.md docs/postgres-versions.md
+  docs/clickhouse-clusters.md docs/mysql.md docs/sync-schema-changes.md
+  docs/sync-toast.md docs/sync-exactly-once.md docs/sync-performance.md
+  docs/sync-verify-resync.md);
 
 my $local = new_cluster('local',
 	# one resolver per database with ctas_fed (one per page), sync workers

@@ -30,6 +30,7 @@ OBJS = \
 	src/clickhouse/shardkey.o \
 	src/clickhouse/stage.o \
 	src/clickhouse/sync.o \
+	src/clickhouse/sync_rows.o \
 	src/clickhouse/sync_keep.o \
 	src/clickhouse/types.o \
 	src/clickhouse/verify.o \

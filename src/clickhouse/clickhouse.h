@@ -23,6 +23,8 @@
  *	record.c	the durable records of the transactions
  *	resolve.c	recovery from the durable records
  *	sync.c		continuous sync: the apply side (CtasChSyncApply)
+ *	sync_rows.c	continuous sync: a transaction's kept changes, the rows
+ *				written
  *	verify.c	continuous sync: verify_sync()
  *
  * At most once: every request that changes something is sent once (client.c
@@ -44,6 +46,7 @@
 #include "nodes/pg_list.h"
 #include "executor/tuptable.h"
 #include "port/pg_crc32c.h"
+#include "utils/tuplesort.h"
 
 #include "http/curl.h"
 #include "target.h"
@@ -529,6 +532,87 @@ extern void CtasChSyncFetchKept(CtasChHttp *http, CtasSyncTarget *t,
 								const char *qtable, ChColumn *cols,
 								List *rows);
 extern void CtasChPutValue(ChEnc *e, StringInfo buf, Datum v, bool isnull);
+
+/*
+ * in sync.c: the state of a synced table (one per shard of a cluster
+ * catalog), opened there and written by sync_rows.c.
+ */
+/*
+ * The columns of a kept change in the tuplesort: the key (RowBinary), minus
+ * its sequence number in the transaction (so that the ascending sort puts
+ * the last change of a key first), whether it deletes the key, the row
+ * (all columns, RowBinary; NULL for a delete)
+ */
+#define CHANGE_KEY		1
+#define CHANGE_SEQ		2
+#define CHANGE_DELETED	3
+#define CHANGE_ROW		4
+#define CHANGE_KEYTEXT	5		/* a row with unchanged values: its key as
+								 * text (sync_keep.c), else NULL */
+#define CHANGE_NATTS	5
+
+typedef struct ChSyncState
+{
+	CtasChHttp   *http;
+	char	   *qtable;			/* `db`.`table` */
+	char	   *progress;		/* `db`.`_ctas_fed_sync_progress` */
+	ChColumn   *cols;			/* encoders of the query's columns */
+	ChColumn   *keycols;		/* encoders of the key columns */
+	char	   *insert_sql;		/* INSERT of all columns */
+	char	   *delete_sql;		/* INSERT of the key columns */
+	char	   *truncate_head;	/* INSERT ... SELECT keys, before the version */
+	char	   *truncate_tail;	/* after it */
+	CtasChHttpStream *stream;		/* the open INSERT of rows, or NULL */
+	MemoryContext stream_cxt;
+	StringInfoData deletes;		/* RowBinary delete rows, not sent yet */
+	int		   *keypos;			/* place of each key among the columns */
+	uint64		lsn;			/* change_lsn of the kept changes */
+	Tuplesortstate *changes;	/* the kept changes, or NULL for none */
+	int64		nchanges;		/* put into it */
+	TupleDesc	change_desc;	/* of a kept change */
+	TupleTableSlot *change_slot;	/* virtual, to put a change */
+	TupleTableSlot *sorted_slot;	/* minimal, to read one back */
+	bool		truncated;		/* a TRUNCATE at lsn is due */
+	MemoryContext txn_cxt;		/* the tuplesort */
+	MemoryContext change_cxt;	/* one change, reset after each */
+	StringInfoData lastkey;		/* the key last written */
+	StringInfoData rowbuf;		/* one encoded row */
+	StringInfoData keybuf;		/* one encoded key */
+	StringInfoData colbuf;		/* one encoded value */
+	bool	   *gone;			/* per column: not in the remote table (a
+								 * followed DROP COLUMN whose new columns
+								 * were not stored yet): not written */
+	char	   *keytext;		/* of the row in rowbuf, if it has unchanged
+								 * values (sync_keep.c) */
+	ChKeptRow  *held;			/* the last change of a key being completed
+								 * from its earlier ones, or NULL */
+	List	   *kept;			/* rows to complete from the remote */
+	MemoryContext keep_cxt;		/* held and kept */
+	MemoryContext cxt;
+
+	/* a cluster catalog: the state of each shard's local table */
+	ChCluster  *cluster;		/* or NULL */
+	struct ChSyncState **shards;	/* [nshards] */
+	ChShardKey	key;			/* of the Distributed table */
+	int			key_k;			/* the key column it reads, in keys */
+	StringInfoData route_buf;
+} ChSyncState;
+
+/* in sync_rows.c: the kept changes of a transaction and the rows written */
+extern void CtasChSyncStreamRow(ChSyncState *st, const char *row, int len,
+								uint64 version);
+extern void CtasChSyncSendPending(ChSyncState *st);
+extern void CtasChSyncSendTruncate(CtasSyncTarget *t, ChSyncState *st,
+								   uint64 version);
+extern void CtasChSyncForgetChanges(ChSyncState *st);
+extern void CtasChSyncWriteChanges(CtasSyncTarget *t, ChSyncState *st);
+extern void CtasChSyncSwitchTransaction(CtasSyncTarget *t, ChSyncState *st);
+extern void CtasChSyncKeepChange(ChSyncState *st, bool deleted);
+extern void CtasChSyncEncodeRow(CtasSyncTarget *t, ChSyncState *st,
+								Datum *values, bool *nulls);
+extern void CtasChSyncEncodeSegments(CtasSyncTarget *t, ChSyncState *st,
+									 Datum *values, bool *nulls,
+									 const bool *unchanged);
 
 /* in record.c */
 extern const char *const CtasChActionNames[CH_DROP + 1];

@@ -2,7 +2,9 @@
  *
  * sync.c
  *		  Continuous sync into a ClickHouse catalog: the CtasSyncApply of the
- *		  ClickHouse target.
+ *		  ClickHouse target, the state of a synced table, the protocol of a
+ *		  batch; how the rows of a batch are kept, encoded and sent is in
+ *		  sync_rows.c.
  *
  * ClickHouse has no transactions and no upsert: a synced table is a
  * ReplacingMergeTree(_version) ordered by the key, with two more columns,
@@ -126,75 +128,6 @@
 #define VERSION_COLUMN	"_version"
 #define DELETED_COLUMN	"_deleted"
 
-/* delete rows buffered before they are sent even inside a transaction */
-#define DELETES_MAX		(8 * 1024 * 1024)
-
-/*
- * The columns of a kept change in the tuplesort: the key (RowBinary), minus
- * its sequence number in the transaction (so that the ascending sort puts
- * the last change of a key first), whether it deletes the key, the row
- * (all columns, RowBinary; NULL for a delete)
- */
-#define CHANGE_KEY		1
-#define CHANGE_SEQ		2
-#define CHANGE_DELETED	3
-#define CHANGE_ROW		4
-#define CHANGE_KEYTEXT	5		/* a row with unchanged values: its key as
-								 * text (sync_keep.c), else NULL */
-#define CHANGE_NATTS	5
-
-/* rows completed from the remote row at once (sync_keep.c) */
-#define KEEP_BATCH		1000
-/* the length of a column of a row whose value the change did not carry */
-#define SEG_UNCHANGED	0xFFFFFFFF
-
-typedef struct ChSyncState
-{
-	CtasChHttp   *http;
-	char	   *qtable;			/* `db`.`table` */
-	char	   *progress;		/* `db`.`_ctas_fed_sync_progress` */
-	ChColumn   *cols;			/* encoders of the query's columns */
-	ChColumn   *keycols;		/* encoders of the key columns */
-	char	   *insert_sql;		/* INSERT of all columns */
-	char	   *delete_sql;		/* INSERT of the key columns */
-	char	   *truncate_head;	/* INSERT ... SELECT keys, before the version */
-	char	   *truncate_tail;	/* after it */
-	CtasChHttpStream *stream;		/* the open INSERT of rows, or NULL */
-	MemoryContext stream_cxt;
-	StringInfoData deletes;		/* RowBinary delete rows, not sent yet */
-	int		   *keypos;			/* place of each key among the columns */
-	uint64		lsn;			/* change_lsn of the kept changes */
-	Tuplesortstate *changes;	/* the kept changes, or NULL for none */
-	int64		nchanges;		/* put into it */
-	TupleDesc	change_desc;	/* of a kept change */
-	TupleTableSlot *change_slot;	/* virtual, to put a change */
-	TupleTableSlot *sorted_slot;	/* minimal, to read one back */
-	bool		truncated;		/* a TRUNCATE at lsn is due */
-	MemoryContext txn_cxt;		/* the tuplesort */
-	MemoryContext change_cxt;	/* one change, reset after each */
-	StringInfoData lastkey;		/* the key last written */
-	StringInfoData rowbuf;		/* one encoded row */
-	StringInfoData keybuf;		/* one encoded key */
-	StringInfoData colbuf;		/* one encoded value */
-	bool	   *gone;			/* per column: not in the remote table (a
-								 * followed DROP COLUMN whose new columns
-								 * were not stored yet): not written */
-	char	   *keytext;		/* of the row in rowbuf, if it has unchanged
-								 * values (sync_keep.c) */
-	ChKeptRow  *held;			/* the last change of a key being completed
-								 * from its earlier ones, or NULL */
-	List	   *kept;			/* rows to complete from the remote */
-	MemoryContext keep_cxt;		/* held and kept */
-	MemoryContext cxt;
-
-	/* a cluster catalog: the state of each shard's local table */
-	ChCluster  *cluster;		/* or NULL */
-	struct ChSyncState **shards;	/* [nshards] */
-	ChShardKey	key;			/* of the Distributed table */
-	int			key_k;			/* the key column it reads, in keys */
-	StringInfoData route_buf;
-} ChSyncState;
-
 static void ch_sync_prepare(CtasLoad *load);
 static void ch_sync_open(CtasSyncTarget *t);
 static uint64 ch_sync_applied_lsn(CtasSyncTarget *t);
@@ -209,13 +142,6 @@ static void ch_sync_close(CtasSyncTarget *t);
 static bool ch_sync_can_keep(CtasSyncTarget *t, int col);
 static void ch_sync_rebuild(CtasSyncTarget *t);
 static void ch_sync_rebuilt(CtasSyncTarget *t);
-static void split_segments(CtasSyncTarget *t, const char *row, int len,
-						   ChKeptRow *r, bool fill_only);
-static void stream_segments(CtasSyncTarget *t, ChSyncState *st,
-							const char *row, int len, uint64 version);
-static void finish_held(CtasSyncTarget *t, ChSyncState *st);
-static void hold_change(CtasSyncTarget *t, ChSyncState *st);
-static void flush_kept(CtasSyncTarget *t, ChSyncState *st);
 static char *ch_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes,
 						   int nchanges);
 
@@ -534,431 +460,12 @@ ch_sync_applied_lsn(CtasSyncTarget *t)
 	return CtasChParseCount(st->http, body, "read the progress of the sync");
 }
 
-/* _version and _deleted, RowBinary */
-static void
-put_version(StringInfo buf, uint64 version, bool deleted)
-{
-	char		b[9];
-	int			i;
-
-	for (i = 0; i < 8; i++)
-		b[i] = (char) ((version >> (8 * i)) & 0xff);
-	b[8] = deleted ? 1 : 0;
-	appendBinaryStringInfo(buf, b, 9);
-}
-
 static void
 ch_sync_begin(CtasSyncTarget *t)
 {
 }
 
 /* the buffer of the streamed INSERT of rows, opened at the first row */
-static StringInfo
-stream_buffer(ChSyncState *st)
-{
-	if (st->stream == NULL)
-	{
-		st->stream_cxt = AllocSetContextCreate(st->cxt, "ctas_fed sync stream",
-											   ALLOCSET_DEFAULT_SIZES);
-		st->stream = CtasChHttpStreamOpen(st->http, st->insert_sql,
-										"insert synced rows", st->stream_cxt);
-	}
-	return CtasChHttpStreamBuffer(st->stream);
-}
-
-/* a row of all columns, encoded, into the streamed INSERT */
-static void
-stream_row(ChSyncState *st, const char *row, int len, uint64 version)
-{
-	StringInfo	buf = stream_buffer(st);
-
-	appendBinaryStringInfo(buf, row, len);
-	put_version(buf, version, false);
-	if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
-		CtasChHttpStreamFlush(st->stream);
-}
-
-/* send the rows and the delete rows not sent yet */
-static void
-send_pending(ChSyncState *st)
-{
-	if (st->stream != NULL)
-	{
-		CtasChHttpStreamFinish(st->stream);
-		st->stream = NULL;
-		MemoryContextDelete(st->stream_cxt);
-		st->stream_cxt = NULL;
-	}
-	if (st->deletes.len > 0)
-	{
-		MemoryContext cxt = AllocSetContextCreate(st->cxt,
-												  "ctas_fed sync stream",
-												  ALLOCSET_DEFAULT_SIZES);
-		CtasChHttpStream *stream = CtasChHttpStreamOpen(st->http, st->delete_sql,
-													"insert delete rows", cxt);
-
-		appendBinaryStringInfo(CtasChHttpStreamBuffer(stream), st->deletes.data,
-							   st->deletes.len);
-		CtasChHttpStreamFinish(stream);
-		MemoryContextDelete(cxt);
-		resetStringInfo(&st->deletes);
-	}
-}
-
-/* the due TRUNCATE: a delete row of version for every key in the table */
-static void
-send_truncate(CtasSyncTarget *t, ChSyncState *st, uint64 version)
-{
-	send_pending(st);
-	CtasChHttpQuery(st->http,
-				  psprintf("%s" UINT64_FORMAT "%s", st->truncate_head,
-						   version, st->truncate_tail),
-				  "insert delete rows for a TRUNCATE");
-	st->truncated = false;
-}
-
-/* forget the kept changes */
-static void
-forget_changes(ChSyncState *st)
-{
-	if (st->changes != NULL)
-		tuplesort_end(st->changes);
-	st->changes = NULL;
-	st->nchanges = 0;
-	MemoryContextReset(st->txn_cxt);
-}
-
-/* the bytes of a bytea column of the change in st->sorted_slot */
-static bytea *
-change_bytes(ChSyncState *st, int attnum)
-{
-	return DatumGetByteaPP(st->sorted_slot->tts_values[attnum - 1]);
-}
-
-/*
- * write_changes
- *		Write what the transaction at st->lsn left: its TRUNCATE, then the
- *		last change of each key, all of version st->lsn, rows into the
- *		streamed INSERT, keys into the delete rows.  ERROR on a failed
- *		request.
- */
-static void
-write_changes(CtasSyncTarget *t, ChSyncState *st)
-{
-	bool		first = true;
-
-	if (st->truncated)
-		send_truncate(t, st, st->lsn - 1);
-	if (st->changes == NULL)
-		return;
-	tuplesort_performsort(st->changes);
-	while (tuplesort_gettupleslot(st->changes, true, false, st->sorted_slot,
-								  NULL))
-	{
-		bytea	   *key;
-
-		CHECK_FOR_INTERRUPTS();
-		slot_getallattrs(st->sorted_slot);
-		key = change_bytes(st, CHANGE_KEY);
-		/* a key's first change in the sort order is its last one */
-		if (!first && st->lastkey.len == VARSIZE_ANY_EXHDR(key) &&
-			memcmp(st->lastkey.data, VARDATA_ANY(key), st->lastkey.len) == 0)
-		{
-			/* an earlier change of a held key: its values, if it has them */
-			if (st->held != NULL)
-			{
-				bytea	   *row;
-
-				if (DatumGetBool(st->sorted_slot->tts_values[CHANGE_DELETED - 1]))
-					elog(ERROR, "a change with unchanged values after a delete of its key");
-				row = change_bytes(st, CHANGE_ROW);
-				split_segments(t, VARDATA_ANY(row), VARSIZE_ANY_EXHDR(row),
-							   st->held, true);
-			}
-			continue;
-		}
-		finish_held(t, st);
-		first = false;
-		resetStringInfo(&st->lastkey);
-		appendBinaryStringInfo(&st->lastkey, VARDATA_ANY(key),
-							   VARSIZE_ANY_EXHDR(key));
-		if (DatumGetBool(st->sorted_slot->tts_values[CHANGE_DELETED - 1]))
-		{
-			appendBinaryStringInfo(&st->deletes, st->lastkey.data,
-								   st->lastkey.len);
-			put_version(&st->deletes, st->lsn, true);
-			/* rows and delete rows of one version have distinct keys */
-			if (st->deletes.len >= DELETES_MAX)
-				send_pending(st);
-		}
-		else if (!st->sorted_slot->tts_isnull[CHANGE_KEYTEXT - 1])
-			hold_change(t, st);
-		else
-		{
-			bytea	   *row = change_bytes(st, CHANGE_ROW);
-
-			stream_segments(t, st, VARDATA_ANY(row), VARSIZE_ANY_EXHDR(row),
-							st->lsn);
-		}
-	}
-	finish_held(t, st);
-	flush_kept(t, st);
-	ExecClearTuple(st->sorted_slot);
-	forget_changes(st);
-}
-
-/* a change of another transaction than the kept changes writes them */
-static void
-switch_transaction(CtasSyncTarget *t, ChSyncState *st)
-{
-	if (t->change_lsn == st->lsn)
-		return;
-	write_changes(t, st);
-	st->lsn = t->change_lsn;
-}
-
-/* a bytea of the bytes of buf, in the current memory context */
-static bytea *
-buf_bytea(StringInfo buf)
-{
-	bytea	   *b = palloc(VARHDRSZ + buf->len);
-
-	SET_VARSIZE(b, VARHDRSZ + buf->len);
-	memcpy(VARDATA(b), buf->data, buf->len);
-	return b;
-}
-
-/*
- * keep_change
- *		Keep the change of the key encoded in st->keybuf, after the earlier
- *		ones of the transaction: deleted, or the row encoded in st->rowbuf.
- *		Into the tuplesort, begun at the first change, in txn_cxt, of at
- *		most work_mem; it spills to a temporary file of the current
- *		transaction's resource owner.
- */
-static void
-keep_change(ChSyncState *st, bool deleted)
-{
-	TupleTableSlot *slot = st->change_slot;
-	MemoryContext oldcxt;
-
-	if (st->changes == NULL)
-	{
-		AttrNumber	attnums[2] = {CHANGE_KEY, CHANGE_SEQ};
-		Oid			operators[2] = {ByteaLessOperator, Int8LessOperator};
-		Oid			collations[2] = {InvalidOid, InvalidOid};
-		bool		nulls_first[2] = {false, false};
-
-		oldcxt = MemoryContextSwitchTo(st->txn_cxt);
-		st->changes = tuplesort_begin_heap(st->change_desc, 2, attnums,
-										   operators, collations,
-										   nulls_first, work_mem, NULL,
-										   TUPLESORT_NONE);
-		MemoryContextSwitchTo(oldcxt);
-		st->nchanges = 0;
-	}
-	oldcxt = MemoryContextSwitchTo(st->change_cxt);
-	ExecClearTuple(slot);
-	slot->tts_values[CHANGE_KEY - 1] = PointerGetDatum(buf_bytea(&st->keybuf));
-	slot->tts_isnull[CHANGE_KEY - 1] = false;
-	slot->tts_values[CHANGE_SEQ - 1] = Int64GetDatum(-(++st->nchanges));
-	slot->tts_isnull[CHANGE_SEQ - 1] = false;
-	slot->tts_values[CHANGE_DELETED - 1] = BoolGetDatum(deleted);
-	slot->tts_isnull[CHANGE_DELETED - 1] = false;
-	slot->tts_values[CHANGE_ROW - 1] =
-		deleted ? (Datum) 0 : PointerGetDatum(buf_bytea(&st->rowbuf));
-	slot->tts_isnull[CHANGE_ROW - 1] = deleted;
-	slot->tts_values[CHANGE_KEYTEXT - 1] =
-		st->keytext ? CStringGetTextDatum(st->keytext) : (Datum) 0;
-	slot->tts_isnull[CHANGE_KEYTEXT - 1] = st->keytext == NULL;
-	ExecStoreVirtualTuple(slot);
-	tuplesort_puttupleslot(st->changes, slot);
-	ExecClearTuple(slot);
-	MemoryContextSwitchTo(oldcxt);
-	MemoryContextReset(st->change_cxt);
-}
-
-/* encode the row into st->rowbuf */
-static void
-encode_row(CtasSyncTarget *t, ChSyncState *st, Datum *values, bool *nulls)
-{
-	int			i;
-
-	resetStringInfo(&st->rowbuf);
-	for (i = 0; i < t->ncolumns; i++)
-	{
-		if (!st->gone[i])
-			CtasChPutValue(&st->cols[i].enc, &st->rowbuf, values[i], nulls[i]);
-	}
-}
-
-/*
- * encode_segments
- *		The row of a change into st->rowbuf, each column as its length
- *		(uint32) and its bytes, so that a value the change did not carry
- *		(unchanged, length SEG_UNCHANGED) can be put in later.
- */
-static void
-encode_segments(CtasSyncTarget *t, ChSyncState *st, Datum *values,
-				bool *nulls, const bool *unchanged)
-{
-	int			i;
-
-	resetStringInfo(&st->rowbuf);
-	for (i = 0; i < t->ncolumns; i++)
-	{
-		uint32		len = SEG_UNCHANGED;
-
-		resetStringInfo(&st->colbuf);
-		if (st->gone[i])
-			len = 0;			/* not written */
-		else if (unchanged == NULL || !unchanged[i])
-		{
-			CtasChPutValue(&st->cols[i].enc, &st->colbuf, values[i], nulls[i]);
-			len = st->colbuf.len;
-		}
-		appendBinaryStringInfo(&st->rowbuf, (char *) &len, sizeof(len));
-		appendBinaryStringInfo(&st->rowbuf, st->colbuf.data, st->colbuf.len);
-	}
-}
-
-/* the segments of row (len bytes) into r, marking the missing ones */
-static void
-split_segments(CtasSyncTarget *t, const char *row, int len, ChKeptRow *r,
-			   bool fill_only)
-{
-	int			off = 0;
-	int			i;
-
-	for (i = 0; i < t->ncolumns; i++)
-	{
-		uint32		n;
-
-		if (off + (int) sizeof(n) > len)
-			elog(ERROR, "malformed kept change");
-		memcpy(&n, row + off, sizeof(n));
-		off += sizeof(n);
-		if (fill_only && !r->missing[i])
-		{
-			if (n != SEG_UNCHANGED)
-				off += n;
-			continue;
-		}
-		resetStringInfo(&r->segs[i]);
-		r->missing[i] = n == SEG_UNCHANGED;
-		if (n != SEG_UNCHANGED)
-		{
-			appendBinaryStringInfo(&r->segs[i], row + off, n);
-			off += n;
-		}
-	}
-}
-
-/* a row of all columns given as segments, into the streamed INSERT */
-static void
-stream_segments(CtasSyncTarget *t, ChSyncState *st, const char *row, int len,
-				uint64 version)
-{
-	StringInfo	buf = stream_buffer(st);
-	int			off = 0;
-	int			i;
-
-	for (i = 0; i < t->ncolumns; i++)
-	{
-		uint32		n;
-
-		memcpy(&n, row + off, sizeof(n));
-		off += sizeof(n);
-		if (n == SEG_UNCHANGED)
-			elog(ERROR, "a value of a synced row is missing");
-		appendBinaryStringInfo(buf, row + off, n);
-		off += n;
-	}
-	Assert(off == len);
-	put_version(buf, version, false);
-	if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
-		CtasChHttpStreamFlush(st->stream);
-}
-
-/* complete the rows of st->kept from the remote, and write them */
-static void
-flush_kept(CtasSyncTarget *t, ChSyncState *st)
-{
-	ListCell   *lc;
-
-	if (st->kept == NIL)
-		return;
-	/* FINAL must see every row written before */
-	send_pending(st);
-	CtasChSyncFetchKept(st->http, t, st->qtable, st->cols, st->kept);
-	foreach(lc, st->kept)
-	{
-		ChKeptRow  *r = lfirst(lc);
-		StringInfo	buf = stream_buffer(st);
-		int			i;
-
-		for (i = 0; i < t->ncolumns; i++)
-			appendBinaryStringInfo(buf, r->segs[i].data, r->segs[i].len);
-		put_version(buf, st->lsn, false);
-		if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
-			CtasChHttpStreamFlush(st->stream);
-	}
-	st->kept = NIL;
-	MemoryContextReset(st->keep_cxt);
-}
-
-/*
- * finish_held
- *		The last change of a key whose unchanged values were looked for in
- *		its earlier changes of the transaction: written when complete, else
- *		left to complete from the remote row.
- */
-static void
-finish_held(CtasSyncTarget *t, ChSyncState *st)
-{
-	ChKeptRow  *r = st->held;
-	bool		complete = true;
-	int			i;
-
-	if (r == NULL)
-		return;
-	st->held = NULL;
-	for (i = 0; i < t->ncolumns; i++)
-		complete &= !r->missing[i];
-	if (complete)
-	{
-		StringInfo	buf = stream_buffer(st);
-
-		for (i = 0; i < t->ncolumns; i++)
-			appendBinaryStringInfo(buf, r->segs[i].data, r->segs[i].len);
-		put_version(buf, st->lsn, false);
-		if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
-			CtasChHttpStreamFlush(st->stream);
-		return;
-	}
-	st->kept = lappend(st->kept, r);
-	if (list_length(st->kept) >= KEEP_BATCH)
-		flush_kept(t, st);
-}
-
-/* hold the change in sorted_slot, whose row has unchanged values */
-static void
-hold_change(CtasSyncTarget *t, ChSyncState *st)
-{
-	MemoryContext oldcxt = MemoryContextSwitchTo(st->keep_cxt);
-	ChKeptRow  *r = palloc0(sizeof(ChKeptRow));
-	bytea	   *row = change_bytes(st, CHANGE_ROW);
-	int			i;
-
-	r->keyraw = TextDatumGetCString(st->sorted_slot->tts_values[CHANGE_KEYTEXT - 1]);
-	r->segs = palloc(sizeof(StringInfoData) * Max(t->ncolumns, 1));
-	r->missing = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
-	for (i = 0; i < t->ncolumns; i++)
-		initStringInfo(&r->segs[i]);
-	split_segments(t, VARDATA_ANY(row), VARSIZE_ANY_EXHDR(row), r, false);
-	MemoryContextSwitchTo(oldcxt);
-	st->held = r;
-}
 
 /*
  * shard_state
@@ -984,15 +491,15 @@ ch_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
 	ChSyncState *st = shard_state(top, values[top->keypos[Max(top->key_k, 0)]]);
 	int			k;
 
-	switch_transaction(t, st);
-	encode_segments(t, st, values, nulls, unchanged);
+	CtasChSyncSwitchTransaction(t, st);
+	CtasChSyncEncodeSegments(t, st, values, nulls, unchanged);
 	resetStringInfo(&st->keybuf);
 	for (k = 0; k < t->nkeys; k++)
 		CtasChPutValue(&st->keycols[k].enc, &st->keybuf,
 					   values[st->keypos[k]], false);
 	st->keytext = unchanged ? CtasChSyncKeyText(t, st->keycols, values,
 												st->keypos) : NULL;
-	keep_change(st, false);
+	CtasChSyncKeepChange(st, false);
 	st->keytext = NULL;
 }
 
@@ -1003,9 +510,9 @@ ch_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
 	ChSyncState *st = shard_state(top, values[top->keypos[Max(top->key_k, 0)]]);
 
 	if (st->truncated)
-		send_truncate(t, st, t->change_lsn - 3);
-	encode_row(t, st, values, nulls);
-	stream_row(st, st->rowbuf.data, st->rowbuf.len, t->change_lsn - 2);
+		CtasChSyncSendTruncate(t, st, t->change_lsn - 3);
+	CtasChSyncEncodeRow(t, st, values, nulls);
+	CtasChSyncStreamRow(st, st->rowbuf.data, st->rowbuf.len, t->change_lsn - 2);
 }
 
 static void
@@ -1015,19 +522,19 @@ ch_sync_delete(CtasSyncTarget *t, Datum *keys)
 	ChSyncState *st = shard_state(top, keys[Max(top->key_k, 0)]);
 	int			k;
 
-	switch_transaction(t, st);
+	CtasChSyncSwitchTransaction(t, st);
 	resetStringInfo(&st->keybuf);
 	for (k = 0; k < t->nkeys; k++)
 		CtasChPutValue(&st->keycols[k].enc, &st->keybuf, keys[k], false);
-	keep_change(st, true);
+	CtasChSyncKeepChange(st, true);
 }
 
 static void
 truncate_state(CtasSyncTarget *t, ChSyncState *st)
 {
-	switch_transaction(t, st);
-	forget_changes(st);
-	send_pending(st);
+	CtasChSyncSwitchTransaction(t, st);
+	CtasChSyncForgetChanges(st);
+	CtasChSyncSendPending(st);
 	st->truncated = true;
 }
 
@@ -1057,14 +564,14 @@ ch_sync_commit(CtasSyncTarget *t, uint64 lsn)
 
 	if (st->cluster == NULL)
 	{
-		write_changes(t, st);
-		send_pending(st);
+		CtasChSyncWriteChanges(t, st);
+		CtasChSyncSendPending(st);
 	}
 	/* a cluster: every shard's rows before the progress row */
 	for (i = 0; st->cluster && i < st->cluster->nshards; i++)
 	{
-		write_changes(t, st->shards[i]);
-		send_pending(st->shards[i]);
+		CtasChSyncWriteChanges(t, st->shards[i]);
+		CtasChSyncSendPending(st->shards[i]);
 	}
 	CtasChHttpQuery(st->http,
 				  psprintf("INSERT INTO %s (job, lsn) VALUES (%s, " UINT64_FORMAT ")",
@@ -1190,8 +697,8 @@ ch_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 	if (st->changes != NULL && st->lsn == t->change_lsn)
 		elog(ERROR, "a schema change after changes of its source transaction");
 	if (st->changes != NULL || st->truncated)
-		write_changes(t, st);
-	send_pending(st);
+		CtasChSyncWriteChanges(t, st);
+	CtasChSyncSendPending(st);
 
 	body = CtasChHttpQuery(st->http,
 						 psprintf("SELECT name FROM system.columns WHERE database = %s AND table = %s",

@@ -10,8 +10,8 @@
  * not change (sync/toast.c), the target gets an unchanged mask instead of
  * the value, as ClickHouse's MaterializedPostgreSQL does.  The value is
  * then the one the remote row holds as of the change before: an earlier
- * change of the same key in the same source transaction (sync.c fills it
- * from there), else the row written for an earlier transaction, read here
+ * change of the same key in the same source transaction (sync_rows.c fills
+ * it from there), else the row written for an earlier transaction, read here
  * with FINAL, in batches of up to CH_KEEP_BATCH keys, after everything
  * written before is sent.  Only String columns (text, varchar, jsonb,
  * bytea...) are kept so, read as hex, and keys whose toString() is the

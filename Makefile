@@ -73,6 +73,7 @@ OBJS = \
 	src/sync/copy.o \
 	src/sync/ddl.o \
 	src/sync/follow.o \
+	src/sync/join.o \
 	src/sync/merge.o \
 	src/sync/partition.o \
 	src/sync/partition_ddl.o \

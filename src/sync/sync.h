@@ -8,8 +8,10 @@
  *				records (publication, ctas_fed.syncs row), stop_sync
  *	tick.c		the resolver's side: starts the stream workers, drops
  *				the slots and publications of ended streams
- *	worker.c	after commit: the sync worker of a stream (slot, initial
- *				copy, joins, decoding loop, jobs held by a down catalog)
+ *	worker.c	after commit: the sync worker of a stream (slot,
+ *				decoding loop)
+ *	join.c		a stream's initial copy, joins, stopped jobs leaving,
+ *				jobs held by a down catalog
  *	syncs.c		the job records (ctas_fed.syncs) as the worker reads and
  *				writes them, webhook events, the guard on target calls
  *	slot.c		a slot made with its consistent point's snapshot, a

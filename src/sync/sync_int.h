@@ -172,6 +172,17 @@ typedef struct CtasSyncAs
 	int			nestlevel;
 } CtasSyncAs;
 
+/* in sync/join.c: jobs entering, leaving and held out of their stream */
+extern bool CtasSyncInPeek;
+extern List *CtasSyncHeldJobs;
+extern void CtasSyncCheckSource(SyncJob *job, bool columns);
+extern XLogRecPtr CtasSyncDoCopy(List *jobs);
+extern List *CtasSyncLeaveStopped(int64 stream_id, List **jobs);
+extern bool CtasSyncCatchJobError(List **jobs);
+extern bool CtasSyncRejoinHeld(List **jobs);
+extern XLogRecPtr CtasSyncHeldPosition(XLogRecPtr confirmed);
+extern void CtasSyncJoinAll(List *ids, List **jobs);
+
 /* in sync/resync.c */
 extern char *CtasSyncResyncIfLost(List *jobs);
 extern void CtasSyncAsOwnerBegin(CtasSyncAs *as);

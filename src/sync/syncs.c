@@ -178,7 +178,7 @@ guard_rebuilt(CtasSyncTarget *t)
  *		A copy of routine, in the current memory context, whose calls that
  *		reach the remote name their job in CtasSyncInTarget while they run, so
  *		that the streaming loop can tell an error of one catalog from one
- *		of the stream (catch_job_error).  close never errors; the verify
+ *		of the stream (CtasSyncCatchJobError).  close never errors; the verify
  *		members, and any a target adds later, are called as they are.
  */
 static const CtasSyncApply *

@@ -16,10 +16,11 @@
  *	copying		a new stream: the slot is created and every job's table is
  *				copied under its snapshot, each in its own remote
  *				transaction that stores the consistent point as that job's
- *				applied lsn (do_copy); a copy interrupted by anything copies
- *				every job of the stream again with a new slot.
+ *				applied lsn; a copy interrupted by anything copies every
+ *				job of the stream again with a new slot (sync/join.c).
  *	joining		a job "copying" in a stream that streams (a sync that
- *				joined it, or a resync of one job): see "Joining" below.
+ *				joined it, or a resync of one job): copied between two
+ *				rounds under a temporary slot of its own (sync/join.c).
  *	streaming	rounds of one peek with the stream's publication; each
  *				change goes to the jobs of its table (sync/apply.c), each
  *				job applies in a remote transaction of its own, all
@@ -27,41 +28,6 @@
  *				after that.  A job skips the source transactions below its
  *				own applied lsn, so a crash between two of those commits
  *				still applies each transaction once per table.
- *
- * The copy of a new stream, as PostgreSQL's own tablesync: create the
- * logical replication slot (pgoutput) in a REPEATABLE READ read-only
- * transaction, exactly as the walsender's CREATE_REPLICATION_SLOT ...
- * (SNAPSHOT 'use') does (CtasSyncSlotSnapshot): the snapshot built at the slot's
- * consistent point becomes the transaction's snapshot, so the copy sees
- * every transaction that committed before that point and none after it;
- * the decoding stream begins there.
- *
- * Joining.  A sync's statement adds its table to the stream's publication
- * and records the job "copying", in its transaction, which commits at T.
- * Between two rounds the worker sees the job (leave_stopped) and copies it
- * (join_copy): a temporary slot, made by the same code (CtasSyncSlotSnapshot),
- * gives its consistent point X and the snapshot of X, under which the table
- * is copied in a remote transaction of the job's own that stores X as the
- * job's applied lsn; the temporary slot is dropped once the snapshot is
- * taken (the transaction's xmin keeps what the snapshot sees), and the job
- * streams with the others, skipping the source transactions that commit
- * before X.  Nothing is lost and nothing applied twice:
- *	- the copy holds exactly the transactions that commit before X, as the
- *	  first copy does; the job skips exactly those (a commit before X);
- *	- the stream's slot is confirmed at C <= X when the temporary slot is
- *	  made (the slot is advanced only by the rounds, which wait for the
- *	  join, to positions they read, all before X), so its next peek returns
- *	  every transaction that commits at or after X;
- *	- such a transaction has all its changes after T, so pgoutput publishes
- *	  them for the job's table: the temporary slot is consistent only once
- *	  every transaction that had an xid when it was made has ended, so one
- *	  that commits at or after X had none then, and wrote nothing before
- *	  that, after T.
- * A crash or an error during the join copy rolls its remote transaction
- * back; the job is still "copying" and is copied again, with a new
- * temporary slot.  The join copy runs in the worker between two rounds:
- * the stream's other jobs wait for it (XXX: a large table joining a busy
- * stream delays the others by its copy).
  *
  * Merging.  The worker of the oldest default stream of the database takes
  * the other default streams (of syncs made before version 0.3, one per
@@ -77,22 +43,23 @@
  *
  * A catalog that is down holds back only its own jobs.  Every call of a
  * job's target that reaches the remote runs under guard_routine, which
- * names the job in CtasSyncInTarget; an error raised there that does not fail
- * the job for good (remote unreachable, a remote error) is caught by the
- * streaming loop (catch_job_error): the local transaction is aborted, the
- * remote transactions the jobs did not commit roll back, the job (and,
- * when the catalog is unreachable, the stream's other jobs into it) is
- * held out of the stream with its error recorded, and the round is read
- * again by the others, each from its own applied lsn.  While a job is held
- * the slot is advanced no further than its applied lsn (held_position),
- * the oldest position still needed; after CTAS_SYNC_RESTART_SECS it comes
- * back and catches up from there, the peeks reading again from the slot's
- * position what the others skip (a full peek that gave them nothing new is
- * read further the next time: XXX a long outage of one catalog makes every
- * peek read again the WAL it holds back).  When every job of the stream is
- * held, the worker ends, and the resolver starts it again after
- * CTAS_SYNC_RESTART_SECS, as after any other error: a new worker reads
- * every job anew and checks the slot (sync/resync.c).
+ * names the job in CtasSyncInTarget; an error raised there that does not
+ * fail the job for good (remote unreachable, a remote error) is caught by
+ * the streaming loop (CtasSyncCatchJobError, sync/join.c, with the rest of
+ * what a job does to enter, leave and come back to the stream): the local
+ * transaction is aborted, the remote transactions the jobs did not commit
+ * roll back, the job (and, when the catalog is unreachable, the stream's
+ * other jobs into it) is held out of the stream with its error recorded,
+ * and the round is read again by the others, each from its own applied lsn.
+ * While a job is held the slot is advanced no further than its applied lsn
+ * (CtasSyncHeldPosition), the oldest position still needed; after
+ * CTAS_SYNC_RESTART_SECS it comes back and catches up from there, the peeks
+ * reading again from the slot's position what the others skip (a full peek
+ * that gave them nothing new is read further the next time: XXX a long
+ * outage of one catalog makes every peek read again the WAL it holds back).
+ * When every job of the stream is held, the worker ends, and the resolver
+ * starts it again after CTAS_SYNC_RESTART_SECS, as after any other error: a
+ * new worker reads every job anew and checks the slot (sync/resync.c).
  *
  * In the streaming phase the slot's changes are peeked at through SQL
  * (pg_logical_slot_peek_binary_changes, proto_version 1, the stream's
@@ -204,661 +171,6 @@ static List *stream_jobs = NIL;
 /* the worker yielded its stream to one that waits for the pool */
 static bool stream_yielded = false;
 
-/* a peek is being applied: the jobs' remote transactions may be open */
-static bool in_peek = false;
-
-/*
- * A job held out of the stream after a transient error of its catalog
- * (catch_job_error), until retry_at; in CtasSyncJobCxt.
- */
-typedef struct HeldJob
-{
-	SyncJob    *job;
-	TimestampTz retry_at;
-	bool		copying;		/* its join copy failed (join_copy) */
-} HeldJob;
-
-static List *held_jobs = NIL;
-
-/*
- * check_source
- *		The source table still exists, the owner may still read it, and
- *		(with columns) the columns the query reads have the names and types
- *		they had.  While streaming, the columns are checked on each Relation
- *		message instead, so that the changes made before a DDL are applied
- *		before the job fails.  A failure is permanent.
- */
-static void
-check_source(SyncJob *job, bool columns)
-{
-	Relation	rel;
-	int			i;
-
-	CtasSyncCurrentJob = job;
-	rel = try_relation_open(job->relid, AccessShareLock);
-	if (rel == NULL)
-		SYNC_FAIL(errcode(ERRCODE_UNDEFINED_TABLE),
-				  errmsg("the source table of sync " INT64_FORMAT " was dropped",
-						 job->id));
-	/* SELECT on the table, or on every column the query reads */
-	if (pg_class_aclcheck(job->relid, job->owner, ACL_SELECT) != ACLCHECK_OK)
-	{
-		bool		readable = job->ncols > 0;
-
-		for (i = 0; readable && i < job->ncols; i++)
-		{
-			bool		missing = false;
-
-			readable = pg_attribute_aclcheck_ext(job->relid, job->attnums[i],
-												 job->owner, ACL_SELECT,
-												 &missing) == ACLCHECK_OK &&
-				!missing;
-		}
-		if (!readable)
-			SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					  errmsg("the owner of sync " INT64_FORMAT " may no longer read table \"%s\"",
-							 job->id, RelationGetRelationName(rel)));
-	}
-	if (job->target.catalog != NULL &&
-		pg_foreign_server_aclcheck(job->target.catalog->serverid, job->owner,
-								   ACL_USAGE) != ACLCHECK_OK)
-		SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				  errmsg("the owner of sync " INT64_FORMAT " may no longer use catalog \"%s\"",
-						 job->id, job->target.catalog->name));
-
-	/*
-	 * The changes come from the WAL, past any row-level security policy:
-	 * a table whose policies now apply to the owner cannot be synced (the
-	 * statement refuses it too), nor may an owner who lost the right to
-	 * hold a replication slot keep one.
-	 */
-	if (check_enable_rls(job->relid, job->owner, true) == RLS_ENABLED)
-		SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				  errmsg("row-level security applies to the owner of sync " INT64_FORMAT " on table \"%s\"",
-						 job->id, RelationGetRelationName(rel)),
-				  errdetail("Logical decoding would send rows the policies hide."));
-	if (!CtasSyncSchemaTriggerOn())
-		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				  errmsg("the event trigger \"ctas_fed_schema_changes\" of sync " INT64_FORMAT " is gone or not enabled always",
-						 job->id),
-				  errdetail("Without it the sync cannot see a schema change of its source in the WAL (docs/sync-schema-changes.md)."),
-				  errhint("ALTER EVENT TRIGGER ctas_fed_schema_changes ENABLE ALWAYS, then create the sync again."));
-	if (!CtasSyncPartitionTriggerOn(job->relid))
-		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				  errmsg("the event trigger \"ctas_fed_partition_drops\" of sync " INT64_FORMAT " is gone or not enabled always",
-						 job->id),
-				  errdetail("Without it the sync cannot see a partition of its source dropped (docs/sync.md, \"Partitioned sources\")."),
-				  errhint("ALTER EVENT TRIGGER ctas_fed_partition_drops ENABLE ALWAYS, then create the sync again."));
-	if (!has_rolreplication(job->owner))
-		SYNC_FAIL(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				  errmsg("the owner of sync " INT64_FORMAT " no longer has the REPLICATION attribute",
-						 job->id),
-				  errdetail("A continuous sync holds a replication slot, which only superusers and roles with REPLICATION may do."));
-	for (i = 0; columns && i < job->ncols; i++)
-	{
-		Form_pg_attribute att;
-
-		if (job->attnums[i] > RelationGetDescr(rel)->natts)
-			att = NULL;
-		else
-			att = TupleDescAttr(RelationGetDescr(rel), job->attnums[i] - 1);
-		if (att == NULL || att->attisdropped ||
-			strcmp(NameStr(att->attname), job->attnames[i]) != 0 ||
-			att->atttypid != job->atttypes[i])
-			SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					  errmsg("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " was dropped, renamed or changed its type",
-							 job->attnames[i], RelationGetRelationName(rel),
-							 job->id),
-					  errhint("Stop the sync with ctas_fed.stop_sync() and create it again."));
-	}
-	relation_close(rel, AccessShareLock);
-}
-
-/* what copy_row needs */
-typedef struct SyncCopyRow
-{
-	SyncJob    *job;
-	SyncEval   *ev;
-	AttrNumber *plain;
-	uint64		rows;
-} SyncCopyRow;
-
-/*
- * copy_row
- *		The row of the query for the source row in slot, if any, given to
- *		the job's target, in per-tuple memory.
- */
-static void
-copy_row(TupleTableSlot *slot, void *arg)
-{
-	SyncCopyRow *copy = arg;
-	SyncEval   *ev = copy->ev;
-	MemoryContext oldcxt;
-
-	oldcxt = MemoryContextSwitchTo(ev->econtext->ecxt_per_tuple_memory);
-	if (copy->plain != NULL)
-		CtasSyncPlainRow(slot, ev->nexprs, copy->plain, ev->values,
-						 ev->nulls);
-	if (copy->plain != NULL || CtasSyncEvaluate(ev, slot))
-	{
-		copy->job->apply->copy_row(&copy->job->target, ev->values,
-								   ev->nulls);
-		copy->rows++;
-	}
-	MemoryContextSwitchTo(oldcxt);
-	ResetExprContext(ev->econtext);
-}
-
-/*
- * copy_job
- *		The copy of one job's table under the transaction's snapshot (that
- *		of the slot, see do_copy), into its remote table in one remote
- *		transaction that stores consistent, the slot's consistent point.
- */
-static void
-copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
-{
-	Relation	rel;
-	TableScanDesc scan;
-	TupleTableSlot *hslot;
-	SyncEval   *ev;
-	Oid			save_userid;
-	int			save_sec;
-	int			gucnest;
-	uint64		rows = 0;
-	AttrNumber *plain;
-	SyncCopyRow	copy;
-	bool		rebuilding;
-	TimestampTz at[5];			/* start, slot, catalog, rows, commit */
-
-	at[0] = started;
-	at[1] = GetCurrentTimestamp();
-	check_source(job, true);
-	CtasSyncOpenTarget(job);
-	ev = CtasSyncBuildEval(job);
-	/* plain columns and no WHERE: nothing to evaluate (sync/copy.c) */
-	plain = CtasSyncPlainColumns(job->query, ev->nexprs);
-
-	job->target.change_lsn = consistent;
-	job->apply->begin(&job->target);
-	/* empty it, or rebuild a table readers read (sync/resync.c) */
-	rebuilding = CtasSyncCopyStart(job);
-	at[2] = GetCurrentTimestamp();
-
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	/* as for REFRESH MATERIALIZED VIEW: the owner's code, restricted */
-	SetUserIdAndSecContext(job->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	/* what the owner's code sets ends with the copy (sync/apply.c) */
-	gucnest = NewGUCNestLevel();
-	copy.job = job;
-	copy.ev = ev;
-	copy.plain = plain;
-	copy.rows = 0;
-	rel = relation_open(job->relid, AccessShareLock);
-	/* every partition, as the root's rows (sync/partition.c) */
-	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE)
-		CtasSyncPartitionCopy(job, rel, copy_row, &copy);
-	else
-	{
-		hslot = table_slot_create(rel, NULL);
-		scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
-		while (table_scan_getnextslot(scan, ForwardScanDirection, hslot))
-		{
-			CHECK_FOR_INTERRUPTS();
-			copy_row(hslot, &copy);
-		}
-		table_endscan(scan);
-		ExecDropSingleTupleTableSlot(hslot);
-	}
-	rows = copy.rows;
-	relation_close(rel, AccessShareLock);
-	AtEOXact_GUC(false, gucnest);
-	SetUserIdAndSecContext(save_userid, save_sec);
-	at[3] = GetCurrentTimestamp();
-
-	/* tests: a worker killed with the copy sent and not committed */
-	CtasFaultPointWait("sync_copy_commit");
-	job->apply->commit(&job->target, consistent);
-	CtasSyncCopyEnd(job, rebuilding);
-	at[4] = GetCurrentTimestamp();
-	job->applied = consistent;
-	CtasSyncStatusUse(job->id);
-	CtasSyncStatusReport(rows, 0, 0);
-	CtasSyncFreeEval(ev);
-
-	ereport(LOG,
-			(errmsg("ctas_fed sync " INT64_FORMAT ": copied " UINT64_FORMAT " rows, streaming from %X/%X",
-					job->id, rows, LSN_FORMAT_ARGS(consistent))));
-	ereport(DEBUG1,
-			(errmsg_internal("ctas_fed sync " INT64_FORMAT " copy phases: started %ld ms after the job was created, slot %ld ms, catalog %ld ms, rows %ld ms, key and commit %ld ms",
-							 job->id, (long) ((at[0] - job->created_at) / 1000),
-							 (long) ((at[1] - at[0]) / 1000),
-							 (long) ((at[2] - at[1]) / 1000),
-							 (long) ((at[3] - at[2]) / 1000),
-							 (long) ((at[4] - at[3]) / 1000))));
-}
-
-/*
- * do_copy
- *		The copying phase of a stream: a new slot, then the copy of every
- *		job's table under its snapshot (copy_job), each in a remote
- *		transaction of its job.  Returns the slot's consistent point.
- */
-static XLogRecPtr
-do_copy(List *jobs)
-{
-	SyncJob    *first = linitial(jobs);
-	XLogRecPtr	consistent;
-	ListCell   *lc;
-	TimestampTz started = GetCurrentTimestamp();
-
-	foreach(lc, jobs)
-		CtasSyncJobEvent(lfirst(lc), "copying", NULL);
-
-	/* a slot of an interrupted copy: begin again */
-	if (SearchNamedReplicationSlot(first->slot_name, true) != NULL)
-	{
-		StartTransactionCommand();
-		ReplicationSlotDrop(first->slot_name, false);
-		CommitTransactionCommand();
-	}
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	/* partitions stay those of the slot's snapshot (sync/partition.c) */
-	CtasSyncPartitionLock(jobs);
-	consistent = CtasSyncSlotSnapshot(first->slot_name, true);
-
-	PushActiveSnapshot(GetTransactionSnapshot());
-	foreach(lc, jobs)
-		copy_job(lfirst(lc), consistent, started);
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-
-	return consistent;
-}
-
-/*
- * leave_stopped
- *		Take out of *jobs the jobs that no longer stream (stopped by
- *		stop_sync or DROP TABLE, marked for a resync, or gone), in a
- *		transaction connected to SPI, closing their targets, and return the
- *		sync_ids (a List of int64 *, palloc'd) of the stream's jobs to copy
- *		that neither stream here nor wait for a retry: those of syncs that
- *		joined the stream, or of resyncs, which the worker copies
- *		(join_copy).  The stop of a job whose stream goes on is told here;
- *		that of the stream's last jobs by the resolver, when it drops the
- *		slot (CtasSyncTick).
- */
-static List *
-leave_stopped(int64 stream_id, List **jobs)
-{
-	Datum		args[1];
-	List	   *left = NIL;
-	List	   *kept = NIL;
-	List	   *copying = NIL;
-	ListCell   *lc;
-	MemoryContext oldcxt;
-	uint64		i;
-
-	args[0] = Int64GetDatum(stream_id);
-	CtasSyncSpiExec("SELECT sync_id, state = 'copying' FROM ctas_fed.syncs "
-			 "WHERE stream_id = $1 AND state IN ('copying', 'streaming')",
-			 1, (Oid[]) {INT8OID}, args, true);
-	oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
-	foreach(lc, *jobs)
-	{
-		SyncJob    *job = lfirst(lc);
-		bool		streaming = false;
-
-		for (i = 0; i < SPI_processed; i++)
-		{
-			if (DatumGetInt64(CtasSyncSpiDatum(i, 1)) == job->id &&
-				!DatumGetBool(CtasSyncSpiDatum(i, 2)))
-				streaming = true;
-		}
-		if (streaming)
-			kept = lappend(kept, job);
-		else
-			left = lappend(left, job);
-	}
-	/* copying: read after the transaction (join_all), in CtasSyncJobCxt */
-	for (i = 0; i < SPI_processed; i++)
-	{
-		int64		id = DatumGetInt64(CtasSyncSpiDatum(i, 1));
-		bool		held = false;
-
-		foreach(lc, held_jobs)
-			held |= ((HeldJob *) lfirst(lc))->job->id == id;
-		if (DatumGetBool(CtasSyncSpiDatum(i, 2)) && !held)
-		{
-			int64	   *p = palloc(sizeof(int64));
-
-			*p = id;
-			copying = lappend(copying, p);
-		}
-	}
-	MemoryContextSwitchTo(oldcxt);
-
-	foreach(lc, left)
-	{
-		SyncJob    *job = lfirst(lc);
-		bool		resync = false;
-		ListCell   *lc2;
-
-		foreach(lc2, copying)
-			resync |= *(int64 *) lfirst(lc2) == job->id;
-		if (job->open)
-		{
-			job->apply->close(&job->target);
-			job->open = false;
-		}
-		if (resync)
-			continue;			/* copied again at once (join_copy) */
-		ereport(LOG,
-				(errmsg("ctas_fed sync " INT64_FORMAT ": stopped, leaving stream " INT64_FORMAT,
-						job->id, stream_id)));
-		if (kept != NIL)
-		{
-			CtasSyncJobEvent(job, "stopped", NULL);
-			CtasSyncStatusRelease(job->id);
-		}
-	}
-	*jobs = kept;
-	return copying;
-}
-
-/*
- * close_job
- *		Close the target of job if it is open, which rolls back what it did
- *		not commit; never ERROR.
- */
-static void
-close_job(SyncJob *job)
-{
-	if (job->open)
-	{
-		job->apply->close(&job->target);
-		job->open = false;
-	}
-}
-
-/*
- * hold_job
- *		Take job out of the stream after a transient error of its catalog
- *		(error), until CTAS_SYNC_RESTART_SECS from now: its target is
- *		closed, the error recorded in its row (in a transaction of its own),
- *		and the stream goes on without it.  copying: its join copy failed,
- *		and is tried again then.  Outside a transaction.  Can ERROR.
- */
-static void
-hold_job(SyncJob *job, const char *error, bool copying)
-{
-	MemoryContext oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
-	HeldJob    *h = palloc0(sizeof(HeldJob));
-
-	close_job(job);
-	h->job = job;
-	h->copying = copying;
-	h->retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-											  CTAS_SYNC_RESTART_SECS * 1000);
-	held_jobs = lappend(held_jobs, h);
-	MemoryContextSwitchTo(oldcxt);
-	ereport(LOG,
-			(errmsg("ctas_fed sync " INT64_FORMAT ": catalog \"%s\" failed, retrying in %d s while stream " INT64_FORMAT " goes on",
-					job->id, job->target.catalog->name,
-					CTAS_SYNC_RESTART_SECS, job->stream_id),
-			 errdetail_internal("%s", error)));
-	CtasSyncSetState(job->id, "", error, InvalidXLogRecPtr);
-}
-
-/*
- * catch_job_error
- *		In the PG_CATCH of the streaming loop (do_stream): when the error in
- *		flight was raised by a target call of one job (CtasSyncInTarget) and is not
- *		one that fails the job for good, it is that job's catalog's: abort
- *		the local transaction, close the targets of the stream's jobs (the
- *		remote transactions they did not commit roll back; each applies
- *		again from its own applied lsn), hold the job out of the stream
- *		(hold_job), and with it, when the catalog is unreachable (SQLSTATE
- *		class 08), the stream's other jobs into that catalog, and return
- *		true.  Otherwise return false, with the error untouched: the caller
- *		re-throws it, and the worker ends as before.  Can ERROR.
- */
-static bool
-catch_job_error(List **jobs)
-{
-	SyncJob    *job = CtasSyncInTarget;
-	ErrorData  *edata;
-	List	   *kept = NIL;
-	List	   *hold = NIL;
-	bool		unreachable;
-	ListCell   *lc;
-
-	if (job == NULL || CtasSyncFailed)
-		return false;
-	CtasSyncInTarget = NULL;
-
-	HOLD_INTERRUPTS();
-	MemoryContextSwitchTo(CtasSyncJobCxt);
-	edata = CopyErrorData();
-	FlushErrorState();
-	AbortCurrentTransaction();
-	if (MyReplicationSlot != NULL)
-		ReplicationSlotRelease();
-	RESUME_INTERRUPTS();
-	unreachable = ERRCODE_TO_CATEGORY(edata->sqlerrcode) ==
-		ERRCODE_CONNECTION_EXCEPTION;
-
-	foreach(lc, *jobs)
-	{
-		SyncJob    *other = lfirst(lc);
-
-		/* what the others did not commit of the peek rolls back */
-		if (in_peek || other == job)
-			close_job(other);
-		if (other == job ||
-			(unreachable &&
-			 other->target.catalog->serverid == job->target.catalog->serverid))
-			hold = lappend(hold, other);
-		else
-			kept = lappend(kept, other);
-	}
-	*jobs = kept;
-	in_peek = false;
-	if (!list_member_ptr(hold, job))
-		hold = lappend(hold, job);	/* a job being joined */
-	foreach(lc, hold)
-	{
-		SyncJob    *h = lfirst(lc);
-
-		hold_job(h, edata->message, strcmp(h->state, "copying") == 0);
-	}
-	FreeErrorData(edata);
-	return true;
-}
-
-/*
- * rejoin_held
- *		The held jobs whose retry is due go back: a streaming one into
- *		*jobs, read again from its row (its catalog's options may have
- *		changed; stream_round opens its target, and the job then reads from
- *		its own applied lsn), a copying one to the joins of the next round.
- *		Returns whether any came back.  Can ERROR.
- */
-static bool
-rejoin_held(List **jobs)
-{
-	TimestampTz now = GetCurrentTimestamp();
-	List	   *still = NIL;
-	bool		any = false;
-	ListCell   *lc;
-	MemoryContext oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
-
-	foreach(lc, held_jobs)
-	{
-		HeldJob    *h = lfirst(lc);
-
-		if (h->retry_at > now)
-		{
-			still = lappend(still, h);
-			continue;
-		}
-		if (!h->copying)
-		{
-			SyncJob    *job;
-
-			/* read again: its catalog's options may have changed */
-			MemoryContextSwitchTo(oldcxt);
-			SetCurrentStatementStartTimestamp();
-			StartTransactionCommand();
-			SPI_connect();
-			PushActiveSnapshot(GetTransactionSnapshot());
-			CtasSyncCurrentJob = NULL;
-			job = CtasSyncLoadJob(h->job->id);
-			CtasSyncLoadingId = 0;
-			SPI_finish();
-			PopActiveSnapshot();
-			CommitTransactionCommand();
-			MemoryContextSwitchTo(CtasSyncJobCxt);
-			if (job != NULL)
-				*jobs = lappend(*jobs, job);
-		}
-		any = true;
-	}
-	held_jobs = still;
-	MemoryContextSwitchTo(oldcxt);
-	return any;
-}
-
-/*
- * held_position
- *		The position the slot may be advanced to at most while jobs are
- *		held: the oldest applied lsn of a held streaming job (its
- *		transactions from there must still be decoded when it comes back),
- *		or confirmed, the slot's, for one whose applied lsn this worker
- *		never read (it is at or after the slot's: the slot is never
- *		advanced past a job's applied lsn).  InvalidXLogRecPtr when none
- *		is held.
- */
-static XLogRecPtr
-held_position(XLogRecPtr confirmed)
-{
-	XLogRecPtr	pos = InvalidXLogRecPtr;
-	ListCell   *lc;
-
-	foreach(lc, held_jobs)
-	{
-		HeldJob    *h = lfirst(lc);
-		XLogRecPtr	applied = h->job->applied;
-
-		if (h->copying)
-			continue;
-		if (applied == InvalidXLogRecPtr || applied < confirmed)
-			applied = confirmed;
-		if (pos == InvalidXLogRecPtr || applied < pos)
-			pos = applied;
-	}
-	return pos;
-}
-
-/*
- * join_copy
- *		The copy of a job that joined a running stream (a new sync, or a
- *		resync of one job), as PostgreSQL's tablesync joins an apply
- *		worker: a temporary slot gives the consistent point X and its
- *		snapshot, under which the job's table is copied in a remote
- *		transaction of its own that stores X as its applied lsn; the job is
- *		then "streaming" and the stream applies to it every source
- *		transaction that commits at or after X, skipping those before
- *		(see the head of this file).  Outside a transaction, between two
- *		rounds of the stream (so that the stream's slot is not advanced
- *		meanwhile).  Can ERROR; an error of the job's catalog holds it
- *		(catch_job_error), its copy tried again later.
- */
-static void
-join_copy(SyncJob *job)
-{
-	char	   *name = psprintf("%sj%u_" INT64_FORMAT, CTAS_SYNC_PREFIX,
-								MyDatabaseId, job->id);
-	TimestampTz started = GetCurrentTimestamp();
-	XLogRecPtr	consistent;
-	XLogRecPtr	confirmed;
-
-	CtasSyncJobEvent(job, "copying", NULL);
-
-	/* the temporary slot of a copy that a crash interrupted */
-	if (SearchNamedReplicationSlot(name, true) != NULL)
-	{
-		StartTransactionCommand();
-		ReplicationSlotDrop(name, true);
-		CommitTransactionCommand();
-	}
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	confirmed = CtasSyncSlotConfirmed(job->slot_name);
-	/* partitions stay those of the slot's snapshot (sync/partition.c) */
-	CtasSyncPartitionLock(list_make1(job));
-	consistent = CtasSyncSlotSnapshot(name, false);
-	if (confirmed > consistent)
-		elog(ERROR, "slot \"%s\" is confirmed at %X/%X, past the consistent point %X/%X of sync " INT64_FORMAT,
-			 job->slot_name, LSN_FORMAT_ARGS(confirmed),
-			 LSN_FORMAT_ARGS(consistent), job->id);
-
-	PushActiveSnapshot(GetTransactionSnapshot());
-	copy_job(job, consistent, started);
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-
-	CtasSyncSetState(job->id, "streaming", NULL, consistent);
-	job->state = "streaming";
-	CtasSyncJobEvent(job, "streaming", NULL);
-	ereport(LOG,
-			(errmsg("ctas_fed sync " INT64_FORMAT ": joined stream " INT64_FORMAT " at %X/%X",
-					job->id, job->stream_id, LSN_FORMAT_ARGS(consistent))));
-}
-
-/*
- * join_all
- *		Load and copy (join_copy) each job of ids (from leave_stopped), and
- *		add it to *jobs, streaming.  Outside a transaction.  Can ERROR.
- */
-static void
-join_all(List *ids, List **jobs)
-{
-	ListCell   *lc;
-
-	foreach(lc, ids)
-	{
-		SyncJob    *job;
-		MemoryContext oldcxt;
-
-		CHECK_FOR_INTERRUPTS();
-		CtasSyncCurrentJob = NULL;
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		SPI_connect();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		job = CtasSyncLoadJob(*(int64 *) lfirst(lc));
-		CtasSyncLoadingId = 0;
-		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-		if (job == NULL || strcmp(job->state, "copying") != 0)
-			continue;
-		if (!CtasSyncStatusAttach(job->id))
-			proc_exit(0);		/* its database is being dropped */
-		CtasSyncStatusLabels(job->target.catalog->name, job->target.schema,
-							 job->target.table, job->slot_name);
-		join_copy(job);
-		oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
-		*jobs = lappend(*jobs, job);
-		MemoryContextSwitchTo(oldcxt);
-	}
-}
-
 /* What the rounds of the streaming loop carry from one to the next */
 typedef struct StreamLoop
 {
@@ -914,7 +226,7 @@ stream_round(StreamLoop *sl, List **jobs)
 	PushActiveSnapshot(GetTransactionSnapshot());
 
 	/* stopped (stop_sync, DROP TABLE) or gone: leave; joined: copy after */
-	sl->joining = leave_stopped(sl->stream_id, jobs);
+	sl->joining = CtasSyncLeaveStopped(sl->stream_id, jobs);
 	if (*jobs == NIL)
 	{
 		SPI_finish();
@@ -929,7 +241,7 @@ stream_round(StreamLoop *sl, List **jobs)
 		return false;
 	}
 	foreach(lc, *jobs)
-		check_source(lfirst(lc), false);
+		CtasSyncCheckSource(lfirst(lc), false);
 	foreach(lc, *jobs)
 	{
 		SyncJob    *job = lfirst(lc);
@@ -967,7 +279,7 @@ stream_round(StreamLoop *sl, List **jobs)
 		args[1] = Int32GetDatum(peek_changes);
 		portal = SPI_cursor_open_with_args(NULL, sl->peek_sql, 2, types, args,
 										   NULL, true, 0);
-		in_peek = true;
+		CtasSyncInPeek = true;
 		CtasSyncApplyPeek(*jobs, portal, &peek);
 		SPI_cursor_close(portal);
 		nrows = peek.nrows;
@@ -987,7 +299,7 @@ stream_round(StreamLoop *sl, List **jobs)
 			}
 		}
 		/* the remote transactions are committed, or rolled back */
-		in_peek = false;
+		CtasSyncInPeek = false;
 		if (!peek.redo && idle)
 		{
 			sl->idle_flush = flush;
@@ -1028,7 +340,7 @@ stream_round(StreamLoop *sl, List **jobs)
 	 * it at its own applied lsn.
 	 */
 	confirmed = CtasSyncSlotConfirmed(sl->slot_name);
-	hold = held_position(confirmed);
+	hold = CtasSyncHeldPosition(confirmed);
 	if (hold != InvalidXLogRecPtr && advance_to > hold)
 		advance_to = hold;
 	if (advance_to != InvalidXLogRecPtr && advance_to > confirmed)
@@ -1060,7 +372,7 @@ stream_round(StreamLoop *sl, List **jobs)
 	 * end is not read again before new WAL comes.
 	 */
 	sleep = idle;
-	if (held_jobs == NIL)
+	if (CtasSyncHeldJobs == NIL)
 		sl->peek_limit = 0;
 	else if (!idle && !peek.redo && applied_after == applied_before)
 	{
@@ -1088,7 +400,7 @@ stream_round(StreamLoop *sl, List **jobs)
  *		The streaming phase of the jobs of a stream (a List of SyncJob in
  *		CtasSyncJobCxt, updated as jobs leave, join and are held), until none is
  *		left: rounds of stream_round, the joins between them.  An error of
- *		one job's catalog holds that job (catch_job_error) and the stream
+ *		one job's catalog holds that job (CtasSyncCatchJobError) and the stream
  *		goes on; any other ends the worker.
  */
 static void
@@ -1126,7 +438,7 @@ do_stream(List **jobs)
 	 * opened by the first round, each job's error its own.
 	 */
 	foreach(lc, *jobs)
-		check_source(lfirst(lc), false);
+		CtasSyncCheckSource(lfirst(lc), false);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
@@ -1140,7 +452,7 @@ do_stream(List **jobs)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-		if (rejoin_held(jobs))
+		if (CtasSyncRejoinHeld(jobs))
 			sl->idle_flush = InvalidXLogRecPtr;
 
 		CtasSyncInTarget = NULL;
@@ -1149,7 +461,7 @@ do_stream(List **jobs)
 			sleep = stream_round(sl, jobs);
 			if (sl->joining != NIL)
 			{
-				join_all(sl->joining, jobs);
+				CtasSyncJoinAll(sl->joining, jobs);
 				list_free_deep(sl->joining);
 				sl->joining = NIL;
 				sl->idle_flush = InvalidXLogRecPtr;
@@ -1157,7 +469,7 @@ do_stream(List **jobs)
 		}
 		PG_CATCH();
 		{
-			if (!catch_job_error(jobs))
+			if (!CtasSyncCatchJobError(jobs))
 				PG_RE_THROW();
 			sl->idle_flush = InvalidXLogRecPtr;
 			sleep = *jobs == NIL;
@@ -1361,7 +673,7 @@ ctas_fed_sync_main(Datum main_arg)
 		/* a job to copy copies them all, under one new slot */
 		if (copying)
 		{
-			XLogRecPtr	consistent = do_copy(loaded);
+			XLogRecPtr	consistent = CtasSyncDoCopy(loaded);
 
 			foreach(lc, loaded)
 			{
@@ -1429,7 +741,7 @@ ctas_fed_sync_main(Datum main_arg)
 				CtasSyncJobEvent(failed, "failed", edata->message);
 			foreach(lc, stream_jobs)
 				others |= ((SyncJob *) lfirst(lc))->id != failed_id;
-			others |= held_jobs != NIL;
+			others |= CtasSyncHeldJobs != NIL;
 		}
 		else
 			CtasSyncSetStreamError(stream_id, edata->message);
@@ -1444,5 +756,5 @@ ctas_fed_sync_main(Datum main_arg)
 	 * the stream goes on in a later worker, which keeps the jobs' status
 	 * entries (sync/status.c) only after an exit that is not 0.
 	 */
-	proc_exit(held_jobs != NIL || stream_yielded ? 1 : 0);
+	proc_exit(CtasSyncHeldJobs != NIL || stream_yielded ? 1 : 0);
 }

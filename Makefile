@@ -75,6 +75,7 @@ OBJS = \
 	src/sync/follow.o \
 	src/sync/join.o \
 	src/sync/merge.o \
+	src/sync/message.o \
 	src/sync/partition.o \
 	src/sync/partition_ddl.o \
 	src/sync/resync.o \

@@ -78,6 +78,7 @@ my @layer_table = (
 	['sync/worker.c' => 3, undef, 'the worker of a stream: slot, peek loop'],
 	['sync/join.c' => 3, undef, "a stream's copy, joins, jobs leaving, jobs held by a down catalog"],
 	['sync/apply.c' => 3, undef, "pgoutput messages to a target's changes"],
+	['sync/message.c' => 3, undef, 'one message for one job: the query, the source row and key'],
 	['sync/toast.c' => 3, undef, 'unchanged TOAST values rebuilt'],
 	['sync/ddl.c' => 3, undef, "schema changes in WAL order: the event trigger's messages"],
 	['sync/copy.c' => 3, undef, "the copy's plain columns"],
@@ -200,12 +201,10 @@ my $max_lines = 1000;
 my %size_exceptions = (
 	# sync/: the stream, speed, partition and ddl branches are reworking the
 	# worker and the statement; split once they have landed
-	'sync/statement.c' => 1,
 
 	# XXX grown past the cap by the branches merged into main at 06:2x
 	# (stream, partition, ddl, cluster, mysql); to split along their
 	# banners next
-	'sync/apply.c' => 1,
 	'postgres/sync.c' => 1,
 );
 

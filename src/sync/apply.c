@@ -5,7 +5,10 @@
  *		  at the slot of its stream, read through an SPI cursor in chunks,
  *		  routed by relation to the jobs of the stream and turned into
  *		  upserts and deletes by key, one remote transaction per job
- *		  (sync/worker.c describes the jobs, streams and phases).
+ *		  (sync/worker.c describes the jobs, streams and phases).  What one
+ *		  job makes of one message (the query's expressions, the check of
+ *		  a Relation message, the source row and key of a tuple message)
+ *		  is in sync/message.c.
  *
  * Memory is bounded however large a source transaction is.  The peek
  * function (pg_logical_slot_peek_binary_changes) decodes the WAL as any
@@ -144,337 +147,6 @@ typedef struct SyncPeekState
 	MemoryContext cxt;			/* of the whole peek */
 } SyncPeekState;
 
-/*
- * CtasSyncBuildEval
- *		The WHERE and the select list of the query as ExprStates over a row
- *		of the source, in a new EState under the current memory context.
- *		Can ERROR.
- */
-SyncEval *
-CtasSyncBuildEval(SyncJob *job)
-{
-	SyncEval   *ev = palloc0(sizeof(SyncEval));
-	Node	   *quals = job->query->jointree->quals;
-	ListCell   *lc;
-	int			n = 0;
-	Oid			save_userid;
-	int			save_sec;
-	int			gucnest;
-
-	/*
-	 * As the owner, restricted: preparing the expressions folds immutable
-	 * functions of constants (the owner's code) and checks EXECUTE.  A
-	 * setting the owner's code changes (set_config(..., false) is allowed
-	 * in a restricted operation) is undone after it, as REFRESH
-	 * MATERIALIZED VIEW does, so that the worker's own SPI, as the bootstrap
-	 * superuser, never runs under the owner's search_path.  An ERROR here
-	 * restores the identity and the settings with the transaction's abort.
-	 */
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(job->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	gucnest = NewGUCNestLevel();
-	ev->estate = CreateExecutorState();
-	ev->econtext = GetPerTupleExprContext(ev->estate);
-	if (quals != NULL)
-		ev->qual = ExecPrepareQual(make_ands_implicit((Expr *) copyObject(quals)),
-								   ev->estate);
-	ev->exprs = palloc(sizeof(ExprState *) * list_length(job->query->targetList));
-	foreach(lc, job->query->targetList)
-	{
-		TargetEntry *tle = lfirst_node(TargetEntry, lc);
-
-		if (tle->resjunk)
-			continue;
-		ev->exprs[n] = ExecPrepareExpr((Expr *) copyObject(tle->expr),
-									   ev->estate);
-		n++;
-	}
-	AtEOXact_GUC(false, gucnest);
-	SetUserIdAndSecContext(save_userid, save_sec);
-	ev->nexprs = n;
-	if (n != job->target.ncolumns)
-		elog(ERROR, "sync " INT64_FORMAT ": query has %d columns, the remote table %d",
-			 job->id, n, job->target.ncolumns);
-	ev->slot = MakeSingleTupleTableSlot(job->tupdesc, &TTSOpsVirtual);
-	ev->values = palloc0(sizeof(Datum) * n);
-	ev->nulls = palloc0(sizeof(bool) * n);
-	ev->keys = palloc0(sizeof(char *) * job->target.nkeys);
-	ev->oldkeys = palloc0(sizeof(char *) * job->target.nkeys);
-	ev->keyvals = palloc0(sizeof(Datum) * job->target.nkeys);
-	return ev;
-}
-
-/* free what CtasSyncBuildEval made */
-void
-CtasSyncFreeEval(SyncEval *ev)
-{
-	ExecDropSingleTupleTableSlot(ev->slot);
-	FreeExecutorState(ev->estate);
-}
-
-/*
- * CtasSyncEvaluate
- *		The query on the row in slot: false when the WHERE rejects it,
- *		else true with the remote values in ev->values (per-tuple memory).
- *		Can ERROR (the query's own expressions).
- */
-bool
-CtasSyncEvaluate(SyncEval *ev, TupleTableSlot *slot)
-{
-	int			i;
-
-	ev->econtext->ecxt_scantuple = slot;
-	if (ev->qual != NULL && !ExecQual(ev->qual, ev->econtext))
-		return false;
-	for (i = 0; i < ev->nexprs; i++)
-		ev->values[i] = ExecEvalExpr(ev->exprs[i], ev->econtext,
-									 &ev->nulls[i]);
-	return true;
-}
-
-/*
- * relation_ok
- *		A Relation message of the source: find each column the query reads
- *		by name, with its type, into job->msgcol.  False, with *bad the
- *		index of the column at fault, when one is gone or has another type
- *		(a DDL the sync cannot follow), or when the columns the query reads
- *		no longer come in the order of their attnums (names exchanged by
- *		renames it did not follow).  With *bad = -1: the sync's key is no
- *		longer within the table's replica identity, so that an UPDATE of
- *		the key would arrive without the old key, and the old row stay on
- *		the remote (a replica identity moved to another unique index).
- *		The Relation message is decoded at its place in the WAL, after the
- *		DDL that changed what it describes and before the changes that
- *		follow it.
- */
-static bool
-relation_ok(SyncJob *job, LogicalRepRelation *rel, int *bad)
-{
-	int			i;
-	int			k;
-
-	for (i = 0; i < job->ncols; i++)
-	{
-		int			j;
-
-		job->msgcol[i] = -1;
-		for (j = 0; j < rel->natts; j++)
-		{
-			if (strcmp(rel->attnames[j], job->attnames[i]) == 0)
-				job->msgcol[i] = j;
-		}
-		if (job->msgcol[i] < 0 ||
-			rel->atttyps[job->msgcol[i]] != job->atttypes[i])
-		{
-			*bad = i;
-			return false;
-		}
-	}
-	/* pgoutput sends the live columns in attnum order */
-	for (i = 0; i < job->ncols; i++)
-	{
-		int			j;
-
-		for (j = 0; j < job->ncols; j++)
-		{
-			if (job->attnums[i] < job->attnums[j] &&
-				job->msgcol[i] >= job->msgcol[j])
-			{
-				*bad = i;
-				return false;
-			}
-		}
-	}
-	for (k = 0; k < job->target.nkeys; k++)
-	{
-		if (!bms_is_member(job->msgcol[job->keycol[k]], rel->attkeys))
-		{
-			*bad = -1;
-			return false;
-		}
-	}
-	return true;
-}
-
-/*
- * check_relation_message
- *		relation_ok, or the job fails.
- */
-static void
-check_relation_message(SyncJob *job, LogicalRepRelation *rel)
-{
-	int			bad;
-
-	if (relation_ok(job, rel, &bad))
-		return;
-	if (bad < 0)
-		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				  errmsg("the replica identity of table \"%s.%s\" no longer contains the key of sync " INT64_FORMAT,
-						 rel->nspname, rel->relname, job->id),
-				  errdetail("An UPDATE of the key would not send the old key, and the old row would stay in the remote table.  The remote table keeps the changes of the source transactions that committed before the change."),
-				  errhint("Stop the sync with ctas_fed.stop_sync() and create it again."));
-	SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			  errmsg("column \"%s\" of table \"%s.%s\" read by sync " INT64_FORMAT " was dropped, renamed or changed its type",
-					 job->attnames[bad], rel->nspname, rel->relname,
-					 job->id),
-			  errdetail("The remote table keeps the changes of the source transactions that committed before the change."),
-			  errhint("Stop the sync with ctas_fed.stop_sync() and create it again."));
-}
-
-/*
- * peeked_message
- *		The pgoutput message of row i of SPI_tuptable (lsn, data) into msg,
- *		pointing into the row; returns its type.
- */
-static char
-peeked_message(uint64 i, StringInfo msg)
-{
-	bool		isnull;
-	bytea	   *data = DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[i],
-													 SPI_tuptable->tupdesc,
-													 2, &isnull));
-
-	msg->data = VARDATA_ANY(data);
-	msg->len = VARSIZE_ANY_EXHDR(data);
-	msg->maxlen = msg->len;
-	msg->cursor = 0;
-	return pq_getmsgbyte(msg);
-}
-
-/*
- * fill_slot
- *		The source row of a tuple message (and, for an unchanged TOAST
- *		value, of the old tuple when it carries it: REPLICA IDENTITY FULL,
- *		or a key column) into ev->slot, in per-tuple memory.  A value that
- *		neither carries is left NULL and marked in unchanged (per column
- *		the query reads), whose count is returned; with unchanged NULL (an
- *		INSERT) it fails the job.
- */
-static int
-fill_slot(SyncJob *job, SyncEval *ev, LogicalRepTupleData *tup,
-		  LogicalRepTupleData *old, bool *unchanged)
-{
-	TupleTableSlot *slot = ev->slot;
-	int			nunchanged = 0;
-	int			i;
-
-	ExecClearTuple(slot);
-	memset(slot->tts_isnull, true, sizeof(bool) * slot->tts_tupleDescriptor->natts);
-	for (i = 0; i < job->ncols; i++)
-	{
-		int			c = job->msgcol[i];
-		int			a = job->attnums[i] - 1;
-		StringInfo	value;
-
-		if (unchanged != NULL)
-			unchanged[i] = false;
-		if (c < 0 || c >= tup->ncols)
-			elog(ERROR, "sync " INT64_FORMAT ": a change came before its relation",
-				 job->id);
-		value = &tup->colvalues[c];
-		if (tup->colstatus[c] == LOGICALREP_COLUMN_UNCHANGED)
-		{
-			if (old != NULL && c < old->ncols &&
-				old->colstatus[c] == LOGICALREP_COLUMN_TEXT)
-				value = &old->colvalues[c];
-			else if (unchanged != NULL)
-			{
-				unchanged[i] = true;
-				nunchanged++;
-				continue;
-			}
-			else
-				SYNC_FAIL(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						  errmsg("sync " INT64_FORMAT " received an unchanged TOAST value of column \"%s\"",
-								 job->id, job->attnames[i]),
-						  errdetail("Logical decoding does not send a large value that an UPDATE did not change."),
-						  errhint("Set REPLICA IDENTITY FULL on the source table, then create the sync again."));
-		}
-		else if (tup->colstatus[c] == LOGICALREP_COLUMN_NULL)
-			continue;
-		else if (tup->colstatus[c] != LOGICALREP_COLUMN_TEXT)
-			elog(ERROR, "sync " INT64_FORMAT ": unexpected column status \"%c\"",
-				 job->id, tup->colstatus[c]);
-		slot->tts_values[a] = InputFunctionCall(&job->infuncs[i], value->data,
-												job->ioparams[i], -1);
-		slot->tts_isnull[a] = false;
-	}
-	ExecStoreVirtualTuple(slot);
-	return nunchanged;
-}
-
-/*
- * tuple_keys
- *		The key of a tuple message, as text, into keys.  A toasted key
- *		column that an UPDATE left unchanged is not in the new tuple, but
- *		PostgreSQL then logs the old key (heap_update: a replica identity
- *		stored externally), and "unchanged" means equal to it: it is taken
- *		from old.
- */
-static void
-tuple_keys(SyncJob *job, LogicalRepTupleData *tup, LogicalRepTupleData *old,
-		   char **keys)
-{
-	int			k;
-
-	for (k = 0; k < job->target.nkeys; k++)
-	{
-		int			c = job->msgcol[job->keycol[k]];
-		LogicalRepTupleData *from = tup;
-
-		if (c >= 0 && c < tup->ncols &&
-			tup->colstatus[c] == LOGICALREP_COLUMN_UNCHANGED &&
-			old != NULL && c < old->ncols)
-			from = old;
-		if (c < 0 || c >= from->ncols ||
-			from->colstatus[c] != LOGICALREP_COLUMN_TEXT)
-			SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					  errmsg("a change of the source of sync " INT64_FORMAT " does not carry the sync's key",
-							 job->id),
-					  errdetail("The replica identity of the source table no longer contains the key columns."),
-					  errhint("Stop the sync with ctas_fed.stop_sync() and create it again."));
-		keys[k] = from->colvalues[c].data;
-	}
-}
-
-/* delete the row of a key given as text (per-tuple memory) */
-static void
-delete_key(SyncJob *job, SyncEval *ev, char **keys)
-{
-	int			k;
-
-	for (k = 0; k < job->target.nkeys; k++)
-	{
-		int			j = job->keycol[k];
-
-		ev->keyvals[k] = InputFunctionCall(&job->infuncs[j], keys[k],
-										   job->ioparams[j], -1);
-	}
-	job->apply->delete(&job->target, ev->keyvals);
-}
-
-static bool
-same_keys(SyncJob *job, char **a, char **b)
-{
-	int			k;
-
-	for (k = 0; k < job->target.nkeys; k++)
-	{
-		if (strcmp(a[k], b[k]) != 0)
-			return false;
-	}
-	return true;
-}
-
-/*
- * apply_update
- *		The new row of an UPDATE, whose old key is oldkeys: a changed key is
- *		deleted first; the row is upserted when the WHERE takes it, else its
- *		key is deleted.  A TOAST value the UPDATE left unchanged and did not
- *		send is kept by the target, or read from the source, or the job
- *		fails (sync/toast.c).
- */
 static void
 apply_update(SyncApplyState *st, LogicalRepTupleData *tup,
 			 LogicalRepTupleData *old, char **oldkeys)
@@ -484,17 +156,18 @@ apply_update(SyncApplyState *st, LogicalRepTupleData *tup,
 	const bool *mask = NULL;
 	bool		key_changed;
 
-	tuple_keys(job, tup, old, ev->keys);
-	key_changed = !same_keys(job, oldkeys, ev->keys);
+	CtasSyncTupleKeys(job, tup, old, ev->keys);
+	key_changed = !CtasSyncSameKeys(job, oldkeys, ev->keys);
 	CtasSyncToastCheck(st->toast, job, tup, oldkeys, ev->keys);
 	if (key_changed)
-		delete_key(job, ev, oldkeys);
-	if (fill_slot(job, ev, tup, old, CtasSyncToastUnchanged(st->toast)) > 0)
+		CtasSyncDeleteKey(job, ev, oldkeys);
+	if (CtasSyncFillSlot(job, ev, tup, old,
+						 CtasSyncToastUnchanged(st->toast)) > 0)
 		mask = CtasSyncToastResolve(st->toast, job, ev, key_changed, st->xid);
 	if (CtasSyncEvaluate(ev, ev->slot))
 		job->apply->upsert(&job->target, ev->values, ev->nulls, mask);
 	else
-		delete_key(job, ev, ev->keys);
+		CtasSyncDeleteKey(job, ev, ev->keys);
 }
 
 /*
@@ -601,11 +274,11 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
 {
 	int			bad;
 
-	if (relation_ok(st->job, rel, &bad))
+	if (CtasSyncRelationOk(st->job, rel, &bad))
 		return;
 	/* after a followed change: as in schema_change_message */
 	if (st->job->reshaped)
-		check_relation_message(st->job, rel);
+		CtasSyncCheckRelationMessage(st->job, rel);
 	if (st->xact_changes > 0)
 	{
 		st->job->stop_at = st->xact_lsn;
@@ -613,7 +286,7 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
 		return;
 	}
 	finish_remote(st, true);
-	check_relation_message(st->job, rel);
+	CtasSyncCheckRelationMessage(st->job, rel);
 }
 
 static bool job_change(SyncPeekState *peek, SyncApplyState *st, Oid relid);
@@ -780,7 +453,7 @@ schema_change_message(SyncPeekState *peek, StringInfo msg)
 				{
 					CtasSyncToastCheck(st->toast, st->job, NULL, lfirst(lc),
 									   NULL);
-					delete_key(st->job, st->ev, lfirst(lc));
+					CtasSyncDeleteKey(st->job, st->ev, lfirst(lc));
 				}
 				foreach(lc, CtasSyncPartitionInserts)
 					attached_row(st, lfirst(lc));
@@ -866,7 +539,7 @@ static void
 apply_message(SyncPeekState *peek, uint64 i)
 {
 	StringInfoData msg;
-	char		action = peeked_message(i, &msg);
+	char		action = CtasSyncPeekedMessage(i, &msg);
 	int			j;
 
 	switch (action)
@@ -943,9 +616,9 @@ apply_message(SyncPeekState *peek, uint64 i)
 
 					if (!job_change(peek, st, relid))
 						continue;
-					tuple_keys(job, &newtup, NULL, ev->keys);
+					CtasSyncTupleKeys(job, &newtup, NULL, ev->keys);
 					CtasSyncToastCheck(st->toast, job, NULL, NULL, ev->keys);
-					fill_slot(job, ev, &newtup, NULL, NULL);
+					CtasSyncFillSlot(job, ev, &newtup, NULL, NULL);
 					if (CtasSyncEvaluate(ev, ev->slot))
 						job->apply->upsert(&job->target, ev->values, ev->nulls, NULL);
 				}
@@ -968,7 +641,7 @@ apply_message(SyncPeekState *peek, uint64 i)
 
 					if (!job_change(peek, st, relid))
 						continue;
-					tuple_keys(job, has_old ? &oldtup : &newtup,
+					CtasSyncTupleKeys(job, has_old ? &oldtup : &newtup,
 							   has_old ? &oldtup : NULL, ev->keys);
 					for (k = 0; k < job->target.nkeys; k++)
 						ev->oldkeys[k] = ev->keys[k];
@@ -989,10 +662,10 @@ apply_message(SyncPeekState *peek, uint64 i)
 
 					if (!job_change(peek, st, relid))
 						continue;
-					tuple_keys(job, &oldtup, NULL, st->ev->keys);
+					CtasSyncTupleKeys(job, &oldtup, NULL, st->ev->keys);
 					CtasSyncToastCheck(st->toast, job, NULL, st->ev->keys,
 									   NULL);
-					delete_key(job, st->ev, st->ev->keys);
+					CtasSyncDeleteKey(job, st->ev, st->ev->keys);
 				}
 				break;
 			}

@@ -19,6 +19,8 @@
  *	merge.c		the default streams of a database merged into one
  *	apply.c		the apply side of the sync worker: the messages of one
  *				peek applied to the target
+ *	message.c	one message for one job: the query's expressions, the
+ *				source row and key
  *	toast.c		unchanged TOAST values rebuilt, or the job failed
  *	ddl.c		schema changes in WAL order: the event trigger's logical
  *				messages, met by the worker between the changes

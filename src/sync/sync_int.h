@@ -132,10 +132,24 @@ extern bool CtasSyncToastFinish(SyncToast *toast, SyncJob *job);
 extern bool CtasSyncToastPending(SyncToast *toast);
 extern void CtasSyncToastEnd(SyncToast *toast);
 
-/* in sync/apply.c */
+/* in sync/message.c */
 extern SyncEval *CtasSyncBuildEval(SyncJob *job);
 extern void CtasSyncFreeEval(SyncEval *ev);
 extern bool CtasSyncEvaluate(SyncEval *ev, TupleTableSlot *slot);
+extern bool CtasSyncRelationOk(SyncJob *job, LogicalRepRelation *rel,
+							   int *bad);
+extern void CtasSyncCheckRelationMessage(SyncJob *job,
+										 LogicalRepRelation *rel);
+extern char CtasSyncPeekedMessage(uint64 i, StringInfo msg);
+extern int	CtasSyncFillSlot(SyncJob *job, SyncEval *ev,
+							 LogicalRepTupleData *tup,
+							 LogicalRepTupleData *old, bool *unchanged);
+extern void CtasSyncTupleKeys(SyncJob *job, LogicalRepTupleData *tup,
+							  LogicalRepTupleData *old, char **keys);
+extern void CtasSyncDeleteKey(SyncJob *job, SyncEval *ev, char **keys);
+extern bool CtasSyncSameKeys(SyncJob *job, char **a, char **b);
+
+/* in sync/apply.c */
 extern void CtasSyncApplyPeek(List *jobs, Portal portal,
 							  SyncPeekResult *result);
 extern void CtasSyncApplyWait(SyncJob *job);

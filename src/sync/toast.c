@@ -230,7 +230,7 @@ CtasSyncToastPending(SyncToast *toast)
 		hash_get_num_entries(toast->proofs) > 0;
 }
 
-/* the array fill_slot marks the columns a change did not send in */
+/* the array CtasSyncFillSlot marks the columns a change did not send in */
 bool *
 CtasSyncToastUnchanged(SyncToast *toast)
 {
@@ -428,8 +428,8 @@ remember(SyncToast *toast, SyncJob *job, SyncEval *ev, TransactionId until)
 /*
  * CtasSyncToastResolve
  *		The change in ev->slot did not send the columns marked unchanged
- *		(fill_slot left them NULL).  Returns the unchanged mask for upsert
- *		when the target keeps those values; else reads them from the
+ *		(CtasSyncFillSlot left them NULL).  Returns the unchanged mask for
+ *		upsert when the target keeps those values; else reads them from the
  *		source into ev->slot and returns NULL; else the job fails (ERROR).
  *		xid is the change's source transaction.
  */

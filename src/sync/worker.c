@@ -548,8 +548,8 @@ close_targets(List *jobs)
  *		Make every text form of a value the worker produces or parses
  *		independent of the settings of the database, of its role and of
  *		the job's owner: pgoutput sends each column as its type's text
- *		output, made in this process by the peek, which fill_slot parses
- *		back, and a target may send values as text too (the PostgreSQL
+ *		output, made in this process by the peek, which CtasSyncFillSlot
+ *		parses back, and a target may send values as text too (the PostgreSQL
  *		target's statements).  A database set to DateStyle 'SQL, DMY'
  *		swapped day and month on the way to a remote that reads ISO, and
  *		extra_float_digits below 1 rounded floats.  The values are those

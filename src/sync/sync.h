@@ -4,8 +4,9 @@
  *		  Continuous sync: a federated CTAS whose remote table keeps
  *		  following its query (DESIGN.md section 1.7).
  *
- *	statement.c	statement time: eligibility of the query, the job's
- *				records (publication, ctas_fed.syncs row), stop_sync
+ *	check.c		statement time, first: eligibility of the query, the key
+ *	statement.c	statement time: the job's records (publication,
+ *				ctas_fed.syncs row), stop_sync
  *	tick.c		the resolver's side: starts the stream workers, drops
  *				the slots and publications of ended streams
  *	worker.c	after commit: the sync worker of a stream (slot,
@@ -84,8 +85,10 @@ typedef struct CtasSyncMetric
 	double		verified_at;	/* Unix time of that check */
 } CtasSyncMetric;
 
-/* in sync/statement.c */
+/* in sync/check.c */
 extern void CtasSyncCheck(CtasLoad *load, Query *query, List *colnames);
+
+/* in sync/statement.c */
 extern void CtasSyncCreate(CtasLoad *load);
 extern void CtasSyncExplain(CtasLoad *load, ExplainState *es);
 extern bool CtasSyncStop(Oid serverid, const char *schema, const char *table);

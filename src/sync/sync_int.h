@@ -197,6 +197,9 @@ extern bool CtasSyncRejoinHeld(List **jobs);
 extern XLogRecPtr CtasSyncHeldPosition(XLogRecPtr confirmed);
 extern void CtasSyncJoinAll(List *ids, List **jobs);
 
+/* in sync/statement.c */
+extern void CtasSyncCheckRoleQuota(void);
+
 /* in sync/resync.c */
 extern char *CtasSyncResyncIfLost(List *jobs);
 extern void CtasSyncAsOwnerBegin(CtasSyncAs *as);

@@ -63,6 +63,7 @@ OBJS = \
 	src/postgres/pipeline.o \
 	src/postgres/resolve.o \
 	src/postgres/sync.o \
+	src/postgres/sync_batch.o \
 	src/postgres/sync_sql.o \
 	src/postgres/typemap.o \
 	src/postgres/verify.o \

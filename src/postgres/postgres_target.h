@@ -22,6 +22,8 @@
  *					the workers' prepared transactions
  *	resolve.c		recovery of prepared transactions
  *	sync.c			continuous sync: the apply side (CtasPgSyncApply)
+ *	sync_batch.c	continuous sync: the statement queue, the batch of net
+ *					changes applied as sets
  *	verify.c		continuous sync: the remote side of verify_sync()
  *
  * Portions Copyright (c) 2026, ctas_fed developers
@@ -35,6 +37,7 @@
 #define CTAS_POSTGRES_TARGET_H
 
 #include "libpq-fe.h"
+#include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
 #include "catalog.h"
@@ -196,6 +199,88 @@ typedef struct CtasPgSyncSql
 } CtasPgSyncSql;
 extern void CtasPgSyncBuildSql(CtasPgSyncSql *sql, CtasSyncTarget *t,
 							   const char *qualified, bool binary);
+
+/*
+ * in sync.c: the state of a synced table, opened there and filled and
+ * sent by sync_batch.c
+ */
+/* bytes of COPY data collected before they are handed to libpq */
+#define COPY_CHUNK			(64 * 1024)
+
+/* the batch table's columns after the remote table's (sync_sql.c) */
+#define BATCH_EXTRA		3
+
+/* what the batch holds for a key: its net change */
+typedef enum PgSyncKind
+{
+	PG_SYNC_UPSERT = 'u',		/* the full row */
+	PG_SYNC_DELETE = 'd',		/* the key's deletion */
+	PG_SYNC_UNCHANGED = 'm'		/* the row, some columns kept remotely */
+} PgSyncKind;
+
+/* the identity of a key: the text of its values */
+typedef struct PgSyncKey
+{
+	const char *data;
+	Size		len;
+} PgSyncKey;
+
+typedef struct PgSyncEntry
+{
+	PgSyncKey	key;			/* hash key, first */
+	char		kind;			/* a PgSyncKind */
+	int32		order;			/* when it last changed in the batch */
+	Datum	   *values;			/* every column (keys only for a delete) */
+	bool	   *nulls;
+	bool	   *unchanged;		/* PG_SYNC_UNCHANGED: columns kept */
+} PgSyncEntry;
+
+typedef struct PgSyncState
+{
+	PGconn	   *conn;
+	char	   *qualified;		/* "schema"."table" */
+	char	   *progress;		/* "schema"._ctas_fed_sync_progress */
+	List	   *queue;			/* SQL strings not sent yet */
+	MemoryContext cxt;			/* the queue; reset after each send */
+	bool		pending;		/* a pipeline sent, its results not read */
+	List	   *sent;			/* its statements, in sent_cxt */
+	MemoryContext sent_cxt;
+	int		   *keycol;			/* column of each key */
+	int16	   *typlen;			/* of each column */
+	bool	   *typbyval;
+	FmgrInfo   *out;			/* output function of each column */
+	FmgrInfo   *send;			/* send function of each column, if binary */
+	FmgrInfo	extra_out[BATCH_EXTRA]; /* of kind, order, unchanged */
+	FmgrInfo	extra_send[BATCH_EXTRA];
+	CtasPgSyncSql sql;			/* the statements (sync_sql.c) */
+	bool		binary;			/* the remote has the local types */
+	bool		has_key;		/* the remote table has its primary key */
+	char	   *missing;		/* a column of t the remote table lacks (a
+								 * followed DROP COLUMN whose new columns
+								 * were not stored yet: nothing is written
+								 * until they are), or NULL */
+	bool		in_copy;		/* the initial copy's COPY is open */
+	uint64		copy_rows;
+	StringInfoData copy_buf;	/* COPY data not handed to libpq yet */
+	/* the batch */
+	MemoryContext batch_cxt;	/* entries and the hash table */
+	HTAB	   *batch;			/* PgSyncEntry by PgSyncKey, or NULL */
+	int32		order;			/* changes put in the batch */
+} PgSyncState;
+
+/* in sync_batch.c: the queue of statements and the batch of net changes */
+extern void CtasPgSyncEnqueue(CtasSyncTarget *t, char *sql);
+extern void CtasPgSyncFinishPending(CtasSyncTarget *t);
+extern void CtasPgSyncSendQueue(CtasSyncTarget *t);
+extern void CtasPgSyncSendQueueAsync(CtasSyncTarget *t);
+extern void CtasPgSyncEnqueueAndMaybeSend(CtasSyncTarget *t, char *sql);
+extern PgSyncEntry *CtasPgSyncBatchEntry(CtasSyncTarget *t, Datum *keyvals);
+extern void CtasPgSyncBatchPutRow(CtasSyncTarget *t, PgSyncEntry *entry,
+								  Datum *values, bool *nulls,
+								  const bool *unchanged);
+extern void CtasPgSyncBatchBound(CtasSyncTarget *t);
+extern void CtasPgSyncBatchReset(PgSyncState *st);
+extern void CtasPgSyncApplyBatch(CtasSyncTarget *t);
 
 /* in verify.c: verify of a continuous sync */
 extern char *CtasPgSyncVerifyLocal(CtasSyncTarget *t, int col,

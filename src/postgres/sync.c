@@ -2,7 +2,9 @@
  *
  * sync.c
  *		  Continuous sync into a PostgreSQL catalog: the CtasSyncApply of
- *		  the PostgreSQL target, applying each batch as a set.
+ *		  the PostgreSQL target, applying each batch as a set.  The queue of
+ *		  statements and the batch of net changes, and how a batch is
+ *		  applied, are in sync_batch.c; the protocol is told here.
  *
  * Protocol (one connection per sync worker, of its own, not cached):
  *
@@ -27,11 +29,12 @@
  *				queue in one pipeline (one round trip), check every result
  *	commit_send	the same, but return once the pipeline is sent; the
  *				results are read by commit_wait, or by whatever sends
- *				next (finish_pending), so that the worker builds the next
+ *				next (CtasPgSyncFinishPending), so that the worker builds
+ *				the next
  *				batch while the remote applies this one (pipeline.c)
  *
- * Applying a batch (apply_batch; its SQL comes from sync_sql.c): what is
- * queued is sent (BEGIN, the DELETE
+ * Applying a batch (CtasPgSyncApplyBatch; its SQL comes from sync_sql.c):
+ * what is queued is sent (BEGIN, the DELETE
  * of a truncate); the batch's rows go by one COPY into the temporary
  * table; then, in one pipeline with whatever the caller queues after them
  * (the progress row and COMMIT at commit),
@@ -96,81 +99,9 @@
 
 #include "postgres_target.h"
 
-/* statements queued before they are sent */
-#define PIPELINE_STATEMENTS	1000
-/* bytes of COPY data collected before they are handed to libpq */
-#define COPY_CHUNK			(64 * 1024)
-/*
- * a batch larger than this is applied before it takes more, in the
- * background while the next part is built (see pipelining)
- */
-#define BATCH_KEYS			10000
-#define BATCH_BYTES			(64 * 1024 * 1024)
-
 #define PROGRESS_TABLE	"_ctas_fed_sync_progress"
 /* first key of the remote advisory lock that guards its creation */
 #define PROGRESS_LOCK	0x43544153
-
-/* the batch table's columns after the remote table's (sync_sql.c) */
-#define BATCH_EXTRA		3
-
-/* what the batch holds for a key: its net change */
-typedef enum PgSyncKind
-{
-	PG_SYNC_UPSERT = 'u',		/* the full row */
-	PG_SYNC_DELETE = 'd',		/* the key's deletion */
-	PG_SYNC_UNCHANGED = 'm'		/* the row, some columns kept remotely */
-} PgSyncKind;
-
-/* the identity of a key: the text of its values */
-typedef struct PgSyncKey
-{
-	const char *data;
-	Size		len;
-} PgSyncKey;
-
-typedef struct PgSyncEntry
-{
-	PgSyncKey	key;			/* hash key, first */
-	char		kind;			/* a PgSyncKind */
-	int32		order;			/* when it last changed in the batch */
-	Datum	   *values;			/* every column (keys only for a delete) */
-	bool	   *nulls;
-	bool	   *unchanged;		/* PG_SYNC_UNCHANGED: columns kept */
-} PgSyncEntry;
-
-typedef struct PgSyncState
-{
-	PGconn	   *conn;
-	char	   *qualified;		/* "schema"."table" */
-	char	   *progress;		/* "schema"._ctas_fed_sync_progress */
-	List	   *queue;			/* SQL strings not sent yet */
-	MemoryContext cxt;			/* the queue; reset after each send */
-	bool		pending;		/* a pipeline sent, its results not read */
-	List	   *sent;			/* its statements, in sent_cxt */
-	MemoryContext sent_cxt;
-	int		   *keycol;			/* column of each key */
-	int16	   *typlen;			/* of each column */
-	bool	   *typbyval;
-	FmgrInfo   *out;			/* output function of each column */
-	FmgrInfo   *send;			/* send function of each column, if binary */
-	FmgrInfo	extra_out[BATCH_EXTRA]; /* of kind, order, unchanged */
-	FmgrInfo	extra_send[BATCH_EXTRA];
-	CtasPgSyncSql sql;			/* the statements (sync_sql.c) */
-	bool		binary;			/* the remote has the local types */
-	bool		has_key;		/* the remote table has its primary key */
-	char	   *missing;		/* a column of t the remote table lacks (a
-								 * followed DROP COLUMN whose new columns
-								 * were not stored yet: nothing is written
-								 * until they are), or NULL */
-	bool		in_copy;		/* the initial copy's COPY is open */
-	uint64		copy_rows;
-	StringInfoData copy_buf;	/* COPY data not handed to libpq yet */
-	/* the batch */
-	MemoryContext batch_cxt;	/* entries and the hash table */
-	HTAB	   *batch;			/* PgSyncEntry by PgSyncKey, or NULL */
-	int32		order;			/* changes put in the batch */
-} PgSyncState;
 
 static void pg_sync_open(CtasSyncTarget *t);
 static void read_remote_table(CtasSyncTarget *t);
@@ -187,10 +118,6 @@ static void pg_sync_commit_send(CtasSyncTarget *t, uint64 lsn);
 static void pg_sync_commit_wait(CtasSyncTarget *t);
 static char *pg_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes,
 						   int nchanges);
-static void send_queue(CtasSyncTarget *t);
-static void send_queue_async(CtasSyncTarget *t);
-static void finish_pending(CtasSyncTarget *t);
-static void apply_batch(CtasSyncTarget *t);
 
 const CtasSyncApply CtasPgSyncApply = {
 	.open = pg_sync_open,
@@ -421,7 +348,7 @@ pg_sync_applied_lsn(CtasSyncTarget *t)
 	PGresult   *res;
 	uint64		lsn = 0;
 
-	finish_pending(t);
+	CtasPgSyncFinishPending(t);
 	res = CtasPgQuery(st->conn, t->catalog,
 					  psprintf("SELECT lsn FROM %s WHERE job = %s",
 							   st->progress, quote_literal_cstr(t->job_key)));
@@ -437,260 +364,14 @@ pg_sync_applied_lsn(CtasSyncTarget *t)
 	return lsn;
 }
 
-/* queue sql (allocated in st->cxt) */
-static void
-enqueue(CtasSyncTarget *t, char *sql)
-{
-	PgSyncState *st = (PgSyncState *) t->private;
-	MemoryContext oldcxt = MemoryContextSwitchTo(st->cxt);
-
-	st->queue = lappend(st->queue, sql);
-	MemoryContextSwitchTo(oldcxt);
-}
-
-/*
- * send_pipeline
- *		Send every queued statement in one pipeline (pipeline.c) and keep
- *		their text for finish_pending; the queue is empty after.  The
- *		results are not read.
- */
-static void
-send_pipeline(CtasSyncTarget *t)
-{
-	PgSyncState *st = (PgSyncState *) t->private;
-	MemoryContext oldcxt;
-	ListCell   *lc;
-
-	Assert(!st->pending);
-	CtasPgPipelineSend(st->conn, t->catalog, st->queue);
-	oldcxt = MemoryContextSwitchTo(st->sent_cxt);
-	foreach(lc, st->queue)
-		st->sent = lappend(st->sent, pstrdup(lfirst(lc)));
-	MemoryContextSwitchTo(oldcxt);
-	st->queue = NIL;
-	MemoryContextReset(st->cxt);
-	st->pending = true;
-}
-
-/*
- * finish_pending
- *		Read every result of the pipeline send_pipeline sent, if one is
- *		pending, waiting for them (interruptibly); ERROR with the first
- *		remote error.
- */
-static void
-finish_pending(CtasSyncTarget *t)
-{
-	PgSyncState *st = (PgSyncState *) t->private;
-
-	if (!st->pending)
-		return;
-	CtasPgPipelineFinish(st->conn, t->catalog, st->sent);
-	st->pending = false;
-	st->sent = NIL;
-	MemoryContextReset(st->sent_cxt);
-}
-
-/*
- * send_queue
- *		Send every queued statement in one pipeline and read every result
- *		(after those of a pipeline still pending); ERROR with the first
- *		remote error.
- */
-static void
-send_queue(CtasSyncTarget *t)
-{
-	PgSyncState *st = (PgSyncState *) t->private;
-
-	finish_pending(t);
-	if (st->queue == NIL)
-		return;
-	send_pipeline(t);
-	finish_pending(t);
-}
-
-/*
- * send_queue_async
- *		The same without reading the results: whatever talks to the remote
- *		next reads them first (finish_pending).
- */
-static void
-send_queue_async(CtasSyncTarget *t)
-{
-	PgSyncState *st = (PgSyncState *) t->private;
-
-	finish_pending(t);
-	if (st->queue != NIL)
-		send_pipeline(t);
-}
-
-/* queue sql, and send the queue when it is long */
-static void
-enqueue_and_maybe_send(CtasSyncTarget *t, char *sql)
-{
-	PgSyncState *st = (PgSyncState *) t->private;
-
-	enqueue(t, sql);
-	if (list_length(st->queue) >= PIPELINE_STATEMENTS)
-		send_queue(t);
-}
-
 static void
 pg_sync_begin(CtasSyncTarget *t)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
 	MemoryContext oldcxt = MemoryContextSwitchTo(st->cxt);
 
-	enqueue(t, pstrdup("BEGIN"));
+	CtasPgSyncEnqueue(t, pstrdup("BEGIN"));
 	MemoryContextSwitchTo(oldcxt);
-}
-
-/* ---- the batch ----------------------------------------------------------- */
-
-static uint32
-batch_key_hash(const void *key, Size keysize)
-{
-	const PgSyncKey *k = (const PgSyncKey *) key;
-
-	return hash_bytes((const unsigned char *) k->data, (int) k->len);
-}
-
-static int
-batch_key_match(const void *key1, const void *key2, Size keysize)
-{
-	const PgSyncKey *a = (const PgSyncKey *) key1;
-	const PgSyncKey *b = (const PgSyncKey *) key2;
-
-	if (a->len != b->len)
-		return 1;
-	return memcmp(a->data, b->data, a->len);
-}
-
-/*
- * batch_entry
- *		The entry of the key whose values (of the key types, in the order of
- *		t->keys) are given, made empty (kind 0) if the batch has none, and
- *		stamped with the batch's next order.  Memory: st->batch_cxt.
- */
-static PgSyncEntry *
-batch_entry(CtasSyncTarget *t, Datum *keyvals)
-{
-	PgSyncState *st = (PgSyncState *) t->private;
-	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
-	StringInfoData buf;
-	PgSyncKey	key;
-	PgSyncEntry *entry;
-	bool		found;
-	int			k;
-
-	if (st->batch == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(PgSyncKey);
-		ctl.entrysize = sizeof(PgSyncEntry);
-		ctl.hash = batch_key_hash;
-		ctl.match = batch_key_match;
-		ctl.hcxt = st->batch_cxt;
-		st->batch = hash_create("ctas_fed sync batch", 1024, &ctl,
-								HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
-								HASH_CONTEXT);
-	}
-
-	/* each value's text, with its length: never two keys in one */
-	initStringInfo(&buf);
-	for (k = 0; k < t->nkeys; k++)
-	{
-		char	   *text = OutputFunctionCall(&st->out[st->keycol[k]],
-											  keyvals[k]);
-		uint32		len = strlen(text);
-
-		appendBinaryStringInfo(&buf, (char *) &len, sizeof(len));
-		appendBinaryStringInfo(&buf, text, len);
-	}
-	key.data = buf.data;
-	key.len = buf.len;
-	entry = hash_search(st->batch, &key, HASH_ENTER, &found);
-	if (!found)
-	{
-		entry->kind = 0;
-		entry->values = NULL;
-		entry->nulls = NULL;
-		entry->unchanged = NULL;
-	}
-	entry->order = ++st->order;
-	MemoryContextSwitchTo(oldcxt);
-	return entry;
-}
-
-/*
- * batch_put_row
- *		Keep a copy of the row's values in entry (in st->batch_cxt), the
- *		columns in unchanged (if not NULL) taken from the entry's earlier
- *		row.
- */
-static void
-batch_put_row(CtasSyncTarget *t, PgSyncEntry *entry, Datum *values,
-			  bool *nulls, const bool *unchanged)
-{
-	PgSyncState *st = (PgSyncState *) t->private;
-	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
-	Datum	   *v = palloc(sizeof(Datum) * t->ncolumns);
-	bool	   *n = palloc(sizeof(bool) * t->ncolumns);
-	bool	   *u = palloc0(sizeof(bool) * t->ncolumns);
-	bool		any_unchanged = false;
-	int			i;
-
-	for (i = 0; i < t->ncolumns; i++)
-	{
-		if (unchanged != NULL && unchanged[i])
-		{
-			/* the earlier row of the batch has it, or the remote keeps it */
-			if (entry->kind == PG_SYNC_UPSERT ||
-				(entry->kind == PG_SYNC_UNCHANGED && !entry->unchanged[i]))
-			{
-				v[i] = entry->values[i];
-				n[i] = entry->nulls[i];
-			}
-			else
-			{
-				v[i] = (Datum) 0;
-				n[i] = true;
-				u[i] = true;
-				any_unchanged = true;
-			}
-			continue;
-		}
-		n[i] = nulls[i];
-		v[i] = nulls[i] ? (Datum) 0 :
-			datumCopy(values[i], st->typbyval[i], st->typlen[i]);
-	}
-	entry->values = v;
-	entry->nulls = n;
-	entry->unchanged = any_unchanged ? u : NULL;
-	entry->kind = any_unchanged ? PG_SYNC_UNCHANGED : PG_SYNC_UPSERT;
-	MemoryContextSwitchTo(oldcxt);
-}
-
-/* apply the batch now if it is large, in the same remote transaction */
-static void
-batch_bound(CtasSyncTarget *t)
-{
-	PgSyncState *st = (PgSyncState *) t->private;
-
-	if (hash_get_num_entries(st->batch) >= BATCH_KEYS ||
-		((st->order & 1023) == 0 &&
-		 MemoryContextMemAllocated(st->batch_cxt, true) >= BATCH_BYTES))
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(st->cxt);
-
-		apply_batch(t);
-		/* the next part of the batch into an empty table */
-		enqueue(t, pstrdup(st->sql.batch_truncate));
-		MemoryContextSwitchTo(oldcxt);
-		/* applied remotely while the next part is built */
-		send_queue_async(t);
-	}
 }
 
 /*
@@ -711,8 +392,8 @@ pg_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
 	Assert(t->nkeys <= INDEX_MAX_KEYS);
 	for (k = 0; k < t->nkeys; k++)
 		keyvals[k] = values[st->keycol[k]];
-	entry = batch_entry(t, keyvals);
-	/* a key deleted earlier in the batch (a truncate: see apply_batch) */
+	entry = CtasPgSyncBatchEntry(t, keyvals);
+	/* a key deleted earlier in the batch (a truncate: see CtasPgSyncApplyBatch) */
 	if (unchanged != NULL && entry->kind == PG_SYNC_DELETE)
 	{
 		int			i;
@@ -728,8 +409,8 @@ pg_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
 						 errhint("Set REPLICA IDENTITY FULL on the source table.")));
 		}
 	}
-	batch_put_row(t, entry, values, nulls, unchanged);
-	batch_bound(t);
+	CtasPgSyncBatchPutRow(t, entry, values, nulls, unchanged);
+	CtasPgSyncBatchBound(t);
 }
 
 /*
@@ -740,7 +421,7 @@ static void
 pg_sync_delete(CtasSyncTarget *t, Datum *keys)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
-	PgSyncEntry *entry = batch_entry(t, keys);
+	PgSyncEntry *entry = CtasPgSyncBatchEntry(t, keys);
 	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
 	int			k;
 
@@ -758,16 +439,7 @@ pg_sync_delete(CtasSyncTarget *t, Datum *keys)
 		entry->nulls[c] = false;
 	}
 	MemoryContextSwitchTo(oldcxt);
-	batch_bound(t);
-}
-
-/* forget the batch */
-static void
-batch_reset(PgSyncState *st)
-{
-	st->batch = NULL;
-	st->order = 0;
-	MemoryContextReset(st->batch_cxt);
+	CtasPgSyncBatchBound(t);
 }
 
 /*
@@ -782,139 +454,8 @@ pg_sync_truncate(CtasSyncTarget *t)
 	char	   *sql = psprintf("DELETE FROM %s", st->qualified);
 
 	MemoryContextSwitchTo(oldcxt);
-	batch_reset(st);
-	enqueue_and_maybe_send(t, sql);
-}
-
-/*
- * apply_batch
- *		Send the queue, then the batch's rows by COPY into the batch table,
- *		and queue the statements that apply them (sent by the caller, with
- *		what it queues after them).  A batch with rows whose unchanged
- *		columns the remote keeps is first checked to find each row.  The
- *		batch is empty after.  Can ERROR.
- */
-static void
-apply_batch(CtasSyncTarget *t)
-{
-	PgSyncState *st = (PgSyncState *) t->private;
-	MemoryContext oldcxt;
-	HASH_SEQ_STATUS scan;
-	PgSyncEntry *entry;
-	PGresult   *res;
-	uint64		rows = 0;
-	uint64		unchanged_rows = 0;
-	uint64		deletes = 0;
-	uint64		received;
-
-	if (st->batch == NULL || hash_get_num_entries(st->batch) == 0)
-	{
-		batch_reset(st);
-		return;
-	}
-	if (st->missing != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of the sync is missing in table %s of catalog \"%s\"",
-						st->missing, st->qualified, t->catalog->name)));
-	send_queue(t);
-	if (!PQsendQuery(st->conn, st->sql.batch_copy))
-		CtasPgReportError(ERROR, NULL, st->conn, t->catalog,
-						  st->sql.batch_copy);
-	res = CtasPgGetResult(st->conn, 0, NULL);
-	if (res == NULL || PQresultStatus(res) != PGRES_COPY_IN)
-		CtasPgReportError(ERROR, res, st->conn, t->catalog,
-						  st->sql.batch_copy);
-	PQclear(res);
-
-	oldcxt = MemoryContextSwitchTo(st->cxt);
-	resetStringInfo(&st->copy_buf);
-	CtasPgCopyHeader(&st->copy_buf, st->binary);
-	hash_seq_init(&scan, st->batch);
-	while ((entry = hash_seq_search(&scan)) != NULL)
-	{
-		StringInfo	buf = &st->copy_buf;
-		bool		binary = st->binary;
-		int			nestlevel;
-		char		kind = entry->kind;
-		int			i;
-
-		nestlevel = CtasPgCopyRowStart(buf, binary,
-									   t->ncolumns + BATCH_EXTRA);
-		for (i = 0; i < t->ncolumns; i++)
-			CtasPgCopyField(buf, binary, i,
-							binary ? &st->send[i] : &st->out[i],
-							entry->values[i], entry->nulls[i]);
-		CtasPgCopyField(buf, binary, i++,
-						binary ? &st->extra_send[0] : &st->extra_out[0],
-						CharGetDatum(kind), false);
-		CtasPgCopyField(buf, binary, i++,
-						binary ? &st->extra_send[1] : &st->extra_out[1],
-						Int32GetDatum(entry->order), false);
-		if (entry->unchanged != NULL)
-		{
-			char	   *mask = palloc(t->ncolumns + 1);
-			int			c;
-
-			for (c = 0; c < t->ncolumns; c++)
-				mask[c] = entry->unchanged[c] ? 't' : 'f';
-			mask[c] = '\0';
-			CtasPgCopyField(buf, binary, i,
-							binary ? &st->extra_send[2] : &st->extra_out[2],
-							CStringGetTextDatum(mask), false);
-			unchanged_rows++;
-		}
-		else
-			CtasPgCopyField(buf, binary, i, NULL, (Datum) 0, true);
-		CtasPgCopyRowEnd(buf, binary, nestlevel);
-		deletes += kind == PG_SYNC_DELETE;
-		rows++;
-		if (buf->len >= COPY_CHUNK)
-		{
-			CtasPgPutCopyData(st->conn, t->catalog, buf->data, buf->len);
-			resetStringInfo(buf);
-			MemoryContextReset(st->cxt);
-		}
-	}
-	CtasPgCopyTrailer(&st->copy_buf, st->binary);
-	CtasPgPutCopyData(st->conn, t->catalog, st->copy_buf.data,
-					  st->copy_buf.len);
-	resetStringInfo(&st->copy_buf);
-	MemoryContextSwitchTo(oldcxt);
-	MemoryContextReset(st->cxt);
-	received = CtasPgEndCopy(st->conn, t->catalog, st->sql.batch_copy);
-	if (received != rows)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("catalog \"%s\" received " UINT64_FORMAT " rows, but " UINT64_FORMAT " were sent",
-						t->catalog->name, received, rows)));
-	batch_reset(st);
-
-	oldcxt = MemoryContextSwitchTo(st->cxt);
-	if (unchanged_rows > 0)
-	{
-		uint64		found;
-
-		/* a value not sent cannot be made up: the row must be there */
-		res = CtasPgQuery(st->conn, t->catalog, st->sql.count_unchanged);
-		found = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
-		PQclear(res);
-		if (found != unchanged_rows)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("unchanged values cannot be kept in table %s of catalog \"%s\": " UINT64_FORMAT " of its rows are missing",
-							st->qualified, t->catalog->name,
-							unchanged_rows - found),
-					 errdetail("A change that did not carry every value of its row found no row to keep them from."),
-					 errhint("Set REPLICA IDENTITY FULL on the source table.")));
-		if (st->sql.apply_unchanged != NULL)
-			enqueue(t, pstrdup(st->sql.apply_unchanged));
-	}
-	if (deletes > 0)
-		enqueue(t, pstrdup(st->sql.apply_delete));
-	if (rows > deletes + unchanged_rows)
-		enqueue(t, pstrdup(st->sql.apply_upsert));
-	MemoryContextSwitchTo(oldcxt);
+	CtasPgSyncBatchReset(st);
+	CtasPgSyncEnqueueAndMaybeSend(t, sql);
 }
 
 /*
@@ -939,8 +480,8 @@ pg_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("column \"%s\" of the sync is missing in table %s of catalog \"%s\"",
 							st->missing, st->qualified, t->catalog->name)));
-		apply_batch(t);
-		send_queue(t);
+		CtasPgSyncApplyBatch(t);
+		CtasPgSyncSendQueue(t);
 		if (!PQsendQuery(st->conn, st->sql.copy))
 			CtasPgReportError(ERROR, NULL, st->conn, t->catalog, st->sql.copy);
 		res = CtasPgGetResult(st->conn, 0, NULL);
@@ -1004,7 +545,7 @@ pg_sync_commit_send(CtasSyncTarget *t, uint64 lsn)
 
 	if (st->in_copy)
 		end_copy(t);
-	apply_batch(t);
+	CtasPgSyncApplyBatch(t);
 	oldcxt = MemoryContextSwitchTo(st->cxt);
 
 	if (!st->has_key)
@@ -1019,15 +560,15 @@ pg_sync_commit_send(CtasSyncTarget *t, uint64 lsn)
 			appendStringInfo(&sql, "%s%s", i ? ", " : "",
 							 quote_identifier(t->keys[i]));
 		appendStringInfoChar(&sql, ')');
-		enqueue(t, sql.data);
+		CtasPgSyncEnqueue(t, sql.data);
 	}
-	enqueue(t, psprintf("INSERT INTO %s (job, lsn) VALUES (%s, '%X/%X') "
+	CtasPgSyncEnqueue(t, psprintf("INSERT INTO %s (job, lsn) VALUES (%s, '%X/%X') "
 						"ON CONFLICT (job) DO UPDATE SET lsn = EXCLUDED.lsn",
 						st->progress, quote_literal_cstr(t->job_key),
 						LSN_FORMAT_ARGS(lsn)));
-	enqueue(t, pstrdup("COMMIT"));
+	CtasPgSyncEnqueue(t, pstrdup("COMMIT"));
 	MemoryContextSwitchTo(oldcxt);
-	send_queue_async(t);
+	CtasPgSyncSendQueueAsync(t);
 	st->has_key = true;
 }
 
@@ -1036,7 +577,7 @@ static void
 pg_sync_commit_wait(CtasSyncTarget *t)
 {
 	if (t->private != NULL)
-		finish_pending(t);
+		CtasPgSyncFinishPending(t);
 }
 
 /* pg_sync_commit_send, then wait for it */
@@ -1044,7 +585,7 @@ static void
 pg_sync_commit(CtasSyncTarget *t, uint64 lsn)
 {
 	pg_sync_commit_send(t, lsn);
-	finish_pending(t);
+	CtasPgSyncFinishPending(t);
 }
 
 /*
@@ -1087,8 +628,8 @@ pg_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 
 	if (st->in_copy)
 		end_copy(t);
-	apply_batch(t);
-	send_queue(t);
+	CtasPgSyncApplyBatch(t);
+	CtasPgSyncSendQueue(t);
 	for (n = 0; n < nchanges; n++)
 	{
 		const CtasSyncAlter *c = &changes[n];

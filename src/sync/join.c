@@ -324,7 +324,7 @@ CtasSyncDoCopy(List *jobs)
 	TimestampTz started = GetCurrentTimestamp();
 
 	foreach(lc, jobs)
-		CtasSyncJobEvent(lfirst(lc), "copying", NULL);
+		CtasSyncJobEvent(lfirst(lc), CTAS_SYNC_COPYING, NULL);
 
 	/* a slot of an interrupted copy: begin again */
 	if (SearchNamedReplicationSlot(first->slot_name, true) != NULL)
@@ -374,7 +374,7 @@ CtasSyncLeaveStopped(int64 stream_id, List **jobs)
 
 	args[0] = Int64GetDatum(stream_id);
 	CtasSyncSpiExec("SELECT sync_id, state = 'copying' FROM ctas_fed.syncs "
-			 "WHERE stream_id = $1 AND state IN ('copying', 'streaming')",
+			 "WHERE stream_id = $1 AND state IN " CTAS_SYNC_RUNNING_SQL,
 			 1, (Oid[]) {INT8OID}, args, true);
 	oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
 	foreach(lc, *jobs)
@@ -431,7 +431,7 @@ CtasSyncLeaveStopped(int64 stream_id, List **jobs)
 						job->id, stream_id)));
 		if (kept != NIL)
 		{
-			CtasSyncJobEvent(job, "stopped", NULL);
+			CtasSyncJobEvent(job, CTAS_SYNC_STOPPED, NULL);
 			CtasSyncStatusRelease(job->id);
 		}
 	}
@@ -480,7 +480,7 @@ hold_job(SyncJob *job, const char *error, bool copying)
 					job->id, job->target.catalog->name,
 					CTAS_SYNC_RESTART_SECS, job->stream_id),
 			 errdetail_internal("%s", error)));
-	CtasSyncSetState(job->id, "", error, InvalidXLogRecPtr);
+	CtasSyncSetError(job->id, error);
 }
 
 /*
@@ -543,7 +543,7 @@ CtasSyncCatchJobError(List **jobs)
 	{
 		SyncJob    *h = lfirst(lc);
 
-		hold_job(h, edata->message, strcmp(h->state, "copying") == 0);
+		hold_job(h, edata->message, h->state == CTAS_SYNC_COPYING);
 	}
 	FreeErrorData(edata);
 	return true;
@@ -656,7 +656,7 @@ join_copy(SyncJob *job)
 	XLogRecPtr	consistent;
 	XLogRecPtr	confirmed;
 
-	CtasSyncJobEvent(job, "copying", NULL);
+	CtasSyncJobEvent(job, CTAS_SYNC_COPYING, NULL);
 
 	/* the temporary slot of a copy that a crash interrupted */
 	if (SearchNamedReplicationSlot(name, true) != NULL)
@@ -682,9 +682,9 @@ join_copy(SyncJob *job)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
-	CtasSyncSetState(job->id, "streaming", NULL, consistent);
-	job->state = "streaming";
-	CtasSyncJobEvent(job, "streaming", NULL);
+	CtasSyncSetState(job->id, CTAS_SYNC_STREAMING, NULL, consistent);
+	job->state = CTAS_SYNC_STREAMING;
+	CtasSyncJobEvent(job, CTAS_SYNC_STREAMING, NULL);
 	ereport(LOG,
 			(errmsg("ctas_fed sync " INT64_FORMAT ": joined stream " INT64_FORMAT " at %X/%X",
 					job->id, job->stream_id, LSN_FORMAT_ARGS(consistent))));
@@ -716,7 +716,7 @@ CtasSyncJoinAll(List *ids, List **jobs)
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
-		if (job == NULL || strcmp(job->state, "copying") != 0)
+		if (job == NULL || job->state != CTAS_SYNC_COPYING)
 			continue;
 		if (!CtasSyncStatusAttach(job->id))
 			proc_exit(0);		/* its database is being dropped */

@@ -87,7 +87,7 @@ find_other(int64 primary, MergeOther *other)
 	args[0] = Int64GetDatum(primary);
 	CtasSyncSpiExec("SELECT stream_id, min(publication), min(slot_name) "
 					"FROM ctas_fed.syncs WHERE stream_id <> $1 "
-					"AND state IN ('copying', 'streaming') "
+					"AND state IN " CTAS_SYNC_RUNNING_SQL " "
 					"GROUP BY stream_id "
 					"HAVING bool_and(stream_name IS NULL) "
 					"AND bool_and(state = 'streaming') "
@@ -124,10 +124,10 @@ is_primary(int64 stream_id)
 		return false;
 	args[0] = Int64GetDatum(stream_id);
 	CtasSyncSpiExec("SELECT FROM ctas_fed.syncs "
-					"WHERE state IN ('copying', 'streaming') "
+					"WHERE state IN " CTAS_SYNC_RUNNING_SQL " "
 					"AND stream_id = $1 AND stream_name IS NULL "
 					"AND NOT EXISTS (SELECT FROM ctas_fed.syncs o "
-					"WHERE o.state IN ('copying', 'streaming') "
+					"WHERE o.state IN " CTAS_SYNC_RUNNING_SQL " "
 					"AND o.stream_name IS NULL AND o.stream_id < $1)",
 					1, (Oid[]) {INT8OID}, args, true);
 	return SPI_processed > 0;
@@ -381,7 +381,7 @@ CtasSyncMergeStreams(int64 primary, const char *publication,
 	{
 		SyncJob    *job = lfirst(lc);
 
-		if (strcmp(job->state, "streaming") != 0)
+		if (job->state != CTAS_SYNC_STREAMING)
 		{
 			LockRelease(&tag, ExclusiveLock, true);
 			return false;		/* a resync began meanwhile: later */

@@ -140,7 +140,7 @@ CtasSyncResyncIfLost(List *jobs)
 		ereport(LOG,
 				(errmsg("ctas_fed sync " INT64_FORMAT ": %s, resyncing the remote table from a new snapshot",
 						job->id, why)));
-		job->state = "copying";
+		job->state = CTAS_SYNC_COPYING;
 	}
 	return why;
 }
@@ -236,7 +236,7 @@ CtasSyncAsOwnerEnd(CtasSyncAs *as)
  */
 int64
 CtasSyncFindRunning(text *target, const char *verb, bool lock,
-					int64 *stream_id, char **state)
+					int64 *stream_id, CtasSyncState *state)
 {
 	List	   *names = textToQualifiedNameList(target);
 	ForeignServer *server;
@@ -246,7 +246,6 @@ CtasSyncFindRunning(text *target, const char *verb, bool lock,
 	Oid			owner;
 	int64		id;
 	bool		isnull;
-	MemoryContext outer = CurrentMemoryContext;
 
 	if (list_length(names) != 3)
 		ereport(ERROR,
@@ -263,7 +262,7 @@ CtasSyncFindRunning(text *target, const char *verb, bool lock,
 									   "FROM ctas_fed.syncs "
 									   "WHERE server = $1 AND remote_schema = $2 "
 									   "AND remote_table = $3 "
-									   "AND state IN ('copying', 'streaming')%s",
+									   "AND state IN " CTAS_SYNC_RUNNING_SQL "%s",
 									   lock ? " FOR UPDATE" : ""),
 							  3, argtypes, values, NULL, !lock, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read ctas_fed.syncs");
@@ -279,8 +278,8 @@ CtasSyncFindRunning(text *target, const char *verb, bool lock,
 											 &isnull));
 	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 									 SPI_tuptable->tupdesc, 3, &isnull));
-	*state = MemoryContextStrdup(outer, SPI_getvalue(SPI_tuptable->vals[0],
-													 SPI_tuptable->tupdesc, 4));
+	*state = CtasSyncStateFromName(SPI_getvalue(SPI_tuptable->vals[0],
+												SPI_tuptable->tupdesc, 4));
 	if (!has_privs_of_role(as.save_userid, owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -307,7 +306,7 @@ ctas_fed_resync(PG_FUNCTION_ARGS)
 {
 	int64		stream_id;
 	int64		sync_id;
-	char	   *state;
+	CtasSyncState state;
 	CtasSyncAs	as;
 	Datum		values[1];
 
@@ -317,7 +316,7 @@ ctas_fed_resync(PG_FUNCTION_ARGS)
 	CtasSyncAsOwnerBegin(&as);
 	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET state = 'copying', "
 							  "error = NULL WHERE sync_id = $1 "
-							  "AND state IN ('copying', 'streaming')",
+							  "AND state IN " CTAS_SYNC_RUNNING_SQL,
 							  1, (Oid[]) {INT8OID}, values, NULL, false,
 							  0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not mark sync " INT64_FORMAT " for a resync",

@@ -290,7 +290,7 @@ stream_runs_besides(Oid owner, int64 stream_id, int64 sync_id)
 	args[1] = Int64GetDatum(sync_id);
 	run_as(owner,
 		   "SELECT EXISTS (SELECT FROM ctas_fed.syncs WHERE stream_id = $1 "
-		   "AND sync_id <> $2 AND state IN ('copying', 'streaming'))",
+		   "AND sync_id <> $2 AND state IN " CTAS_SYNC_RUNNING_SQL ")",
 		   2, argtypes, args, &result);
 	return DatumGetBool(result);
 }
@@ -320,7 +320,7 @@ find_stream(Oid owner, const char *stream)
 
 		spi_begin_as(owner, &as);
 		if (SPI_execute_with_args("SELECT stream_id FROM ctas_fed.syncs "
-								  "WHERE state IN ('copying', 'streaming') "
+								  "WHERE state IN " CTAS_SYNC_RUNNING_SQL " "
 								  "AND stream_name IS NOT DISTINCT FROM $1 "
 								  "ORDER BY stream_id LIMIT 1",
 								  1, argtypes, args, stream ? NULL : "n",
@@ -575,7 +575,7 @@ running_stream(const char *stream)
 	args[0] = stream ? CStringGetTextDatum(stream) : (Datum) 0;
 	spi_begin_as(owner, &as);
 	if (SPI_execute_with_args("SELECT publication FROM ctas_fed.syncs "
-							  "WHERE state IN ('copying', 'streaming') "
+							  "WHERE state IN " CTAS_SYNC_RUNNING_SQL " "
 							  "AND stream_name IS NOT DISTINCT FROM $1 "
 							  "ORDER BY stream_id LIMIT 1",
 							  1, argtypes, args, stream ? NULL : "n",
@@ -695,7 +695,7 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 							  "stream_id "
 							  "FROM ctas_fed.syncs s WHERE server = $1 "
 							  "AND remote_schema = $2 AND remote_table = $3 "
-							  "AND state IN ('copying', 'streaming') "
+							  "AND state IN " CTAS_SYNC_RUNNING_SQL " "
 							  "FOR UPDATE OF s",
 							  3, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read ctas_fed.syncs");
@@ -811,7 +811,7 @@ CtasSyncCheckTarget(Oid serverid, const char *schema, const char *table)
 	if (SPI_execute_with_args("SELECT state FROM ctas_fed.syncs "
 							  "WHERE server = $1 AND remote_schema = $2 "
 							  "AND remote_table = $3 "
-							  "AND state IN ('copying', 'streaming') LIMIT 1",
+							  "AND state IN " CTAS_SYNC_RUNNING_SQL " LIMIT 1",
 							  3, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read ctas_fed.syncs");
 	if (SPI_processed > 0)
@@ -863,10 +863,10 @@ CtasSyncCheckIdle(Oid serverid)
 							  "FROM ctas_fed.syncs s "
 							  "JOIN pg_catalog.pg_foreign_server srv ON srv.oid = s.server "
 							  "WHERE ($1 = 0 OR s.server = $1) "
-							  "AND (s.state IN ('copying', 'streaming') "
+							  "AND (s.state IN " CTAS_SYNC_RUNNING_SQL " "
 							  "OR EXISTS (SELECT FROM pg_catalog.pg_replication_slots r "
 							  "WHERE r.slot_name = s.slot_name)) "
-							  "ORDER BY s.state IN ('copying', 'streaming') DESC "
+							  "ORDER BY s.state IN " CTAS_SYNC_RUNNING_SQL " DESC "
 							  "LIMIT 1",
 							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read ctas_fed.syncs");
@@ -885,7 +885,7 @@ CtasSyncCheckIdle(Oid serverid)
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("continuous sync into \"%s\" is %s",
 						target, state),
-				 strcmp(state, "copying") == 0 || strcmp(state, "streaming") == 0 ?
+				 CtasSyncStateRuns(CtasSyncStateFromName(state)) ?
 				 errhint("Stop it with ctas_fed.stop_sync(), then try again.") :
 				 errhint("Its replication slot is being dropped: try again in a moment.")));
 }
@@ -931,7 +931,7 @@ CtasSyncCheckRoleQuota(void)
 	if (SPI_execute_with_args("SELECT pg_catalog.count(DISTINCT "
 							  "coalesce(job_group, -sync_id)) "
 							  "FROM ctas_fed.syncs WHERE owner = $1 "
-							  "AND state IN ('copying', 'streaming')",
+							  "AND state IN " CTAS_SYNC_RUNNING_SQL,
 							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "could not read ctas_fed.syncs");

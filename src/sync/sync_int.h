@@ -23,6 +23,29 @@
 
 #include "sync/sync.h"
 
+/*
+ * The state of a continuous sync job (column ctas_fed.syncs.state); its
+ * names are in the table of sync/syncs.c and in the column's CHECK.
+ */
+typedef enum CtasSyncState
+{
+	CTAS_SYNC_COPYING,
+	CTAS_SYNC_STREAMING,
+	CTAS_SYNC_STOPPED,
+	CTAS_SYNC_FAILED
+} CtasSyncState;
+
+/*
+ * SQL list of the names of the running states (CTAS_SYNC_COPYING and
+ * CTAS_SYNC_STREAMING): must list exactly those names of the table in
+ * sync/syncs.c.
+ */
+#define CTAS_SYNC_RUNNING_SQL "('copying', 'streaming')"
+
+/* whether state is a running one (copying or streaming) */
+#define CtasSyncStateRuns(state) \
+	((state) == CTAS_SYNC_COPYING || (state) == CTAS_SYNC_STREAMING)
+
 /* One job, as the worker runs it (job_cxt) */
 typedef struct SyncJob
 {
@@ -35,7 +58,7 @@ typedef struct SyncJob
 	Query	   *query;
 	char	   *publication;	/* of the stream */
 	char	   *slot_name;		/* of the stream */
-	char	   *state;
+	CtasSyncState state;
 	int			ncols;			/* source columns the query reads */
 	AttrNumber *attnums;
 	char	  **attnames;		/* their names and types at creation */
@@ -205,7 +228,7 @@ extern char *CtasSyncResyncIfLost(List *jobs);
 extern void CtasSyncAsOwnerBegin(CtasSyncAs *as);
 extern void CtasSyncAsOwnerEnd(CtasSyncAs *as);
 extern int64 CtasSyncFindRunning(text *target, const char *verb, bool lock,
-								 int64 *stream_id, char **state);
+								 int64 *stream_id, CtasSyncState *state);
 extern bool CtasSyncCopyStart(SyncJob *job);
 extern void CtasSyncCopyEnd(SyncJob *job, bool rebuilding);
 
@@ -270,12 +293,17 @@ extern void CtasSyncQueueEvent(int64 job_id, const CtasCatalog *catalog,
 							   const char *schema, const char *table,
 							   const char *state, uint64 rows,
 							   const char *error, TimestampTz started_at);
-extern void CtasSyncJobEvent(SyncJob *job, const char *state,
+extern void CtasSyncJobEvent(SyncJob *job, CtasSyncState state,
 							 const char *error);
+extern void CtasSyncJobEventNamed(SyncJob *job, const char *event,
+								  const char *error);
 extern SyncJob *CtasSyncLoadJob(int64 id);
 extern List *CtasSyncLoadStream(int64 stream_id);
-extern void CtasSyncSetState(int64 id, const char *state, const char *error,
+extern const char *CtasSyncStateName(CtasSyncState state);
+extern CtasSyncState CtasSyncStateFromName(const char *name);
+extern void CtasSyncSetState(int64 id, CtasSyncState state, const char *error,
 							 XLogRecPtr lsn);
+extern void CtasSyncSetError(int64 id, const char *error);
 extern void CtasSyncSetStreamError(int64 stream_id, const char *error);
 extern void CtasSyncLockStream(int64 stream_id);
 extern void CtasSyncFailJob(int64 id, const char *error);

@@ -76,6 +76,50 @@ MemoryContext CtasSyncJobCxt = NULL;
 /* in a sync worker: the job being loaded, before it has a SyncJob */
 int64		CtasSyncLoadingId = 0;
 
+/*
+ * The names of CtasSyncState, as column ctas_fed.syncs.state and its CHECK
+ * spell them; CTAS_SYNC_RUNNING_SQL (sync/sync_int.h) lists the names of
+ * the running ones.
+ */
+static const char *const sync_state_names[] = {
+	[CTAS_SYNC_COPYING] = "copying",
+	[CTAS_SYNC_STREAMING] = "streaming",
+	[CTAS_SYNC_STOPPED] = "stopped",
+	[CTAS_SYNC_FAILED] = "failed",
+};
+
+StaticAssertDecl(lengthof(sync_state_names) == CTAS_SYNC_FAILED + 1,
+				 "sync_state_names must name every CtasSyncState");
+
+/*
+ * CtasSyncStateName
+ *		The name of state, as column ctas_fed.syncs.state spells it.
+ */
+const char *
+CtasSyncStateName(CtasSyncState state)
+{
+	if ((int) state < 0 || (int) state >= lengthof(sync_state_names))
+		elog(ERROR, "invalid sync state %d", (int) state);
+	return sync_state_names[state];
+}
+
+/*
+ * CtasSyncStateFromName
+ *		The state named name (a value of column ctas_fed.syncs.state); ERROR
+ *		on any other name.
+ */
+CtasSyncState
+CtasSyncStateFromName(const char *name)
+{
+	int			i;
+
+	for (i = 0; i < lengthof(sync_state_names); i++)
+		if (strcmp(name, sync_state_names[i]) == 0)
+			return (CtasSyncState) i;
+	elog(ERROR, "invalid sync state \"%s\"", name);
+	return CTAS_SYNC_FAILED;	/* keep compiler quiet */
+}
+
 
 /*
  * The job whose target call runs (the guard_* functions), NULL outside
@@ -291,18 +335,25 @@ CtasSyncQueueEvent(int64 job_id, const CtasCatalog *catalog,
 	ev.notify_trusted = !(catalog->notify_url_limited &&
 						  url == catalog->notify_url);
 	ev.started_at = started_at;
-	if (strcmp(state, "stopped") == 0 || strcmp(state, "failed") == 0)
+	if (strcmp(state, CtasSyncStateName(CTAS_SYNC_STOPPED)) == 0 ||
+		strcmp(state, CtasSyncStateName(CTAS_SYNC_FAILED)) == 0)
 		ev.finished_at = GetCurrentTimestamp();
 	CtasJobsQueueEvent(&ev);
 }
 
 void
-CtasSyncJobEvent(SyncJob *job, const char *state, const char *error)
+CtasSyncJobEventNamed(SyncJob *job, const char *event, const char *error)
 {
 	CtasSyncStatusUse(job->id);
 	CtasSyncQueueEvent(job->job_id, job->target.catalog, job->target.schema,
-				job->target.table, state,
+				job->target.table, event,
 				CtasSyncStatusRows(), error, job->created_at);
+}
+
+void
+CtasSyncJobEvent(SyncJob *job, CtasSyncState state, const char *error)
+{
+	CtasSyncJobEventNamed(job, CtasSyncStateName(state), error);
 }
 
 /*
@@ -346,7 +397,7 @@ CtasSyncLoadJob(int64 id)
 	job->query = (Query *) stringToNode(CtasSyncSpiText(0, 6));
 	job->publication = CtasSyncSpiText(0, 7);
 	job->slot_name = CtasSyncSpiText(0, 8);
-	job->state = CtasSyncSpiText(0, 9);
+	job->state = CtasSyncStateFromName(CtasSyncSpiText(0, 9));
 
 	elems = spi_array(10, INT2OID, &job->ncols);
 	job->attnums = palloc(sizeof(AttrNumber) * job->ncols);
@@ -454,7 +505,7 @@ CtasSyncLoadStream(int64 stream_id)
 
 	args[0] = Int64GetDatum(stream_id);
 	CtasSyncSpiExec("SELECT sync_id FROM ctas_fed.syncs WHERE stream_id = $1 "
-			 "AND state IN ('copying', 'streaming') ORDER BY sync_id",
+			 "AND state IN " CTAS_SYNC_RUNNING_SQL " ORDER BY sync_id",
 			 1, argtypes, args, true);
 	n = (int) SPI_processed;
 	ids = palloc(sizeof(int64) * Max(n, 1));
@@ -477,12 +528,13 @@ CtasSyncLoadStream(int64 stream_id)
 
 
 /*
- * CtasSyncSetState
- *		Record the job's state (and error, and applied lsn when valid) in a
- *		transaction of its own.
+ * set_state
+ *		Record the running job's state named state ("": keep its state),
+ *		its error, and its applied lsn when valid, in a transaction of its
+ *		own.
  */
-void
-CtasSyncSetState(int64 id, const char *state, const char *error, XLogRecPtr lsn)
+static void
+set_state(int64 id, const char *state, const char *error, XLogRecPtr lsn)
 {
 	Oid			types[4] = {INT8OID, TEXTOID, TEXTOID, PG_LSNOID};
 	Datum		values[4];
@@ -505,13 +557,36 @@ CtasSyncSetState(int64 id, const char *state, const char *error, XLogRecPtr lsn)
 							   "error = $3, "
 							   "applied_lsn = coalesce($4, applied_lsn) "
 							   "WHERE sync_id = $1 "
-							   "AND state IN ('copying', 'streaming')",
+							   "AND state IN " CTAS_SYNC_RUNNING_SQL,
 							   4, types, values, nulls, false, 0);
 	if (rc < 0)
 		elog(ERROR, "could not record the state of sync " INT64_FORMAT, id);
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+}
+
+/*
+ * CtasSyncSetState
+ *		Record the job's state (and error, and applied lsn when valid) in a
+ *		transaction of its own.
+ */
+void
+CtasSyncSetState(int64 id, CtasSyncState state, const char *error,
+				 XLogRecPtr lsn)
+{
+	set_state(id, CtasSyncStateName(state), error, lsn);
+}
+
+/*
+ * CtasSyncSetError
+ *		Record the job's error (NULL: none), keeping its state, in a
+ *		transaction of its own.
+ */
+void
+CtasSyncSetError(int64 id, const char *error)
+{
+	set_state(id, "", error, InvalidXLogRecPtr);
 }
 
 /*
@@ -536,7 +611,7 @@ CtasSyncSetStreamError(int64 stream_id, const char *error)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET error = $2 "
 							  "WHERE stream_id = $1 "
-							  "AND state IN ('copying', 'streaming') "
+							  "AND state IN " CTAS_SYNC_RUNNING_SQL " "
 							  "AND error IS DISTINCT FROM $2",
 							  2, types, values, nulls, false, 0) < 0)
 		elog(ERROR, "could not record the error of stream " INT64_FORMAT,
@@ -587,7 +662,7 @@ CtasSyncUnpublish(const char *publication, Oid relid, Oid userid,
 			 "AND NOT EXISTS (SELECT FROM ctas_fed.syncs s "
 			 "WHERE s.publication = $1 AND s.source = $2 "
 			 "AND s.sync_id <> $3 "
-			 "AND s.state IN ('copying', 'streaming'))",
+			 "AND s.state IN " CTAS_SYNC_RUNNING_SQL ")",
 			 3, argtypes, values, true);
 	if (SPI_processed > 0)
 		CtasSyncSpiExec(psprintf("ALTER PUBLICATION %s DROP TABLE ONLY %s",
@@ -643,7 +718,7 @@ CtasSyncFailJob(int64 id, const char *error)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	CtasSyncSpiExec("UPDATE ctas_fed.syncs SET state = 'failed', error = $2, "
 			 "finished_at = pg_catalog.now() WHERE sync_id = $1 "
-			 "AND state IN ('copying', 'streaming') "
+			 "AND state IN " CTAS_SYNC_RUNNING_SQL " "
 			 "RETURNING publication, source, stream_id",
 			 2, types, values, false);
 	if (SPI_processed == 1)

@@ -126,7 +126,7 @@ stopped_event(uint64 i)
 		return;
 	catalog = CtasGetCatalog(serverid, owner, false, false);
 	CtasSyncQueueEvent(DatumGetInt64(CtasSyncSpiDatum(i, 7)), catalog, CtasSyncSpiText(i, 8),
-				CtasSyncSpiText(i, 9), "stopped", 0, NULL,
+				CtasSyncSpiText(i, 9), CtasSyncStateName(CTAS_SYNC_STOPPED), 0, NULL,
 				DatumGetTimestampTz(CtasSyncSpiDatum(i, 10)));
 }
 
@@ -162,7 +162,7 @@ CtasSyncTick(void)
 					 "stream_id, "
 					 "EXISTS (SELECT FROM ctas_fed.syncs o "
 					 "WHERE o.stream_id = s.stream_id "
-					 "AND o.state IN ('copying', 'streaming')), "
+					 "AND o.state IN " CTAS_SYNC_RUNNING_SQL "), "
 					 "coalesce(state = 'stopped' AND finished_at = "
 					 "(SELECT max(o.finished_at) FROM ctas_fed.syncs o "
 					 "WHERE o.stream_id = s.stream_id), false) "
@@ -173,13 +173,13 @@ CtasSyncTick(void)
 	for (i = 0; i < SPI_processed; i++)
 	{
 		int64		id = DatumGetInt64(CtasSyncSpiDatum(i, 1));
-		char	   *state = CtasSyncSpiText(i, 2);
+		CtasSyncState state = CtasSyncStateFromName(CtasSyncSpiText(i, 2));
 		char	   *slot_name = CtasSyncSpiText(i, 3);
 		char	   *publication = CtasSyncSpiText(i, 4);
 		int64		stream_id = DatumGetInt64(CtasSyncSpiDatum(i, 11));
 		bool		stream_runs = DatumGetBool(CtasSyncSpiDatum(i, 12));
 
-		if (strcmp(state, "copying") == 0 || strcmp(state, "streaming") == 0)
+		if (CtasSyncStateRuns(state))
 		{
 			SyncWorkerEntry *entry = NULL;
 			ListCell   *lc;
@@ -283,7 +283,7 @@ CtasSyncTick(void)
 				ReplicationSlotDrop(slot_name, true);
 				ereport(LOG,
 						(errmsg("ctas_fed: dropped replication slot \"%s\" of %s sync " INT64_FORMAT,
-								slot_name, state, id)));
+								slot_name, CtasSyncStateName(state), id)));
 				/*
 				 * The worker reported the failures, and the stops of jobs
 				 * whose stream went on; the last stop is told here (one or
@@ -315,7 +315,7 @@ CtasSyncTick(void)
 		if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET error = "
 								  "'no background worker is free for the sync worker: increase max_worker_processes' "
 								  "WHERE stream_id = $1 "
-								  "AND state IN ('copying', 'streaming') "
+								  "AND state IN " CTAS_SYNC_RUNNING_SQL " "
 								  "AND error IS DISTINCT FROM "
 								  "'no background worker is free for the sync worker: increase max_worker_processes'",
 								  1, argtypes, args, NULL, false, 0) < 0)
@@ -334,7 +334,7 @@ CtasSyncTick(void)
 		args[1] = CStringGetTextDatum(msg);
 		if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET error = $2 "
 								  "WHERE stream_id = $1 "
-								  "AND state IN ('copying', 'streaming') "
+								  "AND state IN " CTAS_SYNC_RUNNING_SQL " "
 								  "AND error IS NULL",
 								  2, argtypes, args, NULL, false, 0) < 0)
 			elog(ERROR, "could not record the error of sync %s",

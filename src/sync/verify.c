@@ -625,7 +625,7 @@ ctas_fed_verify_sync(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	text	   *target = PG_GETARG_TEXT_PP(0);
 	int64		stream_id;
-	char	   *state;
+	CtasSyncState state;
 	int64		id;
 	uint64		ticket;
 	pid_t		pid;
@@ -636,14 +636,14 @@ ctas_fed_verify_sync(PG_FUNCTION_ARGS)
 	uint64		i;
 
 	id = CtasSyncFindRunning(target, "verify", false, &stream_id, &state);
-	if (strcmp(state, "streaming") != 0 ||
+	if (state != CTAS_SYNC_STREAMING ||
 		!CtasSyncStatusAskVerify(id, &ticket, &pid))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the sync into \"%s\" is not streaming",
 						text_to_cstring(target)),
 				 errdetail("Its state is \"%s\"; its worker checks it once it streams.",
-						   state)));
+						   CtasSyncStateName(state))));
 	for (;;)
 	{
 		(void) WaitLatch(MyLatch,

@@ -255,7 +255,7 @@ stream_round(StreamLoop *sl, List **jobs)
 			id[0] = Int64GetDatum(job->id);
 			CtasSyncSpiExec("UPDATE ctas_fed.syncs SET error = NULL "
 					 "WHERE sync_id = $1 AND error IS NOT NULL "
-					 "AND state IN ('copying', 'streaming')",
+					 "AND state IN " CTAS_SYNC_RUNNING_SQL,
 					 1, (Oid[]) {INT8OID}, id, false);
 		}
 		applied_before += job->applied;
@@ -640,7 +640,7 @@ ctas_fed_sync_main(Datum main_arg)
 				proc_exit(0);	/* its database is being dropped */
 			CtasSyncStatusLabels(job->target.catalog->name, job->target.schema,
 								 job->target.table, job->slot_name);
-			if (strcmp(job->state, "copying") == 0)
+			if (job->state == CTAS_SYNC_COPYING)
 				copying = true;
 			else
 				streaming = lappend(streaming, job);
@@ -667,7 +667,7 @@ ctas_fed_sync_main(Datum main_arg)
 			(lost = CtasSyncResyncIfLost(loaded)) != NULL)
 		{
 			foreach(lc, loaded)
-				CtasSyncJobEvent(lfirst(lc), "resyncing", lost);
+				CtasSyncJobEventNamed(lfirst(lc), "resyncing", lost);
 			copying = true;
 		}
 		/* a job to copy copies them all, under one new slot */
@@ -679,9 +679,9 @@ ctas_fed_sync_main(Datum main_arg)
 			{
 				SyncJob    *job = lfirst(lc);
 
-				CtasSyncSetState(job->id, "streaming", NULL, consistent);
-				job->state = "streaming";
-				CtasSyncJobEvent(job, "streaming", NULL);
+				CtasSyncSetState(job->id, CTAS_SYNC_STREAMING, NULL, consistent);
+				job->state = CTAS_SYNC_STREAMING;
+				CtasSyncJobEvent(job, CTAS_SYNC_STREAMING, NULL);
 			}
 		}
 		if (loaded != NIL)
@@ -728,7 +728,7 @@ ctas_fed_sync_main(Datum main_arg)
 				SyncJob    *job = lfirst(lc);
 
 				if (!OidIsValid(source) || job->relid == source)
-					CtasSyncJobEvent(job, "resyncing", edata->message);
+					CtasSyncJobEventNamed(job, "resyncing", edata->message);
 			}
 		}
 		else if (CtasSyncFailed && failed_id != 0)
@@ -738,7 +738,7 @@ ctas_fed_sync_main(Datum main_arg)
 			if (failed != NULL && failed->schema_failed_at != InvalidXLogRecPtr)
 				CtasSyncRecordSchemaFailure(failed, edata->message);
 			if (failed != NULL)
-				CtasSyncJobEvent(failed, "failed", edata->message);
+				CtasSyncJobEvent(failed, CTAS_SYNC_FAILED, edata->message);
 			foreach(lc, stream_jobs)
 				others |= ((SyncJob *) lfirst(lc))->id != failed_id;
 			others |= CtasSyncHeldJobs != NIL;

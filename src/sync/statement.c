@@ -110,44 +110,6 @@
 #include "workers/workers.h"
 
 /*
- * SPI as another user (the owner of ctas_fed.syncs, or a job's owner), in
- * the current transaction: the identity switched as SECURITY DEFINER code
- * switches it, and a search_path of pg_catalog and pg_temp only, so that
- * no operator or function of the caller's schemas (an "=" for oid and
- * integer, a "||" for name) can stand in for a built-in one and run with
- * that user's rights.  ereport(ERROR) when SPI cannot connect; an error
- * in between restores both with the (sub)transaction's abort.
- */
-typedef struct SpiAs
-{
-	Oid			save_userid;
-	int			save_sec;
-	int			nestlevel;
-} SpiAs;
-
-static void
-spi_begin_as(Oid userid, SpiAs *as)
-{
-	GetUserIdAndSecContext(&as->save_userid, &as->save_sec);
-	SetUserIdAndSecContext(userid,
-						   as->save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	as->nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-}
-
-static void
-spi_end_as(SpiAs *as)
-{
-	SPI_finish();
-	AtEOXact_GUC(true, as->nestlevel);
-	SetUserIdAndSecContext(as->save_userid, as->save_sec);
-}
-
-/*
  * run_as
  *		SPI statement sql with args, as user userid, in the current
  *		transaction.  Returns SPI_processed; a one-column one-row result is
@@ -157,11 +119,11 @@ static uint64
 run_as(Oid userid, const char *sql, int nargs, Oid *argtypes, Datum *values,
 	   Datum *result)
 {
-	SpiAs		as;
+	CtasSyncSpiAs as;
 	int			rc;
 	uint64		processed;
 
-	spi_begin_as(userid, &as);
+	CtasSyncSpiBeginAs(userid, &as);
 	rc = SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 0);
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
@@ -173,7 +135,7 @@ run_as(Oid userid, const char *sql, int nargs, Oid *argtypes, Datum *values,
 		*result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 								1, &isnull);
 	}
-	spi_end_as(&as);
+	CtasSyncSpiEndAs(&as);
 	return processed;
 }
 
@@ -315,10 +277,10 @@ find_stream(Oid owner, const char *stream)
 	args[0] = stream ? CStringGetTextDatum(stream) : (Datum) 0;
 	for (tries = 0; tries < 3; tries++)
 	{
-		SpiAs		as;
+		CtasSyncSpiAs as;
 		int64		stream_id = 0;
 
-		spi_begin_as(owner, &as);
+		CtasSyncSpiBeginAs(owner, &as);
 		if (SPI_execute_with_args("SELECT stream_id FROM ctas_fed.syncs "
 								  "WHERE state IN " CTAS_SYNC_RUNNING_SQL " "
 								  "AND stream_name IS NOT DISTINCT FROM $1 "
@@ -334,7 +296,7 @@ find_stream(Oid owner, const char *stream)
 								  SPI_tuptable->tupdesc, 1, &isnull);
 			stream_id = DatumGetInt64(found);
 		}
-		spi_end_as(&as);
+		CtasSyncSpiEndAs(&as);
 		if (stream_id == 0 || IsolationUsesXactSnapshot())
 			return 0;
 		CtasSyncLockStream(stream_id);
@@ -566,14 +528,14 @@ running_stream(const char *stream)
 	Oid			owner = syncs_owner(&syncs_relid);
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1];
-	SpiAs		as;
+	CtasSyncSpiAs as;
 	char	   *publication = NULL;
 	MemoryContext outercxt = CurrentMemoryContext;
 
 	if (get_attnum(syncs_relid, "stream_name") == InvalidAttrNumber)
 		return NULL;
 	args[0] = stream ? CStringGetTextDatum(stream) : (Datum) 0;
-	spi_begin_as(owner, &as);
+	CtasSyncSpiBeginAs(owner, &as);
 	if (SPI_execute_with_args("SELECT publication FROM ctas_fed.syncs "
 							  "WHERE state IN " CTAS_SYNC_RUNNING_SQL " "
 							  "AND stream_name IS NOT DISTINCT FROM $1 "
@@ -589,7 +551,7 @@ running_stream(const char *stream)
 								   SPI_tuptable->tupdesc, 1);
 		MemoryContextSwitchTo(oldcxt);
 	}
-	spi_end_as(&as);
+	CtasSyncSpiEndAs(&as);
 	return publication;
 }
 
@@ -672,7 +634,7 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 {
 	Oid			syncs_relid;
 	Oid			owner = syncs_owner(&syncs_relid);
-	SpiAs		as;
+	CtasSyncSpiAs as;
 	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
 	Datum		values[3];
 	int			n;
@@ -690,7 +652,7 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 	values[2] = CStringGetTextDatum(table);
 
 	/* the running syncs into that table, locked against a concurrent stop */
-	spi_begin_as(owner, &as);
+	CtasSyncSpiBeginAs(owner, &as);
 	if (SPI_execute_with_args("SELECT sync_id, owner, publication, source, "
 							  "stream_id "
 							  "FROM ctas_fed.syncs s WHERE server = $1 "
@@ -720,7 +682,7 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 		streams[i] = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
 	}
 	MemoryContextSwitchTo(oldcxt);
-	spi_end_as(&as);
+	CtasSyncSpiEndAs(&as);
 
 	for (i = 0; i < n; i++)
 	{
@@ -797,7 +759,7 @@ CtasSyncCheckTarget(Oid serverid, const char *schema, const char *table)
 {
 	Oid			syncs_relid;
 	Oid			owner = syncs_owner(&syncs_relid);
-	SpiAs		as;
+	CtasSyncSpiAs as;
 	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
 	Datum		values[3];
 	char	   *state = NULL;
@@ -807,7 +769,7 @@ CtasSyncCheckTarget(Oid serverid, const char *schema, const char *table)
 	values[1] = CStringGetTextDatum(schema);
 	values[2] = CStringGetTextDatum(table);
 
-	spi_begin_as(owner, &as);
+	CtasSyncSpiBeginAs(owner, &as);
 	if (SPI_execute_with_args("SELECT state FROM ctas_fed.syncs "
 							  "WHERE server = $1 AND remote_schema = $2 "
 							  "AND remote_table = $3 "
@@ -821,7 +783,7 @@ CtasSyncCheckTarget(Oid serverid, const char *schema, const char *table)
 		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 		MemoryContextSwitchTo(oldcxt);
 	}
-	spi_end_as(&as);
+	CtasSyncSpiEndAs(&as);
 
 	if (state != NULL)
 		ereport(ERROR,
@@ -847,7 +809,7 @@ CtasSyncCheckIdle(Oid serverid)
 	Oid			nsp = get_namespace_oid("ctas_fed", true);
 	Oid			syncs_relid;
 	Oid			owner;
-	SpiAs		as;
+	CtasSyncSpiAs as;
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1];
 	char	   *target = NULL;
@@ -858,7 +820,7 @@ CtasSyncCheckIdle(Oid serverid)
 	owner = syncs_owner(&syncs_relid);
 	values[0] = ObjectIdGetDatum(serverid);
 
-	spi_begin_as(owner, &as);
+	CtasSyncSpiBeginAs(owner, &as);
 	if (SPI_execute_with_args("SELECT srv.srvname || '.' || s.remote_schema || '.' || s.remote_table, s.state "
 							  "FROM ctas_fed.syncs s "
 							  "JOIN pg_catalog.pg_foreign_server srv ON srv.oid = s.server "
@@ -878,7 +840,7 @@ CtasSyncCheckIdle(Oid serverid)
 		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 		MemoryContextSwitchTo(oldcxt);
 	}
-	spi_end_as(&as);
+	CtasSyncSpiEndAs(&as);
 
 	if (target != NULL)
 		ereport(ERROR,
@@ -912,7 +874,7 @@ CtasSyncCheckRoleQuota(void)
 	Oid			role = GetUserId();
 	Oid			syncs_relid;
 	Oid			owner;
-	SpiAs		as;
+	CtasSyncSpiAs as;
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1];
 	int64		count;
@@ -927,7 +889,7 @@ CtasSyncCheckRoleQuota(void)
 
 	owner = syncs_owner(&syncs_relid);
 	values[0] = ObjectIdGetDatum(role);
-	spi_begin_as(owner, &as);
+	CtasSyncSpiBeginAs(owner, &as);
 	if (SPI_execute_with_args("SELECT pg_catalog.count(DISTINCT "
 							  "coalesce(job_group, -sync_id)) "
 							  "FROM ctas_fed.syncs WHERE owner = $1 "
@@ -937,7 +899,7 @@ CtasSyncCheckRoleQuota(void)
 		elog(ERROR, "could not read ctas_fed.syncs");
 	count = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 										SPI_tuptable->tupdesc, 1, &isnull));
-	spi_end_as(&as);
+	CtasSyncSpiEndAs(&as);
 
 	if (count >= CtasMaxSyncsPerRole)
 		ereport(ERROR,

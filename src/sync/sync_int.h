@@ -281,6 +281,16 @@ extern int	CtasSyncPoolFreeSlots(void);
 extern bool CtasSyncPoolWaited(void);
 extern void CtasSyncPoolWait(bool wait);
 
+/* in sync/syncs.c: SPI as another user, search_path pg_catalog and pg_temp */
+typedef struct CtasSyncSpiAs
+{
+	Oid			save_userid;
+	int			save_sec;
+	int			nestlevel;
+} CtasSyncSpiAs;
+extern void CtasSyncSpiBeginAs(Oid userid, CtasSyncSpiAs *as);
+extern void CtasSyncSpiEndAs(CtasSyncSpiAs *as);
+
 /* in sync/syncs.c: the job records, webhook events */
 extern MemoryContext CtasSyncJobCxt;
 extern int64 CtasSyncLoadingId;

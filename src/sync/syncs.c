@@ -622,6 +622,40 @@ CtasSyncSetStreamError(int64 stream_id, const char *error)
 }
 
 /*
+ * CtasSyncSpiBeginAs, CtasSyncSpiEndAs
+ *		SPI as another user (the owner of ctas_fed.syncs, or a job's
+ *		owner), in the current transaction: the identity switched as
+ *		SECURITY DEFINER code switches it, and a search_path of pg_catalog
+ *		and pg_temp only, so that no operator or function of the caller's
+ *		schemas (an "=" for oid and integer, a "||" for name) can stand in
+ *		for a built-in one and run with that user's rights.  The one place
+ *		of that rule for the sync (statement.c, CtasSyncUnpublish).
+ *		ereport(ERROR) when SPI cannot connect; an error in between restores
+ *		both with the (sub)transaction's abort.
+ */
+void
+CtasSyncSpiBeginAs(Oid userid, CtasSyncSpiAs *as)
+{
+	GetUserIdAndSecContext(&as->save_userid, &as->save_sec);
+	SetUserIdAndSecContext(userid,
+						   as->save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	as->nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+}
+
+void
+CtasSyncSpiEndAs(CtasSyncSpiAs *as)
+{
+	SPI_finish();
+	AtEOXact_GUC(true, as->nestlevel);
+	SetUserIdAndSecContext(as->save_userid, as->save_sec);
+}
+
+/*
  * CtasSyncUnpublish
  *		Take table relid out of publication, as user userid, in the current
  *		transaction (stop_sync of one job of a stream, sync/statement.c, or a failed
@@ -637,9 +671,7 @@ CtasSyncUnpublish(const char *publication, Oid relid, Oid userid,
 	Oid			argtypes[3] = {NAMEOID, OIDOID, INT8OID};
 	Datum		values[3];
 	char	   *relname = get_rel_name(relid);
-	Oid			save_userid;
-	int			save_sec;
-	int			nestlevel;
+	CtasSyncSpiAs as;
 
 	if (relname == NULL)
 		return;					/* dropped, and with it its membership */
@@ -647,15 +679,7 @@ CtasSyncUnpublish(const char *publication, Oid relid, Oid userid,
 	values[1] = ObjectIdGetDatum(relid);
 	values[2] = Int64GetDatum(sync_id);
 
-	/* as sync/statement.c's spi_begin_as: no operator of the caller's schemas */
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(userid, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	CtasSyncSpiBeginAs(userid, &as);
 	CtasSyncSpiExec("SELECT FROM pg_catalog.pg_publication_rel pr "
 			 "JOIN pg_catalog.pg_publication p ON p.oid = pr.prpubid "
 			 "WHERE p.pubname = $1 AND pr.prrelid = $2 "
@@ -670,9 +694,7 @@ CtasSyncUnpublish(const char *publication, Oid relid, Oid userid,
 						  quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 													 relname)),
 				 0, NULL, NULL, false);
-	SPI_finish();
-	AtEOXact_GUC(true, nestlevel);
-	SetUserIdAndSecContext(save_userid, save_sec);
+	CtasSyncSpiEndAs(&as);
 }
 
 /*

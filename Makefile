@@ -85,6 +85,7 @@ OBJS = \
 	src/sync/statement.o \
 	src/sync/status.o \
 	src/sync/syncs.o \
+	src/sync/syncs_query.o \
 	src/sync/tick.o \
 	src/sync/toast.o \
 	src/sync/verify.o \

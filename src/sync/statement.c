@@ -110,70 +110,6 @@
 #include "workers/workers.h"
 
 /*
- * run_as
- *		SPI statement sql with args, as user userid, in the current
- *		transaction.  Returns SPI_processed; a one-column one-row result is
- *		stored in *result if result is not NULL.  ereport(ERROR) on failure.
- */
-static uint64
-run_as(Oid userid, const char *sql, int nargs, Oid *argtypes, Datum *values,
-	   Datum *result)
-{
-	CtasSyncSpiAs as;
-	int			rc;
-	uint64		processed;
-
-	CtasSyncSpiBeginAs(userid, &as);
-	rc = SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 0);
-	if (rc < 0)
-		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
-	processed = SPI_processed;
-	if (result != NULL && processed == 1)
-	{
-		bool		isnull;
-
-		*result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-								1, &isnull);
-	}
-	CtasSyncSpiEndAs(&as);
-	return processed;
-}
-
-/* owner of ctas_fed.syncs: who may write the job records */
-static Oid
-syncs_owner(Oid *relid)
-{
-	Oid			nsp = get_namespace_oid("ctas_fed", false);
-	HeapTuple	tup;
-	Oid			owner;
-
-	*relid = get_relname_relid("syncs", nsp);
-	if (!OidIsValid(*relid))
-		elog(ERROR, "table ctas_fed.syncs is missing");
-	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(*relid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", *relid);
-	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
-/* a list of ints or Strings as a text[] Datum */
-static Datum
-list_to_text_array(List *list, bool ints)
-{
-	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(list), 1));
-	ListCell   *lc;
-	int			n = 0;
-
-	foreach(lc, list)
-		elems[n++] = CStringGetTextDatum(ints ? psprintf("%d", lfirst_int(lc)) :
-										 strVal(lfirst(lc)));
-	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false,
-										   TYPALIGN_INT));
-}
-
-/*
  * is_whole_row
  *		Whether the query takes the source's rows whole: every live column
  *		of rel, as a plain column, in attnum order, under its own name on
@@ -228,33 +164,11 @@ is_published(Oid owner, const char *publication, Oid relid)
 
 	args[0] = DirectFunctionCall1(namein, CStringGetDatum(publication));
 	args[1] = ObjectIdGetDatum(relid);
-	return run_as(owner,
-				  "SELECT FROM pg_catalog.pg_publication_rel pr "
-				  "JOIN pg_catalog.pg_publication p ON p.oid = pr.prpubid "
-				  "WHERE p.pubname = $1 AND pr.prrelid = $2",
-				  2, argtypes, args, NULL) > 0;
-}
-
-/*
- * stream_runs_besides
- *		Whether stream stream_id has a running job other than sync_id, read
- *		by a statement of its own (a fresh snapshot in READ COMMITTED), as
- *		user owner.
- */
-static bool
-stream_runs_besides(Oid owner, int64 stream_id, int64 sync_id)
-{
-	Oid			argtypes[2] = {INT8OID, INT8OID};
-	Datum		args[2];
-	Datum		result = BoolGetDatum(false);
-
-	args[0] = Int64GetDatum(stream_id);
-	args[1] = Int64GetDatum(sync_id);
-	run_as(owner,
-		   "SELECT EXISTS (SELECT FROM ctas_fed.syncs WHERE stream_id = $1 "
-		   "AND sync_id <> $2 AND state IN " CTAS_SYNC_RUNNING_SQL ")",
-		   2, argtypes, args, &result);
-	return DatumGetBool(result);
+	return CtasSyncRunAs(owner,
+						 "SELECT FROM pg_catalog.pg_publication_rel pr "
+						 "JOIN pg_catalog.pg_publication p ON p.oid = pr.prpubid "
+						 "WHERE p.pubname = $1 AND pr.prrelid = $2",
+						 2, argtypes, args, NULL) > 0;
 }
 
 /*
@@ -269,38 +183,16 @@ stream_runs_besides(Oid owner, int64 stream_id, int64 sync_id)
 static int64
 find_stream(Oid owner, const char *stream)
 {
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		args[1];
-	Datum		found;
 	int			tries;
 
-	args[0] = stream ? CStringGetTextDatum(stream) : (Datum) 0;
 	for (tries = 0; tries < 3; tries++)
 	{
-		CtasSyncSpiAs as;
-		int64		stream_id = 0;
+		int64		stream_id = CtasSyncFirstStreamNamed(owner, stream);
 
-		CtasSyncSpiBeginAs(owner, &as);
-		if (SPI_execute_with_args("SELECT stream_id FROM ctas_fed.syncs "
-								  "WHERE state IN " CTAS_SYNC_RUNNING_SQL " "
-								  "AND stream_name IS NOT DISTINCT FROM $1 "
-								  "ORDER BY stream_id LIMIT 1",
-								  1, argtypes, args, stream ? NULL : "n",
-								  true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "could not read ctas_fed.syncs");
-		if (SPI_processed == 1)
-		{
-			bool		isnull;
-
-			found = SPI_getbinval(SPI_tuptable->vals[0],
-								  SPI_tuptable->tupdesc, 1, &isnull);
-			stream_id = DatumGetInt64(found);
-		}
-		CtasSyncSpiEndAs(&as);
 		if (stream_id == 0 || IsolationUsesXactSnapshot())
 			return 0;
 		CtasSyncLockStream(stream_id);
-		if (stream_runs_besides(owner, stream_id, 0))
+		if (CtasSyncStreamRunsBesides(owner, stream_id, 0))
 			return stream_id;
 	}
 	return 0;
@@ -322,15 +214,13 @@ CtasSyncCreate(CtasLoad *load)
 {
 	CtasSync   *sync = load->sync;
 	Oid			syncs_relid;
-	Oid			owner = syncs_owner(&syncs_relid);
-	Datum		id;
-	Datum		stream_id;
+	Oid			owner = CtasSyncTableOwner(false, &syncs_relid);
+	int64		id;
+	int64		stream_id;
 	char	   *name;
 	char	   *relname;
 	Relation	rel;
-	Oid			argtypes[16];
-	Datum		values[16];
-	bool		whole_row;
+	CtasSyncRow row;
 	bool		streams;
 	List	   *colnames = NIL;
 	List	   *coltypes = NIL;
@@ -338,42 +228,33 @@ CtasSyncCreate(CtasLoad *load)
 	ListCell   *lc;
 	int			i;
 
-	run_as(owner, "SELECT pg_catalog.nextval('ctas_fed.syncs_sync_id_seq')",
-		   0, NULL, NULL, &id);
+	id = CtasSyncNextId(owner);
 
 	/* a table of a create_tables_as call joins the call's stream */
 	stream_id = id;
-	if (load->group_id != 0)
-	{
-		Oid			grouptype[1] = {INT8OID};
-		Datum		group[1];
-
-		group[0] = Int64GetDatum(load->group_id);
-		if (run_as(owner,
-				   "SELECT stream_id FROM ctas_fed.syncs WHERE job_group = $1 "
-				   "LIMIT 1", 1, grouptype, group, &stream_id) == 0)
-			stream_id = id;
-	}
+	if (load->group_id != 0 &&
+		!CtasSyncGroupStream(owner, load->group_id, &stream_id))
+		stream_id = id;
 	/*
 	 * Any other the running stream of its name, if there is one; before
 	 * ALTER EXTENSION ctas_fed UPDATE to 0.3 (no stream_name yet), a stream
 	 * of its own, as in 0.2.
 	 */
-	streams = get_attnum(syncs_relid, "stream_name") != InvalidAttrNumber;
+	streams = CtasSyncHasStreams(syncs_relid);
 	if (!streams && load->opts.stream != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("option \"stream\" needs version 0.3 of extension \"ctas_fed\""),
 				 errhint("ALTER EXTENSION ctas_fed UPDATE.")));
-	if (streams && DatumGetInt64(stream_id) == DatumGetInt64(id))
+	if (streams && stream_id == id)
 	{
 		int64		running = find_stream(owner, load->opts.stream);
 
 		if (running != 0)
-			stream_id = Int64GetDatum(running);
+			stream_id = running;
 	}
 	name = psprintf("%s%u_" INT64_FORMAT, CTAS_SYNC_PREFIX, MyDatabaseId,
-					DatumGetInt64(stream_id));
+					stream_id);
 
 	/*
 	 * The name of the publication and the slot of a new stream.  Anyone who
@@ -381,24 +262,23 @@ CtasSyncCreate(CtasLoad *load)
 	 * skip the names in use rather than fail, or drop someone else's slot
 	 * later.
 	 */
-	while (DatumGetInt64(stream_id) == DatumGetInt64(id) &&
+	while (stream_id == id &&
 		   (OidIsValid(get_publication_oid(name, true)) ||
 			SearchNamedReplicationSlot(name, true) != NULL))
 	{
 		CHECK_FOR_INTERRUPTS();
-		run_as(owner, "SELECT pg_catalog.nextval('ctas_fed.syncs_sync_id_seq')",
-			   0, NULL, NULL, &id);
+		id = CtasSyncNextId(owner);
 		stream_id = id;
 		name = psprintf("%s%u_" INT64_FORMAT, CTAS_SYNC_PREFIX, MyDatabaseId,
-						DatumGetInt64(id));
+						id);
 	}
 
 	rel = relation_open(sync->relid, AccessShareLock);
 	relname = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 										 RelationGetRelationName(rel));
-	if (DatumGetInt64(stream_id) == DatumGetInt64(id))
+	if (stream_id == id)
 	{
-		run_as(GetUserId(),
+		CtasSyncRunAs(GetUserId(),
 			   psprintf("CREATE PUBLICATION %s FOR TABLE ONLY %s%s",
 						quote_identifier(name), relname,
 						CtasSyncPartitionPublication(name, sync->relid,
@@ -411,7 +291,7 @@ CtasSyncCreate(CtasLoad *load)
 		 * keep deleted rows), or drop or rename it (the worker would retry
 		 * for ever while its slot holds WAL).
 		 */
-		run_as(owner,
+		CtasSyncRunAs(owner,
 			   psprintf("ALTER PUBLICATION %s OWNER TO %s",
 						quote_identifier(name),
 						quote_identifier(GetUserNameFromId(owner, false))),
@@ -432,12 +312,12 @@ CtasSyncCreate(CtasLoad *load)
 		via_root = CtasSyncPartitionPublication(name, sync->relid, true);
 		/* another sync of the stream may read the table already */
 		if (!is_published(owner, name, sync->relid))
-			run_as(owner,
+			CtasSyncRunAs(owner,
 				   psprintf("ALTER PUBLICATION %s ADD TABLE ONLY %s",
 							quote_identifier(name), relname),
 				   0, NULL, NULL, NULL);
 		if (via_root != NULL)
-			run_as(owner, via_root, 0, NULL, NULL, NULL);
+			CtasSyncRunAs(owner, via_root, 0, NULL, NULL, NULL);
 	}
 
 	/* the names and types the query reads, to detect DDL on them */
@@ -449,67 +329,35 @@ CtasSyncCreate(CtasLoad *load)
 		colnames = lappend(colnames, makeString(NameStr(att->attname)));
 		coltypes = lappend_int(coltypes, (int) att->atttypid);
 	}
-	whole_row = is_whole_row(sync, rel, load);
+	row.whole_row = is_whole_row(sync, rel, load);
 	relation_close(rel, AccessShareLock);
 	for (i = 0; i < sync->ncolumns; i++)
 		remote_columns = lappend(remote_columns,
 								 makeString(load->columns[i].name));
 
-	argtypes[0] = INT8OID;
-	values[0] = id;
-	argtypes[1] = OIDOID;
-	values[1] = ObjectIdGetDatum(GetUserId());
-	argtypes[2] = OIDOID;
-	values[2] = ObjectIdGetDatum(load->catalog->serverid);
-	argtypes[3] = TEXTOID;
-	values[3] = CStringGetTextDatum(load->schema);
-	argtypes[4] = TEXTOID;
-	values[4] = CStringGetTextDatum(load->table);
-	argtypes[5] = OIDOID;
-	values[5] = ObjectIdGetDatum(sync->relid);
-	argtypes[6] = TEXTOID;
-	values[6] = CStringGetTextDatum(pg_get_querydef(copyObject(sync->query),
-													false));
-	argtypes[7] = TEXTOID;
-	values[7] = CStringGetTextDatum(nodeToString(sync->query));
-	argtypes[8] = TEXTARRAYOID;
-	values[8] = list_to_text_array(sync->key_names, false);
-	argtypes[9] = TEXTARRAYOID;
-	values[9] = list_to_text_array(sync->key_attnums, true);
-	argtypes[10] = TEXTARRAYOID;
-	values[10] = list_to_text_array(sync->attnums, true);
-	argtypes[11] = TEXTARRAYOID;
-	values[11] = list_to_text_array(colnames, false);
-	argtypes[12] = TEXTARRAYOID;
-	values[12] = list_to_text_array(coltypes, true);
-	argtypes[13] = TEXTARRAYOID;
-	values[13] = list_to_text_array(remote_columns, false);
-	argtypes[14] = INT8OID;
-	values[14] = Int64GetDatum(load->job.id);
-	argtypes[15] = INT8OID;
-	values[15] = stream_id;
-
-	run_as(owner,
-		   psprintf("INSERT INTO ctas_fed.syncs (sync_id, owner, server, "
-					"remote_schema, remote_table, source, query, query_tree, "
-					"key_columns, source_key, source_attnums, source_columns, "
-					"source_types, remote_columns, job_id, stream_id, "
-					"job_group, publication, slot_name, schema_changes, "
-					"whole_row%s) "
-					"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-					"$10::pg_catalog.int2[], $11::pg_catalog.int2[], $12, "
-					"$13::pg_catalog.oid[], $14, $15, $16, "
-					"NULLIF(" INT64_FORMAT ", 0), %s, %s, %s, %s%s%s)",
-					streams ? ", stream_name" : "",
-					load->group_id,
-					quote_literal_cstr(name), quote_literal_cstr(name),
-					quote_literal_cstr(load->opts.schema_changes ?
-									   load->opts.schema_changes : "follow"),
-					whole_row ? "true" : "false",
-					streams ? ", " : "",
-					!streams ? "" : load->opts.stream ?
-					quote_literal_cstr(load->opts.stream) : "NULL"),
-		   16, argtypes, values, NULL);
+	row.sync_id = id;
+	row.owner = GetUserId();
+	row.server = load->catalog->serverid;
+	row.remote_schema = load->schema;
+	row.remote_table = load->table;
+	row.source = sync->relid;
+	row.query = pg_get_querydef(copyObject(sync->query), false);
+	row.query_tree = nodeToString(sync->query);
+	row.key_columns = sync->key_names;
+	row.source_key = sync->key_attnums;
+	row.source_attnums = sync->attnums;
+	row.source_columns = colnames;
+	row.source_types = coltypes;
+	row.remote_columns = remote_columns;
+	row.job_id = load->job.id;
+	row.stream_id = stream_id;
+	row.job_group = load->group_id;
+	row.name = name;
+	row.schema_changes = load->opts.schema_changes ?
+		load->opts.schema_changes : "follow";
+	row.streams = streams;
+	row.stream_name = load->opts.stream;
+	CtasSyncInsertRow(owner, &row);
 
 	/* the resolver starts the job's worker as soon as this commits */
 	CtasResolverNudgeAtCommit();
@@ -525,34 +373,11 @@ static char *
 running_stream(const char *stream)
 {
 	Oid			syncs_relid;
-	Oid			owner = syncs_owner(&syncs_relid);
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		args[1];
-	CtasSyncSpiAs as;
-	char	   *publication = NULL;
-	MemoryContext outercxt = CurrentMemoryContext;
+	Oid			owner = CtasSyncTableOwner(false, &syncs_relid);
 
-	if (get_attnum(syncs_relid, "stream_name") == InvalidAttrNumber)
+	if (!CtasSyncHasStreams(syncs_relid))
 		return NULL;
-	args[0] = stream ? CStringGetTextDatum(stream) : (Datum) 0;
-	CtasSyncSpiBeginAs(owner, &as);
-	if (SPI_execute_with_args("SELECT publication FROM ctas_fed.syncs "
-							  "WHERE state IN " CTAS_SYNC_RUNNING_SQL " "
-							  "AND stream_name IS NOT DISTINCT FROM $1 "
-							  "ORDER BY stream_id LIMIT 1",
-							  1, argtypes, args, stream ? NULL : "n",
-							  true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read ctas_fed.syncs");
-	if (SPI_processed == 1)
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(outercxt);
-
-		publication = SPI_getvalue(SPI_tuptable->vals[0],
-								   SPI_tuptable->tupdesc, 1);
-		MemoryContextSwitchTo(oldcxt);
-	}
-	CtasSyncSpiEndAs(&as);
-	return publication;
+	return CtasSyncStreamPublication(owner, stream);
 }
 
 /*
@@ -633,67 +458,21 @@ bool
 CtasSyncStop(Oid serverid, const char *schema, const char *table)
 {
 	Oid			syncs_relid;
-	Oid			owner = syncs_owner(&syncs_relid);
-	CtasSyncSpiAs as;
-	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
-	Datum		values[3];
+	Oid			owner = CtasSyncTableOwner(false, &syncs_relid);
+	CtasSyncRunning *jobs;
 	int			n;
-	int64	   *ids;
-	Oid		   *owners;
-	char	  **publications;
-	Oid		   *sources;
-	int64	   *streams;
 	int			i;
-	MemoryContext outercxt = CurrentMemoryContext;
-	MemoryContext oldcxt;
-
-	values[0] = ObjectIdGetDatum(serverid);
-	values[1] = CStringGetTextDatum(schema);
-	values[2] = CStringGetTextDatum(table);
 
 	/* the running syncs into that table, locked against a concurrent stop */
-	CtasSyncSpiBeginAs(owner, &as);
-	if (SPI_execute_with_args("SELECT sync_id, owner, publication, source, "
-							  "stream_id "
-							  "FROM ctas_fed.syncs s WHERE server = $1 "
-							  "AND remote_schema = $2 AND remote_table = $3 "
-							  "AND state IN " CTAS_SYNC_RUNNING_SQL " "
-							  "FOR UPDATE OF s",
-							  3, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read ctas_fed.syncs");
-	/* what SPI_finish must not free */
-	oldcxt = MemoryContextSwitchTo(outercxt);
-	n = (int) SPI_processed;
-	ids = palloc(sizeof(int64) * Max(n, 1));
-	owners = palloc(sizeof(Oid) * Max(n, 1));
-	publications = palloc(sizeof(char *) * Max(n, 1));
-	sources = palloc(sizeof(Oid) * Max(n, 1));
-	streams = palloc(sizeof(int64) * Max(n, 1));
-	for (i = 0; i < n; i++)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-
-		ids[i] = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-		owners[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
-		publications[i] = SPI_getvalue(tup, desc, 3);
-		sources[i] = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
-		streams[i] = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
-	}
-	MemoryContextSwitchTo(oldcxt);
-	CtasSyncSpiEndAs(&as);
+	jobs = CtasSyncLockRunningInto(owner, serverid, schema, table, &n);
 
 	for (i = 0; i < n; i++)
 	{
-		Oid			idtype[1] = {INT8OID};
-		Datum		id[1];
-
-		if (!has_privs_of_role(GetUserId(), owners[i]))
+		if (!has_privs_of_role(GetUserId(), jobs[i].owner))
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("must be a member of role \"%s\" to stop its sync into \"%s.%s\"",
-							GetUserNameFromId(owners[i], false), schema, table)));
+							GetUserNameFromId(jobs[i].owner, false), schema, table)));
 		/*
 		 * The publication is the stream's (CtasSyncCreate): dropped with its
 		 * last running job, else the job's table leaves it.  Whether other
@@ -701,20 +480,18 @@ CtasSyncStop(Oid serverid, const char *schema, const char *table)
 		 * it committed (find_stream); a transaction snapshot may not see
 		 * that one, and leaves the drop to the resolver (sync/tick.c).
 		 */
-		CtasSyncLockStream(streams[i]);
+		CtasSyncLockStream(jobs[i].stream_id);
 		if (IsolationUsesXactSnapshot() ||
-			stream_runs_besides(owner, streams[i], ids[i]))
-			CtasSyncUnpublish(publications[i], sources[i], owner, ids[i]);
+			CtasSyncStreamRunsBesides(owner, jobs[i].stream_id,
+									  jobs[i].sync_id))
+			CtasSyncUnpublish(jobs[i].publication, jobs[i].source, owner,
+							  jobs[i].sync_id);
 		else
-			run_as(owner,
-				   psprintf("DROP PUBLICATION IF EXISTS %s",
-							quote_identifier(publications[i])),
-				   0, NULL, NULL, NULL);
-		id[0] = Int64GetDatum(ids[i]);
-		run_as(owner,
-			   "UPDATE ctas_fed.syncs SET state = 'stopped', error = NULL, "
-			   "finished_at = pg_catalog.now() WHERE sync_id = $1",
-			   1, idtype, id, NULL);
+			CtasSyncRunAs(owner,
+						  psprintf("DROP PUBLICATION IF EXISTS %s",
+								   quote_identifier(jobs[i].publication)),
+						  0, NULL, NULL, NULL);
+		CtasSyncMarkStopped(owner, jobs[i].sync_id);
 	}
 	return n > 0;
 }
@@ -758,32 +535,9 @@ void
 CtasSyncCheckTarget(Oid serverid, const char *schema, const char *table)
 {
 	Oid			syncs_relid;
-	Oid			owner = syncs_owner(&syncs_relid);
-	CtasSyncSpiAs as;
-	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
-	Datum		values[3];
-	char	   *state = NULL;
-	MemoryContext outercxt = CurrentMemoryContext;
-
-	values[0] = ObjectIdGetDatum(serverid);
-	values[1] = CStringGetTextDatum(schema);
-	values[2] = CStringGetTextDatum(table);
-
-	CtasSyncSpiBeginAs(owner, &as);
-	if (SPI_execute_with_args("SELECT state FROM ctas_fed.syncs "
-							  "WHERE server = $1 AND remote_schema = $2 "
-							  "AND remote_table = $3 "
-							  "AND state IN " CTAS_SYNC_RUNNING_SQL " LIMIT 1",
-							  3, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read ctas_fed.syncs");
-	if (SPI_processed > 0)
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(outercxt);
-
-		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		MemoryContextSwitchTo(oldcxt);
-	}
-	CtasSyncSpiEndAs(&as);
+	Oid			owner = CtasSyncTableOwner(false, &syncs_relid);
+	char	   *state = CtasSyncRunningStateInto(owner, serverid, schema,
+												 table);
 
 	if (state != NULL)
 		ereport(ERROR,
@@ -806,41 +560,14 @@ CtasSyncCheckTarget(Oid serverid, const char *schema, const char *table)
 void
 CtasSyncCheckIdle(Oid serverid)
 {
-	Oid			nsp = get_namespace_oid("ctas_fed", true);
 	Oid			syncs_relid;
-	Oid			owner;
-	CtasSyncSpiAs as;
-	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1];
+	Oid			owner = CtasSyncTableOwner(true, &syncs_relid);
 	char	   *target = NULL;
 	char	   *state = NULL;
 
-	if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid("syncs", nsp)))
+	if (!OidIsValid(syncs_relid))
 		return;
-	owner = syncs_owner(&syncs_relid);
-	values[0] = ObjectIdGetDatum(serverid);
-
-	CtasSyncSpiBeginAs(owner, &as);
-	if (SPI_execute_with_args("SELECT srv.srvname || '.' || s.remote_schema || '.' || s.remote_table, s.state "
-							  "FROM ctas_fed.syncs s "
-							  "JOIN pg_catalog.pg_foreign_server srv ON srv.oid = s.server "
-							  "WHERE ($1 = 0 OR s.server = $1) "
-							  "AND (s.state IN " CTAS_SYNC_RUNNING_SQL " "
-							  "OR EXISTS (SELECT FROM pg_catalog.pg_replication_slots r "
-							  "WHERE r.slot_name = s.slot_name)) "
-							  "ORDER BY s.state IN " CTAS_SYNC_RUNNING_SQL " DESC "
-							  "LIMIT 1",
-							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read ctas_fed.syncs");
-	if (SPI_processed > 0)
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
-
-		target = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-		MemoryContextSwitchTo(oldcxt);
-	}
-	CtasSyncSpiEndAs(&as);
+	(void) CtasSyncFindBusy(owner, serverid, &target, &state);
 
 	if (target != NULL)
 		ereport(ERROR,
@@ -874,11 +601,7 @@ CtasSyncCheckRoleQuota(void)
 	Oid			role = GetUserId();
 	Oid			syncs_relid;
 	Oid			owner;
-	CtasSyncSpiAs as;
-	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1];
 	int64		count;
-	bool		isnull;
 	LOCKTAG		tag;
 
 	if (CtasMaxSyncsPerRole < 0 || superuser())
@@ -887,19 +610,8 @@ CtasSyncCheckRoleQuota(void)
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, role, 0, CTAS_LOCKTAG_SYNC_QUOTA);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 
-	owner = syncs_owner(&syncs_relid);
-	values[0] = ObjectIdGetDatum(role);
-	CtasSyncSpiBeginAs(owner, &as);
-	if (SPI_execute_with_args("SELECT pg_catalog.count(DISTINCT "
-							  "coalesce(job_group, -sync_id)) "
-							  "FROM ctas_fed.syncs WHERE owner = $1 "
-							  "AND state IN " CTAS_SYNC_RUNNING_SQL,
-							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "could not read ctas_fed.syncs");
-	count = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-										SPI_tuptable->tupdesc, 1, &isnull));
-	CtasSyncSpiEndAs(&as);
+	owner = CtasSyncTableOwner(false, &syncs_relid);
+	count = CtasSyncCountRunningOf(owner, role);
 
 	if (count >= CtasMaxSyncsPerRole)
 		ereport(ERROR,

@@ -15,6 +15,8 @@
  *				jobs held by a down catalog
  *	syncs.c		the job records (ctas_fed.syncs) as the worker reads and
  *				writes them, webhook events, the guard on target calls
+ *	syncs_query.c	the other statements on ctas_fed.syncs, one accessor
+ *				each (with syncs.c the only SQL that names that table)
  *	slot.c		a slot made with its consistent point's snapshot, a
  *				slot's position
  *	merge.c		the default streams of a database merged into one

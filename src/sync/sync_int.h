@@ -319,6 +319,71 @@ extern void CtasSyncLockStream(int64 stream_id);
 extern void CtasSyncFailJob(int64 id, const char *error);
 extern void CtasSyncOpenTarget(SyncJob *job);
 
+/*
+ * in sync/syncs_query.c: the statements on ctas_fed.syncs.  The ones that
+ * take owner (CtasSyncTableOwner) run as that user, each connecting to SPI
+ * itself (CtasSyncRunAs); the others in a transaction of the caller's
+ * connected to SPI.
+ */
+
+/* a new job's row (CtasSyncInsertRow) */
+typedef struct CtasSyncRow
+{
+	int64		sync_id;
+	Oid			owner;			/* the user whose sync it is */
+	Oid			server;
+	const char *remote_schema;
+	const char *remote_table;
+	Oid			source;
+	const char *query;			/* as text */
+	const char *query_tree;		/* as a node tree */
+	List	   *key_columns;	/* remote key column names (String) */
+	List	   *source_key;		/* their source attnums (int) */
+	List	   *source_attnums; /* source columns the query reads (int) */
+	List	   *source_columns; /* their names (String) */
+	List	   *source_types;	/* and types (int, type oids) */
+	List	   *remote_columns; /* (String) */
+	int64		job_id;
+	int64		stream_id;
+	int64		job_group;		/* 0: none */
+	const char *name;			/* of the stream's publication and slot */
+	const char *schema_changes;
+	bool		whole_row;
+	bool		streams;		/* the table has stream_name (0.3) */
+	const char *stream_name;	/* NULL: the default stream */
+} CtasSyncRow;
+
+/* a running job, as stop_sync reads it (CtasSyncLockRunningInto) */
+typedef struct CtasSyncRunning
+{
+	int64		sync_id;
+	Oid			owner;
+	char	   *publication;
+	Oid			source;
+	int64		stream_id;
+} CtasSyncRunning;
+
+extern uint64 CtasSyncRunAs(Oid userid, const char *sql, int nargs,
+							Oid *argtypes, Datum *values, Datum *result);
+extern Oid	CtasSyncTableOwner(bool missing_ok, Oid *relid);
+extern bool CtasSyncHasStreams(Oid relid);
+extern int64 CtasSyncNextId(Oid owner);
+extern bool CtasSyncStreamRunsBesides(Oid owner, int64 stream_id,
+									  int64 sync_id);
+extern int64 CtasSyncFirstStreamNamed(Oid owner, const char *stream);
+extern char *CtasSyncStreamPublication(Oid owner, const char *stream);
+extern bool CtasSyncGroupStream(Oid owner, int64 group_id, int64 *stream_id);
+extern void CtasSyncInsertRow(Oid owner, const CtasSyncRow *row);
+extern CtasSyncRunning *CtasSyncLockRunningInto(Oid owner, Oid serverid,
+												const char *schema,
+												const char *table, int *n);
+extern void CtasSyncMarkStopped(Oid owner, int64 sync_id);
+extern char *CtasSyncRunningStateInto(Oid owner, Oid serverid,
+									  const char *schema, const char *table);
+extern bool CtasSyncFindBusy(Oid owner, Oid serverid, char **target,
+							 char **state);
+extern int64 CtasSyncCountRunningOf(Oid owner, Oid role);
+
 /* in sync/merge.c */
 extern bool CtasSyncMergeStreams(int64 primary, const char *publication,
 								 const char *slot_name, List **jobs);

@@ -75,65 +75,6 @@ typedef struct MergeOther
 } MergeOther;
 
 /*
- * find_other
- *		Another running default stream of this database than primary, all
- *		of whose jobs stream, or false.  In a transaction connected to SPI.
- */
-static bool
-find_other(int64 primary, MergeOther *other)
-{
-	Datum		args[1];
-
-	args[0] = Int64GetDatum(primary);
-	CtasSyncSpiExec("SELECT stream_id, min(publication), min(slot_name) "
-					"FROM ctas_fed.syncs WHERE stream_id <> $1 "
-					"AND state IN " CTAS_SYNC_RUNNING_SQL " "
-					"GROUP BY stream_id "
-					"HAVING bool_and(stream_name IS NULL) "
-					"AND bool_and(state = 'streaming') "
-					"AND $1 < stream_id "
-					"ORDER BY stream_id LIMIT 1",
-					1, (Oid[]) {INT8OID}, args, true);
-	if (SPI_processed == 0)
-		return false;
-	other->stream_id = DatumGetInt64(CtasSyncSpiDatum(0, 1));
-	other->publication = MemoryContextStrdup(CtasSyncJobCxt,
-											 CtasSyncSpiText(0, 2));
-	other->slot_name = MemoryContextStrdup(CtasSyncJobCxt,
-										   CtasSyncSpiText(0, 3));
-	return true;
-}
-
-/*
- * is_primary
- *		Whether stream_id is the oldest running default stream of the
- *		database (the one the others merge into); never before the update
- *		to 0.3.  In a transaction connected to SPI.
- */
-static bool
-is_primary(int64 stream_id)
-{
-	Datum		args[1];
-
-	/* no stream_name before the update to 0.3: nothing to merge yet */
-	CtasSyncSpiExec("SELECT FROM pg_catalog.pg_attribute "
-					"WHERE attrelid = 'ctas_fed.syncs'::pg_catalog.regclass "
-					"AND attname = 'stream_name' AND NOT attisdropped",
-					0, NULL, NULL, true);
-	if (SPI_processed == 0)
-		return false;
-	args[0] = Int64GetDatum(stream_id);
-	CtasSyncSpiExec("SELECT FROM ctas_fed.syncs "
-					"WHERE state IN " CTAS_SYNC_RUNNING_SQL " "
-					"AND stream_id = $1 AND stream_name IS NULL "
-					"AND NOT EXISTS (SELECT FROM ctas_fed.syncs o "
-					"WHERE o.state IN " CTAS_SYNC_RUNNING_SQL " "
-					"AND o.stream_name IS NULL AND o.stream_id < $1)",
-					1, (Oid[]) {INT8OID}, args, true);
-	return SPI_processed > 0;
-}
-
-/*
  * stop_other_worker
  *		Stop the worker of stream other and keep it from starting again: its
  *		lock, held by this process for its life (a session lock, released by
@@ -292,22 +233,13 @@ static void
 move_other(MergeOther *other, int64 primary, const char *publication,
 		   const char *slot_name)
 {
-	Datum		args[4];
-
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	CtasSyncLockStream(Min(primary, other->stream_id));
 	CtasSyncLockStream(Max(primary, other->stream_id));
-	args[0] = Int64GetDatum(other->stream_id);
-	args[1] = Int64GetDatum(primary);
-	args[2] = DirectFunctionCall1(namein, CStringGetDatum(publication));
-	args[3] = DirectFunctionCall1(namein, CStringGetDatum(slot_name));
-	CtasSyncSpiExec("UPDATE ctas_fed.syncs SET stream_id = $2, "
-					"publication = $3, slot_name = $4 WHERE stream_id = $1",
-					4, (Oid[]) {INT8OID, INT8OID, NAMEOID, NAMEOID}, args,
-					false);
+	CtasSyncMoveStream(other->stream_id, primary, publication, slot_name);
 	CtasSyncSpiExec(psprintf("DROP PUBLICATION IF EXISTS %s",
 							 quote_identifier(other->publication)),
 					0, NULL, NULL, false);
@@ -352,7 +284,9 @@ CtasSyncMergeStreams(int64 primary, const char *publication,
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	found = is_primary(primary) && find_other(primary, &other);
+	found = CtasSyncIsPrimaryStream(primary) &&
+		CtasSyncFindMergeable(primary, &other.stream_id, &other.publication,
+							  &other.slot_name);
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();

@@ -383,6 +383,12 @@ extern char *CtasSyncRunningStateInto(Oid owner, Oid serverid,
 extern bool CtasSyncFindBusy(Oid owner, Oid serverid, char **target,
 							 char **state);
 extern int64 CtasSyncCountRunningOf(Oid owner, Oid role);
+extern bool CtasSyncIsPrimaryStream(int64 stream_id);
+extern bool CtasSyncFindMergeable(int64 primary, int64 *stream_id,
+								  char **publication, char **slot_name);
+extern void CtasSyncMoveStream(int64 from, int64 to, const char *publication,
+							   const char *slot_name);
+extern void CtasSyncMarkCopyAgain(int64 stream_id, Oid source);
 
 /* in sync/merge.c */
 extern bool CtasSyncMergeStreams(int64 primary, const char *publication,

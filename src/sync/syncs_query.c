@@ -505,3 +505,112 @@ CtasSyncCountRunningOf(Oid owner, Oid role)
 	CtasSyncSpiEndAs(&as);
 	return count;
 }
+
+/*
+ * CtasSyncIsPrimaryStream
+ *		Whether stream_id is the oldest running default stream of the
+ *		database (the one the others merge into, sync/merge.c); never
+ *		before the update to 0.3.  In a transaction connected to SPI.
+ */
+bool
+CtasSyncIsPrimaryStream(int64 stream_id)
+{
+	Datum		args[1];
+
+	/* no stream_name before the update to 0.3: nothing to merge yet */
+	CtasSyncSpiExec("SELECT FROM pg_catalog.pg_attribute "
+					"WHERE attrelid = 'ctas_fed.syncs'::pg_catalog.regclass "
+					"AND attname = 'stream_name' AND NOT attisdropped",
+					0, NULL, NULL, true);
+	if (SPI_processed == 0)
+		return false;
+	args[0] = Int64GetDatum(stream_id);
+	CtasSyncSpiExec("SELECT FROM ctas_fed.syncs "
+					"WHERE state IN " CTAS_SYNC_RUNNING_SQL " "
+					"AND stream_id = $1 AND stream_name IS NULL "
+					"AND NOT EXISTS (SELECT FROM ctas_fed.syncs o "
+					"WHERE o.state IN " CTAS_SYNC_RUNNING_SQL " "
+					"AND o.stream_name IS NULL AND o.stream_id < $1)",
+					1, (Oid[]) {INT8OID}, args, true);
+	return SPI_processed > 0;
+}
+
+/*
+ * CtasSyncFindMergeable
+ *		Another running default stream of this database than primary, all
+ *		of whose jobs stream (sync/merge.c): its stream_id, publication and
+ *		slot, the names in CtasSyncJobCxt; or false.  In a transaction
+ *		connected to SPI.
+ */
+bool
+CtasSyncFindMergeable(int64 primary, int64 *stream_id, char **publication,
+					  char **slot_name)
+{
+	Datum		args[1];
+
+	args[0] = Int64GetDatum(primary);
+	CtasSyncSpiExec(psprintf("SELECT stream_id, min(publication), min(slot_name) "
+							 "FROM ctas_fed.syncs WHERE stream_id <> $1 "
+							 "AND state IN " CTAS_SYNC_RUNNING_SQL " "
+							 "GROUP BY stream_id "
+							 "HAVING bool_and(stream_name IS NULL) "
+							 "AND bool_and(state = %s) "
+							 "AND $1 < stream_id "
+							 "ORDER BY stream_id LIMIT 1",
+							 STATE_LITERAL(CTAS_SYNC_STREAMING)),
+					1, (Oid[]) {INT8OID}, args, true);
+	if (SPI_processed == 0)
+		return false;
+	*stream_id = DatumGetInt64(CtasSyncSpiDatum(0, 1));
+	*publication = MemoryContextStrdup(CtasSyncJobCxt, CtasSyncSpiText(0, 2));
+	*slot_name = MemoryContextStrdup(CtasSyncJobCxt, CtasSyncSpiText(0, 3));
+	return true;
+}
+
+/*
+ * CtasSyncMoveStream
+ *		The jobs of stream from become stream to's, with its publication
+ *		and slot (sync/merge.c, step 5).  In a transaction connected to SPI,
+ *		both streams locked.
+ */
+void
+CtasSyncMoveStream(int64 from, int64 to, const char *publication,
+				   const char *slot_name)
+{
+	Datum		args[4];
+
+	args[0] = Int64GetDatum(from);
+	args[1] = Int64GetDatum(to);
+	args[2] = DirectFunctionCall1(namein, CStringGetDatum(publication));
+	args[3] = DirectFunctionCall1(namein, CStringGetDatum(slot_name));
+	CtasSyncSpiExec("UPDATE ctas_fed.syncs SET stream_id = $2, "
+					"publication = $3, slot_name = $4 WHERE stream_id = $1",
+					4, (Oid[]) {INT8OID, INT8OID, NAMEOID, NAMEOID}, args,
+					false);
+}
+
+/*
+ * CtasSyncMarkCopyAgain
+ *		Mark the jobs of stream stream_id that stream and read source (all
+ *		of them when source is InvalidOid) "copying", their error cleared,
+ *		for the next worker to copy them again (sync/partition.c).  In a
+ *		transaction connected to SPI.
+ */
+void
+CtasSyncMarkCopyAgain(int64 stream_id, Oid source)
+{
+	Datum		args[2];
+
+	args[0] = Int64GetDatum(stream_id);
+	args[1] = ObjectIdGetDatum(source);
+	if (SPI_execute_with_args(psprintf("UPDATE ctas_fed.syncs SET state = %s, "
+									   "error = NULL WHERE stream_id = $1 "
+									   "AND ($2 = 0 OR source = $2) "
+									   "AND state = %s",
+									   STATE_LITERAL(CTAS_SYNC_COPYING),
+									   STATE_LITERAL(CTAS_SYNC_STREAMING)),
+							  2, (Oid[]) {INT8OID, OIDOID}, args, NULL, false,
+							  0) < 0)
+		elog(ERROR, "could not mark stream " INT64_FORMAT " for a resync",
+			 stream_id);
+}

@@ -588,22 +588,11 @@ CtasSyncPartitionChange(SyncJob *job, List *lines, const char *command)
 void
 CtasSyncPartitionResync(int64 stream_id, Oid source, const char *why)
 {
-	Datum		args[2];
-
-	args[0] = Int64GetDatum(stream_id);
-	args[1] = ObjectIdGetDatum(source);
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET state = 'copying', "
-							  "error = NULL WHERE stream_id = $1 "
-							  "AND ($2 = 0 OR source = $2) "
-							  "AND state = 'streaming'",
-							  2, (Oid[]) {INT8OID, OIDOID}, args, NULL, false,
-							  0) < 0)
-		elog(ERROR, "could not mark stream " INT64_FORMAT " for a resync",
-			 stream_id);
+	CtasSyncMarkCopyAgain(stream_id, source);
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();

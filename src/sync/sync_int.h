@@ -310,6 +310,7 @@ extern void CtasSyncJobEventNamed(SyncJob *job, const char *event,
 extern SyncJob *CtasSyncLoadJob(int64 id);
 extern List *CtasSyncLoadStream(int64 stream_id);
 extern const char *CtasSyncStateName(CtasSyncState state);
+extern const char *CtasSyncStateLiteral(CtasSyncState state);
 extern CtasSyncState CtasSyncStateFromName(const char *name);
 extern void CtasSyncSetState(int64 id, CtasSyncState state, const char *error,
 							 XLogRecPtr lsn);

@@ -104,6 +104,16 @@ CtasSyncStateName(CtasSyncState state)
 }
 
 /*
+ * CtasSyncStateLiteral
+ *		The name of state as an SQL literal, for a statement's text.
+ */
+const char *
+CtasSyncStateLiteral(CtasSyncState state)
+{
+	return quote_literal_cstr(CtasSyncStateName(state));
+}
+
+/*
  * CtasSyncStateFromName
  *		The state named name (a value of column ctas_fed.syncs.state); ERROR
  *		on any other name.
@@ -550,14 +560,15 @@ set_state(int64 id, const char *state, const char *error, XLogRecPtr lsn)
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	rc = SPI_execute_with_args("UPDATE ctas_fed.syncs SET "
-							   "state = CASE WHEN $2 = '' THEN state ELSE $2 END, "
-							   "finished_at = CASE WHEN $2 = 'failed' "
-							   "THEN pg_catalog.now() END, "
-							   "error = $3, "
-							   "applied_lsn = coalesce($4, applied_lsn) "
-							   "WHERE sync_id = $1 "
-							   "AND state IN " CTAS_SYNC_RUNNING_SQL,
+	rc = SPI_execute_with_args(psprintf("UPDATE ctas_fed.syncs SET "
+										"state = CASE WHEN $2 = '' THEN state ELSE $2 END, "
+										"finished_at = CASE WHEN $2 = %s "
+										"THEN pg_catalog.now() END, "
+										"error = $3, "
+										"applied_lsn = coalesce($4, applied_lsn) "
+										"WHERE sync_id = $1 "
+										"AND state IN " CTAS_SYNC_RUNNING_SQL,
+										CtasSyncStateLiteral(CTAS_SYNC_FAILED)),
 							   4, types, values, nulls, false, 0);
 	if (rc < 0)
 		elog(ERROR, "could not record the state of sync " INT64_FORMAT, id);
@@ -738,11 +749,12 @@ CtasSyncFailJob(int64 id, const char *error)
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	CtasSyncSpiExec("UPDATE ctas_fed.syncs SET state = 'failed', error = $2, "
-			 "finished_at = pg_catalog.now() WHERE sync_id = $1 "
-			 "AND state IN " CTAS_SYNC_RUNNING_SQL " "
-			 "RETURNING publication, source, stream_id",
-			 2, types, values, false);
+	CtasSyncSpiExec(psprintf("UPDATE ctas_fed.syncs SET state = %s, error = $2, "
+							 "finished_at = pg_catalog.now() WHERE sync_id = $1 "
+							 "AND state IN " CTAS_SYNC_RUNNING_SQL " "
+							 "RETURNING publication, source, stream_id",
+							 CtasSyncStateLiteral(CTAS_SYNC_FAILED)),
+					2, types, values, false);
 	if (SPI_processed == 1)
 	{
 		publication = CtasSyncSpiText(0, 1);

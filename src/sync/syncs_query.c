@@ -44,9 +44,6 @@
 
 #include "sync/sync_int.h"
 
-/* the SQL literal of state's name */
-#define STATE_LITERAL(state) quote_literal_cstr(CtasSyncStateName(state))
-
 /*
  * CtasSyncRunAs
  *		SPI statement sql with args, as user userid, in the current
@@ -394,7 +391,7 @@ CtasSyncMarkStopped(Oid owner, int64 sync_id)
 	CtasSyncRunAs(owner,
 				  psprintf("UPDATE ctas_fed.syncs SET state = %s, error = NULL, "
 						   "finished_at = pg_catalog.now() WHERE sync_id = $1",
-						   STATE_LITERAL(CTAS_SYNC_STOPPED)),
+						   CtasSyncStateLiteral(CTAS_SYNC_STOPPED)),
 				  1, idtype, id, NULL);
 }
 
@@ -557,7 +554,7 @@ CtasSyncFindMergeable(int64 primary, int64 *stream_id, char **publication,
 							 "AND bool_and(state = %s) "
 							 "AND $1 < stream_id "
 							 "ORDER BY stream_id LIMIT 1",
-							 STATE_LITERAL(CTAS_SYNC_STREAMING)),
+							 CtasSyncStateLiteral(CTAS_SYNC_STREAMING)),
 					1, (Oid[]) {INT8OID}, args, true);
 	if (SPI_processed == 0)
 		return false;
@@ -607,8 +604,8 @@ CtasSyncMarkCopyAgain(int64 stream_id, Oid source)
 									   "error = NULL WHERE stream_id = $1 "
 									   "AND ($2 = 0 OR source = $2) "
 									   "AND state = %s",
-									   STATE_LITERAL(CTAS_SYNC_COPYING),
-									   STATE_LITERAL(CTAS_SYNC_STREAMING)),
+									   CtasSyncStateLiteral(CTAS_SYNC_COPYING),
+									   CtasSyncStateLiteral(CTAS_SYNC_STREAMING)),
 							  2, (Oid[]) {INT8OID, OIDOID}, args, NULL, false,
 							  0) < 0)
 		elog(ERROR, "could not mark stream " INT64_FORMAT " for a resync",

@@ -193,7 +193,7 @@ display(const char *canon, bool key)
  *		'1a2', '0ff', ... of prefixes, for an IN list, local and remote
  *		(verify_remote's buckets): NULL for NIL.  A bucket is lower-case hex
  *		digits only, its literal the same text in every dialect; the
- *		buckets a remote answered were checked so by check_buckets.
+ *		buckets a remote answered were checked so by both_steps.
  */
 static char *
 in_list(List *prefixes)

@@ -260,17 +260,20 @@ typedef struct CtasSyncApply
 	 * under the settings verify pins, whose text equals what the target
 	 * computes from the value it stored; NULL when the column cannot be
 	 * compared.  verify_remote computes one step on the remote table as
-	 * the local side does (level, prefixes and rows as in sync/verify.c)
-	 * and calls emit once per result row, its fields as text: with rows
-	 * false (bucket, count, sum) per bucket of the rows whose key hash
-	 * begins with one of prefixes (NIL: all rows), else (key hash, key
-	 * text, row text) of the rows whose bucket is one of prefixes, ordered
-	 * by key hash, at most 10000.  In the sync worker, the target open;
+	 * the local side does (level and rows as in sync/verify.c) and calls
+	 * emit once per result row, its fields as text: with rows false
+	 * (bucket, count, sum) per bucket of the rows whose key hash begins
+	 * with one of buckets (NULL: all rows), else (key hash, key text, row
+	 * text) of the rows whose bucket is one of buckets, ordered by key
+	 * hash, at most 10000.  keys[0..t->nkeys - 1] are the key columns'
+	 * indexes in t->columns; buckets is a list of SQL string literals
+	 * ('1a2', '0ff': lower-case hex digits only, the same text in every
+	 * dialect), ready for an IN ( ).  In the sync worker, the target open;
 	 * both may ERROR.
 	 */
 	char	   *(*verify_local) (CtasSyncTarget *t, int col, const char *expr);
-	void		(*verify_remote) (CtasSyncTarget *t, int level, List *prefixes,
-								  bool rows,
+	void		(*verify_remote) (CtasSyncTarget *t, const int *keys, int level,
+								  const char *buckets, bool rows,
 								  void (*emit) (void *arg, char **fields),
 								  void *arg);
 } CtasSyncApply;

@@ -108,8 +108,8 @@ extern const CtasSyncApply CtasChSyncApply;
 /* in verify.c: resync of a continuous sync */
 extern char *CtasChSyncVerifyLocal(CtasSyncTarget *t, int col,
 								   const char *expr);
-extern void CtasChSyncVerifyRemote(CtasSyncTarget *t, int level,
-								   List *prefixes, bool rows,
+extern void CtasChSyncVerifyRemote(CtasSyncTarget *t, const int *keys,
+								   int level, const char *buckets, bool rows,
 								   void (*emit) (void *arg, char **fields),
 								   void *arg);
 

@@ -146,32 +146,15 @@ ch_canonical(CtasSyncTarget *t, char **types, int n, const int *idx)
 	return n > 1 ? psprintf("concat(%s)", buf.data) : buf.data;
 }
 
-/* 'a', 'b', ... */
-static char *
-ch_in_list(List *prefixes)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-
-	initStringInfo(&buf);
-	foreach(lc, prefixes)
-	{
-		if (buf.len)
-			appendStringInfoString(&buf, ", ");
-		CtasChAppendLiteral(&buf, lfirst(lc));
-	}
-	return buf.data;
-}
-
 /*
  * CtasChSyncVerifyRemote
  *		One step of a check on the remote table (target.h), as readers see
  *		it.  Its own HTTP client, freed with a memory context of its own.
  */
 void
-CtasChSyncVerifyRemote(CtasSyncTarget *t, int level, List *prefixes,
-					   bool rows, void (*emit) (void *arg, char **fields),
-					   void *arg)
+CtasChSyncVerifyRemote(CtasSyncTarget *t, const int *keys, int level,
+					   const char *buckets, bool rows,
+					   void (*emit) (void *arg, char **fields), void *arg)
 {
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
 											  "ctas_fed sync verify",
@@ -180,28 +163,17 @@ CtasChSyncVerifyRemote(CtasSyncTarget *t, int level, List *prefixes,
 	CtasChHttp   *http = CtasChHttpCreate(t->catalog, cxt);
 	char	  **types = palloc(sizeof(char *) * Max(t->ncolumns, 1));
 	int		   *all = palloc(sizeof(int) * Max(t->ncolumns, 1));
-	int		   *keys = palloc(sizeof(int) * Max(t->nkeys, 1));
 	char	   *inner;
 	char	   *sql;
 	List	   *result;
 	ListCell   *lc;
 	int			nf;
 	int			i;
-	int			k;
 
 	for (i = 0; i < t->ncolumns; i++)
 	{
 		types[i] = remote_type(http, t, i);
 		all[i] = i;
-	}
-	for (k = 0; k < t->nkeys; k++)
-	{
-		keys[k] = 0;
-		for (i = 0; i < t->ncolumns; i++)
-		{
-			if (strcmp(t->columns[i], t->keys[k]) == 0)
-				keys[k] = i;
-		}
 	}
 	inner = psprintf("SELECT lower(hex(MD5(%s))) AS kh, %s AS kt, %s AS rt "
 					 "FROM %s FINAL WHERE _deleted = 0",
@@ -212,15 +184,14 @@ CtasChSyncVerifyRemote(CtasSyncTarget *t, int level, List *prefixes,
 	if (rows)
 		sql = psprintf("SELECT kh, kt, rt FROM (%s) WHERE substring(kh, 1, %d) IN (%s) "
 					   "ORDER BY kh LIMIT 10000 FORMAT TabSeparated",
-					   inner, VERIFY_HEX * level, ch_in_list(prefixes));
+					   inner, VERIFY_HEX * level, buckets);
 	else
 		sql = psprintf("SELECT substring(kh, 1, %d) AS b, toString(count()), "
 					   "toString(sum(halfMD5(rt))) FROM (%s) %s GROUP BY b "
 					   "FORMAT TabSeparated",
 					   VERIFY_HEX * level, inner,
-					   prefixes ? psprintf("WHERE substring(kh, 1, %d) IN (%s)",
-										   VERIFY_HEX * (level - 1),
-										   ch_in_list(prefixes)) : "");
+					   buckets ? psprintf("WHERE substring(kh, 1, %d) IN (%s)",
+										  VERIFY_HEX * (level - 1), buckets) : "");
 	result = CtasChTsv(CtasChHttpQuery(http, sql, "hash the synced table"), &nf);
 	if (result != NIL && nf != 3)
 		ereport(ERROR,

@@ -234,8 +234,8 @@ extern const CtasSyncApply CtasMySyncApply;
 /* in verify.c */
 extern char *CtasMySyncVerifyLocal(CtasSyncTarget *t, int col,
 								   const char *expr);
-extern void CtasMySyncVerifyRemote(CtasSyncTarget *t, int level,
-								   List *prefixes, bool rows,
+extern void CtasMySyncVerifyRemote(CtasSyncTarget *t, const int *keys,
+								   int level, const char *buckets, bool rows,
 								   void (*emit) (void *arg, char **fields),
 								   void *arg);
 

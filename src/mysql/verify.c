@@ -139,50 +139,25 @@ canonical(CtasSyncTarget *t, int n, const int *idx)
 	return buf.data;
 }
 
-/* 'a', 'b', ... */
-static char *
-in_list(List *prefixes)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-
-	initStringInfo(&buf);
-	foreach(lc, prefixes)
-		appendStringInfo(&buf, "%s%s", buf.len ? ", " : "",
-						 CtasMyLiteral(lfirst(lc)));
-	return buf.data;
-}
-
 /*
  * CtasMySyncVerifyRemote
  *		One step of a check on the remote table (target.h).
  */
 void
-CtasMySyncVerifyRemote(CtasSyncTarget *t, int level, List *prefixes,
-					   bool rows, void (*emit) (void *arg, char **fields),
-					   void *arg)
+CtasMySyncVerifyRemote(CtasSyncTarget *t, const int *keys, int level,
+					   const char *buckets, bool rows,
+					   void (*emit) (void *arg, char **fields), void *arg)
 {
 	int		   *all = palloc(sizeof(int) * Max(t->ncolumns, 1));
-	int		   *keys = palloc(sizeof(int) * Max(t->nkeys, 1));
 	char	   *inner;
 	char	   *sql;
 	List	   *volatile res = NIL;
 	MyConn	   *conn;
 	ListCell   *lc;
 	int			i;
-	int			k;
 
 	for (i = 0; i < t->ncolumns; i++)
 		all[i] = i;
-	for (k = 0; k < t->nkeys; k++)
-	{
-		keys[k] = 0;
-		for (i = 0; i < t->ncolumns; i++)
-		{
-			if (strcmp(t->columns[i], t->keys[k]) == 0)
-				keys[k] = i;
-		}
-	}
 	inner = psprintf("SELECT MD5(%s) AS kh, %s AS kt, %s AS rt FROM %s",
 					 canonical(t, t->nkeys, keys), canonical(t, t->nkeys, keys),
 					 canonical(t, t->ncolumns, all),
@@ -190,16 +165,15 @@ CtasMySyncVerifyRemote(CtasSyncTarget *t, int level, List *prefixes,
 	if (rows)
 		sql = psprintf("SELECT kh, kt, rt FROM (%s) s WHERE LEFT(kh, %d) IN (%s) "
 					   "ORDER BY kh LIMIT 10000",
-					   inner, VERIFY_HEX * level, in_list(prefixes));
+					   inner, VERIFY_HEX * level, buckets);
 	else
 		sql = psprintf("SELECT LEFT(kh, %d), CAST(COUNT(*) AS CHAR), "
 					   "CAST(MOD(SUM(CAST(CONV(LEFT(MD5(rt), 16), 16, 10) AS UNSIGNED)), "
 					   "18446744073709551616) AS CHAR) "
 					   "FROM (%s) s %s GROUP BY 1",
 					   VERIFY_HEX * level, inner,
-					   prefixes ? psprintf("WHERE LEFT(kh, %d) IN (%s)",
-										   VERIFY_HEX * (level - 1),
-										   in_list(prefixes)) : "");
+					   buckets ? psprintf("WHERE LEFT(kh, %d) IN (%s)",
+										  VERIFY_HEX * (level - 1), buckets) : "");
 	conn = CtasMyConnect(t->catalog, CurrentMemoryContext, false);
 	PG_TRY();
 	{

@@ -285,8 +285,8 @@ extern void CtasPgSyncApplyBatch(CtasSyncTarget *t);
 /* in verify.c: verify of a continuous sync */
 extern char *CtasPgSyncVerifyLocal(CtasSyncTarget *t, int col,
 								   const char *expr);
-extern void CtasPgSyncVerifyRemote(CtasSyncTarget *t, int level,
-								   List *prefixes, bool rows,
+extern void CtasPgSyncVerifyRemote(CtasSyncTarget *t, const int *keys,
+								   int level, const char *buckets, bool rows,
 								   void (*emit) (void *arg, char **fields),
 								   void *arg);
 

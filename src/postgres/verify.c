@@ -39,36 +39,44 @@ CtasPgSyncVerifyLocal(CtasSyncTarget *t, int col, const char *expr)
 	return psprintf("(%s)::text", expr);
 }
 
-/* the canonical text of the columns idx[0..n-1], as sync/verify.c's */
+/*
+ * pg_canonical
+ *		The canonical text of the columns idx[0..n-1], as sync/verify.c's,
+ *		over the texts t1, t2, ... of the columns (pg_texts).
+ */
 static char *
-pg_canonical(CtasSyncTarget *t, int n, const int *idx)
+pg_canonical(int n, const int *idx)
 {
 	StringInfoData buf;
 	int			i;
 
 	initStringInfo(&buf);
 	for (i = 0; i < n; i++)
-	{
-		const char *c = quote_identifier(t->columns[idx[i]]);
-
-		appendStringInfo(&buf, "%sCASE WHEN %s IS NULL THEN 'N' "
-						 "ELSE octet_length((%s)::text)::text || ':' || (%s)::text END",
-						 i ? " || " : "", c, c, c);
-	}
+		appendStringInfo(&buf, "%sCASE WHEN v.t%d IS NULL THEN 'N' "
+						 "ELSE octet_length(v.t%d)::text || ':' || v.t%d END",
+						 i ? " || " : "", idx[i] + 1, idx[i] + 1, idx[i] + 1);
 	return buf.data;
 }
 
-/* 'a', 'b', ... */
+/*
+ * pg_texts
+ *		SELECT (c1)::text AS t1, ... FROM the remote table, behind an OFFSET 0
+ *		so that each value's text is computed once (sync/verify.c,
+ *		local_inner).
+ */
 static char *
-pg_in_list(List *prefixes)
+pg_texts(CtasSyncTarget *t)
 {
 	StringInfoData buf;
-	ListCell   *lc;
+	int			i;
 
 	initStringInfo(&buf);
-	foreach(lc, prefixes)
-		appendStringInfo(&buf, "%s%s", buf.len ? ", " : "",
-						 quote_literal_cstr(lfirst(lc)));
+	appendStringInfoString(&buf, "SELECT ");
+	for (i = 0; i < t->ncolumns; i++)
+		appendStringInfo(&buf, "%s(%s)::text AS t%d", i ? ", " : "",
+						 quote_identifier(t->columns[i]), i + 1);
+	appendStringInfo(&buf, " FROM %s.%s OFFSET 0",
+					 quote_identifier(t->schema), quote_identifier(t->table));
 	return buf.data;
 }
 
@@ -77,37 +85,25 @@ pg_in_list(List *prefixes)
  *		One step of a check on the remote table (target.h).
  */
 void
-CtasPgSyncVerifyRemote(CtasSyncTarget *t, int level, List *prefixes,
-					   bool rows, void (*emit) (void *arg, char **fields),
-					   void *arg)
+CtasPgSyncVerifyRemote(CtasSyncTarget *t, const int *keys, int level,
+					   const char *buckets, bool rows,
+					   void (*emit) (void *arg, char **fields), void *arg)
 {
 	int		   *all = palloc(sizeof(int) * Max(t->ncolumns, 1));
-	int		   *keys = palloc(sizeof(int) * Max(t->nkeys, 1));
 	char	   *inner;
 	char	   *sql;
 	int			i;
-	int			k;
 	PGconn	   *volatile conn = NULL;
 
 	for (i = 0; i < t->ncolumns; i++)
 		all[i] = i;
-	for (k = 0; k < t->nkeys; k++)
-	{
-		keys[k] = 0;
-		for (i = 0; i < t->ncolumns; i++)
-		{
-			if (strcmp(t->columns[i], t->keys[k]) == 0)
-				keys[k] = i;
-		}
-	}
-	inner = psprintf("SELECT md5(%s) AS kh, %s AS kt, %s AS rt FROM %s.%s",
-					 pg_canonical(t, t->nkeys, keys), pg_canonical(t, t->nkeys, keys),
-					 pg_canonical(t, t->ncolumns, all),
-					 quote_identifier(t->schema), quote_identifier(t->table));
+	inner = psprintf("SELECT md5(%s) AS kh, %s AS kt, %s AS rt FROM (%s) v",
+					 pg_canonical(t->nkeys, keys), pg_canonical(t->nkeys, keys),
+					 pg_canonical(t->ncolumns, all), pg_texts(t));
 	if (rows)
 		sql = psprintf("SELECT kh, kt, rt FROM (%s) s WHERE left(kh, %d) IN (%s) "
 					   "ORDER BY kh LIMIT 10000",
-					   inner, VERIFY_HEX * level, pg_in_list(prefixes));
+					   inner, VERIFY_HEX * level, buckets);
 	else
 		sql = psprintf("SELECT left(kh, %d), count(*)::text, "
 					   "(((sum(('x' || left(md5(rt), 16))::bit(64)::int8) "
@@ -115,9 +111,8 @@ CtasPgSyncVerifyRemote(CtasSyncTarget *t, int level, List *prefixes,
 					   "%% 18446744073709551616)::text "
 					   "FROM (%s) s %s GROUP BY 1",
 					   VERIFY_HEX * level, inner,
-					   prefixes ? psprintf("WHERE left(kh, %d) IN (%s)",
-										   VERIFY_HEX * (level - 1),
-										   pg_in_list(prefixes)) : "");
+					   buckets ? psprintf("WHERE left(kh, %d) IN (%s)",
+										  VERIFY_HEX * (level - 1), buckets) : "");
 
 	PG_TRY();
 	{

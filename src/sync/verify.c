@@ -47,8 +47,13 @@
  * rows are listed on both sides, ordered by kh, and merged: the first
  * VERIFY_MAX_KEYS differing keys are reported with both versions.  Each
  * level is one scan of each side into at most 16 * 4096 buckets, so the
- * memory is bounded whatever the table's size; 10M rows take two levels
- * and one listing.
+ * memory is bounded whatever the table's size; an equal table takes one
+ * level, 10M rows with differences two levels and one listing.  The scans
+ * are CPU-bound (two MD5s and the text output of every value of every
+ * row): each value's text is computed once (local_inner), which also keeps
+ * each side's scan in one process, without parallel query
+ * (docs/performance.md has the numbers: CPU linear in the rows, memory
+ * flat).
  *
  * The result is a row of ctas_fed.sync_checks and, for the metrics, the
  * job's status entry.
@@ -64,14 +69,10 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
-#include "access/xlogutils.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "replication/logical.h"
-#include "replication/slot.h"
-#include "replication/snapbuild.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
@@ -187,32 +188,73 @@ display(const char *canon, bool key)
 	return psprintf("(%s)", buf.data);
 }
 
-/* 'a', 'b', ... of prefixes, for an IN list */
+/*
+ * in_list
+ *		'1a2', '0ff', ... of prefixes, for an IN list, local and remote
+ *		(verify_remote's buckets): NULL for NIL.  A bucket is lower-case hex
+ *		digits only, its literal the same text in every dialect; the
+ *		buckets a remote answered were checked so by both_steps.
+ */
 static char *
 in_list(List *prefixes)
 {
 	StringInfoData buf;
 	ListCell   *lc;
 
+	if (prefixes == NIL)
+		return NULL;
 	initStringInfo(&buf);
 	foreach(lc, prefixes)
-		appendStringInfo(&buf, "%s%s", buf.len ? ", " : "",
-						 quote_literal_cstr(lfirst(lc)));
+		appendStringInfo(&buf, "%s'%s'", buf.len ? ", " : "",
+						 (char *) lfirst(lc));
 	return buf.data;
+}
+
+/*
+ * key_columns
+ *		The indexes of the job's key columns in its columns.
+ */
+static int *
+key_columns(SyncJob *job)
+{
+	CtasSyncTarget *t = &job->target;
+	int		   *keys = palloc(sizeof(int) * Max(t->nkeys, 1));
+	int			i;
+	int			k;
+
+	for (k = 0; k < t->nkeys; k++)
+	{
+		for (i = 0; i < t->ncolumns; i++)
+		{
+			if (strcmp(t->columns[i], t->keys[k]) == 0)
+				break;
+		}
+		if (i == t->ncolumns)
+			elog(ERROR, "key column \"%s\" of sync " INT64_FORMAT " is not a column",
+				 t->keys[k], job->id);
+		keys[k] = i;
+	}
+	return keys;
 }
 
 /*
  * local_inner
  *		SELECT kh, kt, rt over the job's query (deparsed), its columns
- *		named c1, c2, ..., with the target's canonical expressions.
+ *		named c1, c2, ..., with the target's canonical expressions.  Each
+ *		value's text (t1, t2, ...: NULL for NULL) is computed once, below an
+ *		OFFSET 0 that keeps the planner from substituting its expression
+ *		into each of its uses: the text output of a value (numeric,
+ *		timestamptz) is most of a check's cost, and the pieces of the key
+ *		stand in kh, kt and rt.
  */
 static char *
-local_inner(SyncJob *job)
+local_inner(SyncJob *job, const int *keys)
 {
 	CtasSyncTarget *t = &job->target;
 	StringInfoData row;
 	StringInfoData key;
 	StringInfoData cols;
+	StringInfoData texts;
 	char	  **piece = palloc(sizeof(char *) * Max(t->ncolumns, 1));
 	int			i;
 	int			k;
@@ -220,6 +262,7 @@ local_inner(SyncJob *job)
 	initStringInfo(&row);
 	initStringInfo(&key);
 	initStringInfo(&cols);
+	initStringInfo(&texts);
 	for (i = 0; i < t->ncolumns; i++)
 	{
 		char	   *ref = psprintf("q.c%d", i + 1);
@@ -231,26 +274,19 @@ local_inner(SyncJob *job)
 					 errmsg("column \"%s\" of sync " INT64_FORMAT " cannot be verified",
 							t->columns[i], job->id),
 					 errdetail("Its remote type has no text form that the local value can be compared with.")));
-		piece[i] = psprintf("CASE WHEN %s IS NULL THEN 'N' "
-							"ELSE octet_length(%s)::text || ':' || %s END",
-							ref, v, v);
+		appendStringInfo(&texts, "%sCASE WHEN %s IS NULL THEN NULL ELSE %s END AS t%d",
+						 i ? ", " : "", ref, v, i + 1);
+		piece[i] = psprintf("CASE WHEN v.t%d IS NULL THEN 'N' "
+							"ELSE octet_length(v.t%d)::text || ':' || v.t%d END",
+							i + 1, i + 1, i + 1);
 		appendStringInfo(&row, "%s%s", i ? " || " : "", piece[i]);
 		appendStringInfo(&cols, "%sc%d", i ? ", " : "", i + 1);
 	}
 	for (k = 0; k < t->nkeys; k++)
-	{
-		for (i = 0; i < t->ncolumns; i++)
-		{
-			if (strcmp(t->columns[i], t->keys[k]) == 0)
-				break;
-		}
-		if (i == t->ncolumns)
-			elog(ERROR, "key column \"%s\" of sync " INT64_FORMAT " is not a column",
-				 t->keys[k], job->id);
-		appendStringInfo(&key, "%s%s", k ? " || " : "", piece[i]);
-	}
-	return psprintf("SELECT md5(%s) AS kh, %s AS kt, %s AS rt FROM (%s) q(%s)",
-					key.data, key.data, row.data,
+		appendStringInfo(&key, "%s%s", k ? " || " : "", piece[keys[k]]);
+	return psprintf("SELECT md5(%s) AS kh, %s AS kt, %s AS rt "
+					"FROM (SELECT %s FROM (%s) q(%s) OFFSET 0) v",
+					key.data, key.data, row.data, texts.data,
 					pg_get_querydef(job->query, false), cols.data);
 }
 
@@ -261,7 +297,7 @@ local_inner(SyncJob *job)
  *		the copy does, with the text output settings pinned.
  */
 static void
-local_step(SyncJob *job, const char *inner, int level, List *prefixes,
+local_step(SyncJob *job, const char *inner, int level, const char *buckets,
 		   bool rows, VerifyRows *out)
 {
 	char	   *sql;
@@ -273,7 +309,7 @@ local_step(SyncJob *job, const char *inner, int level, List *prefixes,
 	if (rows)
 		sql = psprintf("SELECT kh, kt, rt FROM (%s) s WHERE left(kh, %d) IN (%s) "
 					   "ORDER BY kh LIMIT %d",
-					   inner, VERIFY_HEX * level, in_list(prefixes),
+					   inner, VERIFY_HEX * level, buckets,
 					   VERIFY_LIST_ROWS * 5);
 	else
 		sql = psprintf("SELECT left(kh, %d), count(*)::text, "
@@ -282,9 +318,8 @@ local_step(SyncJob *job, const char *inner, int level, List *prefixes,
 					   "%% 18446744073709551616)::text "
 					   "FROM (%s) s %s GROUP BY 1",
 					   VERIFY_HEX * level, inner,
-					   prefixes ? psprintf("WHERE left(kh, %d) IN (%s)",
-										   VERIFY_HEX * (level - 1),
-										   in_list(prefixes)) : "");
+					   buckets ? psprintf("WHERE left(kh, %d) IN (%s)",
+										  VERIFY_HEX * (level - 1), buckets) : "");
 
 	GetUserIdAndSecContext(&save_userid, &save_sec);
 	SetUserIdAndSecContext(job->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
@@ -312,16 +347,46 @@ local_step(SyncJob *job, const char *inner, int level, List *prefixes,
 	SetUserIdAndSecContext(save_userid, save_sec);
 }
 
-/* one step on both sides, each sorted by its first field */
+/* milliseconds of the current check's steps on each side, for its LOG line */
+static int64 verify_source_ms;
+static int64 verify_remote_ms;
+
+/*
+ * both_steps
+ *		One step on both sides, each sorted by its first field, over the
+ *		buckets prefixes (NIL: all); keys as key_columns.  The remote's
+ *		first fields must be buckets or key hashes: lower-case hex digits,
+ *		so many (they go back into the next step's IN list).
+ */
 static void
-both_steps(SyncJob *job, const char *inner, int level, List *prefixes,
-		   bool rows, VerifyRows *src, VerifyRows *rem)
+both_steps(SyncJob *job, const char *inner, const int *keys, int level,
+		   List *prefixes, bool rows, VerifyRows *src, VerifyRows *rem)
 {
+	char	   *buckets = in_list(prefixes);
+	size_t		len = rows ? 32 : VERIFY_HEX * level;
+	TimestampTz t0 = GetCurrentTimestamp();
+	TimestampTz t1;
+	int			i;
+
 	memset(src, 0, sizeof(*src));
 	memset(rem, 0, sizeof(*rem));
-	local_step(job, inner, level, prefixes, rows, src);
-	job->apply->verify_remote(&job->target, level, prefixes, rows,
+	local_step(job, inner, level, buckets, rows, src);
+	t1 = GetCurrentTimestamp();
+	job->apply->verify_remote(&job->target, keys, level, buckets, rows,
 							  remote_emit, rem);
+	verify_source_ms += (t1 - t0) / 1000;
+	verify_remote_ms += (GetCurrentTimestamp() - t1) / 1000;
+	for (i = 0; i < rem->n; i++)
+	{
+		if (strlen(rem->rows[i].a) != len ||
+			strspn(rem->rows[i].a, "0123456789abcdef") != len)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROTOCOL_VIOLATION),
+					 errmsg("unexpected result from catalog \"%s\" while checking sync " INT64_FORMAT,
+							job->target.catalog->name, job->id),
+					 errdetail("A key hash or bucket is not %d lower-case hex digits.",
+							   (int) len)));
+	}
 	if (src->n > 1)
 		qsort(src->rows, src->n, sizeof(VerifyRow), row_cmp);
 	if (rem->n > 1)
@@ -338,12 +403,14 @@ both_steps(SyncJob *job, const char *inner, int level, List *prefixes,
 static void
 compare_job(SyncJob *job, List **diffs, int64 *nrows, MemoryContext cxt)
 {
-	char	   *inner = local_inner(job);
+	int		   *keys = key_columns(job);
+	char	   *inner = local_inner(job, keys);
 	List	   *prefixes = NIL;
 	int			level;
 
 	*diffs = NIL;
 	*nrows = 0;
+	verify_source_ms = verify_remote_ms = 0;
 	for (level = 1; level <= VERIFY_MAX_LEVELS; level++)
 	{
 		VerifyRows src;
@@ -354,7 +421,7 @@ compare_job(SyncJob *job, List **diffs, int64 *nrows, MemoryContext cxt)
 		int			j = 0;
 
 		CHECK_FOR_INTERRUPTS();
-		both_steps(job, inner, level, prefixes, false, &src, &rem);
+		both_steps(job, inner, keys, level, prefixes, false, &src, &rem);
 		if (level == 1)
 		{
 			for (i = 0; i < src.n; i++)
@@ -398,7 +465,7 @@ compare_job(SyncJob *job, List **diffs, int64 *nrows, MemoryContext cxt)
 		int			i = 0;
 		int			j = 0;
 
-		both_steps(job, inner, Min(level, VERIFY_MAX_LEVELS), prefixes, true,
+		both_steps(job, inner, keys, Min(level, VERIFY_MAX_LEVELS), prefixes, true,
 				   &src, &rem);
 		while ((i < src.n || j < rem.n) &&
 			   list_length(*diffs) < VERIFY_MAX_KEYS)
@@ -517,8 +584,6 @@ CtasSyncVerifyIfAsked(List *jobs)
 	int64		id = CtasSyncStatusVerifyWanted(&ticket);
 	SyncJob    *job = NULL;
 	SyncJob    *first;
-	LogicalDecodingContext *ctx;
-	Snapshot	snap;
 	XLogRecPtr	point;
 	TimestampTz started = GetCurrentTimestamp();
 	SyncPeekResult peek;
@@ -548,23 +613,9 @@ CtasSyncVerifyIfAsked(List *jobs)
 	/* 1. the source as of the consistent point of an ephemeral slot */
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	XactIsoLevel = XACT_REPEATABLE_READ;
-	XactReadOnly = true;
-	CheckLogicalDecodingRequirements();
-	ReplicationSlotCreate(psprintf("ctas_fed_verify_%u_" INT64_FORMAT,
-								   MyDatabaseId, job->stream_id),
-						  true, RS_EPHEMERAL, false);
-	ctx = CreateInitDecodingContext("pgoutput", NIL, true, InvalidXLogRecPtr,
-									XL_ROUTINE(.page_read = read_local_xlog_page,
-											   .segment_open = wal_segment_open,
-											   .segment_close = wal_segment_close),
-									NULL, NULL, NULL);
-	DecodingContextFindStartpoint(ctx);
-	snap = SnapBuildInitialSnapshot(ctx->snapshot_builder);
-	RestoreTransactionSnapshot(snap, MyProc);
-	point = MyReplicationSlot->data.confirmed_flush;
-	FreeDecodingContext(ctx);
-	ReplicationSlotRelease();	/* ephemeral: dropped */
+	point = CtasSyncSlotSnapshot(psprintf("ctas_fed_verify_%u_" INT64_FORMAT,
+										  MyDatabaseId, job->stream_id),
+								 false);
 
 	PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();
@@ -601,9 +652,10 @@ CtasSyncVerifyIfAsked(List *jobs)
 	check = record_check(job, point, diffs, nrows, started);
 	CtasSyncStatusVerified(id, ticket, check, list_length(diffs));
 	ereport(LOG,
-			(errmsg("ctas_fed sync " INT64_FORMAT ": checked " INT64_FORMAT " rows at %X/%X in %ld ms: %s",
+			(errmsg("ctas_fed sync " INT64_FORMAT ": checked " INT64_FORMAT " rows at %X/%X in %ld ms (scans: " INT64_FORMAT " ms source, " INT64_FORMAT " ms remote): %s",
 					job->id, nrows, LSN_FORMAT_ARGS(point),
 					(long) ((GetCurrentTimestamp() - started) / 1000),
+					verify_source_ms, verify_remote_ms,
 					diffs == NIL ? "equal" : "different")));
 	MemoryContextDelete(cxt);
 }

@@ -13,6 +13,11 @@
 #                        and their steady lag under pgbench at half the
 #                        source's capacity (test/bench/sync_native.sh;
 #                        BENCH_NATIVE_RUNS=3 rounds, BENCH_LAG_SECONDS=30)
+#   BENCH_TARGETS=sync_verify  ctas_fed.verify_sync() on a synced table,
+#                        both targets, with a writer on the source
+#                        (test/bench/sync_verify.pl, a TAP file run by
+#                        prove; BENCH_ROWS="1000000 10000000" for both
+#                        sizes, about 40 minutes on 2 cores)
 #   BENCH_ROWS=100000 bash test/bench/run.sh   quick smoke check
 #   BENCH_ROWS="1000000 5000000" BENCH_RUNS=3 bash test/bench/run.sh
 #   BENCH_SKIP_BOOTSTRAP=1 bash test/bench/run.sh
@@ -88,22 +93,34 @@ echo "== ctas_fed: source $(git describe --always --dirty 2> /dev/null || echo '
 # the targets: test/bench/<target>.sh, each in a folder of its own
 targets=${BENCH_TARGETS:-}
 if [ -z "$targets" ]; then
-	for t in postgres clickhouse sync sync_native; do
-		[ -f "test/bench/$t.sh" ] && targets+=" $t"
+	for t in postgres clickhouse sync sync_native sync_verify; do
+		[ -f "test/bench/$t.sh" ] || [ -f "test/bench/$t.pl" ] && targets+=" $t"
 	done
 fi
 # only what the user set: each script has its own defaults
 pass=()
 for v in BENCH_ROWS BENCH_RUNS BENCH_METHODS BENCH_SECONDS BENCH_CLIENTS BENCH_SYNC_TARGETS \
 	BENCH_SCALE BENCH_SINGLE BENCH_BULK BENCH_NATIVE_RUNS BENCH_LAG_SECONDS \
-	BENCH_LOCAL_CONF BENCH_PERF; do
+	BENCH_LOCAL_CONF BENCH_PERF BENCH_WRITER_RATE; do
 	[ -n "${!v:-}" ] && pass+=("$v=${!v}")
 done
 
 echo "== benchmark in $stage (targets:$targets; ${pass[*]:-default sizes and runs})"
 status=0
+# a TAP benchmark (test/bench/<target>.pl) runs under prove, as test/run.sh
+# runs the TAP tests
+pgxs_dir=$(cd "$(dirname "$("$CTAS_PG_CONFIG" --pgxs)")/.." && pwd)
 for t in $targets; do
-	[ -f "test/bench/$t.sh" ] || { echo "no test/bench/$t.sh"; status=1; continue; }
+	if [ -f "test/bench/$t.sh" ]; then
+		run=(bash "test/bench/$t.sh" "$stage/$t")
+	elif [ -f "test/bench/$t.pl" ]; then
+		run=(env "PERL5LIB=$pgxs_dir/test/perl:$stage/test/lib"
+			"PG_REGRESS=$pgxs_dir/test/regress/pg_regress" "TESTDIR=$stage/$t"
+			"TMPDIR=$stage/$t" "BENCH_OUT=$stage/$t/results.txt"
+			prove -v "test/bench/$t.pl")
+	else
+		echo "no test/bench/$t.sh"; status=1; continue
+	fi
 	mkdir -p "$stage/$t" && ctas_is_root && chown "$CTAS_RUNNER:" "$stage/$t"
 	echo
 	echo "==== $t"
@@ -113,7 +130,7 @@ for t in $targets; do
 		"${pass[@]}" \
 		"LC_ALL=C.UTF-8" \
 		timeout --foreground -k 60 "${BENCH_TIMEOUT:-3600}" \
-		bash "test/bench/$t.sh" "$stage/$t")
+		"${run[@]}")
 	rc=$?
 	[ "$rc" = 124 ] && echo "$t: stopped after BENCH_TIMEOUT=${BENCH_TIMEOUT:-3600} seconds"
 	if [ "$rc" = 3 ]; then

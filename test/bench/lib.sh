@@ -328,3 +328,41 @@ for my $l (sort keys %root)
 close $fh;
 rename("$out.tmp", $out) or die "rename: $!";
 '
+
+# ---- where a process's CPU goes (perf) -------------------------------------
+# perf_start OUT PID,PID...: perf record (call graphs through the frame
+# pointers, 299 Hz, user space) of those processes, in the background;
+# perf_stop OUT ends it; perf_share OUT SYMBOL: the share (%) of the samples
+# whose stack holds SYMBOL (perf report's "Children"), "-" without perf or
+# samples.  PostgreSQL's static functions have no symbol in a stripped
+# build: name an exported caller (pg_logical_slot_peek_binary_changes for
+# pg_logical_slot_get_changes_guts, the whole decoding of a peek).
+perf_start()
+{
+	command -v perf > /dev/null || return 0
+	perf record -q -g -F 299 -o "$1" -p "$2" > "$1.log" 2>&1 &
+	echo $! > "$1.pid"
+	sleep 0.3
+}
+
+perf_stop()
+{
+	local pid
+	[ -f "$1.pid" ] || return 0
+	pid=$(cat "$1.pid")
+	kill -INT "$pid" 2> /dev/null
+	wait "$pid" 2> /dev/null
+	for _ in $(seq 1 100); do
+		kill -0 "$pid" 2> /dev/null || break
+		sleep 0.1
+	done
+	rm -f "$1.pid"
+}
+
+perf_share()
+{
+	[ -s "$1" ] || { printf -- -; return 0; }
+	perf report -i "$1" --children --stdio --sort symbol -g none 2> /dev/null |
+		awk -v sym="$2" '$1 ~ /%$/ && $4 == sym { v = $1; sub(/%/, "", v); if (v + 0 > best) best = v + 0; found = 1 }
+			END { if (found) printf "%.1f", best; else printf "0.0" }'
+}

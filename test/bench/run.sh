@@ -16,7 +16,7 @@
 #   BENCH_TARGETS=sync_many  100 synced tables in one database: workers,
 #                        slots, decoding once, worker memory, into both
 #                        targets (test/bench/sync_many.sh; BENCH_MANY_TABLES,
-#                        BENCH_MANY_ROUNDS, BENCH_MANY_ROWS)
+#                        BENCH_MANY_ROUNDS, BENCH_MANY_RUNS, BENCH_MANY_ROWS)
 #   BENCH_ROWS=100000 bash test/bench/run.sh   quick smoke check
 #   BENCH_ROWS="1000000 5000000" BENCH_RUNS=3 bash test/bench/run.sh
 #   BENCH_SKIP_BOOTSTRAP=1 bash test/bench/run.sh
@@ -100,7 +100,8 @@ fi
 pass=()
 for v in BENCH_ROWS BENCH_RUNS BENCH_METHODS BENCH_SECONDS BENCH_CLIENTS BENCH_SYNC_TARGETS \
 	BENCH_SCALE BENCH_SINGLE BENCH_BULK BENCH_NATIVE_RUNS BENCH_LAG_SECONDS \
-	BENCH_LOCAL_CONF BENCH_PERF BENCH_MANY_TABLES BENCH_MANY_ROUNDS BENCH_MANY_ROWS; do
+	BENCH_LOCAL_CONF BENCH_PERF BENCH_MANY_TABLES BENCH_MANY_ROUNDS BENCH_MANY_RUNS \
+	BENCH_MANY_ROWS; do
 	[ -n "${!v:-}" ] && pass+=("$v=${!v}")
 done
 

@@ -13,11 +13,13 @@
 #   slots     rows of pg_replication_slots, sampled likewise (goal: 1; a
 #             join copy makes a temporary slot for a moment: the maximum
 #             seen while the syncs were created is printed too)
-#   decoding  the CPU seconds of the sync worker's peeks
-#             (pg_logical_slot_peek_binary_changes): the worker's CPU from
-#             /proc times the share of perf's samples of the worker whose
-#             stack holds that function (perf record -g; their number and
-#             wall time from pg_stat_statements, loaded for the bench);
+#   decoding  the CPU seconds of the sync worker's decoding (its peeks,
+#             pg_logical_slot_peek_binary_changes, and slot advances): the
+#             worker's CPU from /proc times the share of perf's samples of
+#             the worker whose stack holds the decoding's functions
+#             (perf record -g; lib.sh's decoding_symbols); the number and
+#             wall time of the peeks from pg_stat_statements, loaded for
+#             the bench;
 #             goal: with N syncs at most 2x the same with 1 sync, for the
 #             same writer (N slots would decode the WAL N times); beside it
 #             one full decode of the same WAL for the same publication, by
@@ -26,22 +28,25 @@
 #             WAL the peeks decode more than once
 #   CPU       CPU seconds of the sync worker(s) from the writer's start until
 #             every remote table converged (test/bench/lib.sh's cpu_watch)
-#   memory    RssAnon of each sync worker, sampled every second: first,
-#             last and peak sample of the writer's run (goal: flat, last
-#             within 20% + 2 MB of the first)
+#   memory    RssAnon of the sync worker once the remote converged after
+#             each run of the writer (goal: flat, the last within 10% + 1 MB
+#             of the first); the peak of a sample every second beside;
+#             the worker's memory contexts are logged (local.log) after
+#             each run
 #   equal     at the end of each phase, every row of every remote table
 #             against its source (ClickHouse: FINAL WHERE _deleted = 0),
 #             one digest of all tables; a difference fails the bench
 #
-# The writer (one session, synchronous_commit off): BENCH_MANY_ROUNDS
-# rounds (default 30), each a transaction per table with an UPDATE of 5
-# rows, an INSERT and a DELETE: 7 row changes per table and round.
+# The writer (one session, synchronous_commit off), run BENCH_MANY_RUNS
+# times (default 2) in each phase: BENCH_MANY_ROUNDS rounds (default 30), each a transaction per
+# table with an UPDATE of 5 rows, an INSERT and a DELETE: 7 row changes per
+# table and round.
 #
 #   bash test/bench/sync_many.sh WORKDIR   (BENCH_TARGETS=sync_many
 #                                           bash test/bench/run.sh)
 #
 # Environment: BENCH_MANY_TABLES (100), BENCH_MANY_ROUNDS (30),
-# BENCH_MANY_ROWS (rows per table, 1000), BENCH_SYNC_TARGETS ("postgres
+# BENCH_MANY_RUNS (2), BENCH_MANY_ROWS (rows per table, 1000), BENCH_SYNC_TARGETS ("postgres
 # clickhouse"), CTAS_PG_BINDIR.
 # Exit status 0 when every goal was met, 3 when a goal was not met, 1 when
 # a step failed or a remote table differed from its source.
@@ -52,6 +57,8 @@ work=${1:?usage: sync_many.sh WORKDIR}
 bindir=${CTAS_PG_BINDIR:-/usr/lib/postgresql/15/bin}
 ntables=${BENCH_MANY_TABLES:-100}
 rounds=${BENCH_MANY_ROUNDS:-30}
+runs=${BENCH_MANY_RUNS:-2}
+[ "$runs" -ge 2 ] || { echo "BENCH_MANY_RUNS must be 2 or more" >&2; exit 1; }
 nrows=${BENCH_MANY_ROWS:-1000}
 sync_targets=${BENCH_SYNC_TARGETS-postgres clickhouse}
 testdir=$(cd "$(dirname "$0")/.." && pwd)
@@ -199,8 +206,8 @@ VACUUM ANALYZE;
 CHECKPOINT;
 EOF
 
-# the writer of phase $1 (0, 1, 2): the same row changes in every phase,
-# each phase its own keys inserted and deleted
+# the writer, run $1 (phase + 3 x run of the phase): the same row changes
+# each time, each its own keys inserted and deleted
 writer()
 {
 	lsql -c "SET synchronous_commit = off" -c "DO \$\$
@@ -282,12 +289,35 @@ wait_streaming()
 	return 1
 }
 
+# converge TARGET FIRST LAST: until the summaries of the remote tables
+# equal those of their sources (polled, 600 s)
+converge()
+{
+	local want
+	want=$(summary local "$2" "$3")
+	for _ in $(seq 1 1200); do
+		[ "$(summary "$1" "$2" "$3")" = "$want" ] && return 0
+		sleep 0.5
+	done
+	return 1
+}
+
+# rss_mb: RssAnon of the sync workers, in MB, "+"-joined
+rss_mb()
+{
+	local pid out=
+	for pid in $(pgrep -P "$lpid" -f 'ctas_fed sync'); do
+		out+=${out:++}$(awk '/^RssAnon:/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status" 2> /dev/null)
+	done
+	echo "${out:--}"
+}
+
 # phase NAME TARGET FIRST LAST PHASE_NO: the writer with the syncs of
 # tables FIRST..LAST into TARGET running; one row of results
 status=0
 phase()
 {
-	local name=$1 target=$2 first=$3 last=$4 no=$5 pub slot lsn0 lsn1 t0 t1 t2 want ok
+	local name=$1 target=$2 first=$3 last=$4 no=$5 pub slot lsn0 lsn1 t0 t1 t2 ok= rss_a=- rss_b=-
 	pub=$(lsql -c "SELECT DISTINCT publication FROM ctas_fed.syncs WHERE state = 'streaming'")
 	slot=$(lsql -c "SELECT DISTINCT slot_name FROM ctas_fed.syncs WHERE state = 'streaming'")
 	lsql -c "SELECT 1 FROM pg_create_logical_replication_slot('bench_probe', 'pgoutput')" > /dev/null ||
@@ -297,22 +327,32 @@ phase()
 	lsql -c "CHECKPOINT" > /dev/null || return 1
 	sampler "$work/samples.$name" &
 	sampler_pid=$!
-	cpu_watch_start "$work/cpu.$name" local="$lpid" || return 1
+	if [ "$target" = clickhouse ]; then
+		cpu_watch_start "$work/cpu.$name" local="$lpid" remote="$ch_pid" || return 1
+	else
+		cpu_watch_start "$work/cpu.$name" local="$lpid" remote="$(head -1 "$work/remote/postmaster.pid")" || return 1
+	fi
 	# where the worker's CPU goes: its peeks (the decoding) against the rest
 	perf_start "$work/perf.$no.data" "$(pgrep -d, -P "$lpid" -f 'ctas_fed sync')"
 	lsn0=$(lsql -c "SELECT pg_current_wal_lsn()")
-	t0=$(now)
-	writer "$no" || return 1
-	t1=$(now)
-	lsn1=$(lsql -c "SELECT pg_current_wal_lsn()")
-	# converged: the summaries, polled, then every row
-	want=$(summary local "$first" "$last")
-	ok=
-	for _ in $(seq 1 1200); do
-		[ "$(summary "$target" "$first" "$last")" = "$want" ] && { ok=1; break; }
-		sleep 0.5
+	# the writer $runs times (other keys each time), the worker's RssAnon
+	# once converged after each: flat when the last is not above the first
+	local i rss_list= w_list=
+	for i in $(seq 0 $((runs - 1))); do
+		t0=$(now)
+		writer "$((no + 3 * i))" || return 1
+		t1=$(now)
+		w_list+=${w_list:+ + }$(elapsed "$t0" "$t1")
+		[ "$i" = $((runs - 1)) ] && lsn1=$(lsql -c "SELECT pg_current_wal_lsn()")
+		ok=
+		converge "$target" "$first" "$last" && ok=1
+		t2=$(now)
+		rss_b=$(rss_mb)
+		# and its memory contexts, into local.log, to see what grew
+		lsql -c "SELECT pg_log_backend_memory_contexts(pid) FROM pg_stat_activity WHERE backend_type = 'ctas_fed sync'" > /dev/null
+		[ "$i" = 0 ] && rss_a=$rss_b
+		rss_list+=${rss_list:+ / }$rss_b
 	done
-	t2=$(now)
 	perf_stop "$work/perf.$no.data"
 	cpu_watch_stop "$work/cpu.$name" || return 1
 	kill "$sampler_pid" 2> /dev/null
@@ -342,7 +382,7 @@ phase()
 	probe_s=$(elapsed "$p0" "$p1")
 	probe_cpu=$(cpu_field "$work/cpu.probe.$name" total:local)
 	worker_cpu=$(cpu_field "$work/cpu.$name" 'sum:local:ctas_fed sync')
-	share=$(perf_share "$work/perf.$no.data" pg_logical_slot_peek_binary_changes)
+	share=$(perf_share "$work/perf.$no.data" $decoding_symbols)
 	decode_cpu=$(awk -v c="$worker_cpu" -v s="$share" 'BEGIN { if (s == "-" || c == "-") print "-"; else printf "%.2f", c * s / 100 }')
 	[ "$no" = 0 ] && decode_cpu_1=$decode_cpu
 	# the samples
@@ -353,14 +393,14 @@ phase()
 	read -r rss_first rss_last rss_peak rss_n <<< "$(awk '$1 == "rss" { n[$2]++; if (!($2 in f)) f[$2] = $3; l[$2] = $3; if ($3 > p[$2]) p[$2] = $3 }
 		END { for (k in n) if (n[k] > bn) { bn = n[k]; b = k }
 			if (bn) printf "%.1f %.1f %.1f %d", f[b] / 1024, l[b] / 1024, p[b] / 1024, bn; else print "- - - 0" }' "$work/samples.$name")"
-	local changes=$((rounds * (last - first + 1) * 7)) all=$((rounds * ntables * 7))
-	echo "| $name | $((last - first + 1)) | $all | $(lsql -c "SELECT pg_size_pretty(pg_wal_lsn_diff('$lsn1', '$lsn0'))") | $changes | $(elapsed "$t0" "$t1") | $(elapsed "$t1" "$t2") | $max_sync ($max_ctas: $types) | $max_slots | $worker_cpu | $decode_cpu ($share%, $peeks peeks, $peek_s s) | $probe_cpu ($msgs msgs) | $(awk -v a="$decode_cpu" -v b="$probe_cpu" 'BEGIN { printf "%.1f", (b > 0 ? a / b : 0) }') | $(awk -v a="$decode_cpu" -v b="${decode_cpu_1:-0}" 'BEGIN { printf "%.1f", (b > 0 ? a / b : 0) }') | $rss_first / $rss_last / $rss_peak ($rss_n samples) | $([ -n "$ok" ] && echo equal || echo DIFFERENT) | $(load) |" >> "$work/rows.txt"
+	local changes=$((runs * rounds * (last - first + 1) * 7)) all=$((runs * rounds * ntables * 7))
+	echo "| $name | $((last - first + 1)) | $all | $(lsql -c "SELECT pg_size_pretty(pg_wal_lsn_diff('$lsn1', '$lsn0'))") | $changes | $w_list | $(elapsed "$t1" "$t2") | $max_sync ($max_ctas: $types) | $max_slots | $worker_cpu | $(cpu_field "$work/cpu.$name" total:remote) | $decode_cpu ($share%, $peeks peeks, $peek_s s) | $probe_cpu ($msgs msgs) | $(awk -v a="$decode_cpu" -v b="$probe_cpu" 'BEGIN { printf "%.1f", (b > 0 ? a / b : 0) }') | $(awk -v a="$decode_cpu" -v b="${decode_cpu_1:-0}" 'BEGIN { printf "%.1f", (b > 0 ? a / b : 0) }') | $rss_list (peak $rss_peak, $rss_n samples) | $([ -n "$ok" ] && echo equal || echo DIFFERENT) | $(load) |" >> "$work/rows.txt"
 	# the goals of the many-syncs phases
 	if [ "$((last - first))" -gt 0 ]; then
 		[ "$max_sync" -le 2 ] || goal_workers="NOT met"
 		[ "$max_slots" -le 1 ] || goal_slots="NOT met"
 		awk -v a="$decode_cpu" -v b="${decode_cpu_1:-0}" 'BEGIN { exit !(a != "-" && a <= 2 * b + 0.05) }' || goal_decode="NOT met"
-		[ "$rss_first" != - ] && { awk -v f="$rss_first" -v l="$rss_last" 'BEGIN { exit !(l <= f * 1.2 + 2) }' || goal_memory="NOT met"; }
+		awk -v a="$rss_a" -v b="$rss_b" 'BEGIN { exit !(a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b <= a * 1.1 + 1) }' || goal_memory="NOT met"
 	fi
 	return 0
 }
@@ -406,16 +446,16 @@ done
 
 echo
 echo "$ntables tables in one database, max_worker_processes = 8, ctas_fed.max_sync_workers = 2;"
-echo "the writer: $rounds rounds x $ntables tables, a transaction per table (UPDATE of 5 rows, INSERT, DELETE)"
+echo "the writer, $runs times per phase: $rounds rounds x $ntables tables, a transaction per table (UPDATE of 5 rows, INSERT, DELETE)"
 echo
-echo "| phase | syncs | changes written | WAL | changes synced | writer s | converged after s | sync workers (ctas_fed workers: types) | slots | sync worker CPU s | of which its peeks (decoding) CPU s (share of samples, peeks, their wall s) | one decode CPU s | peeks / one decode | peeks / peeks with 1 sync | worker RssAnon MB first / last / peak | remote vs source | load average |"
-echo "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---|---|---|"
+echo "| phase | syncs | changes written | WAL | changes synced | writer s | converged after s | sync workers (ctas_fed workers: types) | slots | sync worker CPU s | remote CPU s | of which its peeks (decoding) CPU s (share of samples, peeks, their wall s) | one decode CPU s | peeks / one decode | peeks / peeks with 1 sync | worker RssAnon MB after each writer run | remote vs source | load average |"
+echo "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---|---|---|"
 cat "$work/rows.txt"
 echo
 echo "sync workers <= ctas_fed.max_sync_workers (2) with $ntables syncs: $goal_workers"
 echo "replication slots = 1 with $ntables syncs: $goal_slots"
 echo "WAL decoded once (the CPU of the worker's peeks with $ntables syncs <= 2x that with 1 sync; $ntables slots: ${ntables}x): $goal_decode"
-echo "memory per worker flat (last RssAnon sample <= first x 1.2 + 2 MB): $goal_memory"
+echo "memory per worker flat (RssAnon after the last writer run <= after the first x 1.1 + 1 MB): $goal_memory"
 echo "(load average $(load))"
 [ "$status" = 0 ] || exit 1
 for g in "$goal_workers" "$goal_slots" "$goal_decode" "$goal_memory"; do

@@ -8,7 +8,7 @@
 #   workers   background workers of the local cluster, sampled every second
 #             from pg_stat_activity.backend_type while the writer runs (goal:
 #             at most ctas_fed.max_sync_workers = 2 "ctas_fed sync" workers,
-#             beside the launcher, a resolver per database and the notifier)
+#             beside the launcher and a resolver per database)
 #             on a server with max_worker_processes = 8
 #   slots     rows of pg_replication_slots, sampled likewise (goal: 1; a
 #             join copy makes a temporary slot for a moment: the maximum
@@ -38,16 +38,18 @@
 #             one digest of all tables; a difference fails the bench
 #
 # The writer (one session, synchronous_commit off), run BENCH_MANY_RUNS
-# times (default 2) in each phase: BENCH_MANY_ROUNDS rounds (default 30), each a transaction per
-# table with an UPDATE of 5 rows, an INSERT and a DELETE: 7 row changes per
-# table and round.
+# times (default 2) in each phase: BENCH_MANY_ROUNDS rounds (default 30),
+# each a transaction per table with an UPDATE of 5 rows, an INSERT and a
+# DELETE: 7 row changes per table and round.
 #
 #   bash test/bench/sync_many.sh WORKDIR   (BENCH_TARGETS=sync_many
 #                                           bash test/bench/run.sh)
 #
 # Environment: BENCH_MANY_TABLES (100), BENCH_MANY_ROUNDS (30),
-# BENCH_MANY_RUNS (2), BENCH_MANY_ROWS (rows per table, 1000), BENCH_SYNC_TARGETS ("postgres
-# clickhouse"), CTAS_PG_BINDIR.
+# BENCH_MANY_RUNS (2; at most 10: the keys deleted must exist),
+# BENCH_MANY_ROWS (rows per table, 1000), BENCH_SYNC_TARGETS ("postgres
+# clickhouse"), CTAS_PG_BINDIR.  perf (Debian: linux-perf) for the
+# decoding's share; without it that column says "-".
 # Exit status 0 when every goal was met, 3 when a goal was not met, 1 when
 # a step failed or a remote table differed from its source.
 
@@ -317,9 +319,8 @@ rss_mb()
 status=0
 phase()
 {
-	local name=$1 target=$2 first=$3 last=$4 no=$5 pub slot lsn0 lsn1 t0 t1 t2 ok= rss_a=- rss_b=-
+	local name=$1 target=$2 first=$3 last=$4 no=$5 pub lsn0 lsn1 t0 t1 t2 ok= rss_a=- rss_b=-
 	pub=$(lsql -c "SELECT DISTINCT publication FROM ctas_fed.syncs WHERE state = 'streaming'")
-	slot=$(lsql -c "SELECT DISTINCT slot_name FROM ctas_fed.syncs WHERE state = 'streaming'")
 	lsql -c "SELECT 1 FROM pg_create_logical_replication_slot('bench_probe', 'pgoutput')" > /dev/null ||
 		return 1
 	lsql -c "SELECT pg_stat_statements_reset()" > /dev/null || return 1
@@ -372,14 +373,11 @@ phase()
 		FROM pg_stat_statements WHERE query LIKE '%pg_logical_slot_peek_binary_changes%'")"
 	# one decode of the same WAL, by a backend, on the probe slot
 	cpu_watch_start "$work/cpu.probe.$name" local="$lpid" || return 1
-	local p0 p1 msgs
-	p0=$(now)
+	local msgs
 	msgs=$(lsql -c "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('bench_probe', '$lsn1', NULL, 'proto_version', '1', 'publication_names', '$pub')") ||
 		return 1
-	p1=$(now)
 	cpu_watch_stop "$work/cpu.probe.$name" || return 1
 	lsql -c "SELECT pg_drop_replication_slot('bench_probe')" > /dev/null
-	probe_s=$(elapsed "$p0" "$p1")
 	probe_cpu=$(cpu_field "$work/cpu.probe.$name" total:local)
 	worker_cpu=$(cpu_field "$work/cpu.$name" 'sum:local:ctas_fed sync')
 	share=$(perf_share "$work/perf.$no.data" $decoding_symbols)

@@ -328,3 +328,52 @@ for my $l (sort keys %root)
 close $fh;
 rename("$out.tmp", $out) or die "rename: $!";
 '
+
+# ---- where a process's CPU goes (perf) -------------------------------------
+# perf_start OUT PID,PID...: perf record (call graphs through the frame
+# pointers, 999 Hz, user space) of those processes, in the background;
+# perf_stop OUT ends it; perf_share OUT SYMBOL...: the share (%) of the
+# samples whose stack holds one of the SYMBOLs or more, "-" without perf
+# or samples.  Static functions have no symbol in a stripped build, and a
+# function that only tail-calls another leaves no frame: name what calls
+# them or what they call.  The decoding at a logical slot, peeks and
+# advances (the peek's set-returning function with the pgoutput messages
+# and their tuplestore, everything that reads and decodes WAL):
+decoding_symbols="ExecMakeTableFunctionResult pg_logical_replication_slot_advance XLogReadRecord LogicalDecodingProcessRecord CreateDecodingContext FreeDecodingContext"
+perf_start()
+{
+	command -v perf > /dev/null || return 0
+	perf record -q -g -F 999 -o "$1" -p "$2" > "$1.log" 2>&1 &
+	echo $! > "$1.pid"
+	sleep 0.3
+}
+
+perf_stop()
+{
+	local pid
+	[ -f "$1.pid" ] || return 0
+	pid=$(cat "$1.pid")
+	kill -INT "$pid" 2> /dev/null
+	wait "$pid" 2> /dev/null
+	for _ in $(seq 1 100); do
+		kill -0 "$pid" 2> /dev/null || break
+		sleep 0.1
+	done
+	rm -f "$1.pid"
+}
+
+perf_share()
+{
+	local data=$1
+	shift
+	[ -s "$data" ] || { printf -- -; return 0; }
+	perf script -i "$data" -F ip,sym 2> /dev/null |
+		awk -v syms=" $* " '
+			# a sample: its frames, one a line, then an empty line
+			NF == 0 { if (inside) { n++; hit += in_set; inside = 0; in_set = 0 } next }
+			{ inside = 1; if (index(syms, " " $2 " ")) in_set = 1 }
+			END {
+				if (inside) { n++; hit += in_set }
+				if (n) printf "%.1f", 100 * hit / n; else printf "-"
+			}'
+}

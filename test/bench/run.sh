@@ -18,6 +18,10 @@
 #                        (test/bench/sync_verify.pl, a TAP file run by
 #                        prove; BENCH_ROWS="1000000 10000000" for both
 #                        sizes, about 40 minutes on 2 cores)
+#   BENCH_TARGETS=sync_many  100 synced tables in one database: workers,
+#                        slots, decoding once, worker memory, into both
+#                        targets (test/bench/sync_many.sh; BENCH_MANY_TABLES,
+#                        BENCH_MANY_ROUNDS, BENCH_MANY_RUNS, BENCH_MANY_ROWS)
 #   BENCH_ROWS=100000 bash test/bench/run.sh   quick smoke check
 #   BENCH_ROWS="1000000 5000000" BENCH_RUNS=3 bash test/bench/run.sh
 #   BENCH_SKIP_BOOTSTRAP=1 bash test/bench/run.sh
@@ -93,7 +97,7 @@ echo "== ctas_fed: source $(git describe --always --dirty 2> /dev/null || echo '
 # the targets: test/bench/<target>.sh, each in a folder of its own
 targets=${BENCH_TARGETS:-}
 if [ -z "$targets" ]; then
-	for t in postgres clickhouse sync sync_native sync_verify; do
+	for t in postgres clickhouse sync sync_native sync_many sync_verify; do
 		[ -f "test/bench/$t.sh" ] || [ -f "test/bench/$t.pl" ] && targets+=" $t"
 	done
 fi
@@ -101,7 +105,8 @@ fi
 pass=()
 for v in BENCH_ROWS BENCH_RUNS BENCH_METHODS BENCH_SECONDS BENCH_CLIENTS BENCH_SYNC_TARGETS \
 	BENCH_SCALE BENCH_SINGLE BENCH_BULK BENCH_NATIVE_RUNS BENCH_LAG_SECONDS \
-	BENCH_LOCAL_CONF BENCH_PERF BENCH_WRITER_RATE; do
+	BENCH_LOCAL_CONF BENCH_PERF BENCH_WRITER_RATE BENCH_MANY_TABLES BENCH_MANY_ROUNDS \
+	BENCH_MANY_RUNS BENCH_MANY_ROWS; do
 	[ -n "${!v:-}" ] && pass+=("$v=${!v}")
 done
 

@@ -40,6 +40,24 @@
 #            both copies every 100 ms: the lag of a side is the age of the
 #            newest heartbeat it holds; p50/p95/max of each side
 #
+#   ClickHouse the same backlog caught up by a sync of the same table into
+#            ClickHouse (BENCH_SYNC_TARGETS holds "clickhouse", the
+#            default), in a stream of its own (stream = 'ch'), paused by
+#            stopping clickhouse-server (SIGSTOP: the worker waits for the
+#            answer to its write of the first change, its slot neither
+#            peeked nor advanced) and resumed (SIGCONT) after the two
+#            others, alone; timed until aid 1 of SELECT ... FINAL holds the
+#            marker.  Native logical replication cannot target ClickHouse:
+#            its rate (changes/s) and CPU s per million changes (sync
+#            worker + clickhouse-server) are printed beside the others
+#   peeks    where the sync worker's time goes during each catch-up: the
+#            share of perf's samples of the worker (perf record -g) whose
+#            stack holds the decoding's functions (lib.sh's
+#            decoding_symbols: its peeks and slot advances, the pgoutput
+#            messages, their tuplestore) against the rest (the apply); the
+#            peeks' number and wall time from pg_stat_statements (loaded
+#            for the bench)
+#
 # Prints the times, the ratio native time / ctas_fed time (goal of issue 22:
 # >= 1.2x), the CPU seconds, CPU seconds per million changes of each side
 # (the two processes that do the work: walsender + apply worker, sync
@@ -50,7 +68,8 @@
 #   bash test/bench/sync_native.sh WORKDIR      (as the OS user of the servers;
 #   BENCH_TARGETS=sync_native bash test/bench/run.sh does that)
 #
-# Environment: BENCH_SCALE (default 5), BENCH_SINGLE (40000), BENCH_BULK
+# Environment: BENCH_SYNC_TARGETS ("postgres clickhouse"; "postgres"
+# leaves ClickHouse out), BENCH_SCALE (default 5), BENCH_SINGLE (40000), BENCH_BULK
 # (50000), BENCH_CLIENTS (4), BENCH_NATIVE_RUNS (1), BENCH_LAG_SECONDS (30;
 # 0: no steady phase), CTAS_PG_BINDIR; BENCH_LOCAL_CONF (lines added to the
 # local postgresql.conf), BENCH_PERF=1 (perf record of the sync worker and
@@ -68,6 +87,8 @@ bulk=${BENCH_BULK:-50000}
 clients=${BENCH_CLIENTS:-4}
 runs=${BENCH_NATIVE_RUNS:-1}
 lag_secs=${BENCH_LAG_SECONDS:-30}
+with_ch=
+case " ${BENCH_SYNC_TARGETS-postgres clickhouse} " in *" clickhouse "*) with_ch=1 ;; esac
 testdir=$(cd "$(dirname "$0")/.." && pwd)
 conf_file=$testdir/ctas_fed.conf
 marker_base=700000000
@@ -80,15 +101,25 @@ unset PGHOST PGHOSTADDR PGPORT PGDATABASE PGUSER PGPASSWORD PGPASSFILE \
 
 started=()
 lock_pid=
+ch_pid=
 cleanup()
 {
 	local d
 	trap - EXIT INT TERM HUP
 	[ -n "$lock_pid" ] && kill "$lock_pid" 2> /dev/null
+	[ -n "$ch_pid" ] && kill -CONT "$ch_pid" 2> /dev/null
 	for d in "${started[@]}"; do
 		[ -f "$d/postmaster.pid" ] &&
 			pg_ctl -D "$d" -m fast -w -t 60 stop > /dev/null 2>&1
 	done
+	if [ -n "$ch_pid" ] && kill -0 "$ch_pid" 2> /dev/null; then
+		kill -TERM "$ch_pid"
+		for _ in $(seq 1 300); do
+			kill -0 "$ch_pid" 2> /dev/null || break
+			sleep 0.2
+		done
+		kill -KILL "$ch_pid" 2> /dev/null
+	fi
 }
 trap cleanup EXIT
 trap 'echo "interrupted" >&2; exit 130' INT TERM HUP
@@ -130,6 +161,7 @@ digest() { "$1" -c "COPY ($2) TO STDOUT" | LC_ALL=C sort | md5sum | cut -c1-32; 
 
 pg_init local "$lport" "$(cat "$conf_file")
 wal_level = logical
+shared_preload_libraries = 'ctas_fed, pg_stat_statements'
 ${BENCH_LOCAL_CONF:-}" || die "local cluster did not start"
 pg_init remote "$rport" "max_prepared_transactions = 10" || die "remote cluster did not start"
 psql -X -q -h "$work" -p "$lport" -d postgres -c "CREATE DATABASE bench" || die "CREATE DATABASE"
@@ -141,6 +173,7 @@ pgbench -i -q -s "$scale" -h "$work" -p "$lport" bench > "$work/pgbench-init.log
 naccounts=$(lsql -c "SELECT count(*) FROM pgbench_accounts")
 lsql <<EOF || die "local set-up"
 CREATE EXTENSION ctas_fed;
+CREATE EXTENSION pg_stat_statements;
 CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
   OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');
 CREATE USER MAPPING FOR CURRENT_USER SERVER wh
@@ -156,6 +189,75 @@ CREATE SUBSCRIPTION native
 EOF
 lsql -c "CREATE TABLE wh.public.accounts WITH (sync = 'continuous') AS SELECT * FROM pgbench_accounts" ||
 	die "the sync"
+
+# chq SQL: run SQL on ClickHouse, fail on an error
+chq()
+{
+	local out
+	out=$(curl -sS -H "X-ClickHouse-User: default" -H "X-ClickHouse-Key: $chpw" \
+		--data-binary "$1" "$churl/?wait_end_of_query=1" -w '\n%{http_code}') || return 1
+	case ${out##*$'\n'} in
+		200) printf '%s' "${out%$'\n'*}" ;;
+		*) echo "ClickHouse: ${out%$'\n'*}" >&2; return 1 ;;
+	esac
+}
+if [ -n "$with_ch" ]; then
+	chserver=$(command -v clickhouse-server || echo /usr/sbin/clickhouse-server)
+	[ -x "$chserver" ] || die "clickhouse-server not found"
+	chdir=$work/clickhouse
+	chhttp=$(free_port) || die "no free port"
+	chtcp=$(free_port) || die "no free port"
+	chpw=bench$RANDOM$RANDOM
+	churl=http://127.0.0.1:$chhttp
+	bash "$testdir/lib/clickhouse-config.sh" "$chdir" "$chhttp" "$chtcp" "$chpw" ||
+		die "clickhouse-config.sh failed"
+	"$chserver" --config-file="$chdir/config.xml" --pid-file="$chdir/clickhouse.pid" \
+		--daemon > "$chdir/log/stderr.log" 2>&1 || die "clickhouse-server did not start"
+	for _ in $(seq 1 150); do
+		[ -z "$ch_pid" ] && [ -f "$chdir/clickhouse.pid" ] && ch_pid=$(tr -dc '0-9' < "$chdir/clickhouse.pid")
+		[ "$(curl -s "$churl/ping")" = "Ok." ] && break
+		sleep 0.2
+	done
+	[ "$(curl -s "$churl/ping")" = "Ok." ] || die "ClickHouse did not answer"
+	[ -n "$ch_pid" ] || ch_pid=$(tr -dc '0-9' < "$chdir/clickhouse.pid")
+	chq "CREATE DATABASE bench" || die "CREATE DATABASE bench in ClickHouse"
+	lsql <<EOF || die "ClickHouse catalog"
+CREATE SERVER lake FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'clickhouse', url '$churl');
+CREATE USER MAPPING FOR CURRENT_USER SERVER lake
+  OPTIONS (user 'default', password '$chpw');
+EOF
+	# filler (char(84)) left out, as in test/bench/sync.sh
+	lsql -c "CREATE TABLE lake.bench.ch_accounts WITH (sync = 'continuous', stream = 'ch') AS SELECT aid, bid, abalance FROM pgbench_accounts" ||
+		die "the ClickHouse sync"
+fi
+ch_digest() { chq "$1 FORMAT TabSeparated" | LC_ALL=C sort | md5sum | cut -c1-32; }
+# ch_wait_marker MARKER: until aid 1 in ClickHouse holds MARKER (600 s),
+# polled every 20 ms
+ch_wait_marker()
+{
+	local q="SELECT abalance FROM bench.ch_accounts FINAL WHERE aid = 1 AND _deleted = 0"
+	for _ in $(seq 1 30000); do
+		[ "$(chq "$q" 2> /dev/null)" = "$1" ] && return 0
+		sleep 0.02
+	done
+	return 1
+}
+# peeks: "SECONDS CALLS" of the sync workers' peeks since the last
+# pg_stat_statements_reset()
+peeks()
+{
+	lsql -F ' ' -c "SELECT round(coalesce(sum(total_exec_time), 0)::numeric / 1000, 2), coalesce(sum(calls), 0)
+		FROM pg_stat_statements WHERE query LIKE '%pg_logical_slot_peek_binary_changes%'"
+}
+# worker_pid STREAM_NAME: the pid of the sync worker of a stream ('' for
+# the default stream)
+worker_pid()
+{
+	lsql -c "SELECT a.pid FROM pg_stat_activity a
+		WHERE a.application_name = 'ctas_fed sync ' || (SELECT DISTINCT stream_id FROM ctas_fed.syncs
+			WHERE coalesce(stream_name, '') = '$1' AND state = 'streaming')"
+}
 
 # wait_marker TABLE MARKER: until the remote row of aid 1 in TABLE holds
 # MARKER (600 s), polled every 20 ms in one session (a psql started every
@@ -184,6 +286,10 @@ until_equal 600 rsql "SELECT count(*) FILTER (WHERE srsubstate <> 'r') FROM pg_s
 	die "the subscription's initial copy did not end"
 until_equal 600 lsql "SELECT state FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'public.accounts'" streaming ||
 	die "the sync did not reach streaming"
+if [ -n "$with_ch" ]; then
+	until_equal 600 lsql "SELECT state FROM ctas_fed.jobs WHERE mode = 'sync' AND target = 'bench.ch_accounts'" streaming ||
+		die "the ClickHouse sync did not reach streaming"
+fi
 rsql -c "ALTER TABLE public.accounts SET (autovacuum_enabled = on)" > /dev/null
 
 cat > "$work/single.sql" <<EOF
@@ -289,6 +395,7 @@ END \$\$" > /dev/null &
 }
 
 status=0
+: > "$work/rows_targets.txt"
 best_native=
 best_ctas=
 : > "$work/rows.txt"
@@ -315,7 +422,15 @@ for run in $(seq 1 "$runs"); do
 	lock_pid=$!
 	until_equal 60 rsql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'bench_lock' AND l.relation = 'public.accounts'::regclass AND l.granted" 1 ||
 		die "the lock was not taken"
+	# ClickHouse: stopped, so that the sync worker of stream "ch" waits
+	# for the answer to its write of the change below
+	if [ -n "$with_ch" ]; then
+		ch_worker=$(worker_pid ch)
+		kill -STOP "$ch_pid" || die "SIGSTOP clickhouse-server"
+	fi
 	lsql -c "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = 2"
+	# (the worker of stream "ch" peeks within SYNC_IDLE_MS, 100 ms)
+	[ -n "$with_ch" ] && sleep 2
 	until_equal 60 rsql "SELECT count(*) FROM pg_locks WHERE relation = 'public.accounts'::regclass AND NOT granted" 1 ||
 		die "the sync worker did not wait on the lock"
 
@@ -360,6 +475,8 @@ for run in $(seq 1 "$runs"); do
 		perf_pid=$!
 		sleep 0.5
 	fi
+	lsql -c "SELECT pg_stat_statements_reset()" > /dev/null
+	perf_start "$work/perf.worker.$run.data" "$(worker_pid '')"
 	cpu_watch_start "$work/cpu.ctas.$run" local="$lpid" remote="$rpid" || die "cpu_watch"
 	t0=$(now)
 	rsql -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'bench_lock'" > /dev/null
@@ -374,8 +491,32 @@ for run in $(seq 1 "$runs"); do
 	wait "$lock_pid" 2> /dev/null
 	lock_pid=
 	ctas=$(elapsed "$t0" "$t1")
+	perf_stop "$work/perf.worker.$run.data"
+	read -r peek_s peek_n <<< "$(peeks)"
+	share=$(perf_share "$work/perf.worker.$run.data" $decoding_symbols)
 	[ "$(digest rsql "SELECT aid, bid, abalance, filler FROM public.accounts")" = "$want" ] ||
 		{ echo "ctas_fed: the copy differs from the source"; status=1; }
+
+	# ClickHouse alone
+	ch=-
+	if [ -n "$with_ch" ]; then
+		want_ch=$(digest lsql "SELECT aid, bid, abalance FROM pgbench_accounts")
+		lsql -c "SELECT pg_stat_statements_reset()" > /dev/null
+		perf_start "$work/perf.ch.$run.data" "$ch_worker"
+		cpu_watch_start "$work/cpu.ch.$run" local="$lpid" ch="$ch_pid" || die "cpu_watch"
+		t0=$(now)
+		kill -CONT "$ch_pid"
+		ch_wait_marker "$marker" ||
+			{ echo "ClickHouse: the marker did not arrive"; status=1; }
+		t1=$(now)
+		cpu_watch_stop "$work/cpu.ch.$run" || die "cpu_watch"
+		ch=$(elapsed "$t0" "$t1")
+		perf_stop "$work/perf.ch.$run.data"
+		read -r chpeek_s chpeek_n <<< "$(peeks)"
+		chshare=$(perf_share "$work/perf.ch.$run.data" $decoding_symbols)
+		[ "$(ch_digest "SELECT aid, bid, abalance FROM bench.ch_accounts FINAL WHERE _deleted = 0")" = "$want_ch" ] ||
+			{ echo "ClickHouse: the copy differs from the source"; status=1; }
+	fi
 
 	n=$(cpu_field "$work/cpu.native.$run" total:local)/$(cpu_field "$work/cpu.native.$run" total:remote)
 	nw=$(cpu_field "$work/cpu.native.$run" 'sum:local:walsender')/$(cpu_field "$work/cpu.native.$run" 'sum:remote:logical replication')
@@ -385,12 +526,23 @@ for run in $(seq 1 "$runs"); do
 	echo "   ctas_fed ${ctas} s (CPU local/remote ${c} s; sync worker/remote backend ${cw} s)"
 	echo "   one peek of the whole backlog at the sync's slot: ${decode} s (time/CPU)"
 	changes=$((single + bulk + 2))
+	wcpu=$(cpu_field "$work/cpu.ctas.$run" 'sum:local:ctas_fed sync')
+	echo "   ctas_fed's worker: ${wcpu} CPU s, ${share}% of its perf samples in its peeks (decoding);" \
+		"$peek_n peeks, ${peek_s} s of the ${ctas} s catch-up"
 	per_m()
 	{
 		awk -v a="$1" -v b="$2" -v n="$changes" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%.1f", (a + b) * 1000000 / n }'
 	}
 	nm=$(per_m "$(cpu_field "$work/cpu.native.$run" 'sum:local:walsender')" "$(cpu_field "$work/cpu.native.$run" 'sum:remote:logical replication')")
 	cm=$(per_m "$(cpu_field "$work/cpu.ctas.$run" 'sum:local:ctas_fed sync')" "$(cpu_field "$work/cpu.ctas.$run" 'sum:remote:loader')")
+	rate() { awk -v n="$changes" -v t="$1" 'BEGIN { if (t == "-" || t <= 0) print "-"; else printf "%.0f", n / t }'; }
+	if [ -n "$with_ch" ]; then
+		chwcpu=$(cpu_field "$work/cpu.ch.$run" 'sum:local:ctas_fed sync')
+		chm=$(per_m "$chwcpu" "$(cpu_field "$work/cpu.ch.$run" total:ch)")
+		echo "   ClickHouse ${ch} s ($(rate "$ch") changes/s; sync workers/clickhouse-server CPU ${chwcpu}/$(cpu_field "$work/cpu.ch.$run" total:ch) s, $chm CPU s per 1M changes);" \
+			"its worker: ${chshare}% of its perf samples in its peeks; $chpeek_n peeks, ${chpeek_s} s"
+	fi
+	echo "| $run | $native | $(rate "$native") | $nm | $ctas | $(rate "$ctas") | $cm | $wcpu | $share% | $ch | $(rate "$ch") | ${chm:--} | ${chwcpu:--} | ${chshare:--}% | $(cut -d' ' -f1 /proc/loadavg) |" >> "$work/rows_targets.txt"
 	echo "| $run | $native | $n | $nw | $nm | $ctas | $c | $cw | $cm | $decode | $(awk -v a="$native" -v b="$ctas" 'BEGIN { printf "%.2f", a / b }')x | $(cut -d' ' -f1 /proc/loadavg) |" >> "$work/rows.txt"
 	best_native=$(awk -v a="$native" -v b="${best_native:-1e9}" 'BEGIN { print (a < b ? a : b) }')
 	best_ctas=$(awk -v a="$ctas" -v b="${best_ctas:-1e9}" 'BEGIN { print (a < b ? a : b) }')
@@ -408,7 +560,17 @@ cat "$work/rows.txt"
 echo
 echo "best: native ${best_native} s, ctas_fed ${best_ctas} s: ctas_fed at ${ratio}x native's catch-up speed (goal >= 1.2x: $met)"
 echo "(load average $(cut -d' ' -f1-3 /proc/loadavg))"
+echo
+echo "the same backlog into each target: seconds, changes/s, CPU s per 1M changes (walsender + apply worker;"
+echo "sync worker + remote backend; sync worker + clickhouse-server), the sync worker's CPU s and the share"
+echo "of its perf samples in its peeks (decoding; the rest is the apply)"
+echo
+echo "| round | native s | changes/s | CPU s/1M | ctas_fed into PostgreSQL s | changes/s | CPU s/1M | worker CPU s | in peeks | ctas_fed into ClickHouse s | changes/s | CPU s/1M | worker CPU s | in peeks | load average |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+cat "$work/rows_targets.txt"
 
+# the steady phase compares the PostgreSQL appliers alone
+[ -n "$with_ch" ] && lsql -c "SELECT ctas_fed.stop_sync('lake.bench.ch_accounts')" > /dev/null
 lag_met=met
 if [ "$lag_secs" -gt 0 ]; then
 	steady || die "the steady phase"

@@ -10,6 +10,9 @@
 #               (the SELECT converts what LOAD DATA cannot read from
 #               PostgreSQL's text: booleans to 0/1, arrays to JSON,
 #               timestamptz to UTC)
+#   ctas_fed_par2
+#               the same WITH (parallel = 2): two LOAD DATA streams, so two
+#               server threads (not in the default methods)
 #   insert      multi-row INSERT statements of 1000 rows each, rendered by
 #               PostgreSQL (format(... %L ...)) and piped into mariadb: what
 #               DuckDB's mysql extension sends (for reference)
@@ -18,7 +21,8 @@
 # the servers, or by hand:  bash test/bench/mysql.sh WORKDIR
 #
 # Environment: BENCH_ROWS (default "1000000"), BENCH_RUNS (default 1; the
-# best run is reported), BENCH_METHODS (subset of "ctas_fed pipe insert"),
+# best run is reported), BENCH_METHODS (subset of "ctas_fed ctas_fed_par2
+# pipe insert"; default "ctas_fed pipe insert"),
 # CTAS_PG_BINDIR.
 #
 # It starts a throwaway PostgreSQL (ctas_fed preloaded) and a throwaway
@@ -158,17 +162,17 @@ run_method()
 {
 	local m=$1 n=$2 t0 t1 wall client=0 peak=0 out=$work/cpu.$m.$n cnt
 	myc -e "DROP TABLE IF EXISTS bench.t" || return 1
-	if [ "$m" != ctas_fed ]; then
-		myc -e "$ddl" || return 1
-	fi
+	case $m in ctas_fed*) ;; *) myc -e "$ddl" || return 1 ;; esac
 	cpu_watch_start "$out" "pg=$(head -n 1 "$pgdir/postmaster.pid")" "my=$my_pid" || return 1
 	case $m in
-		ctas_fed)
+		ctas_fed | ctas_fed_par2)
+			local with=
+			[ "$m" = ctas_fed_par2 ] && with="WITH (parallel = 2) "
 			rm -f "$work/backend.pid" "$work/mem"
 			(
 				lsql -At -c "SELECT pg_backend_pid()" -c '\o /dev/null' \
 					-c "SELECT pg_sleep(0.5)" -c '\o' -c '\timing on' \
-					-c "CREATE TABLE shop.bench.t AS SELECT * FROM src_$n" > "$work/ctas.out" 2>&1
+					-c "CREATE TABLE shop.bench.t ${with}AS SELECT * FROM src_$n" > "$work/ctas.out" 2>&1
 			) &
 			local ps=$!
 			for _ in $(seq 1 100); do
@@ -232,7 +236,7 @@ awk '
 			ratio = (pipe > 0 && f[3] > 0) ? sprintf("%.2fx", pipe / f[3]) : "-"
 			printf "| %s | %s | %.2f | %.0f | %s | %.2f + %.2f + %.2f = %.2f | %s | %s |\n",
 				f[2], f[1], f[3], f[2] / f[3], ratio, f[4], f[5], f[6],
-				f[4] + f[5] + f[6], f[1] == "ctas_fed" ? int(f[7] / 1024) " MB" : "-", f[8]
+				f[4] + f[5] + f[6], f[1] ~ /^ctas_fed/ ? int(f[7] / 1024) " MB" : "-", f[8]
 			if (f[1] == "ctas_fed" && pipe > 0 && pipe / f[3] < 1.2)
 				print "goal NOT met: ctas_fed below 1.2x the pipe at " f[2] " rows" > "/dev/stderr"
 		}

@@ -108,6 +108,9 @@ typedef struct MyAction
 	char	   *stage;			/* create/replace: the staging table */
 	char	   *marker;			/* create: marker, renamed to old */
 	char	   *old;			/* name after publication */
+	char	   *branches;		/* parallel append: what the gids of the
+								 * workers' XA branches begin with */
+	int			nbranches;		/* and the highest branch number */
 	int			level;			/* subtransaction nesting level */
 	MyActionState state;
 } MyAction;
@@ -132,6 +135,9 @@ typedef struct MyXact
 	List	   *actions;		/* MyAction *, oldest first */
 	char		record_path[MAXPGPATH]; /* durable record, or "" */
 	int			record_fd;		/* open on it, flock'd; or -1 */
+	char	   *doomed;			/* why the transaction cannot commit (the
+								 * branches of a rolled-back savepoint are
+								 * left), or NULL */
 } MyXact;
 
 /* Per statement: load->private */
@@ -158,13 +164,17 @@ typedef struct MyLoad
 	bool		parallel;		/* leader of a parallel load: the workers
 								 * load into */
 	uint64		base_rows;		/* rows into held before the workers' */
+	bool		xa_later;		/* append: XA START before the first chunk
+								 * (a branch without rows cannot commit) */
+	char	   *gid;			/* parallel worker of an append: its branch */
+	bool		xa_started;		/* and XA START was sent */
 } MyLoad;
 
 /* Durable records (xact.c, read by resolve.c) */
 #define MY_RECORD_DIR		"pg_ctas_fed"	/* CTAS_RECORD_DIR of xrecord.h */
 #define MY_RECORD_PREFIX	"my_"
 #define MY_RECORD_MAGIC		"ctas_fed mysql"
-#define MY_RECORD_VERSION	"1"
+#define MY_RECORD_VERSION	"2"	/* "1": actions without branches */
 #define MY_RECORD_MAX_SIZE	(16 * 1024 * 1024)
 
 /* in conn.c */
@@ -215,6 +225,8 @@ extern bool CtasMyCleanupFailed;
 extern bool CtasMyCleanup(MyConn *conn, const char *sql, const char *what,
 						  const char *object);
 extern bool CtasMyUndoChecked(MyConn *conn, MyAction *a, char **why);
+extern bool CtasMySettleBranches(MyConn *conn, const char *prefix, int nmax,
+								 bool commit, char **why);
 extern void CtasMyPreCommit(CtasParticipant *part);
 extern void CtasMyPostCommit(CtasParticipant *part);
 extern void CtasMyAbort(CtasParticipant *part);

@@ -7,7 +7,10 @@
  * Recovery reads only the durable records (xact.c) and acts on whole
  * transactions, decided by the local transaction's status in the commit
  * log: an XA branch is committed or rolled back only when a record names
- * its gid and XA RECOVER lists it; a table is touched only when a record
+ * its gid (or, for the workers of a parallel append, the prefix of their
+ * gids and their number) and XA RECOVER lists it (a worker's gid that is
+ * not prepared is taken, so that none can be later: CtasMySettleBranches);
+ * a table is touched only when a record
  * names it, whatever it is called.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
@@ -39,7 +42,8 @@ my_all_digits(const char *s)
 /*
  * CtasMyRecordParse
  *		The content of a record, checked: a List of char ** rows, the header
- *		(seven fields) first, then the actions (six fields).  NIL with *why
+ *		(seven fields) first, then the actions (eight fields; six in a
+ *		record of version 1, given two NULL ones).  NIL with *why
  *		for anything that is not an intact record of ours.  data is
  *		modified.
  */
@@ -50,24 +54,37 @@ CtasMyRecordParse(char *data, size_t len, const char **why)
 	List	   *rows = NIL;
 	ListCell   *lc;
 	char	  **h;
+	int			nfields = 8;
 
 	if (lines == NIL)
 		return NIL;
+	h = ((CtasRecordLine *) linitial(lines))->fields;
+	if (((CtasRecordLine *) linitial(lines))->nfields >= 2 && h[1] &&
+		strcmp(h[1], "1") == 0)
+		nfields = 6;			/* written before parallel appends */
 	foreach(lc, lines)
 	{
 		CtasRecordLine *l = lfirst(lc);
 
-		if (l->nfields != (rows == NIL ? 7 : 6))
+		if (l->nfields != (rows == NIL ? 7 : nfields))
 		{
 			*why = "a line has the wrong number of fields";
 			return NIL;
+		}
+		if (rows != NIL && nfields == 6)
+		{
+			/* no branches */
+			char	  **f = palloc0(sizeof(char *) * 8);
+
+			memcpy(f, l->fields, sizeof(char *) * 6);
+			l->fields = f;
 		}
 		rows = lappend(rows, l->fields);
 	}
 	h = linitial(rows);
 	if (h[0] == NULL || h[1] == NULL ||
 		strcmp(h[0], MY_RECORD_MAGIC) != 0 ||
-		strcmp(h[1], MY_RECORD_VERSION) != 0 ||
+		(strcmp(h[1], MY_RECORD_VERSION) != 0 && strcmp(h[1], "1") != 0) ||
 		!my_all_digits(h[2]) || !my_all_digits(h[3]) ||
 		!my_all_digits(h[4]) || !my_all_digits(h[5]))
 	{
@@ -97,6 +114,16 @@ my_record_action(char **f)
 	a->stage = f[3];
 	a->marker = f[4];
 	a->old = f[5];
+	a->branches = f[6];
+	if (f[6] != NULL)
+	{
+		char	   *end;
+
+		if (a->kind != MY_APPEND || f[7] == NULL || !my_all_digits(f[7]) ||
+			strlen(f[7]) > 5)
+			return NULL;
+		a->nbranches = (int) strtol(f[7], &end, 10);
+	}
 	if (a->kind != MY_APPEND && a->old == NULL)
 		return NULL;
 	if ((a->kind == MY_CREATE || a->kind == MY_REPLACE) && a->stage == NULL)
@@ -273,6 +300,25 @@ my_resolve_record(CtasCatalog *catalog, MyConn **conn, const char *path,
 		emit(arg, object, "left: could not finish its XA transaction");
 		CloseTransientFile(fd);
 		return;
+	}
+	foreach(lc, actions)
+	{
+		MyAction   *a = lfirst(lc);
+		char	   *why;
+
+		if (a->branches &&
+			!CtasMySettleBranches(*conn, a->branches, a->nbranches,
+								  status == CTAS_XACT_COMMITTED, &why))
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_FDW_ERROR),
+					 errmsg("could not settle the XA branches \"%s*\" on MySQL catalog \"%s\"",
+							a->branches, catalog->name),
+					 errdetail_internal("%s", why ? why : "")));
+			emit(arg, object, "left: could not finish the XA branches of its parallel workers");
+			CloseTransientFile(fd);
+			return;
+		}
 	}
 	if (status == CTAS_XACT_COMMITTED)
 	{

@@ -11,8 +11,11 @@
  *				create / replace: a staging table _ctas_fed_stage_<sysid>_
  *				<xid>_<n>_<random> with the mapped columns (and for create a
  *				commit marker), on the participant's autocommit session;
- *				append: the XA transaction of the participant is started
- *				(xact.c), and the rows go straight into the target in it.
+ *				append: the rows go straight into the target in the XA
+ *				transaction of the participant (xact.c), started with the
+ *				first chunk: MySQL cannot commit a branch that wrote nothing
+ *				(XA PREPARE rolls a read-only branch back, and XA COMMIT then
+ *				fails with XA_RBROLLBACK).
  *	put_row		the row is encoded into the chunk buffer; every 4 MB the
  *				chunk is sent by one LOAD DATA LOCAL INFILE whose "file" is
  *				served from memory (conn.c), while the next chunk is encoded
@@ -34,11 +37,14 @@
  */
 #include "postgres.h"
 
+#include "access/parallel.h"
 #include "access/xact.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_user_mapping.h"
 #include "commands/explain.h"
 #include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "nodes/value.h"
 #include "utils/memutils.h"
 
 #include "gid.h"
@@ -230,6 +236,17 @@ my_flush(MyLoad *ml)
 	my_finish_inflight(ml);
 	if (ml->chunk_rows == 0)
 		return;
+	if (ml->xa_later)
+	{
+		ml->conn = CtasMyXaBegin(ml->load->part, ml->xs);
+		ml->xa_later = false;
+	}
+	if (ml->gid && !ml->xa_started)
+	{
+		CtasMyExec(ml->conn, psprintf("XA START %s", CtasMyLiteral(ml->gid)),
+				   "start the XA branch of a parallel worker");
+		ml->xa_started = true;
+	}
 	CtasMyLoadStart(ml->conn, ml->load_sql, buf->data, buf->len);
 	ml->inflight = true;
 	ml->inflight_rows = ml->chunk_rows;
@@ -316,10 +333,11 @@ my_create_table(CtasLoad *load, bool exists)
 		}
 		else
 		{
-			ml->conn = CtasMyXaBegin(load->part, ml->xs);
+			/* the XA transaction starts with the first chunk (my_flush) */
 			ml->action = CtasMyNewAction(load->part, ml->xs, MY_APPEND, db,
 										 load->table);
 			ml->into = pstrdup(load->table);
+			ml->xa_later = true;
 		}
 		my_check_columns(ml, db, ml->into);
 	}
@@ -375,6 +393,7 @@ my_put_row(CtasLoad *load, TupleTableSlot *slot)
 }
 
 static void my_parallel_check(MyLoad *ml);
+static void my_parallel_check_branches(MyLoad *ml);
 
 static void
 my_end_load(CtasLoad *load)
@@ -390,7 +409,20 @@ my_end_load(CtasLoad *load)
 	}
 	my_flush(ml);
 	my_finish_inflight(ml);
-	if (ml->parallel)
+	if (ml->xa_started)
+	{
+		/* a parallel worker of an append: its branch waits for the leader */
+		CtasMyExec(ml->conn, psprintf("XA END %s", CtasMyLiteral(ml->gid)),
+				   "end the XA branch of a parallel worker");
+		CtasMyExec(ml->conn, psprintf("XA PREPARE %s", CtasMyLiteral(ml->gid)),
+				   "prepare the XA branch of a parallel worker");
+		ml->xa_started = false;
+		CtasMyClose(ml->conn);
+		ml->conn = NULL;
+	}
+	if (ml->parallel && ml->action && ml->action->branches)
+		my_parallel_check_branches(ml);
+	else if (ml->parallel)
 		my_parallel_check(ml);
 	if (ml->action)
 		ml->action->state = MY_ACTION_LOADED;
@@ -399,14 +431,33 @@ my_end_load(CtasLoad *load)
 /* ------------------------------------------------------------------------
  * Parallel loads
  *
- * Only into a staging table (create, replace, or an append to this
+ * Into a staging table (create, replace, or an append to this
  * transaction's own new table): each worker loads it through a connection
  * of its own in autocommit, its chunks checked as in a serial load; the
  * staging table is the leader's action, published, undone and resolved as
  * for a serial load, so a worker's rows are never visible under the
- * table's name unless the local transaction commits.  An append to an
- * existing table goes through the leader's XA branch, which no other
- * connection can join: refused.
+ * table's name unless the local transaction commits.
+ *
+ * An append to an existing table: no connection can join the XA branch of
+ * another, so each worker has a branch of its own, under the gid
+ * CtasGidMakeWorker(participant, load, worker number + 1) (gid.c), which
+ * the leader's transaction owns:
+ *	parallel_export	the leader records, durably, the prefix of those gids
+ *					and the highest worker number on its append action;
+ *	each worker		XA START with its first chunk (a branch without rows
+ *					could not be committed: MySQL rolls back a read-only
+ *					branch at XA PREPARE), LOAD DATA of its chunks, and at
+ *					the end of its stream XA END + XA PREPARE, then closes
+ *					its connection (the branch outlives it);
+ *	end_load		the leader checks that the prepared branches are there;
+ *	post_commit		the leader commits every branch after the local commit
+ *					(xact.c, CtasMySettleBranches), abort rolls them all
+ *					back, and so does the resolver from the local
+ *					transaction's outcome (resolve.c).
+ * A worker that the leader's abort terminated may have sent its XA PREPARE
+ * without reading the answer: rolling back takes every gid of the load
+ * that is not prepared (XA START of an empty branch, then XA ROLLBACK), so
+ * that no branch can appear after the rollback.
  * ------------------------------------------------------------------------
  */
 
@@ -447,45 +498,99 @@ my_parallel_check(MyLoad *ml)
 
 /*
  * my_parallel_export
- *		In the leader, after create_table: the staging table the workers
- *		load.  The leader sends no rows itself.
+ *		In the leader, after create_table: the table the workers load (a
+ *		staging table, or the target of an append, whose workers' branch
+ *		gids are then recorded first), the participant's serial and the
+ *		load's number (0, 0 for a staging table).  The leader sends no rows
+ *		itself.
  */
 static char *
 my_parallel_export(CtasLoad *load)
 {
 	MyLoad	   *ml = (MyLoad *) load->private;
 
-	if (ml->action == NULL || ml->action->kind == MY_APPEND)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("parallel loads cannot append to an existing table of MySQL catalog \"%s\"",
-						load->catalog->name),
-				 errdetail("The appended rows are held by the XA transaction of one connection, which parallel workers cannot join."),
-				 errhint("Remove the option \"parallel\", or replace the table.")));
+	int			serial = 0;
+	int			lserial = 0;
+
+	Assert(ml->action != NULL);
 	my_flush(ml);
 	my_finish_inflight(ml);
 	ml->parallel = true;
+	if (ml->action->kind == MY_APPEND)
+	{
+		MyAction   *a = ml->action;
+
+		/* recorded before any worker can start a branch */
+		serial = load->part->serial;
+		lserial = CtasScratchSerial();
+		a->branches = MemoryContextStrdup(load->part->cxt,
+										  CtasGidMakeWorker(serial, lserial, -1));
+		a->nbranches = Max(load->opts.parallel, max_worker_processes);
+		CtasMyRecordWrite(load->part, ml->xs);
+	}
 	/* appending to this transaction's staging table: the rows it holds */
-	if (ml->action->kind != MY_APPEND && load->opts.if_exists == CTAS_IF_EXISTS_APPEND)
+	else if (load->opts.if_exists == CTAS_IF_EXISTS_APPEND)
 		ml->base_rows = my_count_rows(ml->conn, ml->db, ml->into);
-	return pstrdup(ml->into);
+	return nodeToString(list_make3(makeString(ml->into), makeInteger(serial),
+								   makeInteger(lserial)));
+}
+
+/*
+ * my_parallel_check_branches
+ *		end_load in the leader of a parallel append: the workers' branches
+ *		are prepared.  Each worker checked its own chunks and prepared its
+ *		branch before its stream ended without error; a stream without rows
+ *		has no branch.  So there are no more branches than streams, and
+ *		some iff rows were sent.
+ */
+static void
+my_parallel_check_branches(MyLoad *ml)
+{
+	CtasLoad   *load = ml->load;
+	const char *prefix = ml->action->branches;
+	List	   *rows;
+	ListCell   *lc;
+	uint32		n = 0;
+
+	rows = CtasMyQuery(ml->xs->conn, "XA RECOVER", "list the XA branches", NULL);
+	foreach(lc, rows)
+	{
+		char	  **f = lfirst(lc);
+
+		if (f[2] && strcmp(f[2], "0") == 0 && f[3] &&
+			strncmp(f[3], prefix, strlen(prefix)) == 0)
+			n++;
+	}
+	if (n > load->streams || (n == 0) != (load->rows == 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("found %u prepared XA branches of parallel workers on MySQL catalog \"%s\" for " UINT64_FORMAT " rows in %u streams",
+						n, load->catalog->name, load->rows, load->streams),
+				 errdetail("Rows of table \"%s\" would be missing or doubled.",
+						   CtasMyDisplay(ml->db, load->table))));
 }
 
 /*
  * my_parallel_attach
  *		In a parallel worker: a connection of its own, and a row stream into
- *		the staging table named by state.
+ *		the staging table named by state, or for an append to an existing
+ *		table, into the table in an XA branch of its own (gid of worker
+ *		ParallelWorkerNumber + 1, 0 for the leader running the units).
  */
 static void
 my_parallel_attach(CtasLoad *load, const char *state)
 {
 	MyLoad	   *ml = palloc0(sizeof(MyLoad));
+	List	   *l = (List *) stringToNode(state);
 
 	load->private = ml;
 	load->format = "LOAD DATA LOCAL INFILE (text)";
 	ml->load = load;
 	ml->db = pstrdup(load->schema);
-	ml->into = pstrdup(state);
+	ml->into = pstrdup(strVal(linitial(l)));
+	if (intVal(lsecond(l)) > 0)
+		ml->gid = CtasGidMakeWorker(intVal(lsecond(l)), intVal(lthird(l)),
+									ParallelWorkerNumber + 1);
 	ml->conn = CtasMyConnect(load->catalog, load->cxt, false);
 	ml->cols = CtasMySetupColumns(load);
 	ml->load_sql = my_load_sql(load, ml->db, ml->into, ml->cols);

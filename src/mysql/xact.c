@@ -6,7 +6,11 @@
  * A participant (one user mapping in one local transaction) holds up to
  * two sessions: "conn", in autocommit, for DDL and the staging tables
  * (MySQL commits DDL by itself, and allows none inside XA), and "xa_conn",
- * the XA transaction that carries appended rows.
+ * the XA transaction that carries appended rows.  A parallel append has
+ * one more XA branch per worker, prepared by the worker at the end of its
+ * stream (writer.c); its append action names their gids, and they are
+ * committed after the local commit and rolled back on abort with the rest
+ * (CtasMySettleBranches).
  *
  *	pre_commit	(commit order "last resource") XA END + XA PREPARE of the
  *				appends, then one multi-pair RENAME TABLE that publishes
@@ -14,14 +18,17 @@
  *				create: stage -> target, marker -> old; replace: target ->
  *				old, stage -> target; drop: target -> old.  MySQL applies
  *				all pairs or none.
- *	post_commit	XA COMMIT; the "old" tables are dropped.
+ *	post_commit	XA COMMIT (of the workers' branches too); the "old" tables
+ *				are dropped.
  *	abort		XA ROLLBACK (or the session closed, which rolls back an
  *				unprepared branch); staging tables dropped; after a sent
  *				RENAME, what to revert is read from the server: "old"
  *				exists iff the rename took effect.
  *	subxact		savepoints of the XA session follow the local ones; the
  *				actions of a rolled-back subtransaction (never published)
- *				are undone.
+ *				are undone, the branches of its parallel appends rolled
+ *				back (if that fails, they stay the transaction's, whose
+ *				commit is then refused).
  *
  * Durable records (xrecord.c: written, locked, checksummed and removed as
  * for every target that stages its publication): before the first remote
@@ -29,8 +36,11 @@
  * their table names and its XA gid are written to
  * pg_ctas_fed/my_<full xid>_<server>_<user mapping>.  The resolver
  * (resolve.c) acts on nothing else.  The header's magic is "ctas_fed
- * mysql", version 1, its gid the XA gid; then one line per action:
- *		<kind>	<db>	<table>	<stage>	<marker>	<old>
+ * mysql", version 2, its gid the XA gid; then one line per action:
+ *		<kind>	<db>	<table>	<stage>	<marker>	<old>	<branches>	<n>
+ * where a parallel append names the gids of its workers' XA branches:
+ * <branches><i> for i in 0..n (gid.c, CtasGidMakeWorker).  Version 1
+ * (written before parallel appends) has no last two fields.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -49,13 +59,18 @@
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "gid.h"
 #include "mysql_target.h"
 #include "xrecord.h"
 
-/* MySQL's "unknown XID" (XAER_NOTA) */
+/* MySQL's "unknown XID" (XAER_NOTA), "the XID already exists" (XAER_DUPID) */
 #define MY_ER_XAER_NOTA		1397
+#define MY_ER_XAER_DUPID	1440
+
+/* how long the branches of parallel workers are waited for, in ms */
+#define MY_BRANCH_WAIT_MS	30000
 
 /* by MyActionKind */
 const char *const CtasMyActionNames[MY_APPEND + 1] = {
@@ -100,7 +115,10 @@ CtasMyRecordWrite(CtasParticipant *part, MyXact *xs)
 		CtasRecordField(&buf, a->table, false);
 		CtasRecordField(&buf, a->stage, false);
 		CtasRecordField(&buf, a->marker, false);
-		CtasRecordField(&buf, a->old, true);
+		CtasRecordField(&buf, a->old, false);
+		CtasRecordField(&buf, a->branches, false);
+		CtasRecordField(&buf, a->branches ? psprintf("%d", a->nbranches) : NULL,
+						true);
 	}
 	CtasRecordWrite(xs->record_path, &xs->record_fd, MY_RECORD_PREFIX,
 					part->serverid, part->umid, &buf);
@@ -414,6 +432,187 @@ my_cleanup_conn(CtasParticipant *part, MyXact *xs, MemoryContext cxt)
 }
 
 /* ------------------------------------------------------------------------
+ * The XA branches of parallel workers
+ * ------------------------------------------------------------------------
+ */
+
+/* the prepared branches whose gid starts with prefix, or false (*why) */
+static bool
+my_prepared_branches(MyConn *conn, const char *prefix, List **gids,
+					 char **why)
+{
+	List	   *rows;
+	ListCell   *lc;
+	char	   *detail;
+
+	*gids = NIL;
+	if (!CtasMyTryQuery(conn, "XA RECOVER", "list XA transactions",
+						MY_Q_CLEANUP, &rows, &detail, NULL))
+	{
+		*why = psprintf("could not list the XA transactions: %s",
+						detail ? detail : "no answer");
+		return false;
+	}
+	foreach(lc, rows)
+	{
+		char	  **f = lfirst(lc);
+
+		/* formatID, gtrid_length, bqual_length, data */
+		if (f[2] && strcmp(f[2], "0") == 0 && f[3] &&
+			strncmp(f[3], prefix, strlen(prefix)) == 0)
+			*gids = lappend(*gids, pstrdup(f[3]));
+	}
+	return true;
+}
+
+/*
+ * my_branch_rollback
+ *		Make sure the branch gid is not, and will never be, prepared: XA
+ *		ROLLBACK if it is prepared; else take the gid ourselves (XA START,
+ *		XA END, XA ROLLBACK of an empty branch), which no session can then
+ *		go on to prepare: a worker prepares only a branch that its XA START
+ *		took before.  A gid that another session holds (the branch of a
+ *		worker that was terminated, whose session the server has not yet
+ *		ended; or a prepared branch still attached to it) is retried until
+ *		deadline.  false, with *why, when it could not be settled.
+ */
+static bool
+my_branch_rollback(MyConn *conn, const char *gid, TimestampTz deadline,
+				   char **why)
+{
+	const char *lit = CtasMyLiteral(gid);
+
+	for (;;)
+	{
+		unsigned int err = 0;
+		char	   *detail = NULL;
+
+		if (CtasMyTryQuery(conn, psprintf("XA ROLLBACK %s", lit),
+						   "roll back an XA branch", MY_Q_CLEANUP, NULL,
+						   &detail, &err))
+			return true;
+		if (err == MY_ER_XAER_NOTA)
+		{
+			if (CtasMyTryQuery(conn, psprintf("XA START %s", lit),
+							   "take an XA branch", MY_Q_CLEANUP, NULL,
+							   &detail, &err))
+			{
+				if (CtasMyTryQuery(conn, psprintf("XA END %s", lit),
+								   "take an XA branch", MY_Q_CLEANUP, NULL,
+								   &detail, &err) &&
+					CtasMyTryQuery(conn, psprintf("XA ROLLBACK %s", lit),
+								   "take an XA branch", MY_Q_CLEANUP, NULL,
+								   &detail, &err))
+					return true;
+			}
+			else if (err == MY_ER_XAER_DUPID &&
+					 GetCurrentTimestamp() < deadline)
+			{
+				/* another session holds it: wait for it to end */
+				pg_usleep(20000L);
+				continue;
+			}
+		}
+		*why = psprintf("could not roll back XA branch \"%s\": %s", gid,
+						detail ? detail : "another session holds it");
+		return false;
+	}
+}
+
+/*
+ * CtasMySettleBranches
+ *		Commit or roll back the XA branches of the workers of a parallel
+ *		append, gids prefix<i> for i in 0..nmax, on conn (autocommit, no XA
+ *		transaction of its own).  Commit: every prepared one that XA
+ *		RECOVER lists; a branch still attached to its worker's session
+ *		(which the server ends a little after the worker closed it: XAER_NOTA
+ *		then) is retried.  Roll back: every gid, whether prepared or not
+ *		(my_branch_rollback), so that none can show up later.  Repeatable.
+ *		false, with *why, when something is left (the caller warns).
+ */
+bool
+CtasMySettleBranches(MyConn *conn, const char *prefix, int nmax, bool commit,
+					 char **why)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   MY_BRANCH_WAIT_MS);
+	int			i;
+
+	*why = NULL;
+	if (conn == NULL)
+	{
+		*why = pstrdup("no connection");
+		return false;
+	}
+	if (!commit)
+	{
+		for (i = 0; i <= nmax; i++)
+			if (!my_branch_rollback(conn, psprintf("%s%d", prefix, i),
+									deadline, why))
+				return false;
+		return true;
+	}
+	for (;;)
+	{
+		List	   *gids;
+		ListCell   *lc;
+		bool		attached = false;
+
+		if (!my_prepared_branches(conn, prefix, &gids, why))
+			return false;
+		foreach(lc, gids)
+		{
+			char	   *gid = lfirst(lc);
+			unsigned int err = 0;
+			char	   *detail = NULL;
+
+			if (CtasMyTryQuery(conn, psprintf("XA COMMIT %s", CtasMyLiteral(gid)),
+							   "commit an XA branch", MY_Q_CLEANUP, NULL,
+							   &detail, &err))
+				continue;
+			if (err != MY_ER_XAER_NOTA)
+			{
+				*why = psprintf("could not commit XA branch \"%s\": %s", gid,
+								detail ? detail : "no answer");
+				return false;
+			}
+			attached = true;
+		}
+		if (!attached)
+			return true;
+		if (GetCurrentTimestamp() >= deadline)
+		{
+			*why = psprintf("XA branches \"%s*\" are still held by their sessions",
+							prefix);
+			return false;
+		}
+		pg_usleep(20000L);
+	}
+}
+
+/* settle the branches of action a, with a WARNING on failure */
+static bool
+my_settle_action(MyConn *conn, CtasParticipant *part, MyAction *a,
+				 bool commit)
+{
+	char	   *why;
+
+	if (a->branches == NULL)
+		return true;
+	if (CtasMySettleBranches(conn, a->branches, a->nbranches, commit, &why))
+		return true;
+	CtasMyCleanupFailed = true;
+	ereport(WARNING,
+			(errcode(ERRCODE_FDW_ERROR),
+			 errmsg("could not %s the XA branches of the parallel workers that appended to \"%s\" on MySQL catalog \"%s\"",
+					commit ? "commit" : "roll back",
+					CtasMyDisplay(a->db, a->table), part->catalog->name),
+			 errdetail_internal("%s", why ? why : ""),
+			 errhint("ctas_fed.resolve_in_doubt() finishes them.")));
+	return false;
+}
+
+/* ------------------------------------------------------------------------
  * Transaction events
  * ------------------------------------------------------------------------
  */
@@ -434,6 +633,12 @@ CtasMyPreCommit(CtasParticipant *part)
 
 	if (xs == NULL)
 		return;
+	if (xs->doomed)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("cannot commit a transaction whose rolled-back savepoint left XA branches on MySQL catalog \"%s\"",
+						part->catalog->name),
+				 errdetail_internal("%s", xs->doomed)));
 	if (xs->xa_state == MY_XA_ACTIVE)
 	{
 		if (CtasMyBroken(xs->xa_conn))
@@ -483,11 +688,17 @@ CtasMyPreCommit(CtasParticipant *part)
 		}
 		any = true;
 	}
+	/* the job's gid: the XA branch, else the first name to look for */
+	foreach(lc, xs->actions)
+	{
+		MyAction   *a = lfirst(lc);
+
+		if (part->gid == NULL && (a->branches || a->old))
+			part->gid = MemoryContextStrdup(part->cxt,
+											a->branches ? a->branches : a->old);
+	}
 	if (!any)
 		return;
-	if (part->gid == NULL)
-		part->gid = MemoryContextStrdup(part->cxt,
-										((MyAction *) linitial(xs->actions))->old);
 	foreach(lc, xs->actions)
 	{
 		MyAction   *a = lfirst(lc);
@@ -577,6 +788,8 @@ CtasMyPostCommit(CtasParticipant *part)
 	{
 		MyAction   *a = lfirst(lc);
 
+		if (a->branches && !my_settle_action(conn, part, a, true))
+			part->in_doubt = true;
 		if (a->state == MY_ACTION_PUBLISHED && a->old &&
 			!my_drop(conn, a->db, a->old, "drop the old table"))
 			CtasMyCleanupFailed = true;
@@ -594,6 +807,8 @@ my_undo(CtasParticipant *part, MyConn *conn, MyAction *a)
 {
 	char	   *why;
 
+	if (a->branches && !my_settle_action(conn, part, a, false))
+		part->in_doubt = true;
 	switch (a->state)
 	{
 		case MY_ACTION_STAGING:
@@ -715,11 +930,21 @@ CtasMySubxact(CtasParticipant *part, SubXactEvent event, int level)
 		{
 			MyAction   *a = list_nth(xs->actions, i);
 
-			if (a->level >= level && a->kind != MY_APPEND)
+			if (a->level >= level && (a->kind != MY_APPEND || a->branches))
 			{
 				if (conn == NULL)
 					conn = my_cleanup_conn(part, xs, cxt);
-				my_undo(part, conn, a);
+				if (a->kind != MY_APPEND)
+					my_undo(part, conn, a);
+				else if (!my_settle_action(conn, part, a, false))
+				{
+					/* kept, so that the abort of the transaction (or the
+					 * resolver) rolls them back; the commit is refused */
+					a->level = level - 1;
+					xs->doomed = MemoryContextStrdup(part->cxt,
+													 psprintf("The XA branches \"%s*\" of a parallel append to \"%s\" could not be rolled back.",
+															  a->branches, CtasMyDisplay(a->db, a->table)));
+				}
 			}
 		}
 		MemoryContextSwitchTo(part->cxt);

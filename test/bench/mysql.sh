@@ -10,6 +10,9 @@
 #               (the SELECT converts what LOAD DATA cannot read from
 #               PostgreSQL's text: booleans to 0/1, arrays to JSON,
 #               timestamptz to UTC)
+#   ctas_fed_par2
+#               the same WITH (parallel = 2): two LOAD DATA streams, so two
+#               server threads (not in the default methods)
 #   insert      multi-row INSERT statements of 1000 rows each, rendered by
 #               PostgreSQL (format(... %L ...)) and piped into mariadb: what
 #               DuckDB's mysql extension sends (for reference)
@@ -18,7 +21,8 @@
 # the servers, or by hand:  bash test/bench/mysql.sh WORKDIR
 #
 # Environment: BENCH_ROWS (default "1000000"), BENCH_RUNS (default 1; the
-# best run is reported), BENCH_METHODS (subset of "ctas_fed pipe insert"),
+# best run is reported), BENCH_METHODS (subset of "ctas_fed ctas_fed_par2
+# pipe insert"; default "ctas_fed pipe insert"),
 # CTAS_PG_BINDIR.
 #
 # It starts a throwaway PostgreSQL (ctas_fed preloaded) and a throwaway
@@ -33,8 +37,10 @@
 # mariadb of a pipeline, /usr/bin/time).  Memory: the peak RssAnon of the
 # ctas_fed backend (sampled every 50 ms).
 #
-# Output: one line per run, then a table with the ratio of each method's
-# time to the pipe's (above 1: faster than the pipe).  Exit status 0 when
+# Output: one line per run (with the 1-minute load average at its end),
+# then a table with the ratio of each method's time to the pipe's (above 1:
+# faster than the pipe), and one of mariadbd's CPU seconds per million rows
+# (median run) with ctas_fed's over the pipe's (below 1: less server work).  Exit status 0 when
 # every run succeeded and ctas_fed was at least 1.2x the pipe, 3 when it
 # was not, 1 on a failure.
 
@@ -156,17 +162,17 @@ run_method()
 {
 	local m=$1 n=$2 t0 t1 wall client=0 peak=0 out=$work/cpu.$m.$n cnt
 	myc -e "DROP TABLE IF EXISTS bench.t" || return 1
-	if [ "$m" != ctas_fed ]; then
-		myc -e "$ddl" || return 1
-	fi
+	case $m in ctas_fed*) ;; *) myc -e "$ddl" || return 1 ;; esac
 	cpu_watch_start "$out" "pg=$(head -n 1 "$pgdir/postmaster.pid")" "my=$my_pid" || return 1
 	case $m in
-		ctas_fed)
+		ctas_fed | ctas_fed_par2)
+			local with=
+			[ "$m" = ctas_fed_par2 ] && with="WITH (parallel = 2) "
 			rm -f "$work/backend.pid" "$work/mem"
 			(
 				lsql -At -c "SELECT pg_backend_pid()" -c '\o /dev/null' \
 					-c "SELECT pg_sleep(0.5)" -c '\o' -c '\timing on' \
-					-c "CREATE TABLE shop.bench.t AS SELECT * FROM src_$n" > "$work/ctas.out" 2>&1
+					-c "CREATE TABLE shop.bench.t ${with}AS SELECT * FROM src_$n" > "$work/ctas.out" 2>&1
 			) &
 			local ps=$!
 			for _ in $(seq 1 100); do
@@ -199,7 +205,7 @@ run_method()
 	cpu_watch_stop "$out" || return 1
 	cnt=$(myc -N -B -e "SELECT count(*) FROM bench.t") || return 1
 	[ "$cnt" = "$n" ] || { echo "$m: $cnt rows instead of $n" >&2; return 1; }
-	echo "$m $n $wall $(cpu_field "$out" total:pg) $(cpu_field "$out" total:my) $client $peak" | tee -a "$results"
+	echo "$m $n $wall $(cpu_field "$out" total:pg) $(cpu_field "$out" total:my) $client $peak $(cut -d' ' -f1 /proc/loadavg)" | tee -a "$results"
 }
 
 status=0
@@ -209,7 +215,7 @@ for n in $rows_list; do
 	ddl=$(lsql -At -c "EXPLAIN (COSTS OFF) CREATE TABLE shop.bench.t AS SELECT * FROM src_$n" |
 		sed -n 's/^Remote DDL: //p')
 	[ -n "$ddl" ] || die "no DDL from EXPLAIN"
-	echo "   method rows wall_s pg_cpu_s mariadb_cpu_s client_cpu_s peak_rss_kb"
+	echo "   method rows wall_s pg_cpu_s mariadb_cpu_s client_cpu_s peak_rss_kb load_1min"
 	for r in $(seq 1 "$runs"); do
 		for m in $methods; do
 			run_method "$m" "$n" || { echo "$m failed" >&2; status=1; }
@@ -219,8 +225,8 @@ done
 
 # ---- summary: the best run of each method, ratio to the pipe -----------------
 echo
-echo "| rows | method | wall s | rows/s | vs pipe | CPU s (PostgreSQL + MariaDB + clients) | peak RssAnon |"
-echo "|---:|---|---:|---:|---:|---:|---:|"
+echo "| rows | method | wall s | rows/s | vs pipe | CPU s (PostgreSQL + MariaDB + clients) | peak RssAnon | load (1 min) |"
+echo "|---:|---|---:|---:|---:|---:|---:|---:|"
 awk '
 	{ k = $2 " " $1; if (!(k in best) || $3 < best[k]) { best[k] = $3; line[k] = $0 } }
 	END {
@@ -228,13 +234,41 @@ awk '
 			split(line[k], f, " ")
 			pipe = best[f[2] " pipe"]
 			ratio = (pipe > 0 && f[3] > 0) ? sprintf("%.2fx", pipe / f[3]) : "-"
-			printf "| %s | %s | %.2f | %.0f | %s | %.2f + %.2f + %.2f = %.2f | %s |\n",
+			printf "| %s | %s | %.2f | %.0f | %s | %.2f + %.2f + %.2f = %.2f | %s | %s |\n",
 				f[2], f[1], f[3], f[2] / f[3], ratio, f[4], f[5], f[6],
-				f[4] + f[5] + f[6], f[1] == "ctas_fed" ? int(f[7] / 1024) " MB" : "-"
+				f[4] + f[5] + f[6], f[1] ~ /^ctas_fed/ ? int(f[7] / 1024) " MB" : "-", f[8]
 			if (f[1] == "ctas_fed" && pipe > 0 && pipe / f[3] < 1.2)
 				print "goal NOT met: ctas_fed below 1.2x the pipe at " f[2] " rows" > "/dev/stderr"
 		}
 	}' "$results" | sort -t'|' -k2,2n -k3,3 | tee "$work/summary.txt"
+
+# the server's work: mariadbd CPU seconds per million rows, the median run of
+# each method (CPU time moves less with the load than wall time), and
+# ctas_fed's against the pipe's
+echo
+echo "| rows | method | mariadbd CPU s per 1M rows (median; all runs) | vs pipe |"
+echo "|---:|---|---:|---:|"
+awk '
+	{ k = $2 " " $1; n[k]++; v[k, n[k]] = $5 / ($2 / 1000000) }
+	END {
+		for (k in n) {
+			# insertion sort of the runs of k
+			for (i = 2; i <= n[k]; i++)
+				for (j = i; j > 1 && v[k, j - 1] > v[k, j]; j--) {
+					t = v[k, j]; v[k, j] = v[k, j - 1]; v[k, j - 1] = t
+				}
+			med[k] = v[k, int((n[k] + 1) / 2)]
+			all[k] = ""
+			for (i = 1; i <= n[k]; i++)
+				all[k] = all[k] (i > 1 ? ", " : "") sprintf("%.2f", v[k, i])
+		}
+		for (k in n) {
+			split(k, f, " ")
+			p = f[1] " pipe"
+			printf "| %s | %s | %.2f; %s | %s |\n", f[1], f[2], med[k], all[k],
+				(p in med && med[p] > 0) ? sprintf("%.2f", med[k] / med[p]) : "-"
+		}
+	}' "$results" | sort -t'|' -k2,2n -k3,3 | tee -a "$work/summary.txt"
 if [ "$status" = 0 ] && awk '
 	{ k = $2 " " $1; if (!(k in best) || $3 < best[k]) best[k] = $3 }
 	END { for (k in best) { split(k, f, " "); p = best[f[1] " pipe"];

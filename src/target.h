@@ -324,6 +324,7 @@ typedef struct CtasSyncBatch
 extern void CtasSyncBatchInit(CtasSyncBatch *b, CtasSyncTarget *t,
 							  MemoryContext cxt, const char *table);
 extern void CtasSyncBatchColumns(CtasSyncBatch *b);
+extern bool CtasSyncIsKey(CtasSyncTarget *t, int col);
 extern void CtasSyncBatchUpsert(CtasSyncBatch *b, Datum *values, bool *nulls,
 								const bool *unchanged);
 extern void CtasSyncBatchDelete(CtasSyncBatch *b, Datum *keys);

@@ -140,20 +140,6 @@ const CtasSyncApply CtasMySyncApply = {
  * ------------------------------------------------------------------------
  */
 
-/* whether column i of t is one of its keys */
-static bool
-is_key(CtasSyncTarget *t, int i)
-{
-	int			k;
-
-	for (k = 0; k < t->nkeys; k++)
-	{
-		if (strcmp(t->keys[k], t->columns[i]) == 0)
-			return true;
-	}
-	return false;
-}
-
 /* the statements of the sync, in the current memory context */
 static void
 build_sql(CtasSyncTarget *t, MySyncState *st)
@@ -213,7 +199,7 @@ build_sql(CtasSyncTarget *t, MySyncState *st)
 		{
 			const char *c = CtasMyQuoteIdent(t->columns[i]);
 
-			if (is_key(t, i))
+			if (CtasSyncIsKey(t, i))
 				continue;
 			appendStringInfo(&buf, "%st.%s = IF(SUBSTRING(s." UNCHANGED_COLUMN
 							 ", %d, 1) = 't', t.%s, s.%s)",

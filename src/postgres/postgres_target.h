@@ -243,6 +243,7 @@ extern void CtasPgSyncFinishPending(CtasSyncTarget *t);
 extern void CtasPgSyncSendQueue(CtasSyncTarget *t);
 extern void CtasPgSyncSendQueueAsync(CtasSyncTarget *t);
 extern void CtasPgSyncEnqueueAndMaybeSend(CtasSyncTarget *t, char *sql);
+extern void CtasPgSyncStartCopy(CtasSyncTarget *t, const char *sql);
 extern void CtasPgSyncBatchBound(CtasSyncTarget *t);
 extern void CtasPgSyncApplyBatch(CtasSyncTarget *t);
 

@@ -99,6 +99,7 @@
 
 static void pg_sync_open(CtasSyncTarget *t);
 static void read_remote_table(CtasSyncTarget *t);
+static void take_columns(CtasSyncTarget *t);
 static uint64 pg_sync_applied_lsn(CtasSyncTarget *t);
 static void pg_sync_begin(CtasSyncTarget *t);
 static void pg_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
@@ -158,7 +159,6 @@ pg_sync_open(CtasSyncTarget *t)
 {
 	PgSyncState *st = palloc0(sizeof(PgSyncState));
 	PGresult   *res;
-	int			i;
 
 	st->qualified = psprintf("%s.%s", quote_identifier(t->schema),
 							 quote_identifier(t->table));
@@ -237,16 +237,10 @@ pg_sync_open(CtasSyncTarget *t)
 	PQclear(res);
 	CtasPgExec(st->conn, t->catalog, "COMMIT");
 
-	read_remote_table(t);
-	st->out = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
-	st->send = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
-	for (i = 0; i < t->ncolumns; i++)
-		type_functions(t->types[i], &st->out[i],
-					   st->binary ? &st->send[i] : NULL);
 	type_functions(CHAROID, &st->extra_out[0], &st->extra_send[0]);
 	type_functions(INT4OID, &st->extra_out[1], &st->extra_send[1]);
 	type_functions(TEXTOID, &st->extra_out[2], &st->extra_send[2]);
-	CtasPgSyncBuildSql(&st->sql, t, st->qualified, st->binary);
+	take_columns(t);
 
 	/*
 	 * The batch table: the remote table's columns, with their remote types,
@@ -309,6 +303,27 @@ read_remote_table(CtasSyncTarget *t)
 			st->binary = false;
 	}
 	PQclear(res);
+}
+
+/*
+ * take_columns
+ *		What depends on t's columns as they are now (at open, and after
+ *		followed schema changes): the remote table read again, the output
+ *		and send functions, the statements.  In the current memory context.
+ */
+static void
+take_columns(CtasSyncTarget *t)
+{
+	PgSyncState *st = (PgSyncState *) t->private;
+	int			i;
+
+	read_remote_table(t);
+	st->out = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
+	st->send = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
+	for (i = 0; i < t->ncolumns; i++)
+		type_functions(t->types[i], &st->out[i],
+					   st->binary ? &st->send[i] : NULL);
+	CtasPgSyncBuildSql(&st->sql, t, st->qualified, st->binary);
 }
 
 /*
@@ -409,21 +424,8 @@ pg_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
 
 	if (!st->in_copy)
 	{
-		PGresult   *res;
-
-		if (st->missing != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("column \"%s\" of the sync is missing in table %s of catalog \"%s\"",
-							st->missing, st->qualified, t->catalog->name)));
 		CtasPgSyncApplyBatch(t);
-		CtasPgSyncSendQueue(t);
-		if (!PQsendQuery(st->conn, st->sql.copy))
-			CtasPgReportError(ERROR, NULL, st->conn, t->catalog, st->sql.copy);
-		res = CtasPgGetResult(st->conn, 0, NULL);
-		if (res == NULL || PQresultStatus(res) != PGRES_COPY_IN)
-			CtasPgReportError(ERROR, res, st->conn, t->catalog, st->sql.copy);
-		PQclear(res);
+		CtasPgSyncStartCopy(t, st->sql.copy);
 		st->in_copy = true;
 		st->copy_rows = 0;
 		resetStringInfo(&st->copy_buf);
@@ -633,13 +635,7 @@ pg_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 		t->types[i] = changes[nchanges - 1].types[i];
 	}
 	CtasSyncBatchColumns(&st->batch);
-	read_remote_table(t);
-	st->out = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
-	st->send = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
-	for (i = 0; i < t->ncolumns; i++)
-		type_functions(t->types[i], &st->out[i],
-					   st->binary ? &st->send[i] : NULL);
-	CtasPgSyncBuildSql(&st->sql, t, st->qualified, st->binary);
+	take_columns(t);
 	MemoryContextSwitchTo(oldcxt);
 	CtasPgExec(st->conn, t->catalog, "DROP TABLE IF EXISTS pg_temp._ctas_fed_sync_batch");
 	CtasPgExec(st->conn, t->catalog, st->sql.batch_create);

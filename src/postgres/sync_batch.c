@@ -137,6 +137,32 @@ CtasPgSyncEnqueueAndMaybeSend(CtasSyncTarget *t, char *sql)
 	if (list_length(st->queue) >= PIPELINE_STATEMENTS)
 		CtasPgSyncSendQueue(t);
 }
+/*
+ * CtasPgSyncStartCopy
+ *		Send the queue, then start sql, a COPY ... FROM STDIN, on the
+ *		connection.  ERROR, before anything is sent, while a column of the
+ *		sync is missing remotely.
+ */
+void
+CtasPgSyncStartCopy(CtasSyncTarget *t, const char *sql)
+{
+	PgSyncState *st = (PgSyncState *) t->private;
+	PGresult   *res;
+
+	if (st->missing != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of the sync is missing in table %s of catalog \"%s\"",
+						st->missing, st->qualified, t->catalog->name)));
+	CtasPgSyncSendQueue(t);
+	if (!PQsendQuery(st->conn, sql))
+		CtasPgReportError(ERROR, NULL, st->conn, t->catalog, sql);
+	res = CtasPgGetResult(st->conn, 0, NULL);
+	if (res == NULL || PQresultStatus(res) != PGRES_COPY_IN)
+		CtasPgReportError(ERROR, res, st->conn, t->catalog, sql);
+	PQclear(res);
+}
+
 /* ---- the batch ----------------------------------------------------------- */
 
 /* apply the batch now if it is large, in the same remote transaction */
@@ -184,20 +210,7 @@ CtasPgSyncApplyBatch(CtasSyncTarget *t)
 		CtasSyncBatchReset(&st->batch);
 		return;
 	}
-	if (st->missing != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of the sync is missing in table %s of catalog \"%s\"",
-						st->missing, st->qualified, t->catalog->name)));
-	CtasPgSyncSendQueue(t);
-	if (!PQsendQuery(st->conn, st->sql.batch_copy))
-		CtasPgReportError(ERROR, NULL, st->conn, t->catalog,
-						  st->sql.batch_copy);
-	res = CtasPgGetResult(st->conn, 0, NULL);
-	if (res == NULL || PQresultStatus(res) != PGRES_COPY_IN)
-		CtasPgReportError(ERROR, res, st->conn, t->catalog,
-						  st->sql.batch_copy);
-	PQclear(res);
+	CtasPgSyncStartCopy(t, st->sql.batch_copy);
 
 	oldcxt = MemoryContextSwitchTo(st->cxt);
 	resetStringInfo(&st->copy_buf);

@@ -128,6 +128,20 @@ CtasSyncBatchColumns(CtasSyncBatch *b)
 	MemoryContextSwitchTo(oldcxt);
 }
 
+/* whether column col of t is one of its keys */
+bool
+CtasSyncIsKey(CtasSyncTarget *t, int col)
+{
+	int			k;
+
+	for (k = 0; k < t->nkeys; k++)
+	{
+		if (strcmp(t->keys[k], t->columns[col]) == 0)
+			return true;
+	}
+	return false;
+}
+
 /*
  * batch_entry
  *		The entry of the key whose values (of the key types, in the order of

@@ -429,8 +429,9 @@ CtasChOptions(CtasLoad *load)
  */
 #define CH_MAX_EXPR_DEPTH	32
 
-/* Durable records of a transaction (xact.c, read by resolve.c) */
-#define CH_RECORD_DIR		"pg_ctas_fed"
+/* Durable records of a transaction (record.c, read by resolve.c) */
+#define CH_RECORD_DIR		"pg_ctas_fed"	/* CTAS_RECORD_DIR of xrecord.h */
+#define CH_RECORD_PREFIX	"ch_"
 #define CH_RECORD_MAGIC		"ctas_fed clickhouse"
 #define CH_RECORD_VERSION	"2"	/* "1": no shard field */
 #define CH_RECORD_MAX_SIZE	(64 * 1024 * 1024)
@@ -616,7 +617,6 @@ extern void CtasChSyncEncodeSegments(CtasSyncTarget *t, ChSyncState *st,
 
 /* in record.c */
 extern const char *const CtasChActionNames[CH_DROP + 1];
-extern pg_crc32c CtasChRecordCrc(const char *data, size_t len);
 extern char *CtasChRecordGid(ChXact *xs);
 extern void CtasChRecordWrite(CtasParticipant *part, ChXact *xs);
 extern void CtasChRecordRelease(void *arg);

@@ -15,16 +15,8 @@
  */
 #include "postgres.h"
 
-#include <sys/file.h>
-
-#include "access/transam.h"
-#include "access/xact.h"
-#include "common/file_perm.h"
-#include "miscadmin.h"
-#include "storage/fd.h"
-#include "utils/memutils.h"
-
 #include "clickhouse.h"
+#include "xrecord.h"
 
 /* ------------------------------------------------------------------------
  * Durable records
@@ -46,8 +38,9 @@
  * backend dies), so that a resolver never works on a transaction whose
  * own backend is still finishing it.
  *
- * Format: tab-separated lines, escaped as ClickHouse's TabSeparated (read
- * back with CtasChTsv).  The first line is
+ * The file is written, locked, checksummed and removed by xrecord.c, as
+ * the MySQL target's records are.  Format: tab-separated lines, escaped as
+ * ClickHouse's TabSeparated (read back with CtasChTsv).  The first line is
  *		ctas_fed clickhouse	1	<full xid>	<database oid>	<server oid>
  *		<user mapping oid>	<gid>
  * and each action is
@@ -68,51 +61,6 @@
 const char *const CtasChActionNames[CH_DROP + 1] = {
 	"create", "replace", "append", "drop"
 };
-
-/* Append one TabSeparated field (NULL as \N), then a tab or a newline */
-static void
-ch_record_field(StringInfo buf, const char *s, bool last)
-{
-	if (s == NULL)
-		appendStringInfoString(buf, "\\N");
-	else
-	{
-		for (; *s; s++)
-		{
-			switch (*s)
-			{
-				case '\\':
-					appendStringInfoString(buf, "\\\\");
-					break;
-				case '\t':
-					appendStringInfoString(buf, "\\t");
-					break;
-				case '\n':
-					appendStringInfoString(buf, "\\n");
-					break;
-				case '\r':
-					appendStringInfoString(buf, "\\r");
-					break;
-				default:
-					appendStringInfoChar(buf, *s);
-					break;
-			}
-		}
-	}
-	appendStringInfoChar(buf, last ? '\n' : '\t');
-}
-
-/* The CRC-32C of a record's lines, which its last line repeats */
-pg_crc32c
-CtasChRecordCrc(const char *data, size_t len)
-{
-	pg_crc32c	crc;
-
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, data, len);
-	FIN_CRC32C(crc);
-	return crc;
-}
 
 /*
  * CtasChRecordGid
@@ -143,98 +91,39 @@ CtasChRecordRelease(void *arg)
 {
 	ChXact	   *xs = (ChXact *) arg;
 
-	if (xs->record_fd >= 0)
-	{
-		close(xs->record_fd);
-		ReleaseExternalFD();
-	}
-	xs->record_fd = -1;
+	CtasRecordClose(&xs->record_fd);
 }
 
 /*
  * CtasChRecordWrite
- *		Write the durable record of part (see above) with the actions of
- *		xs as they are now.  ERROR on an I/O failure, before any remote
- *		effect of the newest action.
+ *		Write the durable record of part (see above; xrecord.c writes,
+ *		locks and checksums it) with the actions of xs as they are now.
+ *		ERROR on an I/O failure, before any remote effect of the newest
+ *		action.
  */
 void
 CtasChRecordWrite(CtasParticipant *part, ChXact *xs)
 {
 	StringInfoData buf;
-	char		tmp[MAXPGPATH];
-	char	   *gid = CtasChRecordGid(xs);
 	ListCell   *lc;
-	int			fd;
-
-	if (xs->record_path[0] == '\0')
-	{
-		if (MakePGDirectory(CH_RECORD_DIR) == 0)
-		{
-			fsync_fname(CH_RECORD_DIR, true);
-			fsync_fname(".", true);
-		}
-		else if (errno != EEXIST)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not create directory \"%s\": %m",
-							CH_RECORD_DIR)));
-		snprintf(xs->record_path, MAXPGPATH,
-				 CH_RECORD_DIR "/ch_" UINT64_FORMAT "_%u_%u",
-				 U64FromFullTransactionId(GetTopFullTransactionId()),
-				 part->serverid, part->umid);
-	}
 
 	initStringInfo(&buf);
-	ch_record_field(&buf, CH_RECORD_MAGIC, false);
-	ch_record_field(&buf, CH_RECORD_VERSION, false);
-	appendStringInfo(&buf, UINT64_FORMAT "\t%u\t%u\t%u\t",
-					 U64FromFullTransactionId(GetTopFullTransactionId()),
-					 MyDatabaseId, part->serverid, part->umid);
-	ch_record_field(&buf, gid, true);
+	CtasRecordHeader(&buf, CH_RECORD_MAGIC, CH_RECORD_VERSION,
+					 part->serverid, part->umid, CtasChRecordGid(xs));
 	foreach(lc, xs->actions)
 	{
 		ChAction   *a = lfirst(lc);
 
-		ch_record_field(&buf, CtasChActionNames[a->kind], false);
-		ch_record_field(&buf, a->db, false);
-		ch_record_field(&buf, a->table, false);
-		ch_record_field(&buf, a->stage, false);
-		ch_record_field(&buf, a->old, false);
-		ch_record_field(&buf, a->marker, false);
+		CtasRecordField(&buf, CtasChActionNames[a->kind], false);
+		CtasRecordField(&buf, a->db, false);
+		CtasRecordField(&buf, a->table, false);
+		CtasRecordField(&buf, a->stage, false);
+		CtasRecordField(&buf, a->old, false);
+		CtasRecordField(&buf, a->marker, false);
 		appendStringInfo(&buf, "%d\n", a->shard);
 	}
-	appendStringInfo(&buf, "crc32c\t%08X\n", CtasChRecordCrc(buf.data, buf.len));
-
-	/* the new file is locked before it takes the record's name */
-	snprintf(tmp, sizeof(tmp), "%s.tmp", xs->record_path);
-	ReserveExternalFD();
-	fd = BasicOpenFilePerm(tmp, O_RDWR | O_CREAT | O_TRUNC | PG_BINARY,
-						   pg_file_create_mode);
-	if (fd < 0)
-	{
-		ReleaseExternalFD();
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not create file \"%s\": %m", tmp)));
-	}
-	errno = 0;
-	if (flock(fd, LOCK_EX) != 0 ||
-		write(fd, buf.data, buf.len) != buf.len ||
-		pg_fsync(fd) != 0 ||
-		durable_rename(tmp, xs->record_path, LOG) != 0)
-	{
-		int			save_errno = errno ? errno : ENOSPC;
-
-		close(fd);
-		ReleaseExternalFD();
-		(void) unlink(tmp);
-		errno = save_errno;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %m", xs->record_path)));
-	}
-	CtasChRecordRelease(xs);
-	xs->record_fd = fd;
+	CtasRecordWrite(xs->record_path, &xs->record_fd, CH_RECORD_PREFIX,
+					part->serverid, part->umid, &buf);
 	pfree(buf.data);
 }
 
@@ -246,8 +135,5 @@ CtasChRecordWrite(CtasParticipant *part, ChXact *xs)
 void
 CtasChRecordRemove(ChXact *xs)
 {
-	if (xs->record_path[0] != '\0')
-		(void) durable_unlink(xs->record_path, WARNING);
-	xs->record_path[0] = '\0';
-	CtasChRecordRelease(xs);
+	CtasRecordRemove(xs->record_path, &xs->record_fd);
 }

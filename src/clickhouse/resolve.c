@@ -4,7 +4,7 @@
  *		  Recovery of the ClickHouse target: finish or undo what a crash or
  *		  an unreachable server left in doubt.
  *
- * Recovery reads only the durable records (xact.c) and acts on whole
+ * Recovery reads only the durable records (record.c) and acts on whole
  * transactions, decided by the local transaction's status in the commit
  * log; a table that no record names is never touched, whatever it is
  * called.
@@ -27,6 +27,7 @@
 
 #include "clickhouse.h"
 #include "gid.h"
+#include "xrecord.h"
 
 /* ------------------------------------------------------------------------
  * Recovery
@@ -105,7 +106,7 @@ ch_record_read(int fd, const char *path, const char **why)
 		*why = "it does not end with its checksum";
 		return NIL;
 	}
-	if (CtasChRecordCrc(data, trailer - data) != (pg_crc32c) crc)
+	if (CtasRecordCrc(data, trailer - data) != (pg_crc32c) crc)
 	{
 		*why = "its checksum does not match its content";
 		return NIL;

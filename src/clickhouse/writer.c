@@ -395,20 +395,27 @@ ch_explain(CtasLoad *load, ExplainState *es)
 							CtasChCreateSql(load, cols, load->schema, load->table), es);
 }
 
+/* the database a listing reads: schema, else the catalog's, else default */
+static const char *
+ch_list_database(CtasCatalog *catalog, const char *schema)
+{
+	const char *db = schema ? schema : CtasCatalogOption(catalog, "database");
+
+	return db ? db : "default";
+}
+
 static void
 ch_list_tables(CtasCatalog *catalog, const char *schema,
 			   void (*emit) (void *arg, const char *name, const char *kind),
 			   void *arg)
 {
 	CtasChHttp *http = CtasChHttpCreate(catalog, CurrentMemoryContext);
-	const char *db = schema ? schema : CtasCatalogOption(catalog, "database");
+	const char *db = ch_list_database(catalog, schema);
 	char	   *body;
 	List	   *rows;
 	int			nf;
 	ListCell   *lc;
 
-	if (db == NULL)
-		db = "default";
 	(void) CtasChRemoteExists(http, db, "");	/* ERROR for a missing database */
 	body = CtasChHttpQuery(http,
 						   psprintf("SELECT name, engine FROM system.tables WHERE database = %s ORDER BY name",
@@ -431,14 +438,12 @@ ch_list_columns(CtasCatalog *catalog, const char *schema, const char *table,
 				void *arg)
 {
 	CtasChHttp *http = CtasChHttpCreate(catalog, CurrentMemoryContext);
-	const char *db = schema ? schema : CtasCatalogOption(catalog, "database");
+	const char *db = ch_list_database(catalog, schema);
 	char	   *body;
 	List	   *rows;
 	int			nf;
 	ListCell   *lc;
 
-	if (db == NULL)
-		db = "default";
 	if (!CtasChRemoteExists(http, db, table))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),

@@ -16,7 +16,7 @@
  *	applied_lsn	the lsn stored for the job, 0 if none
  *	begin		START TRANSACTION
  *	upsert		put the row in the batch, replacing what the batch held
- *				for its key (the net change per key, as postgres/sync.c)
+ *				for its key (the net change per key, sync/batch.c)
  *	delete		the same with a delete of the key
  *	truncate	forget the batch; DELETE FROM the table (TRUNCATE would
  *				commit by itself in MySQL)
@@ -39,11 +39,11 @@
  * Every column is updated, the key too, and the upsert runs in the order
  * of the changes: where two keys of different text are one key for the
  * remote (a PAD SPACE collation's trailing spaces), the later change wins.
- * A batch that grows past BATCH_KEYS keys or BATCH_BYTES of memory is
- * applied in the same remote transaction before it takes more; only
+ * A batch that grows past BATCH_KEYS keys (or the memory sync/batch.c
+ * allows) is applied in the same remote transaction before it takes more; only
  * COMMIT ends the remote transaction.
  *
- * The net change per key and the unchanged mask follow postgres/sync.c:
+ * The net change per key and the unchanged mask are sync/batch.c's:
  * the remote transaction holds every source transaction of the batch, so
  * only the last state of each key matters; an upsert with unchanged
  * columns takes them from the key's earlier upsert in the batch, else the
@@ -68,48 +68,22 @@
  */
 #include "postgres.h"
 
-#include "common/hashfn.h"
-#include "utils/datum.h"
 #include "utils/hsearch.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
 #include "mysql_target.h"
 
-/* a batch larger than this is applied before it takes more */
+/*
+ * a batch of more keys than this (or of more memory than sync/batch.c
+ * allows) is applied before it takes more
+ */
 #define BATCH_KEYS			100000
-#define BATCH_BYTES			(64 * 1024 * 1024)
 
 #define PROGRESS_TABLE		"_ctas_fed_sync_progress"
 #define BATCH_TABLE			"_ctas_fed_sync_batch"
 #define KIND_COLUMN			"_ctas_fed_kind"
 #define ORDER_COLUMN		"_ctas_fed_order"
 #define UNCHANGED_COLUMN	"_ctas_fed_unchanged"
-
-/* what the batch holds for a key: its net change */
-typedef enum MySyncKind
-{
-	MY_SYNC_UPSERT = 'u',		/* the full row */
-	MY_SYNC_DELETE = 'd',		/* the key's deletion */
-	MY_SYNC_UNCHANGED = 'm'		/* the row, some columns kept remotely */
-} MySyncKind;
-
-/* the identity of a key: the text of its values */
-typedef struct MySyncKey
-{
-	const char *data;
-	Size		len;
-} MySyncKey;
-
-typedef struct MySyncEntry
-{
-	MySyncKey	key;			/* hash key, first */
-	char		kind;			/* a MySyncKind */
-	int32		order;			/* when it last changed in the batch */
-	Datum	   *values;			/* every column (keys only for a delete) */
-	bool	   *nulls;
-	bool	   *unchanged;		/* MY_SYNC_UNCHANGED: columns kept */
-} MySyncEntry;
 
 typedef struct MySyncState
 {
@@ -119,9 +93,6 @@ typedef struct MySyncState
 	char	   *progress;		/* `db`._ctas_fed_sync_progress */
 	char	   *column_list;	/* `a`, `b`, ... */
 	MyColumn   *cols;			/* the encoder's view of the columns */
-	int		   *keycol;			/* column of each key */
-	int16	   *typlen;			/* of each column */
-	bool	   *typbyval;
 	/* the statements */
 	char	   *copy_load;		/* LOAD DATA clauses into the table */
 	char	   *batch_load;		/* and into the batch table */
@@ -133,10 +104,7 @@ typedef struct MySyncState
 	StringInfoData chunk;
 	uint64		chunk_rows;
 	MemoryContext tmp_cxt;		/* reset after each chunk */
-	/* the batch */
-	MemoryContext batch_cxt;	/* entries and the hash table */
-	HTAB	   *batch;			/* MySyncEntry by MySyncKey, or NULL */
-	int32		order;			/* changes put in the batch */
+	CtasSyncBatch batch;		/* the net change per key (sync/batch.c) */
 } MySyncState;
 
 static void my_sync_open(CtasSyncTarget *t);
@@ -171,20 +139,6 @@ const CtasSyncApply CtasMySyncApply = {
  * The statements
  * ------------------------------------------------------------------------
  */
-
-/* whether column i of t is one of its keys */
-static bool
-is_key(CtasSyncTarget *t, int i)
-{
-	int			k;
-
-	for (k = 0; k < t->nkeys; k++)
-	{
-		if (strcmp(t->keys[k], t->columns[i]) == 0)
-			return true;
-	}
-	return false;
-}
 
 /* the statements of the sync, in the current memory context */
 static void
@@ -245,7 +199,7 @@ build_sql(CtasSyncTarget *t, MySyncState *st)
 		{
 			const char *c = CtasMyQuoteIdent(t->columns[i]);
 
-			if (is_key(t, i))
+			if (CtasSyncIsKey(t, i))
 				continue;
 			appendStringInfo(&buf, "%st.%s = IF(SUBSTRING(s." UNCHANGED_COLUMN
 							 ", %d, 1) = 't', t.%s, s.%s)",
@@ -304,30 +258,13 @@ my_sync_open(CtasSyncTarget *t)
 	st->qualified = CtasMyQname(t->schema, t->table);
 	st->progress = CtasMyQname(t->schema, PROGRESS_TABLE);
 	st->cols = CtasMySyncColumns(t->ncolumns, t->columns, t->types);
-	st->keycol = palloc0(sizeof(int) * Max(t->nkeys, 1));
-	for (i = 0; i < t->nkeys; i++)
-	{
-		int			c;
-
-		st->keycol[i] = -1;
-		for (c = 0; c < t->ncolumns; c++)
-		{
-			if (strcmp(t->keys[i], t->columns[c]) == 0)
-				st->keycol[i] = c;
-		}
-		if (st->keycol[i] < 0)
-			elog(ERROR, "key column \"%s\" is not a column of the sync",
-				 t->keys[i]);
-	}
-	st->typlen = palloc0(sizeof(int16) * Max(t->ncolumns, 1));
-	st->typbyval = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
-	for (i = 0; i < t->ncolumns; i++)
-		get_typlenbyval(t->types[i], &st->typlen[i], &st->typbyval[i]);
 	initStringInfo(&st->chunk);
 	st->tmp_cxt = AllocSetContextCreate(cxt, "ctas_fed mysql sync rows",
 										ALLOCSET_DEFAULT_SIZES);
-	st->batch_cxt = AllocSetContextCreate(cxt, "ctas_fed mysql sync batch",
-										  ALLOCSET_DEFAULT_SIZES);
+	CtasSyncBatchInit(&st->batch, t,
+					  AllocSetContextCreate(cxt, "ctas_fed mysql sync batch",
+											ALLOCSET_DEFAULT_SIZES),
+					  psprintf("\"%s\"", CtasMyDisplay(t->schema, t->table)));
 	build_sql(t, st);
 	t->private = st;
 
@@ -469,100 +406,13 @@ put_columns(MySyncState *st, int ncolumns, Datum *values, bool *nulls)
  * ------------------------------------------------------------------------
  */
 
-static uint32
-batch_key_hash(const void *key, Size keysize)
-{
-	const MySyncKey *k = (const MySyncKey *) key;
-
-	return hash_bytes((const unsigned char *) k->data, (int) k->len);
-}
-
-static int
-batch_key_match(const void *key1, const void *key2, Size keysize)
-{
-	const MySyncKey *a = (const MySyncKey *) key1;
-	const MySyncKey *b = (const MySyncKey *) key2;
-
-	if (a->len != b->len)
-		return 1;
-	return memcmp(a->data, b->data, a->len);
-}
-
-/*
- * batch_entry
- *		The entry of the key whose values (of the key types, in the order of
- *		t->keys) are given, made empty (kind 0) if the batch has none, and
- *		stamped with the batch's next order.  Memory: st->batch_cxt.
- */
-static MySyncEntry *
-batch_entry(CtasSyncTarget *t, Datum *keyvals)
-{
-	MySyncState *st = (MySyncState *) t->private;
-	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
-	StringInfoData buf;
-	MySyncKey	key;
-	MySyncEntry *entry;
-	bool		found;
-	int			k;
-
-	if (st->batch == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(MySyncKey);
-		ctl.entrysize = sizeof(MySyncEntry);
-		ctl.hash = batch_key_hash;
-		ctl.match = batch_key_match;
-		ctl.hcxt = st->batch_cxt;
-		st->batch = hash_create("ctas_fed mysql sync batch", 1024, &ctl,
-								HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
-								HASH_CONTEXT);
-	}
-
-	/* each value's text, with its length: never two keys in one */
-	initStringInfo(&buf);
-	for (k = 0; k < t->nkeys; k++)
-	{
-		char	   *text = OutputFunctionCall(st->cols[st->keycol[k]].out,
-											  keyvals[k]);
-		uint32		len = strlen(text);
-
-		appendBinaryStringInfo(&buf, (char *) &len, sizeof(len));
-		appendBinaryStringInfo(&buf, text, len);
-	}
-	key.data = buf.data;
-	key.len = buf.len;
-	entry = hash_search(st->batch, &key, HASH_ENTER, &found);
-	if (!found)
-	{
-		entry->kind = 0;
-		entry->values = NULL;
-		entry->nulls = NULL;
-		entry->unchanged = NULL;
-	}
-	entry->order = ++st->order;
-	MemoryContextSwitchTo(oldcxt);
-	return entry;
-}
-
-/* forget the batch */
-static void
-batch_reset(MySyncState *st)
-{
-	st->batch = NULL;
-	st->order = 0;
-	MemoryContextReset(st->batch_cxt);
-}
-
 /* apply the batch now if it is large, in the same remote transaction */
 static void
 batch_bound(CtasSyncTarget *t)
 {
 	MySyncState *st = (MySyncState *) t->private;
 
-	if (hash_get_num_entries(st->batch) >= BATCH_KEYS ||
-		((st->order & 1023) == 0 &&
-		 MemoryContextMemAllocated(st->batch_cxt, true) >= BATCH_BYTES))
+	if (CtasSyncBatchFull(&st->batch, BATCH_KEYS))
 		apply_batch(t);
 }
 
@@ -577,59 +427,8 @@ my_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
 			   const bool *unchanged)
 {
 	MySyncState *st = (MySyncState *) t->private;
-	Datum		keyvals[INDEX_MAX_KEYS];
-	MySyncEntry *entry;
-	MemoryContext oldcxt;
-	Datum	   *v;
-	bool	   *n;
-	bool	   *u;
-	bool		any_unchanged = false;
-	int			i;
 
-	Assert(t->nkeys <= INDEX_MAX_KEYS);
-	for (i = 0; i < t->nkeys; i++)
-		keyvals[i] = values[st->keycol[i]];
-	entry = batch_entry(t, keyvals);
-
-	oldcxt = MemoryContextSwitchTo(st->batch_cxt);
-	v = palloc(sizeof(Datum) * t->ncolumns);
-	n = palloc(sizeof(bool) * t->ncolumns);
-	u = palloc0(sizeof(bool) * t->ncolumns);
-	for (i = 0; i < t->ncolumns; i++)
-	{
-		if (unchanged != NULL && unchanged[i])
-		{
-			/* the earlier row of the batch has it, or the remote keeps it */
-			if (entry->kind == MY_SYNC_UPSERT ||
-				(entry->kind == MY_SYNC_UNCHANGED && !entry->unchanged[i]))
-			{
-				v[i] = entry->values[i];
-				n[i] = entry->nulls[i];
-				continue;
-			}
-			if (entry->kind == MY_SYNC_DELETE)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("the unchanged value of column \"%s\" cannot be kept in table \"%s\" of catalog \"%s\"",
-								t->columns[i], CtasMyDisplay(t->schema, t->table),
-								t->catalog->name),
-						 errdetail("The row was deleted earlier in the same batch, and the change did not carry the value."),
-						 errhint("Set REPLICA IDENTITY FULL on the source table.")));
-			v[i] = (Datum) 0;
-			n[i] = true;
-			u[i] = true;
-			any_unchanged = true;
-			continue;
-		}
-		n[i] = nulls[i];
-		v[i] = nulls[i] ? (Datum) 0 :
-			datumCopy(values[i], st->typbyval[i], st->typlen[i]);
-	}
-	entry->values = v;
-	entry->nulls = n;
-	entry->unchanged = any_unchanged ? u : NULL;
-	entry->kind = any_unchanged ? MY_SYNC_UNCHANGED : MY_SYNC_UPSERT;
-	MemoryContextSwitchTo(oldcxt);
+	CtasSyncBatchUpsert(&st->batch, values, nulls, unchanged);
 	batch_bound(t);
 }
 
@@ -641,24 +440,8 @@ static void
 my_sync_delete(CtasSyncTarget *t, Datum *keys)
 {
 	MySyncState *st = (MySyncState *) t->private;
-	MySyncEntry *entry = batch_entry(t, keys);
-	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
-	int			k;
 
-	entry->kind = MY_SYNC_DELETE;
-	entry->values = palloc0(sizeof(Datum) * t->ncolumns);
-	entry->nulls = palloc(sizeof(bool) * t->ncolumns);
-	memset(entry->nulls, true, sizeof(bool) * t->ncolumns);
-	entry->unchanged = NULL;
-	for (k = 0; k < t->nkeys; k++)
-	{
-		int			c = st->keycol[k];
-
-		entry->values[c] = datumCopy(keys[k], st->typbyval[c],
-									 st->typlen[c]);
-		entry->nulls[c] = false;
-	}
-	MemoryContextSwitchTo(oldcxt);
+	CtasSyncBatchDelete(&st->batch, keys);
 	batch_bound(t);
 }
 
@@ -672,7 +455,7 @@ my_sync_truncate(CtasSyncTarget *t)
 {
 	MySyncState *st = (MySyncState *) t->private;
 
-	batch_reset(st);
+	CtasSyncBatchReset(&st->batch);
 	CtasMyExec(st->conn, psprintf("DELETE FROM %s", st->qualified),
 			   "empty the synced table");
 }
@@ -689,18 +472,18 @@ apply_batch(CtasSyncTarget *t)
 {
 	MySyncState *st = (MySyncState *) t->private;
 	HASH_SEQ_STATUS scan;
-	MySyncEntry *entry;
+	CtasSyncBatchEntry *entry;
 	uint64		rows = 0;
 	uint64		unchanged_rows = 0;
 	uint64		deletes = 0;
 
-	if (st->batch == NULL || hash_get_num_entries(st->batch) == 0)
+	if (CtasSyncBatchEmpty(&st->batch))
 	{
-		batch_reset(st);
+		CtasSyncBatchReset(&st->batch);
 		return;
 	}
 	Assert(st->chunk_rows == 0);
-	hash_seq_init(&scan, st->batch);
+	hash_seq_init(&scan, st->batch.hash);
 	while ((entry = hash_seq_search(&scan)) != NULL)
 	{
 		put_columns(st, t->ncolumns, entry->values, entry->nulls);
@@ -717,13 +500,13 @@ apply_batch(CtasSyncTarget *t)
 			appendStringInfoString(&st->chunk, "\\N");
 		appendStringInfoChar(&st->chunk, '\n');
 		st->chunk_rows++;
-		deletes += entry->kind == MY_SYNC_DELETE;
+		deletes += entry->kind == CTAS_SYNC_BATCH_DELETE;
 		rows++;
 		if (st->chunk.len >= MY_CHUNK_BYTES)
 			load_chunk(t, st->batch_load);
 	}
 	load_chunk(t, st->batch_load);
-	batch_reset(st);
+	CtasSyncBatchReset(&st->batch);
 
 	if (unchanged_rows > 0)
 	{
@@ -734,14 +517,7 @@ apply_batch(CtasSyncTarget *t)
 		res = CtasMyQuery(st->conn, st->count_unchanged,
 						  "count the rows that keep unchanged values", NULL);
 		found = res ? strtou64(((char **) linitial(res))[0], NULL, 10) : 0;
-		if (found != unchanged_rows)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("unchanged values cannot be kept in table \"%s\" of catalog \"%s\": " UINT64_FORMAT " of its rows are missing",
-							CtasMyDisplay(t->schema, t->table),
-							t->catalog->name, unchanged_rows - found),
-					 errdetail("A change that did not carry every value of its row found no row to keep them from."),
-					 errhint("Set REPLICA IDENTITY FULL on the source table.")));
+		CtasSyncBatchCheckKept(&st->batch, unchanged_rows, found);
 		if (st->apply_unchanged != NULL)
 			CtasMyExec(st->conn, st->apply_unchanged,
 					   "apply the sync's rows with unchanged values");
@@ -765,7 +541,7 @@ my_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
 {
 	MySyncState *st = (MySyncState *) t->private;
 
-	if (st->batch != NULL)
+	if (st->batch.hash != NULL)
 		apply_batch(t);
 	put_columns(st, t->ncolumns, values, nulls);
 	appendStringInfoChar(&st->chunk, '\n');

@@ -210,31 +210,6 @@ extern void CtasPgSyncBuildSql(CtasPgSyncSql *sql, CtasSyncTarget *t,
 /* the batch table's columns after the remote table's (sync_sql.c) */
 #define BATCH_EXTRA		3
 
-/* what the batch holds for a key: its net change */
-typedef enum PgSyncKind
-{
-	PG_SYNC_UPSERT = 'u',		/* the full row */
-	PG_SYNC_DELETE = 'd',		/* the key's deletion */
-	PG_SYNC_UNCHANGED = 'm'		/* the row, some columns kept remotely */
-} PgSyncKind;
-
-/* the identity of a key: the text of its values */
-typedef struct PgSyncKey
-{
-	const char *data;
-	Size		len;
-} PgSyncKey;
-
-typedef struct PgSyncEntry
-{
-	PgSyncKey	key;			/* hash key, first */
-	char		kind;			/* a PgSyncKind */
-	int32		order;			/* when it last changed in the batch */
-	Datum	   *values;			/* every column (keys only for a delete) */
-	bool	   *nulls;
-	bool	   *unchanged;		/* PG_SYNC_UNCHANGED: columns kept */
-} PgSyncEntry;
-
 typedef struct PgSyncState
 {
 	PGconn	   *conn;
@@ -245,9 +220,6 @@ typedef struct PgSyncState
 	bool		pending;		/* a pipeline sent, its results not read */
 	List	   *sent;			/* its statements, in sent_cxt */
 	MemoryContext sent_cxt;
-	int		   *keycol;			/* column of each key */
-	int16	   *typlen;			/* of each column */
-	bool	   *typbyval;
 	FmgrInfo   *out;			/* output function of each column */
 	FmgrInfo   *send;			/* send function of each column, if binary */
 	FmgrInfo	extra_out[BATCH_EXTRA]; /* of kind, order, unchanged */
@@ -262,24 +234,17 @@ typedef struct PgSyncState
 	bool		in_copy;		/* the initial copy's COPY is open */
 	uint64		copy_rows;
 	StringInfoData copy_buf;	/* COPY data not handed to libpq yet */
-	/* the batch */
-	MemoryContext batch_cxt;	/* entries and the hash table */
-	HTAB	   *batch;			/* PgSyncEntry by PgSyncKey, or NULL */
-	int32		order;			/* changes put in the batch */
+	CtasSyncBatch batch;		/* the net change per key (sync/batch.c) */
 } PgSyncState;
 
-/* in sync_batch.c: the queue of statements and the batch of net changes */
+/* in sync_batch.c: the queue of statements, the batch applied */
 extern void CtasPgSyncEnqueue(CtasSyncTarget *t, char *sql);
 extern void CtasPgSyncFinishPending(CtasSyncTarget *t);
 extern void CtasPgSyncSendQueue(CtasSyncTarget *t);
 extern void CtasPgSyncSendQueueAsync(CtasSyncTarget *t);
 extern void CtasPgSyncEnqueueAndMaybeSend(CtasSyncTarget *t, char *sql);
-extern PgSyncEntry *CtasPgSyncBatchEntry(CtasSyncTarget *t, Datum *keyvals);
-extern void CtasPgSyncBatchPutRow(CtasSyncTarget *t, PgSyncEntry *entry,
-								  Datum *values, bool *nulls,
-								  const bool *unchanged);
+extern void CtasPgSyncStartCopy(CtasSyncTarget *t, const char *sql);
 extern void CtasPgSyncBatchBound(CtasSyncTarget *t);
-extern void CtasPgSyncBatchReset(PgSyncState *st);
 extern void CtasPgSyncApplyBatch(CtasSyncTarget *t);
 
 /* in verify.c: verify of a continuous sync */

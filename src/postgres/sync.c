@@ -3,8 +3,8 @@
  * sync.c
  *		  Continuous sync into a PostgreSQL catalog: the CtasSyncApply of
  *		  the PostgreSQL target, applying each batch as a set.  The queue of
- *		  statements and the batch of net changes, and how a batch is
- *		  applied, are in sync_batch.c; the protocol is told here.
+ *		  statements and how a batch is applied are in sync_batch.c, the
+ *		  net change per key in sync/batch.c; the protocol is told here.
  *
  * Protocol (one connection per sync worker, of its own, not cached):
  *
@@ -44,28 +44,22 @@
  *		UPDATE t SET c = CASE WHEN unchanged THEN t.c ELSE batch.c END ...
  *			FROM batch WHERE kind = 'm' AND key matches (only when the
  *			batch holds such rows, checked first to all have their row)
- * A batch that grows past BATCH_KEYS keys or BATCH_BYTES of memory is
- * applied in the same remote transaction, and TRUNCATEd, before it takes
+ * A batch that grows past BATCH_KEYS keys (or the memory sync/batch.c
+ * allows) is applied in the same remote transaction, and TRUNCATEd, before it takes
  * more (its statements run remotely while the next part is built, as
  * after commit_send); only COMMIT ends the remote transaction.
  *
- * The net change per key.  The remote transaction holds every source
- * transaction of the batch, in commit order, and is seen whole or not at
- * all, so only the last state of each key matters: a key's later change
- * replaces its earlier one (an upsert its full row, a delete the key's
- * deletion), and a TRUNCATE forgets every change before it (its DELETE
- * removes whatever they would have left).  Keys are told apart by the text
- * output of their values, which never makes two remotely different keys
- * one; where two different texts may be equal keys for the remote type
- * (numeric 1.0 and 1.00, float -0 and 0), the batch is read through
- * DISTINCT ON (key) ... ORDER BY the change's order, descending, so that
- * the later change wins there too.  An upsert with unchanged columns
- * (unchanged TOAST values, see target.h) takes them from the key's earlier
- * upsert in the batch, when there is one; otherwise the remote row keeps
- * its values (kind 'm'); the remote row must then exist, since a value
- * not sent cannot be made up: a key deleted earlier in the batch, or
- * missing on the remote (a TRUNCATE's DELETE has run by then), is an
- * ERROR.
+ * The net change per key is kept by sync/batch.c, which tells its rules:
+ * only the last state of each key matters, keys told apart by the text
+ * output of their values; an upsert with unchanged columns (unchanged
+ * TOAST values, see target.h) takes them from the key's earlier upsert in
+ * the batch, else the remote row keeps its values (kind 'm') and must
+ * then exist (a key deleted earlier in the batch, or missing on the
+ * remote once a TRUNCATE's DELETE has run, is an ERROR).  Where two
+ * different texts may be equal keys for the remote type (numeric 1.0 and
+ * 1.00, float -0 and 0), the batch is read through DISTINCT ON (key) ...
+ * ORDER BY the change's order, descending, so that the later change wins
+ * there too.
  *
  * Rows and progress commit together: any error raises, the worker closes
  * the connection, which rolls the remote transaction back, and retries
@@ -105,6 +99,7 @@
 
 static void pg_sync_open(CtasSyncTarget *t);
 static void read_remote_table(CtasSyncTarget *t);
+static void take_columns(CtasSyncTarget *t);
 static uint64 pg_sync_applied_lsn(CtasSyncTarget *t);
 static void pg_sync_begin(CtasSyncTarget *t);
 static void pg_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
@@ -164,7 +159,6 @@ pg_sync_open(CtasSyncTarget *t)
 {
 	PgSyncState *st = palloc0(sizeof(PgSyncState));
 	PGresult   *res;
-	int			i;
 
 	st->qualified = psprintf("%s.%s", quote_identifier(t->schema),
 							 quote_identifier(t->table));
@@ -174,34 +168,15 @@ pg_sync_open(CtasSyncTarget *t)
 	st->cxt = AllocSetContextCreate(CurrentMemoryContext,
 									"ctas_fed sync queue",
 									ALLOCSET_DEFAULT_SIZES);
-	st->batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
-										  "ctas_fed sync batch",
-										  ALLOCSET_DEFAULT_SIZES);
 	st->sent_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										 "ctas_fed sync pipeline",
 										 ALLOCSET_SMALL_SIZES);
 
-	st->keycol = palloc0(sizeof(int) * Max(t->nkeys, 1));
-	for (i = 0; i < t->nkeys; i++)
-	{
-		int			c;
-
-		st->keycol[i] = -1;
-		for (c = 0; c < t->ncolumns; c++)
-		{
-			if (strcmp(t->keys[i], t->columns[c]) == 0)
-			{
-				st->keycol[i] = c;
-		}
-		}
-		if (st->keycol[i] < 0)
-			elog(ERROR, "key column \"%s\" is not a column of the sync",
-				 t->keys[i]);
-	}
-	st->typlen = palloc0(sizeof(int16) * Max(t->ncolumns, 1));
-	st->typbyval = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
-	for (i = 0; i < t->ncolumns; i++)
-		get_typlenbyval(t->types[i], &st->typlen[i], &st->typbyval[i]);
+	CtasSyncBatchInit(&st->batch, t,
+					  AllocSetContextCreate(CurrentMemoryContext,
+											"ctas_fed sync batch",
+											ALLOCSET_DEFAULT_SIZES),
+					  st->qualified);
 	t->private = st;
 
 	st->conn = CtasPgConnectFresh(t->catalog);
@@ -262,16 +237,10 @@ pg_sync_open(CtasSyncTarget *t)
 	PQclear(res);
 	CtasPgExec(st->conn, t->catalog, "COMMIT");
 
-	read_remote_table(t);
-	st->out = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
-	st->send = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
-	for (i = 0; i < t->ncolumns; i++)
-		type_functions(t->types[i], &st->out[i],
-					   st->binary ? &st->send[i] : NULL);
 	type_functions(CHAROID, &st->extra_out[0], &st->extra_send[0]);
 	type_functions(INT4OID, &st->extra_out[1], &st->extra_send[1]);
 	type_functions(TEXTOID, &st->extra_out[2], &st->extra_send[2]);
-	CtasPgSyncBuildSql(&st->sql, t, st->qualified, st->binary);
+	take_columns(t);
 
 	/*
 	 * The batch table: the remote table's columns, with their remote types,
@@ -337,6 +306,27 @@ read_remote_table(CtasSyncTarget *t)
 }
 
 /*
+ * take_columns
+ *		What depends on t's columns as they are now (at open, and after
+ *		followed schema changes): the remote table read again, the output
+ *		and send functions, the statements.  In the current memory context.
+ */
+static void
+take_columns(CtasSyncTarget *t)
+{
+	PgSyncState *st = (PgSyncState *) t->private;
+	int			i;
+
+	read_remote_table(t);
+	st->out = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
+	st->send = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
+	for (i = 0; i < t->ncolumns; i++)
+		type_functions(t->types[i], &st->out[i],
+					   st->binary ? &st->send[i] : NULL);
+	CtasPgSyncBuildSql(&st->sql, t, st->qualified, st->binary);
+}
+
+/*
  * pg_sync_applied_lsn
  *		The end of the last source transaction the remote has committed for
  *		this job, 0 when none.
@@ -385,31 +375,8 @@ pg_sync_upsert(CtasSyncTarget *t, Datum *values, bool *nulls,
 			   const bool *unchanged)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
-	Datum		keyvals[INDEX_MAX_KEYS];
-	PgSyncEntry *entry;
-	int			k;
 
-	Assert(t->nkeys <= INDEX_MAX_KEYS);
-	for (k = 0; k < t->nkeys; k++)
-		keyvals[k] = values[st->keycol[k]];
-	entry = CtasPgSyncBatchEntry(t, keyvals);
-	/* a key deleted earlier in the batch (a truncate: see CtasPgSyncApplyBatch) */
-	if (unchanged != NULL && entry->kind == PG_SYNC_DELETE)
-	{
-		int			i;
-
-		for (i = 0; i < t->ncolumns; i++)
-		{
-			if (unchanged[i])
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("the unchanged value of column \"%s\" cannot be kept in table %s of catalog \"%s\"",
-								t->columns[i], st->qualified, t->catalog->name),
-						 errdetail("The row was deleted earlier in the same batch, and the change did not carry the value."),
-						 errhint("Set REPLICA IDENTITY FULL on the source table.")));
-		}
-	}
-	CtasPgSyncBatchPutRow(t, entry, values, nulls, unchanged);
+	CtasSyncBatchUpsert(&st->batch, values, nulls, unchanged);
 	CtasPgSyncBatchBound(t);
 }
 
@@ -421,24 +388,8 @@ static void
 pg_sync_delete(CtasSyncTarget *t, Datum *keys)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
-	PgSyncEntry *entry = CtasPgSyncBatchEntry(t, keys);
-	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
-	int			k;
 
-	entry->kind = PG_SYNC_DELETE;
-	entry->values = palloc0(sizeof(Datum) * t->ncolumns);
-	entry->nulls = palloc(sizeof(bool) * t->ncolumns);
-	memset(entry->nulls, true, sizeof(bool) * t->ncolumns);
-	entry->unchanged = NULL;
-	for (k = 0; k < t->nkeys; k++)
-	{
-		int			c = st->keycol[k];
-
-		entry->values[c] = datumCopy(keys[k], st->typbyval[c],
-									 st->typlen[c]);
-		entry->nulls[c] = false;
-	}
-	MemoryContextSwitchTo(oldcxt);
+	CtasSyncBatchDelete(&st->batch, keys);
 	CtasPgSyncBatchBound(t);
 }
 
@@ -454,7 +405,7 @@ pg_sync_truncate(CtasSyncTarget *t)
 	char	   *sql = psprintf("DELETE FROM %s", st->qualified);
 
 	MemoryContextSwitchTo(oldcxt);
-	CtasPgSyncBatchReset(st);
+	CtasSyncBatchReset(&st->batch);
 	CtasPgSyncEnqueueAndMaybeSend(t, sql);
 }
 
@@ -473,21 +424,8 @@ pg_sync_copy_row(CtasSyncTarget *t, Datum *values, bool *nulls)
 
 	if (!st->in_copy)
 	{
-		PGresult   *res;
-
-		if (st->missing != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("column \"%s\" of the sync is missing in table %s of catalog \"%s\"",
-							st->missing, st->qualified, t->catalog->name)));
 		CtasPgSyncApplyBatch(t);
-		CtasPgSyncSendQueue(t);
-		if (!PQsendQuery(st->conn, st->sql.copy))
-			CtasPgReportError(ERROR, NULL, st->conn, t->catalog, st->sql.copy);
-		res = CtasPgGetResult(st->conn, 0, NULL);
-		if (res == NULL || PQresultStatus(res) != PGRES_COPY_IN)
-			CtasPgReportError(ERROR, res, st->conn, t->catalog, st->sql.copy);
-		PQclear(res);
+		CtasPgSyncStartCopy(t, st->sql.copy);
 		st->in_copy = true;
 		st->copy_rows = 0;
 		resetStringInfo(&st->copy_buf);
@@ -603,7 +541,7 @@ pg_sync_close(CtasSyncTarget *t)
 	CtasPgCloseFresh(st->conn);
 	st->conn = NULL;
 	st->queue = NIL;
-	st->batch = NULL;
+	st->batch.hash = NULL;
 	t->private = NULL;
 }
 
@@ -696,27 +634,8 @@ pg_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 		t->columns[i] = pstrdup(changes[nchanges - 1].columns[i]);
 		t->types[i] = changes[nchanges - 1].types[i];
 	}
-	for (i = 0; i < t->nkeys; i++)
-	{
-		int			c;
-
-		for (c = 0; c < t->ncolumns; c++)
-		{
-			if (strcmp(t->keys[i], t->columns[c]) == 0)
-				st->keycol[i] = c;
-		}
-	}
-	st->typlen = palloc0(sizeof(int16) * Max(t->ncolumns, 1));
-	st->typbyval = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
-	for (i = 0; i < t->ncolumns; i++)
-		get_typlenbyval(t->types[i], &st->typlen[i], &st->typbyval[i]);
-	read_remote_table(t);
-	st->out = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
-	st->send = palloc0(sizeof(FmgrInfo) * Max(t->ncolumns, 1));
-	for (i = 0; i < t->ncolumns; i++)
-		type_functions(t->types[i], &st->out[i],
-					   st->binary ? &st->send[i] : NULL);
-	CtasPgSyncBuildSql(&st->sql, t, st->qualified, st->binary);
+	CtasSyncBatchColumns(&st->batch);
+	take_columns(t);
 	MemoryContextSwitchTo(oldcxt);
 	CtasPgExec(st->conn, t->catalog, "DROP TABLE IF EXISTS pg_temp._ctas_fed_sync_batch");
 	CtasPgExec(st->conn, t->catalog, st->sql.batch_create);

@@ -10,10 +10,9 @@
  *				are queued, or in the background (CtasPgSyncSendQueueAsync),
  *				their results read before the next send
  *				(CtasPgSyncFinishPending)
- *	batch		a hash table of the net change of each key, by the text of
- *				its values (CtasPgSyncBatchEntry, CtasPgSyncBatchPutRow);
- *				past BATCH_KEYS keys or BATCH_BYTES of memory it is applied
- *				before it takes more (CtasPgSyncBatchBound)
+ *	batch		the net change of each key (sync/batch.c); past BATCH_KEYS
+ *				keys or the memory sync/batch.c allows it is applied before
+ *				it takes more (CtasPgSyncBatchBound)
  *	apply		the queue sent, the batch's rows by one COPY into the
  *				temporary batch table, then the statements of sync_sql.c
  *				that apply them, queued for the caller to send
@@ -28,20 +27,18 @@
  */
 #include "postgres.h"
 
-#include "common/hashfn.h"
 #include "utils/builtins.h"
-#include "utils/datum.h"
 
 #include "postgres_target.h"
 
 /* statements queued before they are sent */
 #define PIPELINE_STATEMENTS	1000
 /*
- * a batch larger than this is applied before it takes more, in the
- * background while the next part is built (see pipelining)
+ * a batch of more keys than this (or of more memory than sync/batch.c
+ * allows) is applied before it takes more, in the background while the
+ * next part is built (see pipelining)
  */
 #define BATCH_KEYS			10000
-#define BATCH_BYTES			(64 * 1024 * 1024)
 
 /* queue sql (allocated in st->cxt) */
 void
@@ -140,132 +137,33 @@ CtasPgSyncEnqueueAndMaybeSend(CtasSyncTarget *t, char *sql)
 	if (list_length(st->queue) >= PIPELINE_STATEMENTS)
 		CtasPgSyncSendQueue(t);
 }
-/* ---- the batch ----------------------------------------------------------- */
-
-static uint32
-batch_key_hash(const void *key, Size keysize)
-{
-	const PgSyncKey *k = (const PgSyncKey *) key;
-
-	return hash_bytes((const unsigned char *) k->data, (int) k->len);
-}
-
-static int
-batch_key_match(const void *key1, const void *key2, Size keysize)
-{
-	const PgSyncKey *a = (const PgSyncKey *) key1;
-	const PgSyncKey *b = (const PgSyncKey *) key2;
-
-	if (a->len != b->len)
-		return 1;
-	return memcmp(a->data, b->data, a->len);
-}
-
 /*
- * CtasPgSyncBatchEntry
- *		The entry of the key whose values (of the key types, in the order of
- *		t->keys) are given, made empty (kind 0) if the batch has none, and
- *		stamped with the batch's next order.  Memory: st->batch_cxt.
- */
-PgSyncEntry *
-CtasPgSyncBatchEntry(CtasSyncTarget *t, Datum *keyvals)
-{
-	PgSyncState *st = (PgSyncState *) t->private;
-	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
-	StringInfoData buf;
-	PgSyncKey	key;
-	PgSyncEntry *entry;
-	bool		found;
-	int			k;
-
-	if (st->batch == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(PgSyncKey);
-		ctl.entrysize = sizeof(PgSyncEntry);
-		ctl.hash = batch_key_hash;
-		ctl.match = batch_key_match;
-		ctl.hcxt = st->batch_cxt;
-		st->batch = hash_create("ctas_fed sync batch", 1024, &ctl,
-								HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
-								HASH_CONTEXT);
-	}
-
-	/* each value's text, with its length: never two keys in one */
-	initStringInfo(&buf);
-	for (k = 0; k < t->nkeys; k++)
-	{
-		char	   *text = OutputFunctionCall(&st->out[st->keycol[k]],
-											  keyvals[k]);
-		uint32		len = strlen(text);
-
-		appendBinaryStringInfo(&buf, (char *) &len, sizeof(len));
-		appendBinaryStringInfo(&buf, text, len);
-	}
-	key.data = buf.data;
-	key.len = buf.len;
-	entry = hash_search(st->batch, &key, HASH_ENTER, &found);
-	if (!found)
-	{
-		entry->kind = 0;
-		entry->values = NULL;
-		entry->nulls = NULL;
-		entry->unchanged = NULL;
-	}
-	entry->order = ++st->order;
-	MemoryContextSwitchTo(oldcxt);
-	return entry;
-}
-
-/*
- * CtasPgSyncBatchPutRow
- *		Keep a copy of the row's values in entry (in st->batch_cxt), the
- *		columns in unchanged (if not NULL) taken from the entry's earlier
- *		row.
+ * CtasPgSyncStartCopy
+ *		Send the queue, then start sql, a COPY ... FROM STDIN, on the
+ *		connection.  ERROR, before anything is sent, while a column of the
+ *		sync is missing remotely.
  */
 void
-CtasPgSyncBatchPutRow(CtasSyncTarget *t, PgSyncEntry *entry, Datum *values,
-					  bool *nulls, const bool *unchanged)
+CtasPgSyncStartCopy(CtasSyncTarget *t, const char *sql)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
-	MemoryContext oldcxt = MemoryContextSwitchTo(st->batch_cxt);
-	Datum	   *v = palloc(sizeof(Datum) * t->ncolumns);
-	bool	   *n = palloc(sizeof(bool) * t->ncolumns);
-	bool	   *u = palloc0(sizeof(bool) * t->ncolumns);
-	bool		any_unchanged = false;
-	int			i;
+	PGresult   *res;
 
-	for (i = 0; i < t->ncolumns; i++)
-	{
-		if (unchanged != NULL && unchanged[i])
-		{
-			/* the earlier row of the batch has it, or the remote keeps it */
-			if (entry->kind == PG_SYNC_UPSERT ||
-				(entry->kind == PG_SYNC_UNCHANGED && !entry->unchanged[i]))
-			{
-				v[i] = entry->values[i];
-				n[i] = entry->nulls[i];
-			}
-			else
-			{
-				v[i] = (Datum) 0;
-				n[i] = true;
-				u[i] = true;
-				any_unchanged = true;
-			}
-			continue;
-		}
-		n[i] = nulls[i];
-		v[i] = nulls[i] ? (Datum) 0 :
-			datumCopy(values[i], st->typbyval[i], st->typlen[i]);
-	}
-	entry->values = v;
-	entry->nulls = n;
-	entry->unchanged = any_unchanged ? u : NULL;
-	entry->kind = any_unchanged ? PG_SYNC_UNCHANGED : PG_SYNC_UPSERT;
-	MemoryContextSwitchTo(oldcxt);
+	if (st->missing != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of the sync is missing in table %s of catalog \"%s\"",
+						st->missing, st->qualified, t->catalog->name)));
+	CtasPgSyncSendQueue(t);
+	if (!PQsendQuery(st->conn, sql))
+		CtasPgReportError(ERROR, NULL, st->conn, t->catalog, sql);
+	res = CtasPgGetResult(st->conn, 0, NULL);
+	if (res == NULL || PQresultStatus(res) != PGRES_COPY_IN)
+		CtasPgReportError(ERROR, res, st->conn, t->catalog, sql);
+	PQclear(res);
 }
+
+/* ---- the batch ----------------------------------------------------------- */
 
 /* apply the batch now if it is large, in the same remote transaction */
 void
@@ -273,9 +171,7 @@ CtasPgSyncBatchBound(CtasSyncTarget *t)
 {
 	PgSyncState *st = (PgSyncState *) t->private;
 
-	if (hash_get_num_entries(st->batch) >= BATCH_KEYS ||
-		((st->order & 1023) == 0 &&
-		 MemoryContextMemAllocated(st->batch_cxt, true) >= BATCH_BYTES))
+	if (CtasSyncBatchFull(&st->batch, BATCH_KEYS))
 	{
 		MemoryContext oldcxt = MemoryContextSwitchTo(st->cxt);
 
@@ -287,14 +183,7 @@ CtasPgSyncBatchBound(CtasSyncTarget *t)
 		CtasPgSyncSendQueueAsync(t);
 	}
 }
-/* forget the batch */
-void
-CtasPgSyncBatchReset(PgSyncState *st)
-{
-	st->batch = NULL;
-	st->order = 0;
-	MemoryContextReset(st->batch_cxt);
-}
+
 /*
  * CtasPgSyncApplyBatch
  *		Send the queue, then the batch's rows by COPY into the batch table,
@@ -309,37 +198,24 @@ CtasPgSyncApplyBatch(CtasSyncTarget *t)
 	PgSyncState *st = (PgSyncState *) t->private;
 	MemoryContext oldcxt;
 	HASH_SEQ_STATUS scan;
-	PgSyncEntry *entry;
+	CtasSyncBatchEntry *entry;
 	PGresult   *res;
 	uint64		rows = 0;
 	uint64		unchanged_rows = 0;
 	uint64		deletes = 0;
 	uint64		received;
 
-	if (st->batch == NULL || hash_get_num_entries(st->batch) == 0)
+	if (CtasSyncBatchEmpty(&st->batch))
 	{
-		CtasPgSyncBatchReset(st);
+		CtasSyncBatchReset(&st->batch);
 		return;
 	}
-	if (st->missing != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of the sync is missing in table %s of catalog \"%s\"",
-						st->missing, st->qualified, t->catalog->name)));
-	CtasPgSyncSendQueue(t);
-	if (!PQsendQuery(st->conn, st->sql.batch_copy))
-		CtasPgReportError(ERROR, NULL, st->conn, t->catalog,
-						  st->sql.batch_copy);
-	res = CtasPgGetResult(st->conn, 0, NULL);
-	if (res == NULL || PQresultStatus(res) != PGRES_COPY_IN)
-		CtasPgReportError(ERROR, res, st->conn, t->catalog,
-						  st->sql.batch_copy);
-	PQclear(res);
+	CtasPgSyncStartCopy(t, st->sql.batch_copy);
 
 	oldcxt = MemoryContextSwitchTo(st->cxt);
 	resetStringInfo(&st->copy_buf);
 	CtasPgCopyHeader(&st->copy_buf, st->binary);
-	hash_seq_init(&scan, st->batch);
+	hash_seq_init(&scan, st->batch.hash);
 	while ((entry = hash_seq_search(&scan)) != NULL)
 	{
 		StringInfo	buf = &st->copy_buf;
@@ -376,7 +252,7 @@ CtasPgSyncApplyBatch(CtasSyncTarget *t)
 		else
 			CtasPgCopyField(buf, binary, i, NULL, (Datum) 0, true);
 		CtasPgCopyRowEnd(buf, binary, nestlevel);
-		deletes += kind == PG_SYNC_DELETE;
+		deletes += kind == CTAS_SYNC_BATCH_DELETE;
 		rows++;
 		if (buf->len >= COPY_CHUNK)
 		{
@@ -397,7 +273,7 @@ CtasPgSyncApplyBatch(CtasSyncTarget *t)
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("catalog \"%s\" received " UINT64_FORMAT " rows, but " UINT64_FORMAT " were sent",
 						t->catalog->name, received, rows)));
-	CtasPgSyncBatchReset(st);
+	CtasSyncBatchReset(&st->batch);
 
 	oldcxt = MemoryContextSwitchTo(st->cxt);
 	if (unchanged_rows > 0)
@@ -408,14 +284,7 @@ CtasPgSyncApplyBatch(CtasSyncTarget *t)
 		res = CtasPgQuery(st->conn, t->catalog, st->sql.count_unchanged);
 		found = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
 		PQclear(res);
-		if (found != unchanged_rows)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("unchanged values cannot be kept in table %s of catalog \"%s\": " UINT64_FORMAT " of its rows are missing",
-							st->qualified, t->catalog->name,
-							unchanged_rows - found),
-					 errdetail("A change that did not carry every value of its row found no row to keep them from."),
-					 errhint("Set REPLICA IDENTITY FULL on the source table.")));
+		CtasSyncBatchCheckKept(&st->batch, unchanged_rows, found);
 		if (st->sql.apply_unchanged != NULL)
 			CtasPgSyncEnqueue(t, pstrdup(st->sql.apply_unchanged));
 	}

@@ -79,20 +79,6 @@ name_list(int n, char **names, const char *prefix)
 	return buf.data;
 }
 
-/* whether column i of t is one of its keys */
-static bool
-is_key(CtasSyncTarget *t, int i)
-{
-	int			k;
-
-	for (k = 0; k < t->nkeys; k++)
-	{
-		if (strcmp(t->keys[k], t->columns[i]) == 0)
-			return true;
-	}
-	return false;
-}
-
 /*
  * unchanged_update_sql
  *		The UPDATE of the batch's rows whose unchanged columns the remote
@@ -115,7 +101,7 @@ unchanged_update_sql(CtasSyncTarget *t, CtasPgSyncSql *sql,
 	{
 		const char *c = quote_identifier(t->columns[i]);
 
-		if (is_key(t, i))
+		if (CtasSyncIsKey(t, i))
 			continue;
 		appendStringInfo(&buf, "%s%s = CASE WHEN pg_catalog.substr(s."
 						 UNCHANGED_COLUMN ", %d, 1) OPERATOR(pg_catalog.=) 't' "
@@ -202,7 +188,7 @@ CtasPgSyncBuildSql(CtasPgSyncSql *sql, CtasSyncTarget *t,
 		appendStringInfoString(&buf, "UPDATE SET ");
 	for (i = 0; i < t->ncolumns; i++)
 	{
-		if (is_key(t, i) && !dedupe)
+		if (CtasSyncIsKey(t, i) && !dedupe)
 			continue;
 		appendStringInfo(&buf, "%s%s = EXCLUDED.%s", first ? "" : ", ",
 						 quote_identifier(t->columns[i]),

@@ -71,7 +71,7 @@ OBJS = \
 	src/postgres/xact.o \
 	src/sqlfuncs.o \
 	src/sync/apply.o \
-	src/sync/batch.o \
+	src/syncbatch.o \
 	src/sync/check.o \
 	src/sync/copy.o \
 	src/sync/ddl.o \

@@ -104,7 +104,8 @@ my @layer_table = (
 
 	# L2: the writer interface, and one folder per target
 	['target.h' => 2, undef, 'the writer and sync interface: all a target includes'],
-	['sync/batch.c' => 2, undef, 'the net change per key of a sync batch, for targets that apply sets'],
+	['syncbatch.c' => 2, undef, 'the net change per key of a sync batch, for targets that apply sets'],
+	['syncbatch.h' => 2, undef, 'syncbatch.c'],
 	['postgres/postgres_target.h' => 2, 'postgres', 'private header of the PostgreSQL target'],
 	['postgres/connection.c' => 2, 'postgres', 'libpq connection cache, connecting, notices, password rules'],
 	['postgres/exec.c' => 2, 'postgres', 'SQL and COPY on a connection: waits, results, remote errors, cancel'],

@@ -32,6 +32,7 @@
 #include "nodes/pg_list.h"
 #include "port/pg_crc32c.h"
 
+#include "syncbatch.h"
 #include "target.h"
 
 /* A connection to a MySQL catalog (conn.c); the MYSQL handle is private */

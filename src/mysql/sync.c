@@ -16,7 +16,7 @@
  *	applied_lsn	the lsn stored for the job, 0 if none
  *	begin		START TRANSACTION
  *	upsert		put the row in the batch, replacing what the batch held
- *				for its key (the net change per key, sync/batch.c)
+ *				for its key (the net change per key, syncbatch.c)
  *	delete		the same with a delete of the key
  *	truncate	forget the batch; DELETE FROM the table (TRUNCATE would
  *				commit by itself in MySQL)
@@ -39,11 +39,11 @@
  * Every column is updated, the key too, and the upsert runs in the order
  * of the changes: where two keys of different text are one key for the
  * remote (a PAD SPACE collation's trailing spaces), the later change wins.
- * A batch that grows past BATCH_KEYS keys (or the memory sync/batch.c
+ * A batch that grows past BATCH_KEYS keys (or the memory syncbatch.c
  * allows) is applied in the same remote transaction before it takes more; only
  * COMMIT ends the remote transaction.
  *
- * The net change per key and the unchanged mask are sync/batch.c's:
+ * The net change per key and the unchanged mask are syncbatch.c's:
  * the remote transaction holds every source transaction of the batch, so
  * only the last state of each key matters; an upsert with unchanged
  * columns takes them from the key's earlier upsert in the batch, else the
@@ -74,7 +74,7 @@
 #include "mysql_target.h"
 
 /*
- * a batch of more keys than this (or of more memory than sync/batch.c
+ * a batch of more keys than this (or of more memory than syncbatch.c
  * allows) is applied before it takes more
  */
 #define BATCH_KEYS			100000
@@ -104,7 +104,7 @@ typedef struct MySyncState
 	StringInfoData chunk;
 	uint64		chunk_rows;
 	MemoryContext tmp_cxt;		/* reset after each chunk */
-	CtasSyncBatch batch;		/* the net change per key (sync/batch.c) */
+	CtasSyncBatch batch;		/* the net change per key (syncbatch.c) */
 } MySyncState;
 
 static void my_sync_open(CtasSyncTarget *t);

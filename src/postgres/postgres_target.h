@@ -41,6 +41,7 @@
 #include "utils/timestamp.h"
 
 #include "catalog.h"
+#include "syncbatch.h"
 #include "target.h"
 
 /* how long the commit and abort paths wait for the remote, in ms */
@@ -234,7 +235,7 @@ typedef struct PgSyncState
 	bool		in_copy;		/* the initial copy's COPY is open */
 	uint64		copy_rows;
 	StringInfoData copy_buf;	/* COPY data not handed to libpq yet */
-	CtasSyncBatch batch;		/* the net change per key (sync/batch.c) */
+	CtasSyncBatch batch;		/* the net change per key (syncbatch.c) */
 } PgSyncState;
 
 /* in sync_batch.c: the queue of statements, the batch applied */

@@ -4,7 +4,7 @@
  *		  Continuous sync into a PostgreSQL catalog: the CtasSyncApply of
  *		  the PostgreSQL target, applying each batch as a set.  The queue of
  *		  statements and how a batch is applied are in sync_batch.c, the
- *		  net change per key in sync/batch.c; the protocol is told here.
+ *		  net change per key in syncbatch.c; the protocol is told here.
  *
  * Protocol (one connection per sync worker, of its own, not cached):
  *
@@ -44,12 +44,12 @@
  *		UPDATE t SET c = CASE WHEN unchanged THEN t.c ELSE batch.c END ...
  *			FROM batch WHERE kind = 'm' AND key matches (only when the
  *			batch holds such rows, checked first to all have their row)
- * A batch that grows past BATCH_KEYS keys (or the memory sync/batch.c
+ * A batch that grows past BATCH_KEYS keys (or the memory syncbatch.c
  * allows) is applied in the same remote transaction, and TRUNCATEd, before it takes
  * more (its statements run remotely while the next part is built, as
  * after commit_send); only COMMIT ends the remote transaction.
  *
- * The net change per key is kept by sync/batch.c, which tells its rules:
+ * The net change per key is kept by syncbatch.c, which tells its rules:
  * only the last state of each key matters, keys told apart by the text
  * output of their values; an upsert with unchanged columns (unchanged
  * TOAST values, see target.h) takes them from the key's earlier upsert in

@@ -10,8 +10,8 @@
  *				are queued, or in the background (CtasPgSyncSendQueueAsync),
  *				their results read before the next send
  *				(CtasPgSyncFinishPending)
- *	batch		the net change of each key (sync/batch.c); past BATCH_KEYS
- *				keys or the memory sync/batch.c allows it is applied before
+ *	batch		the net change of each key (syncbatch.c); past BATCH_KEYS
+ *				keys or the memory syncbatch.c allows it is applied before
  *				it takes more (CtasPgSyncBatchBound)
  *	apply		the queue sent, the batch's rows by one COPY into the
  *				temporary batch table, then the statements of sync_sql.c
@@ -34,7 +34,7 @@
 /* statements queued before they are sent */
 #define PIPELINE_STATEMENTS	1000
 /*
- * a batch of more keys than this (or of more memory than sync/batch.c
+ * a batch of more keys than this (or of more memory than syncbatch.c
  * allows) is applied before it takes more, in the background while the
  * next part is built (see pipelining)
  */

@@ -32,7 +32,7 @@
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
- *		  src/sync/batch.c
+ *		  src/syncbatch.c
  *
  *-------------------------------------------------------------------------
  */
@@ -44,7 +44,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
-#include "target.h"
+#include "syncbatch.h"
 
 /* a batch holding more memory than this is applied before it takes more */
 #define BATCH_BYTES			(64 * 1024 * 1024)

@@ -484,17 +484,84 @@ hold_job(SyncJob *job, const char *error, bool copying)
 }
 
 /*
+ * fail_job
+ *		The error in flight fails job id for good (SYNC_FAIL): it leaves the
+ *		stream, which goes on without it, in the same process.  The local
+ *		transaction is aborted (whatever the error interrupted: the owner's
+ *		code, SPI, a decoding call); the targets of every job of the stream
+ *		are closed when a peek was being applied (what they did not commit of
+ *		it rolls back, and each applies it again from its own applied lsn in
+ *		the next round, as after a held job's error), else the failed job's
+ *		alone.  Then, each in a transaction of its own, as the worker's exit
+ *		did before: the job is marked "failed" with the error and its table
+ *		taken out of the publication (CtasSyncFailJob), the schema change it
+ *		failed at recorded, the webhook told.  job is NULL for a job that
+ *		failed while it was being loaded (CtasSyncLoadingId).  The slot is
+ *		then advanced by the others alone: the failed job is neither in
+ *		*jobs nor held.  Can ERROR.
+ */
+static void
+fail_job(List **jobs, SyncJob *job, int64 id, ErrorData *edata)
+{
+	List	   *kept = NIL;
+	List	   *still = NIL;
+	ListCell   *lc;
+
+	foreach(lc, *jobs)
+	{
+		SyncJob    *other = lfirst(lc);
+
+		if (CtasSyncInPeek || other == job || other->id == id)
+			close_job(other);
+		if (other != job && other->id != id)
+			kept = lappend(kept, other);
+	}
+	*jobs = kept;
+	CtasSyncInPeek = false;
+	if (job != NULL)
+		close_job(job);
+	/* loaded by CtasSyncRejoinHeld: no longer held */
+	foreach(lc, CtasSyncHeldJobs)
+	{
+		HeldJob    *h = lfirst(lc);
+
+		if (h->job->id != id)
+			still = lappend(still, h);
+	}
+	CtasSyncHeldJobs = still;
+
+	ereport(LOG,
+			(errmsg("ctas_fed sync " INT64_FORMAT ": failed, leaving its stream, which goes on",
+					id),
+			 errdetail_internal("%s", edata->message)));
+	CtasSyncFailJob(id, edata->message);
+	if (job != NULL)
+	{
+		/* a schema change it could not follow: recorded (sync/follow.c) */
+		if (job->schema_failed_at != InvalidXLogRecPtr)
+			CtasSyncRecordSchemaFailure(job, edata->message);
+		CtasSyncJobEvent(job, CTAS_SYNC_FAILED, edata->message);
+	}
+	CtasSyncStatusRelease(id);
+}
+
+/*
  * CtasSyncCatchJobError
- *		In the PG_CATCH of the streaming loop (do_stream): when the error in
- *		flight was raised by a target call of one job (CtasSyncInTarget) and is not
- *		one that fails the job for good, it is that job's catalog's: abort
+ *		In the PG_CATCH of the streaming loop (do_stream).  When the error in
+ *		flight fails one job of the stream for good (SYNC_FAIL: a schema
+ *		change it cannot follow, its source dropped, a right its owner lost),
+ *		that job leaves the stream (fail_job) and true is returned.  When it
+ *		was raised by a target call of one job (CtasSyncInTarget), it is that
+ *		job's catalog's: abort
  *		the local transaction, close the targets of the stream's jobs (the
  *		remote transactions they did not commit roll back; each applies
  *		again from its own applied lsn), hold the job out of the stream
  *		(hold_job), and with it, when the catalog is unreachable (SQLSTATE
  *		class 08), the stream's other jobs into that catalog, and return
- *		true.  Otherwise return false, with the error untouched: the caller
- *		re-throws it, and the worker ends as before.  Can ERROR.
+ *		true.  Otherwise (an error of the stream: its slot, out of memory, a
+ *		resync of the stream asked for) return false, with the error
+ *		untouched: the caller re-throws it, and the worker ends as before.
+ *		Can ERROR.
  */
 bool
 CtasSyncCatchJobError(List **jobs)
@@ -506,7 +573,43 @@ CtasSyncCatchJobError(List **jobs)
 	bool		unreachable;
 	ListCell   *lc;
 
-	if (job == NULL || CtasSyncFailed)
+	if (CtasSyncFailed)
+	{
+		SyncJob    *failed = CtasSyncCurrentJob;
+		int64		id = failed != NULL ? failed->id : CtasSyncLoadingId;
+		MemoryContext oldcxt = CurrentMemoryContext;
+
+		/* the failed job: one of the stream, joining it, or being loaded */
+		if (failed != NULL && !list_member_ptr(*jobs, failed) &&
+			failed->state != CTAS_SYNC_COPYING)
+			return false;
+		if (id == 0)
+			return false;
+		MemoryContextSwitchTo(CtasSyncJobCxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode == ERRCODE_OUT_OF_MEMORY)
+		{
+			FreeErrorData(edata);
+			MemoryContextSwitchTo(oldcxt);
+			return false;
+		}
+		HOLD_INTERRUPTS();
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		if (MyReplicationSlot != NULL)
+			ReplicationSlotRelease();
+		RESUME_INTERRUPTS();
+		CtasSyncFailed = false;
+		CtasSyncResyncWanted = false;
+		CtasSyncInTarget = NULL;
+		CtasSyncCurrentJob = NULL;
+		CtasSyncLoadingId = 0;
+		fail_job(jobs, failed, id, edata);
+		FreeErrorData(edata);
+		return true;
+	}
+	if (job == NULL)
 		return false;
 	CtasSyncInTarget = NULL;
 

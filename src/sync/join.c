@@ -484,6 +484,36 @@ hold_job(SyncJob *job, const char *error, bool copying)
 }
 
 /*
+ * join_slot_name
+ *		The name of the temporary slot of job id's join copy (join_copy).
+ */
+static char *
+join_slot_name(int64 id)
+{
+	return psprintf("%sj%u_" INT64_FORMAT, CTAS_SYNC_PREFIX, MyDatabaseId, id);
+}
+
+/*
+ * drop_join_slot
+ *		Drop the temporary slot of job id's join copy, left by a copy that
+ *		an error or a crash interrupted, if there is one.  Outside a
+ *		transaction.  Can ERROR.
+ */
+static void
+drop_join_slot(int64 id)
+{
+	char	   *name = join_slot_name(id);
+
+	if (SearchNamedReplicationSlot(name, true) != NULL)
+	{
+		StartTransactionCommand();
+		ReplicationSlotDrop(name, true);
+		CommitTransactionCommand();
+	}
+	pfree(name);
+}
+
+/*
  * fail_job
  *		The error in flight fails job id for good (SYNC_FAIL): it leaves the
  *		stream, which goes on without it, in the same process.  The local
@@ -529,6 +559,8 @@ fail_job(List **jobs, SyncJob *job, int64 id, ErrorData *edata)
 			still = lappend(still, h);
 	}
 	CtasSyncHeldJobs = still;
+	/* a join copy that failed: its temporary slot holds no WAL */
+	drop_join_slot(id);
 
 	ereport(LOG,
 			(errmsg("ctas_fed sync " INT64_FORMAT ": failed, leaving its stream, which goes on",
@@ -753,8 +785,7 @@ CtasSyncHeldPosition(XLogRecPtr confirmed)
 static void
 join_copy(SyncJob *job)
 {
-	char	   *name = psprintf("%sj%u_" INT64_FORMAT, CTAS_SYNC_PREFIX,
-								MyDatabaseId, job->id);
+	char	   *name = join_slot_name(job->id);
 	TimestampTz started = GetCurrentTimestamp();
 	XLogRecPtr	consistent;
 	XLogRecPtr	confirmed;
@@ -762,12 +793,7 @@ join_copy(SyncJob *job)
 	CtasSyncJobEvent(job, CTAS_SYNC_COPYING, NULL);
 
 	/* the temporary slot of a copy that a crash interrupted */
-	if (SearchNamedReplicationSlot(name, true) != NULL)
-	{
-		StartTransactionCommand();
-		ReplicationSlotDrop(name, true);
-		CommitTransactionCommand();
-	}
+	drop_join_slot(job->id);
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();

@@ -53,6 +53,17 @@
  * of the stream: what they did not commit of the peek rolls back, and each
  * applies it again from its own applied lsn.
  *
+ * Failed jobs.  An error that fails one job for good (SYNC_FAIL) is caught
+ * there too, in the worker's process (fail_job): the local transaction is
+ * aborted, whatever it was doing (the owner's code, SPI, a decoding call,
+ * a remote call), which releases what it held; the targets are closed as
+ * for a held job, so the round is read again by the others; the job is
+ * recorded failed and its table leaves the publication.  No subtransaction
+ * is needed: a round keeps no local state worth keeping past an error, and
+ * the jobs' positions are their remote applied lsns.  An error of the
+ * stream (its slot, out of memory, a resync of the stream) still ends the
+ * worker; FATAL never reaches the catch.
+ *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION

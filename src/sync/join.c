@@ -53,6 +53,17 @@
  * of the stream: what they did not commit of the peek rolls back, and each
  * applies it again from its own applied lsn.
  *
+ * Failed jobs.  An error that fails one job for good (SYNC_FAIL) is caught
+ * there too, in the worker's process (fail_job): the local transaction is
+ * aborted, whatever it was doing (the owner's code, SPI, a decoding call,
+ * a remote call), which releases what it held; the targets are closed as
+ * for a held job, so the round is read again by the others; the job is
+ * recorded failed and its table leaves the publication.  No subtransaction
+ * is needed: a round keeps no local state worth keeping past an error, and
+ * the jobs' positions are their remote applied lsns.  An error of the
+ * stream (its slot, out of memory, a resync of the stream) still ends the
+ * worker; FATAL never reaches the catch.
+ *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
  * IDENTIFICATION
@@ -484,17 +495,116 @@ hold_job(SyncJob *job, const char *error, bool copying)
 }
 
 /*
+ * join_slot_name
+ *		The name of the temporary slot of job id's join copy (join_copy).
+ */
+static char *
+join_slot_name(int64 id)
+{
+	return psprintf("%sj%u_" INT64_FORMAT, CTAS_SYNC_PREFIX, MyDatabaseId, id);
+}
+
+/*
+ * drop_join_slot
+ *		Drop the temporary slot of job id's join copy, left by a copy that
+ *		an error or a crash interrupted, if there is one.  Outside a
+ *		transaction.  Can ERROR.
+ */
+static void
+drop_join_slot(int64 id)
+{
+	char	   *name = join_slot_name(id);
+
+	if (SearchNamedReplicationSlot(name, true) != NULL)
+	{
+		StartTransactionCommand();
+		ReplicationSlotDrop(name, true);
+		CommitTransactionCommand();
+	}
+	pfree(name);
+}
+
+/*
+ * fail_job
+ *		The error in flight fails job id for good (SYNC_FAIL): it leaves the
+ *		stream, which goes on without it, in the same process.  The local
+ *		transaction is aborted (whatever the error interrupted: the owner's
+ *		code, SPI, a decoding call); the targets of every job of the stream
+ *		are closed when a peek was being applied (what they did not commit of
+ *		it rolls back, and each applies it again from its own applied lsn in
+ *		the next round, as after a held job's error), else the failed job's
+ *		alone.  Then, each in a transaction of its own, as the worker's exit
+ *		did before: the job is marked "failed" with the error and its table
+ *		taken out of the publication (CtasSyncFailJob), the schema change it
+ *		failed at recorded, the webhook told.  job is NULL for a job that
+ *		failed while it was being loaded (CtasSyncLoadingId).  The slot is
+ *		then advanced by the others alone: the failed job is neither in
+ *		*jobs nor held.  Can ERROR.
+ */
+static void
+fail_job(List **jobs, SyncJob *job, int64 id, ErrorData *edata)
+{
+	List	   *kept = NIL;
+	List	   *still = NIL;
+	ListCell   *lc;
+
+	foreach(lc, *jobs)
+	{
+		SyncJob    *other = lfirst(lc);
+
+		if (CtasSyncInPeek || other == job || other->id == id)
+			close_job(other);
+		if (other != job && other->id != id)
+			kept = lappend(kept, other);
+	}
+	*jobs = kept;
+	CtasSyncInPeek = false;
+	if (job != NULL)
+		close_job(job);
+	/* loaded by CtasSyncRejoinHeld: no longer held */
+	foreach(lc, CtasSyncHeldJobs)
+	{
+		HeldJob    *h = lfirst(lc);
+
+		if (h->job->id != id)
+			still = lappend(still, h);
+	}
+	CtasSyncHeldJobs = still;
+	/* a join copy that failed: its temporary slot holds no WAL */
+	drop_join_slot(id);
+
+	ereport(LOG,
+			(errmsg("ctas_fed sync " INT64_FORMAT ": failed, leaving its stream, which goes on",
+					id),
+			 errdetail_internal("%s", edata->message)));
+	CtasSyncFailJob(id, edata->message);
+	if (job != NULL)
+	{
+		/* a schema change it could not follow: recorded (sync/follow.c) */
+		if (job->schema_failed_at != InvalidXLogRecPtr)
+			CtasSyncRecordSchemaFailure(job, edata->message);
+		CtasSyncJobEvent(job, CTAS_SYNC_FAILED, edata->message);
+	}
+	CtasSyncStatusRelease(id);
+}
+
+/*
  * CtasSyncCatchJobError
- *		In the PG_CATCH of the streaming loop (do_stream): when the error in
- *		flight was raised by a target call of one job (CtasSyncInTarget) and is not
- *		one that fails the job for good, it is that job's catalog's: abort
+ *		In the PG_CATCH of the streaming loop (do_stream).  When the error in
+ *		flight fails one job of the stream for good (SYNC_FAIL: a schema
+ *		change it cannot follow, its source dropped, a right its owner lost),
+ *		that job leaves the stream (fail_job) and true is returned.  When it
+ *		was raised by a target call of one job (CtasSyncInTarget), it is that
+ *		job's catalog's: abort
  *		the local transaction, close the targets of the stream's jobs (the
  *		remote transactions they did not commit roll back; each applies
  *		again from its own applied lsn), hold the job out of the stream
  *		(hold_job), and with it, when the catalog is unreachable (SQLSTATE
  *		class 08), the stream's other jobs into that catalog, and return
- *		true.  Otherwise return false, with the error untouched: the caller
- *		re-throws it, and the worker ends as before.  Can ERROR.
+ *		true.  Otherwise (an error of the stream: its slot, out of memory, a
+ *		resync of the stream asked for) return false, with the error
+ *		untouched: the caller re-throws it, and the worker ends as before.
+ *		Can ERROR.
  */
 bool
 CtasSyncCatchJobError(List **jobs)
@@ -506,7 +616,43 @@ CtasSyncCatchJobError(List **jobs)
 	bool		unreachable;
 	ListCell   *lc;
 
-	if (job == NULL || CtasSyncFailed)
+	if (CtasSyncFailed)
+	{
+		SyncJob    *failed = CtasSyncCurrentJob;
+		int64		id = failed != NULL ? failed->id : CtasSyncLoadingId;
+		MemoryContext oldcxt = CurrentMemoryContext;
+
+		/* the failed job: one of the stream, joining it, or being loaded */
+		if (failed != NULL && !list_member_ptr(*jobs, failed) &&
+			failed->state != CTAS_SYNC_COPYING)
+			return false;
+		if (id == 0)
+			return false;
+		MemoryContextSwitchTo(CtasSyncJobCxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode == ERRCODE_OUT_OF_MEMORY)
+		{
+			FreeErrorData(edata);
+			MemoryContextSwitchTo(oldcxt);
+			return false;
+		}
+		HOLD_INTERRUPTS();
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		if (MyReplicationSlot != NULL)
+			ReplicationSlotRelease();
+		RESUME_INTERRUPTS();
+		CtasSyncFailed = false;
+		CtasSyncResyncWanted = false;
+		CtasSyncInTarget = NULL;
+		CtasSyncCurrentJob = NULL;
+		CtasSyncLoadingId = 0;
+		fail_job(jobs, failed, id, edata);
+		FreeErrorData(edata);
+		return true;
+	}
+	if (job == NULL)
 		return false;
 	CtasSyncInTarget = NULL;
 
@@ -650,8 +796,7 @@ CtasSyncHeldPosition(XLogRecPtr confirmed)
 static void
 join_copy(SyncJob *job)
 {
-	char	   *name = psprintf("%sj%u_" INT64_FORMAT, CTAS_SYNC_PREFIX,
-								MyDatabaseId, job->id);
+	char	   *name = join_slot_name(job->id);
 	TimestampTz started = GetCurrentTimestamp();
 	XLogRecPtr	consistent;
 	XLogRecPtr	confirmed;
@@ -659,12 +804,7 @@ join_copy(SyncJob *job)
 	CtasSyncJobEvent(job, CTAS_SYNC_COPYING, NULL);
 
 	/* the temporary slot of a copy that a crash interrupted */
-	if (SearchNamedReplicationSlot(name, true) != NULL)
-	{
-		StartTransactionCommand();
-		ReplicationSlotDrop(name, true);
-		CommitTransactionCommand();
-	}
+	drop_join_slot(job->id);
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();

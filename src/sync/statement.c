@@ -516,8 +516,11 @@ ctas_fed_stop_sync(PG_FUNCTION_ARGS)
 				 errmsg("invalid sync target \"%s\"", text_to_cstring(target)),
 				 errhint("Write the target as catalog.schema.table.")));
 	server = GetForeignServerByName(strVal(linitial(names)), false);
+	/* none running: a failed one is stopped too (sync/syncs.c) */
 	if (!CtasSyncStop(server->serverid, strVal(lsecond(names)),
-					  strVal(lthird(names))))
+					  strVal(lthird(names))) &&
+		!CtasSyncStopFailed(server->serverid, strVal(lsecond(names)),
+							strVal(lthird(names))))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("there is no running sync into \"%s\"",

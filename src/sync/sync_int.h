@@ -318,6 +318,8 @@ extern void CtasSyncSetError(int64 id, const char *error);
 extern void CtasSyncSetStreamError(int64 stream_id, const char *error);
 extern void CtasSyncLockStream(int64 stream_id);
 extern void CtasSyncFailJob(int64 id, const char *error);
+extern bool CtasSyncStopFailed(Oid serverid, const char *schema,
+							   const char *table);
 extern void CtasSyncOpenTarget(SyncJob *job);
 
 /*

@@ -30,6 +30,8 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlogutils.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_publication.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
@@ -893,4 +895,65 @@ CtasSyncPoolWait(bool wait)
 	else
 		LockRelease(&tag, ShareLock, true);
 	waiting = wait;
+}
+
+/*
+ * CtasSyncStopFailed
+ *		stop_sync of a failed sync (sync/statement.c, when no running sync
+ *		goes into the table): mark the failed syncs into catalog serverid's
+ *		schema.table "stopped", keeping their error, in the current
+ *		transaction.  Their tables left their publications when they failed
+ *		(CtasSyncFailJob), and the resolver drops the slot of a stream that
+ *		has no running job left.  Returns whether there was any.
+ *		ereport(ERROR) when the current user is not the owner of one.
+ */
+bool
+CtasSyncStopFailed(Oid serverid, const char *schema, const char *table)
+{
+	Oid			relid = get_relname_relid("syncs",
+										  get_namespace_oid("ctas_fed", false));
+	Oid			owner;
+	HeapTuple	tup;
+	CtasSyncSpiAs as;
+	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+	uint64		n;
+	uint64		i;
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "table ctas_fed.syncs is missing");
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+
+	values[0] = ObjectIdGetDatum(serverid);
+	values[1] = CStringGetTextDatum(schema);
+	values[2] = CStringGetTextDatum(table);
+	CtasSyncSpiBeginAs(owner, &as);
+	CtasSyncSpiExec("SELECT owner FROM ctas_fed.syncs WHERE server = $1 "
+					"AND remote_schema = $2 AND remote_table = $3 "
+					"AND state = 'failed' FOR UPDATE",
+					3, argtypes, values, false);
+	n = SPI_processed;
+	for (i = 0; i < n; i++)
+	{
+		Oid			job_owner = DatumGetObjectId(CtasSyncSpiDatum(i, 1));
+
+		if (!has_privs_of_role(as.save_userid, job_owner))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("must be a member of role \"%s\" to stop its sync into \"%s.%s\"",
+							GetUserNameFromId(job_owner, false), schema,
+							table)));
+	}
+	if (n > 0)
+		CtasSyncSpiExec("UPDATE ctas_fed.syncs SET state = 'stopped', "
+						"finished_at = pg_catalog.now() WHERE server = $1 "
+						"AND remote_schema = $2 AND remote_table = $3 "
+						"AND state = 'failed'",
+						3, argtypes, values, false);
+	CtasSyncSpiEndAs(&as);
+	return n > 0;
 }

@@ -36,10 +36,16 @@
  *
  * A job that is stopped leaves the stream (its table leaves the
  * publication in the stopping transaction, sync/statement.c) and the worker
- * goes on with the others; one that fails for good is recorded as failed
- * and its table taken out of the publication, the worker ends, and the
- * resolver starts it again for the others.  The slot and the publication
- * go with the stream's last job.
+ * goes on with the others; one that fails for good while the stream
+ * streams (a schema change it cannot follow, its source dropped, a right
+ * its owner lost: SYNC_FAIL) leaves it too, in the same process
+ * (CtasSyncCatchJobError, sync/join.c): the local transaction is aborted,
+ * the round read again by the others from their own applied lsns, the job
+ * recorded as failed and its table taken out of the publication, and the
+ * slot advanced by the others alone.  Only a failure during the copy of a
+ * new stream still ends the worker, which the resolver starts again for
+ * the others.  The slot and the publication go with the stream's last
+ * job.
  *
  * A catalog that is down holds back only its own jobs.  Every call of a
  * job's target that reaches the remote runs under guard_routine, which
@@ -400,8 +406,9 @@ stream_round(StreamLoop *sl, List **jobs)
  *		The streaming phase of the jobs of a stream (a List of SyncJob in
  *		CtasSyncJobCxt, updated as jobs leave, join and are held), until none is
  *		left: rounds of stream_round, the joins between them.  An error of
- *		one job's catalog holds that job (CtasSyncCatchJobError) and the stream
- *		goes on; any other ends the worker.
+ *		one job's catalog holds that job, one that fails a job for good takes
+ *		it out of the stream (CtasSyncCatchJobError), and the stream goes on;
+ *		any other ends the worker.
  */
 static void
 do_stream(List **jobs)
@@ -411,7 +418,6 @@ do_stream(List **jobs)
 	char	   *pubs = pstrdup(quote_identifier(first->publication));
 	TimestampTz slice_start = GetCurrentTimestamp();
 	TimestampTz merge_at = 0;
-	ListCell   *lc;
 
 	sl->stream_id = first->stream_id;
 	sl->slot_name = first->slot_name;
@@ -426,22 +432,15 @@ do_stream(List **jobs)
 							"'messages', 'true')",
 							quote_literal_cstr(pubs));
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-
 	/*
-	 * The columns are not checked against the catalog here: the WAL still
-	 * to read may have been written before a DDL that the catalog shows,
-	 * and the changes committed before it are applied before the job meets
-	 * it (sync/ddl.c, Relation messages in sync/apply.c).  The targets are
-	 * opened by the first round, each job's error its own.
+	 * The sources are checked by each round (stream_round), where a job
+	 * that fails leaves the stream alone; the columns are not checked
+	 * against the catalog: the WAL still to read may have been written
+	 * before a DDL that the catalog shows, and the changes committed before
+	 * it are applied before the job meets it (sync/ddl.c, Relation messages
+	 * in sync/apply.c).  The targets are opened by the first round, each
+	 * job's error its own.
 	 */
-	foreach(lc, *jobs)
-		CtasSyncCheckSource(lfirst(lc), false);
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-
 	for (;;)
 	{
 		volatile bool sleep = false;
@@ -452,12 +451,11 @@ do_stream(List **jobs)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-		if (CtasSyncRejoinHeld(jobs))
-			sl->idle_flush = InvalidXLogRecPtr;
-
 		CtasSyncInTarget = NULL;
 		PG_TRY();
 		{
+			if (CtasSyncRejoinHeld(jobs))
+				sl->idle_flush = InvalidXLogRecPtr;
 			sleep = stream_round(sl, jobs);
 			if (sl->joining != NIL)
 			{

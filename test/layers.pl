@@ -218,10 +218,7 @@ my %syncs_sql_files = ('sync/syncs.c' => 1, 'sync/syncs_query.c' => 1);
 my %syncs_sql_exceptions = (
 	'sync/ddl.c' => 1,
 	'sync/follow.c' => 1,
-	'sync/join.c' => 1,
 	'sync/resync.c' => 1,
-	'sync/tick.c' => 1,
-	'sync/worker.c' => 1,
 );
 
 # a function this long is printed (not failed): a reason to look again

@@ -375,7 +375,7 @@ CtasSyncDoCopy(List *jobs)
 List *
 CtasSyncLeaveStopped(int64 stream_id, List **jobs)
 {
-	Datum		args[1];
+	uint64		n;
 	List	   *left = NIL;
 	List	   *kept = NIL;
 	List	   *copying = NIL;
@@ -383,17 +383,14 @@ CtasSyncLeaveStopped(int64 stream_id, List **jobs)
 	MemoryContext oldcxt;
 	uint64		i;
 
-	args[0] = Int64GetDatum(stream_id);
-	CtasSyncSpiExec("SELECT sync_id, state = 'copying' FROM ctas_fed.syncs "
-			 "WHERE stream_id = $1 AND state IN " CTAS_SYNC_RUNNING_SQL,
-			 1, (Oid[]) {INT8OID}, args, true);
+	n = CtasSyncListRunningOfStream(stream_id);
 	oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
 	foreach(lc, *jobs)
 	{
 		SyncJob    *job = lfirst(lc);
 		bool		streaming = false;
 
-		for (i = 0; i < SPI_processed; i++)
+		for (i = 0; i < n; i++)
 		{
 			if (DatumGetInt64(CtasSyncSpiDatum(i, 1)) == job->id &&
 				!DatumGetBool(CtasSyncSpiDatum(i, 2)))
@@ -405,7 +402,7 @@ CtasSyncLeaveStopped(int64 stream_id, List **jobs)
 			left = lappend(left, job);
 	}
 	/* copying: read after the transaction (CtasSyncJoinAll), in CtasSyncJobCxt */
-	for (i = 0; i < SPI_processed; i++)
+	for (i = 0; i < n; i++)
 	{
 		int64		id = DatumGetInt64(CtasSyncSpiDatum(i, 1));
 		bool		held = false;

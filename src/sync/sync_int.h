@@ -392,6 +392,11 @@ extern bool CtasSyncFindMergeable(int64 primary, int64 *stream_id,
 extern void CtasSyncMoveStream(int64 from, int64 to, const char *publication,
 							   const char *slot_name);
 extern void CtasSyncMarkCopyAgain(int64 stream_id, Oid source);
+extern uint64 CtasSyncListForTick(void);
+extern void CtasSyncRecordStreamNote(int64 stream_id, const char *note,
+									 bool replace);
+extern void CtasSyncClearError(int64 sync_id);
+extern uint64 CtasSyncListRunningOfStream(int64 stream_id);
 
 /* in sync/merge.c */
 extern bool CtasSyncMergeStreams(int64 primary, const char *publication,

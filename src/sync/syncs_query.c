@@ -611,3 +611,97 @@ CtasSyncMarkCopyAgain(int64 stream_id, Oid source)
 		elog(ERROR, "could not mark stream " INT64_FORMAT " for a resync",
 			 stream_id);
 }
+
+/*
+ * CtasSyncListForTick
+ *		Every row of ctas_fed.syncs, for the resolver's tick
+ *		(sync/tick.c), in SPI_tuptable; returns SPI_processed.  Columns:
+ *		1 sync_id, 2 state, 3 slot_name, 4 publication, 5 server, 6 owner,
+ *		7 job_id, 8 remote_schema, 9 remote_table, 10 created_at,
+ *		11 stream_id, 12 whether a job of the stream still runs, 13 whether
+ *		the row is among the last stopped of its stream.  In a transaction
+ *		connected to SPI.
+ */
+uint64
+CtasSyncListForTick(void)
+{
+	if (SPI_execute(psprintf("SELECT sync_id, state, slot_name, publication, server, "
+							 "owner, job_id, remote_schema, remote_table, created_at, "
+							 "stream_id, "
+							 "EXISTS (SELECT FROM ctas_fed.syncs o "
+							 "WHERE o.stream_id = s.stream_id "
+							 "AND o.state IN " CTAS_SYNC_RUNNING_SQL "), "
+							 "coalesce(state = %s AND finished_at = "
+							 "(SELECT max(o.finished_at) FROM ctas_fed.syncs o "
+							 "WHERE o.stream_id = s.stream_id), false) "
+							 "FROM ctas_fed.syncs s",
+							 CtasSyncStateLiteral(CTAS_SYNC_STOPPED)),
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read ctas_fed.syncs");
+	return SPI_processed;
+}
+
+/*
+ * CtasSyncRecordStreamNote
+ *		Record note as the error of the running jobs of stream stream_id:
+ *		over any other error when replace, else only where there is none
+ *		(the resolver's "no background worker is free" and "waiting for a
+ *		sync worker", sync/tick.c).  In a transaction connected to SPI.
+ */
+void
+CtasSyncRecordStreamNote(int64 stream_id, const char *note, bool replace)
+{
+	Datum		args[2];
+
+	args[0] = Int64GetDatum(stream_id);
+	args[1] = CStringGetTextDatum(note);
+	if (SPI_execute_with_args(replace ?
+							  "UPDATE ctas_fed.syncs SET error = $2 "
+							  "WHERE stream_id = $1 "
+							  "AND state IN " CTAS_SYNC_RUNNING_SQL " "
+							  "AND error IS DISTINCT FROM $2" :
+							  "UPDATE ctas_fed.syncs SET error = $2 "
+							  "WHERE stream_id = $1 "
+							  "AND state IN " CTAS_SYNC_RUNNING_SQL " "
+							  "AND error IS NULL",
+							  2, (Oid[]) {INT8OID, TEXTOID}, args, NULL,
+							  false, 0) < 0)
+		elog(ERROR, "could not record the error of sync " INT64_FORMAT,
+			 stream_id);
+}
+
+/*
+ * CtasSyncClearError
+ *		The error of running job sync_id is over (its catalog is back).  In
+ *		a transaction connected to SPI.
+ */
+void
+CtasSyncClearError(int64 sync_id)
+{
+	Datum		id[1];
+
+	id[0] = Int64GetDatum(sync_id);
+	CtasSyncSpiExec("UPDATE ctas_fed.syncs SET error = NULL "
+					"WHERE sync_id = $1 AND error IS NOT NULL "
+					"AND state IN " CTAS_SYNC_RUNNING_SQL,
+					1, (Oid[]) {INT8OID}, id, false);
+}
+
+/*
+ * CtasSyncListRunningOfStream
+ *		The running jobs of stream stream_id in SPI_tuptable (1 sync_id,
+ *		2 whether it is copying); returns SPI_processed.  In a transaction
+ *		connected to SPI.
+ */
+uint64
+CtasSyncListRunningOfStream(int64 stream_id)
+{
+	Datum		args[1];
+
+	args[0] = Int64GetDatum(stream_id);
+	CtasSyncSpiExec(psprintf("SELECT sync_id, state = %s FROM ctas_fed.syncs "
+							 "WHERE stream_id = $1 AND state IN " CTAS_SYNC_RUNNING_SQL,
+							 CtasSyncStateLiteral(CTAS_SYNC_COPYING)),
+					1, (Oid[]) {INT8OID}, args, true);
+	return SPI_processed;
+}

@@ -144,7 +144,7 @@ void
 CtasSyncTick(void)
 {
 	uint64		i;
-	int			rc;
+	uint64		n;
 	MemoryContext oldcxt;
 	List	   *drop_publication = NIL;
 	List	   *no_worker = NIL;
@@ -157,20 +157,9 @@ CtasSyncTick(void)
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	rc = SPI_execute("SELECT sync_id, state, slot_name, publication, server, "
-					 "owner, job_id, remote_schema, remote_table, created_at, "
-					 "stream_id, "
-					 "EXISTS (SELECT FROM ctas_fed.syncs o "
-					 "WHERE o.stream_id = s.stream_id "
-					 "AND o.state IN " CTAS_SYNC_RUNNING_SQL "), "
-					 "coalesce(state = 'stopped' AND finished_at = "
-					 "(SELECT max(o.finished_at) FROM ctas_fed.syncs o "
-					 "WHERE o.stream_id = s.stream_id), false) "
-					 "FROM ctas_fed.syncs s", true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "could not read ctas_fed.syncs");
+	n = CtasSyncListForTick();
 
-	for (i = 0; i < SPI_processed; i++)
+	for (i = 0; i < n; i++)
 	{
 		int64		id = DatumGetInt64(CtasSyncSpiDatum(i, 1));
 		CtasSyncState state = CtasSyncStateFromName(CtasSyncSpiText(i, 2));
@@ -289,7 +278,7 @@ CtasSyncTick(void)
 				 * whose stream went on; the last stop is told here (one or
 				 * more jobs, stopped in one transaction).
 				 */
-				for (j = 0; j < SPI_processed; j++)
+				for (j = 0; j < n; j++)
 				{
 					if (DatumGetInt64(CtasSyncSpiDatum(j, 11)) == stream_id &&
 						DatumGetBool(CtasSyncSpiDatum(j, 13)))
@@ -307,39 +296,15 @@ CtasSyncTick(void)
 	}
 	/* tell, in the job, why it does not run */
 	foreach(lc, no_worker)
-	{
-		Oid			argtypes[1] = {INT8OID};
-		Datum		args[1];
-
-		args[0] = DirectFunctionCall1(int8in, CStringGetDatum(lfirst(lc)));
-		if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET error = "
-								  "'no background worker is free for the sync worker: increase max_worker_processes' "
-								  "WHERE stream_id = $1 "
-								  "AND state IN " CTAS_SYNC_RUNNING_SQL " "
-								  "AND error IS DISTINCT FROM "
-								  "'no background worker is free for the sync worker: increase max_worker_processes'",
-								  1, argtypes, args, NULL, false, 0) < 0)
-			elog(ERROR, "could not record the error of sync %s",
-				 (char *) lfirst(lc));
-	}
+		CtasSyncRecordStreamNote(pg_strtoint64(lfirst(lc)),
+								 "no background worker is free for the sync worker: increase max_worker_processes",
+								 true);
 	/* tell, in the job, that it waits for the pool */
 	foreach(lc, waiting)
-	{
-		Oid			argtypes[2] = {INT8OID, TEXTOID};
-		Datum		args[2];
-		char	   *msg = psprintf("waiting for a sync worker: all %d of ctas_fed.max_sync_workers are busy",
-								   CtasMaxSyncWorkers);
-
-		args[0] = DirectFunctionCall1(int8in, CStringGetDatum(lfirst(lc)));
-		args[1] = CStringGetTextDatum(msg);
-		if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET error = $2 "
-								  "WHERE stream_id = $1 "
-								  "AND state IN " CTAS_SYNC_RUNNING_SQL " "
-								  "AND error IS NULL",
-								  2, argtypes, args, NULL, false, 0) < 0)
-			elog(ERROR, "could not record the error of sync %s",
-				 (char *) lfirst(lc));
-	}
+		CtasSyncRecordStreamNote(pg_strtoint64(lfirst(lc)),
+								 psprintf("waiting for a sync worker: all %d of ctas_fed.max_sync_workers are busy",
+										   CtasMaxSyncWorkers),
+								 false);
 	CtasSyncPoolWait(waiting != NIL);
 	foreach(lc, drop_publication)
 	{

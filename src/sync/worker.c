@@ -254,15 +254,9 @@ stream_round(StreamLoop *sl, List **jobs)
 
 		if (!job->open)
 		{
-			Datum		id[1];
-
 			CtasSyncOpenTarget(job);
 			/* back after a retry: its error is over */
-			id[0] = Int64GetDatum(job->id);
-			CtasSyncSpiExec("UPDATE ctas_fed.syncs SET error = NULL "
-					 "WHERE sync_id = $1 AND error IS NOT NULL "
-					 "AND state IN " CTAS_SYNC_RUNNING_SQL,
-					 1, (Oid[]) {INT8OID}, id, false);
+			CtasSyncClearError(job->id);
 		}
 		applied_before += job->applied;
 	}

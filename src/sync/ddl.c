@@ -35,7 +35,10 @@
  * followed: the query is a parse tree by attnum, only the name the
  * Relation messages carry changes, and it is stored with the job.  A
  * sync that takes whole rows also follows columns added, dropped, renamed
- * and retyped on its remote table (sync/follow.c).  Anything else, and
+ * and retyped on its remote table (sync/follow.c).  A column it reads
+ * retyped so that values may change, or rewritten (USING), is followed by
+ * a copy again from a snapshot after the DDL (sync/reshape.c), when the
+ * query's expressions take the new type.  Anything else, and
  * any DDL at all under schema_changes = 'fail', fails the job after the
  * source transactions committed before the DDL's (sync/apply.c).
  *

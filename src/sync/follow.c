@@ -11,7 +11,10 @@
  * attnum order, under its own name) follows a column dropped, renamed,
  * retyped so that no value's text changes, or added, on its remote table,
  * through the target's alter (target.h), at the DDL's place among the
- * changes (sync/apply.c).  Its columns, query and remote columns then
+ * changes (sync/apply.c).  A retype that may change values (a cast that
+ * rounds or formats, a USING, a key) asks for a copy again instead
+ * (CtasSyncResyncWanted), at which the job takes the new columns
+ * (sync/reshape.c).  Its columns, query and remote columns then
  * change in memory, and are stored with the job after the remote commit
  * (CtasSyncSaveShape, called by CtasSyncSaveNames), as a rename's names
  * are: a crash between the two commits reads the DDL's transaction again,

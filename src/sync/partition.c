@@ -118,9 +118,6 @@ const char *const CtasSyncTextSettings[][2] = {
 };
 const int	CtasSyncNTextSettings = lengthof(CtasSyncTextSettings);
 
-/* the schema change in flight asks for a resync, not a failure */
-bool		CtasSyncResyncWanted = false;
-
 /*
  * What the schema change in flight deletes (keys) and inserts (the values
  * of the columns the job reads) (CtasSyncPartitionChange).

@@ -104,6 +104,13 @@
  */
 bool		CtasSyncFailed = false;
 
+/*
+ * Set when the schema change in flight asks for a copy again, not a
+ * failure.  Here for the same reason (follow.c, ddl.c and partition.c set
+ * it).
+ */
+bool		CtasSyncResyncWanted = false;
+
 /* A key of X whose unchanged values were read from the source */
 typedef struct SyncToastProof
 {

@@ -215,12 +215,8 @@ my %size_exceptions = (
 my %syncs_sql_files = ('sync/syncs.c' => 1, 'sync/syncs_query.c' => 1);
 
 # files whose statements on ctas_fed.syncs have not moved to that module
-# yet; each entry goes when its statements move (the accessors each would
-# take are listed in the report of branch syncs).
+# yet (none left); an entry goes when its statements move
 my %syncs_sql_exceptions = (
-	'sync/ddl.c' => 1,
-	'sync/follow.c' => 1,
-	'sync/resync.c' => 1,
 );
 
 # a function this long is printed (not failed): a reason to look again

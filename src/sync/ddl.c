@@ -653,21 +653,14 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 void
 CtasSyncSaveNames(SyncJob *job)
 {
-	Oid			types[2] = {INT8OID, TEXTARRAYOID};
-	Datum		values[2];
 	Datum	   *elems = palloc(sizeof(Datum) * Max(job->ncols, 1));
 	int			i;
 
 	for (i = 0; i < job->ncols; i++)
 		elems[i] = CStringGetTextDatum(job->attnames[i]);
-	values[0] = Int64GetDatum(job->id);
-	values[1] = PointerGetDatum(construct_array(elems, job->ncols, TEXTOID,
-												-1, false, TYPALIGN_INT));
-	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET source_columns = $2 "
-							  "WHERE sync_id = $1", 2, types, values, NULL,
-							  false, 0) < 0)
-		elog(ERROR, "could not store the column names of sync " INT64_FORMAT,
-			 job->id);
+	CtasSyncStoreNames(job->id,
+					   PointerGetDatum(construct_array(elems, job->ncols, TEXTOID,
+													   -1, false, TYPALIGN_INT)));
 	job->names_changed = false;
 	if (job->reshaped)
 		CtasSyncSaveShape(job);

@@ -660,33 +660,6 @@ CtasSyncSchemaFollow(SyncJob *job, bool remote)
 	return NULL;
 }
 
-/*
- * CtasSyncRecordedTupdesc
- *		The row type the query's expressions run on, built from what the
- *		job recorded (the attnums it reads and their types), never from the
- *		catalog of the moment: the worker may be reading WAL written before
- *		a DDL that the catalog already shows, and meets that DDL at its
- *		place (see the head of this file).  The columns the query does not
- *		read stay NULL.  In the current memory context.
- */
-TupleDesc
-CtasSyncRecordedTupdesc(SyncJob *job)
-{
-	int			natts = 1;
-	int			i;
-	TupleDesc	desc;
-
-	for (i = 0; i < job->ncols; i++)
-		natts = Max(natts, job->attnums[i]);
-	desc = CreateTemplateTupleDesc(natts);
-	for (i = 1; i <= natts; i++)
-		TupleDescInitEntry(desc, i, NULL, INT4OID, -1, 0);
-	for (i = 0; i < job->ncols; i++)
-		TupleDescInitEntry(desc, job->attnums[i], NULL, job->atttypes[i],
-						   -1, 0);
-	return desc;
-}
-
 /* an array of n Datums of type typid (int2, oid or text) */
 static Datum
 datum_array(Datum *elems, int n, Oid typid)
@@ -743,9 +716,7 @@ queue_schema_event(SyncJob *job, const char *change)
 void
 CtasSyncSaveShape(SyncJob *job)
 {
-	Oid			types[6] = {INT8OID, INT2ARRAYOID, OIDARRAYOID, TEXTARRAYOID,
-	TEXTOID, TEXTARRAYOID};
-	Datum		values[6];
+	Datum		shape[5];
 	Datum	   *elems = palloc(sizeof(Datum) * Max(job->ncols, 1));
 	Datum	   *oids = palloc(sizeof(Datum) * Max(job->ncols, 1));
 	Datum	   *keys = palloc(sizeof(Datum) * Max(job->target.nkeys, 1));
@@ -759,21 +730,14 @@ CtasSyncSaveShape(SyncJob *job)
 	}
 	for (i = 0; i < job->target.nkeys; i++)
 		keys[i] = CStringGetTextDatum(job->target.keys[i]);
-	values[0] = Int64GetDatum(job->id);
-	values[1] = datum_array(elems, job->ncols, INT2OID);
-	values[2] = datum_array(oids, job->ncols, OIDOID);
+	shape[0] = datum_array(elems, job->ncols, INT2OID);
+	shape[1] = datum_array(oids, job->ncols, OIDOID);
 	for (i = 0; i < job->ncols; i++)
 		elems[i] = CStringGetTextDatum(job->target.columns[i]);
-	values[3] = datum_array(elems, job->ncols, TEXTOID);
-	values[4] = CStringGetTextDatum(nodeToString(job->query));
-	values[5] = datum_array(keys, job->target.nkeys, TEXTOID);
-	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET source_attnums = $2, "
-							  "source_types = $3, remote_columns = $4, "
-							  "query_tree = $5, key_columns = $6 "
-							  "WHERE sync_id = $1", 6, types, values, NULL,
-							  false, 0) < 0)
-		elog(ERROR, "could not store the columns of sync " INT64_FORMAT,
-			 job->id);
+	shape[2] = datum_array(elems, job->ncols, TEXTOID);
+	shape[3] = CStringGetTextDatum(nodeToString(job->query));
+	shape[4] = datum_array(keys, job->target.nkeys, TEXTOID);
+	CtasSyncStoreShape(job->id, shape);
 
 	foreach(lc, job->schema_log)
 	{
@@ -802,7 +766,9 @@ CtasSyncSaveShape(SyncJob *job)
 							  "(SELECT change_id FROM ctas_fed.sync_schema_changes "
 							  "WHERE sync_id = $1 ORDER BY change_id DESC "
 							  "OFFSET " CppAsString2(CTAS_SYNC_SCHEMA_CHANGES_KEPT) " LIMIT 1)",
-							  1, types, values, NULL, false, 0) < 0)
+							  1, (Oid[]) {INT8OID},
+							  (Datum[]) {Int64GetDatum(job->id)}, NULL, false,
+							  0) < 0)
 		elog(ERROR, "could not trim the schema changes of sync " INT64_FORMAT,
 			 job->id);
 }

@@ -496,7 +496,7 @@ ctas_fed_partition_drop_trigger(PG_FUNCTION_ARGS)
 {
 	EventTriggerData *trigdata;
 	DropStmt   *stmt;
-	CtasSyncAs	as;
+	CtasSyncSpiAs as;
 	List	   *relids = NIL;
 	ListCell   *lc;
 
@@ -526,6 +526,6 @@ ctas_fed_partition_drop_trigger(PG_FUNCTION_ARGS)
 	CtasSyncAsOwnerBegin(&as);
 	foreach(lc, relids)
 		drop_message(lfirst_oid(lc));
-	CtasSyncAsOwnerEnd(&as);
+	CtasSyncSpiEndAs(&as);
 	PG_RETURN_VOID();
 }

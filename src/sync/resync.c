@@ -119,23 +119,16 @@ CtasSyncResyncIfLost(List *jobs)
 {
 	SyncJob    *first = linitial(jobs);
 	char	   *why = slot_lost(first->slot_name);
-	Datum		args[1];
 	ListCell   *lc;
 
 	if (why == NULL)
 		return NULL;
 
-	args[0] = Int64GetDatum(first->stream_id);
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET state = 'copying', "
-							  "error = NULL WHERE stream_id = $1 "
-							  "AND state = 'streaming'",
-							  1, (Oid[]) {INT8OID}, args, NULL, false, 0) < 0)
-		elog(ERROR, "could not mark stream " INT64_FORMAT " for a resync",
-			 first->stream_id);
+	CtasSyncMarkCopyAgain(first->stream_id, InvalidOid);
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -225,112 +218,6 @@ CtasSyncCopyEnd(SyncJob *job, bool rebuilding)
 		job->apply->rebuilt(&job->target);
 }
 
-/*
- * CtasSyncAsOwnerBegin / CtasSyncAsOwnerEnd
- *		Run SPI as the owner of ctas_fed.syncs (the extension's owner) with
- *		search_path pg_catalog, pg_temp, as sync/statement.c does for
- *		stop_sync: the table is not readable by PUBLIC.  Begin connects to
- *		SPI; End finishes and restores the caller's user and settings.
- */
-void
-CtasSyncAsOwnerBegin(CtasSyncAs *as)
-{
-	Oid			nsp = get_namespace_oid("ctas_fed", false);
-	Oid			syncs = get_relname_relid("syncs", nsp);
-	HeapTuple	tup;
-	Oid			owner;
-
-	if (!OidIsValid(syncs))
-		elog(ERROR, "table ctas_fed.syncs is missing");
-	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(syncs));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", syncs);
-	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-
-	GetUserIdAndSecContext(&as->save_userid, &as->save_sec);
-	SetUserIdAndSecContext(owner, as->save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	as->nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-}
-
-void
-CtasSyncAsOwnerEnd(CtasSyncAs *as)
-{
-	SPI_finish();
-	AtEOXact_GUC(true, as->nestlevel);
-	SetUserIdAndSecContext(as->save_userid, as->save_sec);
-}
-
-/*
- * CtasSyncFindRunning
- *		The running sync (copying or streaming) into target
- *		(catalog.schema.table), locked FOR UPDATE in the current
- *		transaction when lock: its id, stream and state (palloc'd).  The
- *		current user must be allowed to stop it (its owner, a member of the
- *		owner's role, or a superuser), as stop_sync checks; verb names
- *		what is refused.  ERROR when there is none or it is not allowed.
- */
-int64
-CtasSyncFindRunning(text *target, const char *verb, bool lock,
-					int64 *stream_id, CtasSyncState *state)
-{
-	List	   *names = textToQualifiedNameList(target);
-	ForeignServer *server;
-	CtasSyncAs	as;
-	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
-	Datum		values[3];
-	Oid			owner;
-	int64		id;
-	bool		isnull;
-
-	if (list_length(names) != 3)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_NAME),
-				 errmsg("invalid sync target \"%s\"", text_to_cstring(target)),
-				 errhint("Write the target as catalog.schema.table.")));
-	server = GetForeignServerByName(strVal(linitial(names)), false);
-	values[0] = ObjectIdGetDatum(server->serverid);
-	values[1] = CStringGetTextDatum(strVal(lsecond(names)));
-	values[2] = CStringGetTextDatum(strVal(lthird(names)));
-
-	CtasSyncAsOwnerBegin(&as);
-	if (SPI_execute_with_args(psprintf("SELECT owner, stream_id, sync_id, state "
-									   "FROM ctas_fed.syncs "
-									   "WHERE server = $1 AND remote_schema = $2 "
-									   "AND remote_table = $3 "
-									   "AND state IN " CTAS_SYNC_RUNNING_SQL "%s",
-									   lock ? " FOR UPDATE" : ""),
-							  3, argtypes, values, NULL, !lock, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read ctas_fed.syncs");
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("there is no running sync into \"%s\"",
-						text_to_cstring(target))));
-	owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-										   SPI_tuptable->tupdesc, 1, &isnull));
-	*stream_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-											 SPI_tuptable->tupdesc, 2,
-											 &isnull));
-	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-									 SPI_tuptable->tupdesc, 3, &isnull));
-	*state = CtasSyncStateFromName(SPI_getvalue(SPI_tuptable->vals[0],
-												SPI_tuptable->tupdesc, 4));
-	if (!has_privs_of_role(as.save_userid, owner))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("must be a member of role \"%s\" to %s its sync into \"%s\"",
-						GetUserNameFromId(owner, false), verb,
-						text_to_cstring(target))));
-	CtasSyncAsOwnerEnd(&as);
-	return id;
-}
-
 PG_FUNCTION_INFO_V1(ctas_fed_resync);
 
 /*
@@ -348,20 +235,9 @@ ctas_fed_resync(PG_FUNCTION_ARGS)
 	int64		stream_id;
 	int64		sync_id;
 	CtasSyncState state;
-	CtasSyncAs	as;
-	Datum		values[1];
 
 	sync_id = CtasSyncFindRunning(PG_GETARG_TEXT_PP(0), "resync", true,
 								  &stream_id, &state);
-	values[0] = Int64GetDatum(sync_id);
-	CtasSyncAsOwnerBegin(&as);
-	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET state = 'copying', "
-							  "error = NULL WHERE sync_id = $1 "
-							  "AND state IN " CTAS_SYNC_RUNNING_SQL,
-							  1, (Oid[]) {INT8OID}, values, NULL, false,
-							  0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not mark sync " INT64_FORMAT " for a resync",
-			 sync_id);
-	CtasSyncAsOwnerEnd(&as);
+	CtasSyncMarkResync(sync_id);
 	PG_RETURN_VOID();
 }

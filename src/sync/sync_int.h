@@ -205,14 +205,6 @@ struct CollectedCommand;
 extern void CtasSyncPartitionLines(StringInfo buf, Oid source, Oid objid,
 								   struct CollectedCommand *cmd);
 
-/* SPI as the owner of ctas_fed.syncs (sync/resync.c) */
-typedef struct CtasSyncAs
-{
-	Oid			save_userid;
-	int			save_sec;
-	int			nestlevel;
-} CtasSyncAs;
-
 /* in sync/join.c: jobs entering, leaving and held out of their stream */
 extern bool CtasSyncInPeek;
 extern List *CtasSyncHeldJobs;
@@ -229,10 +221,6 @@ extern void CtasSyncCheckRoleQuota(void);
 
 /* in sync/resync.c */
 extern char *CtasSyncResyncIfLost(List *jobs);
-extern void CtasSyncAsOwnerBegin(CtasSyncAs *as);
-extern void CtasSyncAsOwnerEnd(CtasSyncAs *as);
-extern int64 CtasSyncFindRunning(text *target, const char *verb, bool lock,
-								 int64 *stream_id, CtasSyncState *state);
 extern bool CtasSyncCopyStart(SyncJob *job);
 
 /* in sync/reshape.c */
@@ -262,7 +250,6 @@ extern char *CtasSyncSchemaFollow(SyncJob *job, bool remote);
 extern void CtasSyncSchemaUndo(SyncJob *job);
 extern void CtasSyncSaveShape(SyncJob *job);
 extern void CtasSyncRecordSchemaFailure(SyncJob *job, const char *error);
-extern TupleDesc CtasSyncRecordedTupdesc(SyncJob *job);
 
 /*
  * A worker that ended with an error is started again after this (sync/tick.c),
@@ -306,6 +293,7 @@ extern void CtasSyncSpiBeginAs(Oid userid, CtasSyncSpiAs *as);
 extern void CtasSyncSpiEndAs(CtasSyncSpiAs *as);
 
 /* in sync/syncs.c: the job records, webhook events */
+extern TupleDesc CtasSyncRecordedTupdesc(SyncJob *job);
 extern MemoryContext CtasSyncJobCxt;
 extern int64 CtasSyncLoadingId;
 extern SyncJob *CtasSyncInTarget;
@@ -411,6 +399,12 @@ extern void CtasSyncRecordStreamNote(int64 stream_id, const char *note,
 									 bool replace);
 extern void CtasSyncClearError(int64 sync_id);
 extern uint64 CtasSyncListRunningOfStream(int64 stream_id);
+extern void CtasSyncAsOwnerBegin(CtasSyncSpiAs *as);
+extern int64 CtasSyncFindRunning(text *target, const char *verb, bool lock,
+								 int64 *stream_id, CtasSyncState *state);
+extern void CtasSyncMarkResync(int64 sync_id);
+extern void CtasSyncStoreNames(int64 sync_id, Datum names);
+extern void CtasSyncStoreShape(int64 sync_id, const Datum *shape);
 
 /* in sync/merge.c */
 extern bool CtasSyncMergeStreams(int64 primary, const char *publication,

@@ -957,3 +957,30 @@ CtasSyncStopFailed(Oid serverid, const char *schema, const char *table)
 	CtasSyncSpiEndAs(&as);
 	return n > 0;
 }
+
+/*
+ * CtasSyncRecordedTupdesc
+ *		The row type the query's expressions run on, built from what the
+ *		job recorded (the attnums it reads and their types), never from the
+ *		catalog of the moment: the worker may be reading WAL written before
+ *		a DDL that the catalog already shows, and meets that DDL at its
+ *		place (sync/ddl.c, sync/follow.c).  The columns the query does not
+ *		read stay NULL.  In the current memory context.
+ */
+TupleDesc
+CtasSyncRecordedTupdesc(SyncJob *job)
+{
+	int			natts = 1;
+	int			i;
+	TupleDesc	desc;
+
+	for (i = 0; i < job->ncols; i++)
+		natts = Max(natts, job->attnums[i]);
+	desc = CreateTemplateTupleDesc(natts);
+	for (i = 1; i <= natts; i++)
+		TupleDescInitEntry(desc, i, NULL, INT4OID, -1, 0);
+	for (i = 0; i < job->ncols; i++)
+		TupleDescInitEntry(desc, job->attnums[i], NULL, job->atttypes[i],
+						   -1, 0);
+	return desc;
+}

@@ -37,10 +37,14 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
+#include "utils/varlena.h"
 
 #include "sync/sync_int.h"
 
@@ -704,4 +708,153 @@ CtasSyncListRunningOfStream(int64 stream_id)
 							 CtasSyncStateLiteral(CTAS_SYNC_COPYING)),
 					1, (Oid[]) {INT8OID}, args, true);
 	return SPI_processed;
+}
+
+/*
+ * CtasSyncAsOwnerBegin
+ *		SPI as the owner of ctas_fed.syncs (the extension's owner), in the
+ *		current transaction (CtasSyncSpiBeginAs): the table is not readable
+ *		by PUBLIC.  CtasSyncSpiEndAs ends it.
+ */
+void
+CtasSyncAsOwnerBegin(CtasSyncSpiAs *as)
+{
+	Oid			relid;
+
+	CtasSyncSpiBeginAs(CtasSyncTableOwner(false, &relid), as);
+}
+
+/*
+ * CtasSyncFindRunning
+ *		The running sync (copying or streaming) into target
+ *		(catalog.schema.table), locked FOR UPDATE in the current
+ *		transaction when lock: its id, stream and state (palloc'd).  The
+ *		current user must be allowed to stop it (its owner, a member of the
+ *		owner's role, or a superuser), as stop_sync checks; verb names
+ *		what is refused.  ERROR when there is none or it is not allowed.
+ */
+int64
+CtasSyncFindRunning(text *target, const char *verb, bool lock,
+					int64 *stream_id, CtasSyncState *state)
+{
+	List	   *names = textToQualifiedNameList(target);
+	ForeignServer *server;
+	CtasSyncSpiAs as;
+	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+	Oid			owner;
+	int64		id;
+	bool		isnull;
+
+	if (list_length(names) != 3)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid sync target \"%s\"", text_to_cstring(target)),
+				 errhint("Write the target as catalog.schema.table.")));
+	server = GetForeignServerByName(strVal(linitial(names)), false);
+	values[0] = ObjectIdGetDatum(server->serverid);
+	values[1] = CStringGetTextDatum(strVal(lsecond(names)));
+	values[2] = CStringGetTextDatum(strVal(lthird(names)));
+
+	CtasSyncAsOwnerBegin(&as);
+	if (SPI_execute_with_args(psprintf("SELECT owner, stream_id, sync_id, state "
+									   "FROM ctas_fed.syncs "
+									   "WHERE server = $1 AND remote_schema = $2 "
+									   "AND remote_table = $3 "
+									   "AND state IN " CTAS_SYNC_RUNNING_SQL "%s",
+									   lock ? " FOR UPDATE" : ""),
+							  3, argtypes, values, NULL, !lock, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read ctas_fed.syncs");
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("there is no running sync into \"%s\"",
+						text_to_cstring(target))));
+	owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+										   SPI_tuptable->tupdesc, 1, &isnull));
+	*stream_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											 SPI_tuptable->tupdesc, 2,
+											 &isnull));
+	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+									 SPI_tuptable->tupdesc, 3, &isnull));
+	*state = CtasSyncStateFromName(SPI_getvalue(SPI_tuptable->vals[0],
+												SPI_tuptable->tupdesc, 4));
+	if (!has_privs_of_role(as.save_userid, owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be a member of role \"%s\" to %s its sync into \"%s\"",
+						GetUserNameFromId(owner, false), verb,
+						text_to_cstring(target))));
+	CtasSyncSpiEndAs(&as);
+	return id;
+}
+
+/*
+ * CtasSyncMarkResync
+ *		Mark running job sync_id "copying", its error cleared, for its
+ *		worker to copy it again (resync()), in the caller's transaction, as
+ *		the owner of ctas_fed.syncs.
+ */
+void
+CtasSyncMarkResync(int64 sync_id)
+{
+	CtasSyncSpiAs as;
+	Datum		values[1];
+
+	values[0] = Int64GetDatum(sync_id);
+	CtasSyncAsOwnerBegin(&as);
+	if (SPI_execute_with_args(psprintf("UPDATE ctas_fed.syncs SET state = %s, "
+									   "error = NULL WHERE sync_id = $1 "
+									   "AND state IN " CTAS_SYNC_RUNNING_SQL,
+									   CtasSyncStateLiteral(CTAS_SYNC_COPYING)),
+							  1, (Oid[]) {INT8OID}, values, NULL, false,
+							  0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not mark sync " INT64_FORMAT " for a resync",
+			 sync_id);
+	CtasSyncSpiEndAs(&as);
+}
+
+/*
+ * CtasSyncStoreNames
+ *		Store the source column names of job sync_id (names: a text[]).
+ *		In a transaction connected to SPI.
+ */
+void
+CtasSyncStoreNames(int64 sync_id, Datum names)
+{
+	Datum		values[2];
+
+	values[0] = Int64GetDatum(sync_id);
+	values[1] = names;
+	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET source_columns = $2 "
+							  "WHERE sync_id = $1", 2,
+							  (Oid[]) {INT8OID, TEXTARRAYOID}, values, NULL,
+							  false, 0) < 0)
+		elog(ERROR, "could not store the column names of sync " INT64_FORMAT,
+			 sync_id);
+}
+
+/*
+ * CtasSyncStoreShape
+ *		Store the shape of job sync_id: values[0..4] the source attnums
+ *		(int2[]), their types (oid[]), the remote columns (text[]), the
+ *		query's tree (text) and the key columns (text[]).  In a transaction
+ *		connected to SPI.
+ */
+void
+CtasSyncStoreShape(int64 sync_id, const Datum *shape)
+{
+	Oid			types[6] = {INT8OID, INT2ARRAYOID, OIDARRAYOID, TEXTARRAYOID,
+	TEXTOID, TEXTARRAYOID};
+	Datum		values[6];
+
+	values[0] = Int64GetDatum(sync_id);
+	memcpy(values + 1, shape, sizeof(Datum) * 5);
+	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET source_attnums = $2, "
+							  "source_types = $3, remote_columns = $4, "
+							  "query_tree = $5, key_columns = $6 "
+							  "WHERE sync_id = $1", 6, types, values, NULL,
+							  false, 0) < 0)
+		elog(ERROR, "could not store the columns of sync " INT64_FORMAT,
+			 sync_id);
 }

@@ -683,7 +683,7 @@ ctas_fed_verify_sync(PG_FUNCTION_ARGS)
 	pid_t		pid;
 	pid_t		now_pid;
 	int64		check = 0;
-	CtasSyncAs	as;
+	CtasSyncSpiAs as;
 	Datum		args[1];
 	uint64		i;
 
@@ -743,6 +743,6 @@ ctas_fed_verify_sync(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values,
 							 nulls);
 	}
-	CtasSyncAsOwnerEnd(&as);
+	CtasSyncSpiEndAs(&as);
 	PG_RETURN_VOID();
 }

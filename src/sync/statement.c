@@ -507,20 +507,14 @@ Datum
 ctas_fed_stop_sync(PG_FUNCTION_ARGS)
 {
 	text	   *target = PG_GETARG_TEXT_PP(0);
-	List	   *names = textToQualifiedNameList(target);
-	ForeignServer *server;
+	Oid			serverid;
+	char	   *schema;
+	char	   *table;
 
-	if (list_length(names) != 3)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_NAME),
-				 errmsg("invalid sync target \"%s\"", text_to_cstring(target)),
-				 errhint("Write the target as catalog.schema.table.")));
-	server = GetForeignServerByName(strVal(linitial(names)), false);
+	CtasSyncParseTarget(target, &serverid, &schema, &table);
 	/* none running: a failed one is stopped too (sync/syncs.c) */
-	if (!CtasSyncStop(server->serverid, strVal(lsecond(names)),
-					  strVal(lthird(names))) &&
-		!CtasSyncStopFailed(server->serverid, strVal(lsecond(names)),
-							strVal(lthird(names))))
+	if (!CtasSyncStop(serverid, schema, table) &&
+		!CtasSyncStopFailed(serverid, schema, table))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("there is no running sync into \"%s\"",

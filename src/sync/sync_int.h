@@ -400,6 +400,8 @@ extern void CtasSyncRecordStreamNote(int64 stream_id, const char *note,
 extern void CtasSyncClearError(int64 sync_id);
 extern uint64 CtasSyncListRunningOfStream(int64 stream_id);
 extern void CtasSyncAsOwnerBegin(CtasSyncSpiAs *as);
+extern void CtasSyncParseTarget(text *target, Oid *serverid, char **schema,
+								char **table);
 extern int64 CtasSyncFindRunning(text *target, const char *verb, bool lock,
 								 int64 *stream_id, CtasSyncState *state);
 extern void CtasSyncMarkResync(int64 sync_id);

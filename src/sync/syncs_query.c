@@ -725,6 +725,27 @@ CtasSyncAsOwnerBegin(CtasSyncSpiAs *as)
 }
 
 /*
+ * CtasSyncParseTarget
+ *		The catalog (its server's oid), schema and table of a sync's target
+ *		as a user writes it, catalog.schema.table; ERROR (42602) on any
+ *		other form, or when there is no such catalog.
+ */
+void
+CtasSyncParseTarget(text *target, Oid *serverid, char **schema, char **table)
+{
+	List	   *names = textToQualifiedNameList(target);
+
+	if (list_length(names) != 3)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid sync target \"%s\"", text_to_cstring(target)),
+				 errhint("Write the target as catalog.schema.table.")));
+	*serverid = GetForeignServerByName(strVal(linitial(names)), false)->serverid;
+	*schema = strVal(lsecond(names));
+	*table = strVal(lthird(names));
+}
+
+/*
  * CtasSyncFindRunning
  *		The running sync (copying or streaming) into target
  *		(catalog.schema.table), locked FOR UPDATE in the current
@@ -737,24 +758,20 @@ int64
 CtasSyncFindRunning(text *target, const char *verb, bool lock,
 					int64 *stream_id, CtasSyncState *state)
 {
-	List	   *names = textToQualifiedNameList(target);
-	ForeignServer *server;
 	CtasSyncSpiAs as;
 	Oid			argtypes[3] = {OIDOID, TEXTOID, TEXTOID};
 	Datum		values[3];
+	Oid			serverid;
+	char	   *schema;
+	char	   *table;
 	Oid			owner;
 	int64		id;
 	bool		isnull;
 
-	if (list_length(names) != 3)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_NAME),
-				 errmsg("invalid sync target \"%s\"", text_to_cstring(target)),
-				 errhint("Write the target as catalog.schema.table.")));
-	server = GetForeignServerByName(strVal(linitial(names)), false);
-	values[0] = ObjectIdGetDatum(server->serverid);
-	values[1] = CStringGetTextDatum(strVal(lsecond(names)));
-	values[2] = CStringGetTextDatum(strVal(lthird(names)));
+	CtasSyncParseTarget(target, &serverid, &schema, &table);
+	values[0] = ObjectIdGetDatum(serverid);
+	values[1] = CStringGetTextDatum(schema);
+	values[2] = CStringGetTextDatum(table);
 
 	CtasSyncAsOwnerBegin(&as);
 	if (SPI_execute_with_args(psprintf("SELECT owner, stream_id, sync_id, state "

@@ -442,6 +442,31 @@ CtasSyncIdentityReason(SyncJob *job, List *lines, const char *command)
 }
 
 /*
+ * CtasSyncReadsInExpression
+ *		Whether query reads column attnum of its source inside an
+ *		expression of its result or in its WHERE (not as a plain column of
+ *		the result): there its functions and operators are bound to the
+ *		column's type.
+ */
+bool
+CtasSyncReadsInExpression(Query *query, AttrNumber attnum)
+{
+	Bitmapset  *atts = NULL;
+	ListCell   *lc;
+
+	if (query->jointree->quals != NULL)
+		pull_varattnos(query->jointree->quals, 1, &atts);
+	foreach(lc, query->targetList)
+	{
+		TargetEntry *te = lfirst(lc);
+
+		if (!IsA(te->expr, Var))
+			pull_varattnos((Node *) te->expr, 1, &atts);
+	}
+	return bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber, atts);
+}
+
+/*
  * query_takes_type
  *		Whether the query of job reads column attnum, retyped from old to
  *		new, so that the same expressions run on the new type: the type is
@@ -453,22 +478,7 @@ CtasSyncIdentityReason(SyncJob *job, List *lines, const char *command)
 static bool
 query_takes_type(SyncJob *job, AttrNumber attnum, Oid old, Oid new)
 {
-	int			bit = attnum - FirstLowInvalidHeapAttributeNumber;
-	Bitmapset  *atts = NULL;
-	ListCell   *lc;
-
-	if (old == new)
-		return true;
-	if (job->query->jointree->quals != NULL)
-		pull_varattnos(job->query->jointree->quals, 1, &atts);
-	foreach(lc, job->query->targetList)
-	{
-		TargetEntry *te = lfirst(lc);
-
-		if (!IsA(te->expr, Var))
-			pull_varattnos((Node *) te->expr, 1, &atts);
-	}
-	return !bms_is_member(bit, atts);
+	return old == new || !CtasSyncReadsInExpression(job->query, attnum);
 }
 
 /*

@@ -147,22 +147,10 @@ reshape_query(SyncJob *job, List *lines, const char *table)
 		if (r.types[i] != job->atttypes[i] ||
 			r.typmods[i] != CtasSyncReadTypmod(job->query, job->attnums[i]))
 		{
-			Bitmapset  *atts = NULL;
-			int			bit = job->attnums[i] - FirstLowInvalidHeapAttributeNumber;
-
 			/* the expressions are bound to the old type */
 			if (r.types[i] != job->atttypes[i])
 			{
-				if (job->query->jointree->quals != NULL)
-					pull_varattnos(job->query->jointree->quals, 1, &atts);
-				foreach(lc, job->query->targetList)
-				{
-					TargetEntry *te = lfirst(lc);
-
-					if (!IsA(te->expr, Var))
-						pull_varattnos((Node *) te->expr, 1, &atts);
-				}
-				if (bms_is_member(bit, atts))
+				if (CtasSyncReadsInExpression(job->query, job->attnums[i]))
 					SYNC_FAIL(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 							  errmsg("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " changed its type from %s to %s, which the query reads in an expression or its WHERE",
 									 name, table, job->id,

@@ -232,6 +232,7 @@ extern void CtasSyncCopyEnd(SyncJob *job, bool rebuilding);
 extern void CtasSyncVerifyIfAsked(List *jobs);
 
 /* in sync/ddl.c */
+extern bool CtasSyncReadsInExpression(Query *query, AttrNumber attnum);
 extern char *CtasSyncSchemaChange(SyncJob *job, const char *content, int len,
 								  bool *mine);
 extern void CtasSyncSaveNames(SyncJob *job);

@@ -106,8 +106,7 @@ bool		CtasSyncFailed = false;
 
 /*
  * Set when the schema change in flight asks for a copy again, not a
- * failure.  Here for the same reason (follow.c, ddl.c and partition.c set
- * it).
+ * failure (sync/partition.c).  Here for the same reason.
  */
 bool		CtasSyncResyncWanted = false;
 

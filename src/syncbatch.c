@@ -84,6 +84,7 @@ CtasSyncBatchInit(CtasSyncBatch *b, CtasSyncTarget *t, MemoryContext cxt,
 	b->table = table;
 	b->owner = CurrentMemoryContext;
 	b->cxt = cxt;
+	initStringInfo(&b->keybuf);
 	CtasSyncBatchColumns(b);
 }
 
@@ -153,7 +154,6 @@ batch_entry(CtasSyncBatch *b, Datum *keyvals)
 {
 	CtasSyncTarget *t = b->t;
 	MemoryContext oldcxt = MemoryContextSwitchTo(b->cxt);
-	StringInfoData buf;
 	CtasSyncBatchKey key;
 	CtasSyncBatchEntry *entry;
 	bool		found;
@@ -173,21 +173,30 @@ batch_entry(CtasSyncBatch *b, Datum *keyvals)
 							  HASH_CONTEXT);
 	}
 
-	/* each value's text, with its length: never two keys in one */
-	initStringInfo(&buf);
+	/*
+	 * Each value's text, with its length: never two keys in one.  Built in
+	 * the batch's one buffer (this runs for every change); only a key new
+	 * to the batch is copied, exactly, into its entry.
+	 */
+	resetStringInfo(&b->keybuf);
 	for (k = 0; k < t->nkeys; k++)
 	{
 		char	   *text = OutputFunctionCall(&b->keyout[k], keyvals[k]);
 		uint32		len = strlen(text);
 
-		appendBinaryStringInfo(&buf, (char *) &len, sizeof(len));
-		appendBinaryStringInfo(&buf, text, len);
+		appendBinaryStringInfo(&b->keybuf, (char *) &len, sizeof(len));
+		appendBinaryStringInfo(&b->keybuf, text, len);
+		pfree(text);
 	}
-	key.data = buf.data;
-	key.len = buf.len;
+	key.data = b->keybuf.data;
+	key.len = b->keybuf.len;
 	entry = hash_search(b->hash, &key, HASH_ENTER, &found);
 	if (!found)
 	{
+		char	   *copy = palloc(key.len);
+
+		memcpy(copy, key.data, key.len);
+		entry->key.data = copy;
 		entry->kind = 0;
 		entry->values = NULL;
 		entry->nulls = NULL;

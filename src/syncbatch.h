@@ -12,6 +12,7 @@
 #ifndef CTAS_FED_SYNCBATCH_H
 #define CTAS_FED_SYNCBATCH_H
 
+#include "lib/stringinfo.h"
 #include "utils/hsearch.h"
 
 #include "target.h"
@@ -58,6 +59,8 @@ typedef struct CtasSyncBatch
 	MemoryContext cxt;			/* entries and the hash table */
 	HTAB	   *hash;			/* CtasSyncBatchEntry by key, or NULL */
 	int32		order;			/* changes put in the batch */
+	StringInfoData keybuf;		/* the key looked up, in owner; an entry
+								 * keeps a copy of it in cxt */
 } CtasSyncBatch;
 
 extern void CtasSyncBatchInit(CtasSyncBatch *b, CtasSyncTarget *t,

@@ -140,6 +140,8 @@ extern void CtasChHttpAddSetting(CtasChHttp *http, const char *name,
 								 const char *value);
 extern char *CtasChHttpQuery(CtasChHttp *http, const char *sql,
 							 const char *what);
+extern void CtasChHttpInsert(CtasChHttp *http, const char *sql,
+							 const char *data, size_t len, const char *what);
 extern bool CtasChHttpTryQuery(CtasChHttp *http, const char *sql,
 							   const char *what, int flags,
 							   char **result, char **errdetail);
@@ -563,7 +565,9 @@ typedef struct ChSyncState
 	char	   *delete_sql;		/* INSERT of the key columns */
 	char	   *truncate_head;	/* INSERT ... SELECT keys, before the version */
 	char	   *truncate_tail;	/* after it */
-	CtasChHttpStream *stream;		/* the open INSERT of rows, or NULL */
+	StringInfoData rows;		/* RowBinary rows, not sent yet */
+	CtasChHttpStream *stream;	/* the INSERT of rows streamed once they
+								 * passed a chunk, or NULL */
 	MemoryContext stream_cxt;
 	StringInfoData deletes;		/* RowBinary delete rows, not sent yet */
 	int		   *keypos;			/* place of each key among the columns */

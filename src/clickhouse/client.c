@@ -83,6 +83,8 @@ static char *ch_url(CtasChHttp *http, CtasCurl *t, const char *query_id,
 					const char *sql_in_url, bool wait_end);
 static void ch_stream_fail(CtasChHttpStream *s, CtasCurlResult rr);
 static void ch_stream_reset_cb(void *arg);
+static char *ch_run(CtasChHttp *http, const char *sql, const char *data,
+					size_t len, const char *what);
 static CtasChHttp *ch_http_create(const CtasCatalog *catalog, const char *url,
 								  MemoryContext cxt);
 
@@ -559,6 +561,35 @@ CtasChHttpTryQuery(CtasChHttp *http, const char *sql, const char *what,
 char *
 CtasChHttpQuery(CtasChHttp *http, const char *sql, const char *what)
 {
+	return ch_run(http, sql, NULL, 0, what);
+}
+
+/*
+ * CtasChHttpInsert
+ *		Run sql (an INSERT ... FORMAT ...) with the len bytes at data as
+ *		its whole body, in one request on the client's own transfer: rows
+ *		that are all at hand, where CtasChHttpStreamOpen would make a
+ *		transfer (handles, buffers, an upload buffer of
+ *		CTAS_HTTP_STREAM_CHUNK) for each INSERT.  Sent at most once.
+ *		ereport(ERROR) on any failure, after killing the query.
+ */
+void
+CtasChHttpInsert(CtasChHttp *http, const char *sql, const char *data,
+				 size_t len, const char *what)
+{
+	(void) ch_run(http, sql, data, len, what);
+}
+
+/*
+ * ch_run
+ *		A query on the client's transfer: sql in the body, or (data not
+ *		NULL) sql in the URL and data as the body.  The response body,
+ *		palloc'd; ERROR on a failure.
+ */
+static char *
+ch_run(CtasChHttp *http, const char *sql, const char *data, size_t len,
+	   const char *what)
+{
 	CtasCurl    *t;
 	char	   *qid;
 	char	   *url;
@@ -568,11 +599,15 @@ CtasChHttpQuery(CtasChHttp *http, const char *sql, const char *what)
 
 	t = ch_query_xfer(http, false);
 	qid = ch_new_query_id();
-	url = ch_url(http, t, qid, NULL, true);
+	url = ch_url(http, t, qid, data ? sql : NULL, true);
 	strlcpy(http->inflight, qid, sizeof(http->inflight));
-	ch_xfer_start(t, url, sql, NULL);
+	if (data)
+		CtasCurlStartData(t, url, data, len);
+	else
+		ch_xfer_start(t, url, sql, NULL);
 	rr = CtasCurlRun(t, false, 0);
 	http->inflight[0] = '\0';
+	pfree(url);
 
 	if (rr == CTAS_CURL_DONE && CtasChCheckResponse(http, t, rr, &f, NULL))
 	{
@@ -581,6 +616,7 @@ CtasChHttpQuery(CtasChHttp *http, const char *sql, const char *what)
 		result = palloc(t->resp_len + 1);
 		memcpy(result, t->resp ? t->resp : "", t->resp_len);
 		result[t->resp_len] = '\0';
+		pfree(qid);
 		return result;
 	}
 

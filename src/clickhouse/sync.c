@@ -370,6 +370,7 @@ open_state(CtasSyncTarget *t, CtasChHttp *http, const char *table)
 	st->truncate_head = sql.data;
 	st->truncate_tail = psprintf("), 1 FROM %s FINAL WHERE " DELETED_COLUMN " = 0",
 								 st->qtable);
+	initStringInfo(&st->rows);
 	initStringInfo(&st->deletes);
 	initStringInfo(&st->rowbuf);
 	initStringInfo(&st->keybuf);
@@ -411,6 +412,58 @@ open_state(CtasSyncTarget *t, CtasChHttp *http, const char *table)
 	return st;
 }
 
+/* the two clients talk to the same server as the same user, alike */
+static bool
+same_client(const CtasChHttp *a, const CtasChHttp *b)
+{
+#define SAME_STR(x, y) ((x) == NULL ? (y) == NULL : (y) != NULL && strcmp(x, y) == 0)
+	return SAME_STR(a->catalog, b->catalog) &&
+		SAME_STR(a->base_url, b->base_url) &&
+		SAME_STR(a->user, b->user) &&
+		SAME_STR(a->password, b->password) &&
+		a->connect_timeout_ms == b->connect_timeout_ms &&
+		a->timeout_ms == b->timeout_ms;
+#undef SAME_STR
+}
+
+/*
+ * sync_client
+ *		The client of catalog that every sync of the process into it uses:
+ *		one curl transfer for all their requests (the progress rows, the
+ *		rows of small batches), made once and kept for the life of the
+ *		process, instead of one per sync.  CtasChHttpCreate reads the
+ *		catalog and checks its rules (allowed hosts, password) on every
+ *		open; a catalog whose url, user, password or timeouts changed gets
+ *		a client of its own.  XXX: the client of a catalog's old settings
+ *		is kept until the worker ends (a few hundred bytes and a transfer).
+ */
+static CtasChHttp *
+sync_client(const CtasCatalog *catalog)
+{
+	static MemoryContext clients_cxt = NULL;
+	static List *clients = NIL;
+	CtasChHttp *probe = CtasChHttpCreate(catalog, CurrentMemoryContext);
+	CtasChHttp *http;
+	MemoryContext oldcxt;
+	ListCell   *lc;
+
+	foreach(lc, clients)
+	{
+		http = lfirst(lc);
+		if (same_client(http, probe))
+			return http;
+	}
+	if (clients_cxt == NULL)
+		clients_cxt = AllocSetContextCreate(TopMemoryContext,
+											"ctas_fed ClickHouse sync clients",
+											ALLOCSET_SMALL_SIZES);
+	http = CtasChHttpCreate(catalog, clients_cxt);
+	oldcxt = MemoryContextSwitchTo(clients_cxt);
+	clients = lappend(clients, http);
+	MemoryContextSwitchTo(oldcxt);
+	return http;
+}
+
 /*
  * ch_sync_open
  *		The state of the remote table (open_state), and of each shard's
@@ -420,7 +473,7 @@ open_state(CtasSyncTarget *t, CtasChHttp *http, const char *table)
 static void
 ch_sync_open(CtasSyncTarget *t)
 {
-	CtasChHttp   *http = CtasChHttpCreate(t->catalog, CurrentMemoryContext);
+	CtasChHttp   *http = sync_client(t->catalog);
 	ChCluster  *c = CtasChClusterOpen(t->catalog, CurrentMemoryContext);
 	ChSyncState *st = open_state(t, http, t->table);
 
@@ -585,6 +638,9 @@ close_state(ChSyncState *st)
 	if (st->stream != NULL)
 		CtasChHttpStreamClose(st->stream);
 	st->stream = NULL;
+	/* rows of a batch that will not be applied */
+	resetStringInfo(&st->rows);
+	resetStringInfo(&st->deletes);
 
 	/*
 	 * The kept changes of a source transaction that will not be applied.

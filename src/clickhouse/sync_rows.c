@@ -18,12 +18,14 @@
  *				the kept ones (SwitchTransaction)
  *	write		at the end of the transaction (WriteChanges): the due
  *				TRUNCATE's delete rows (L - 1), then the last change of each
- *				key, version L, rows into the streamed INSERT (StreamRow),
- *				keys into a buffer of delete rows sent early when it passes
- *				DELETES_MAX; a row with unchanged values is held until the
+ *				key, version L, rows into the batch's rows (StreamRow),
+ *				streamed once they pass a chunk, keys into a buffer of
+ *				delete rows sent early when it passes DELETES_MAX; a row with unchanged values is held until the
  *				earlier change of its key or the remote row (sync_keep.c,
  *				KEEP_BATCH keys at once) completes it
- *	send		finish the INSERT, send the delete rows (SendPending); a
+ *	send		send the rows (one request on the catalog client's own
+ *				transfer) or finish their streamed INSERT, send the delete
+ *				rows (SendPending); a
  *				TRUNCATE's delete rows of every key there is
  *				(SendTruncate); forget a transaction's changes
  *				(ForgetChanges)
@@ -54,6 +56,9 @@
 /* delete rows buffered before they are sent even inside a transaction */
 #define DELETES_MAX		(8 * 1024 * 1024)
 
+/* a buffer of rows of this capacity or less is kept from batch to batch */
+#define KEEP_BUFFER		(64 * 1024)
+
 /* rows completed from the remote row at once (sync_keep.c) */
 #define KEEP_BATCH		1000
 /* the length of a column of a row whose value the change did not carry */
@@ -80,29 +85,70 @@ put_version(StringInfo buf, uint64 version, bool deleted)
 	appendBinaryStringInfo(buf, b, 9);
 }
 
+/*
+ * The rows of a batch are kept in st->rows and sent with one request on
+ * the catalog client's own transfer when the batch commits (or a TRUNCATE,
+ * a schema change or a lookup of kept rows needs them sent); only the rows
+ * of a state that pass CTAS_HTTP_STREAM_CHUNK go into a streamed INSERT of
+ * their own, then chunk by chunk.  A batch touching many tables thus holds
+ * no transfer, connection or 1 MB upload buffer per table while it is
+ * read, and makes none per table and batch: the worker's memory stays the
+ * same batch after batch.
+ */
 static StringInfo
-stream_buffer(ChSyncState *st)
+rows_buffer(ChSyncState *st)
 {
+	return st->stream ? CtasChHttpStreamBuffer(st->stream) : &st->rows;
+}
+
+/* empty buf; a large one is given back rather than kept for every table */
+static void
+release_buffer(ChSyncState *st, StringInfo buf)
+{
+	if (buf->maxlen > KEEP_BUFFER)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(st->cxt);
+
+		pfree(buf->data);
+		initStringInfo(buf);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	else
+		resetStringInfo(buf);
+}
+
+/* after rows went into rows_buffer(st): past a chunk, they are streamed */
+static void
+rows_appended(ChSyncState *st)
+{
+	StringInfo	buf;
+
 	if (st->stream == NULL)
 	{
+		if (st->rows.len < CTAS_HTTP_STREAM_CHUNK)
+			return;
 		st->stream_cxt = AllocSetContextCreate(st->cxt, "ctas_fed sync stream",
 											   ALLOCSET_DEFAULT_SIZES);
 		st->stream = CtasChHttpStreamOpen(st->http, st->insert_sql,
-										"insert synced rows", st->stream_cxt);
+										  "insert synced rows", st->stream_cxt);
+		appendBinaryStringInfo(CtasChHttpStreamBuffer(st->stream),
+							   st->rows.data, st->rows.len);
+		release_buffer(st, &st->rows);
 	}
-	return CtasChHttpStreamBuffer(st->stream);
+	buf = CtasChHttpStreamBuffer(st->stream);
+	if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
+		CtasChHttpStreamFlush(st->stream);
 }
 
-/* a row of all columns, encoded, into the streamed INSERT */
+/* a row of all columns, encoded, into the rows of the batch */
 void
 CtasChSyncStreamRow(ChSyncState *st, const char *row, int len, uint64 version)
 {
-	StringInfo	buf = stream_buffer(st);
+	StringInfo	buf = rows_buffer(st);
 
 	appendBinaryStringInfo(buf, row, len);
 	put_version(buf, version, false);
-	if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
-		CtasChHttpStreamFlush(st->stream);
+	rows_appended(st);
 }
 
 /* send the rows and the delete rows not sent yet */
@@ -116,20 +162,14 @@ CtasChSyncSendPending(ChSyncState *st)
 		MemoryContextDelete(st->stream_cxt);
 		st->stream_cxt = NULL;
 	}
+	else if (st->rows.len > 0)
+		CtasChHttpInsert(st->http, st->insert_sql, st->rows.data,
+						 st->rows.len, "insert synced rows");
+	release_buffer(st, &st->rows);
 	if (st->deletes.len > 0)
-	{
-		MemoryContext cxt = AllocSetContextCreate(st->cxt,
-												  "ctas_fed sync stream",
-												  ALLOCSET_DEFAULT_SIZES);
-		CtasChHttpStream *stream = CtasChHttpStreamOpen(st->http, st->delete_sql,
-													"insert delete rows", cxt);
-
-		appendBinaryStringInfo(CtasChHttpStreamBuffer(stream), st->deletes.data,
-							   st->deletes.len);
-		CtasChHttpStreamFinish(stream);
-		MemoryContextDelete(cxt);
-		resetStringInfo(&st->deletes);
-	}
+		CtasChHttpInsert(st->http, st->delete_sql, st->deletes.data,
+						 st->deletes.len, "insert delete rows");
+	release_buffer(st, &st->deletes);
 }
 
 /* the due TRUNCATE: a delete row of version for every key in the table */
@@ -387,7 +427,7 @@ static void
 stream_segments(CtasSyncTarget *t, ChSyncState *st, const char *row, int len,
 				uint64 version)
 {
-	StringInfo	buf = stream_buffer(st);
+	StringInfo	buf = rows_buffer(st);
 	int			off = 0;
 	int			i;
 
@@ -404,8 +444,7 @@ stream_segments(CtasSyncTarget *t, ChSyncState *st, const char *row, int len,
 	}
 	Assert(off == len);
 	put_version(buf, version, false);
-	if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
-		CtasChHttpStreamFlush(st->stream);
+	rows_appended(st);
 }
 
 /* complete the rows of st->kept from the remote, and write them */
@@ -422,14 +461,13 @@ flush_kept(CtasSyncTarget *t, ChSyncState *st)
 	foreach(lc, st->kept)
 	{
 		ChKeptRow  *r = lfirst(lc);
-		StringInfo	buf = stream_buffer(st);
+		StringInfo	buf = rows_buffer(st);
 		int			i;
 
 		for (i = 0; i < t->ncolumns; i++)
 			appendBinaryStringInfo(buf, r->segs[i].data, r->segs[i].len);
 		put_version(buf, st->lsn, false);
-		if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
-			CtasChHttpStreamFlush(st->stream);
+		rows_appended(st);
 	}
 	st->kept = NIL;
 	MemoryContextReset(st->keep_cxt);
@@ -455,13 +493,12 @@ finish_held(CtasSyncTarget *t, ChSyncState *st)
 		complete &= !r->missing[i];
 	if (complete)
 	{
-		StringInfo	buf = stream_buffer(st);
+		StringInfo	buf = rows_buffer(st);
 
 		for (i = 0; i < t->ncolumns; i++)
 			appendBinaryStringInfo(buf, r->segs[i].data, r->segs[i].len);
 		put_version(buf, st->lsn, false);
-		if (buf->len >= CTAS_HTTP_STREAM_CHUNK)
-			CtasChHttpStreamFlush(st->stream);
+		rows_appended(st);
 		return;
 	}
 	st->kept = lappend(st->kept, r);

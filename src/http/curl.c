@@ -54,6 +54,8 @@
 static bool curl_initialized = false;
 
 static CURLcode xfer_harden(CURL *easy);
+static void xfer_start(CtasCurl *t, const char *url, const char *body,
+					   size_t body_len, StringInfo up, bool once);
 static void xfer_socket_action(CtasCurl *t, curl_socket_t s, int mask);
 static size_t xfer_write_cb(char *ptr, size_t size, size_t nmemb, void *arg);
 static size_t xfer_header_cb(char *ptr, size_t size, size_t nitems,
@@ -273,6 +275,25 @@ void
 CtasCurlStart(CtasCurl *t, const char *url, const char *body, StringInfo up,
 			  bool once)
 {
+	xfer_start(t, url, body, body ? strlen(body) : 0, up, once);
+}
+
+/*
+ * CtasCurlStartData
+ *		Start a POST of url whose whole body is the len bytes at data
+ *		(binary: an INSERT's rows, the statement being in url), sent at
+ *		most once.  data must stay valid until the transfer is done.
+ */
+void
+CtasCurlStartData(CtasCurl *t, const char *url, const char *data, size_t len)
+{
+	xfer_start(t, url, data, len, NULL, true);
+}
+
+static void
+xfer_start(CtasCurl *t, const char *url, const char *body, size_t body_len,
+		   StringInfo up, bool once)
+{
 	CURLcode	rc;
 	CURLMcode	mrc;
 
@@ -301,7 +322,7 @@ CtasCurlStart(CtasCurl *t, const char *url, const char *body, StringInfo up,
 	if (rc == CURLE_OK && body != NULL)
 	{
 		rc = curl_easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE_LARGE,
-							  (curl_off_t) strlen(body));
+							  (curl_off_t) body_len);
 		if (rc == CURLE_OK)
 			rc = curl_easy_setopt(t->easy, CURLOPT_POSTFIELDS, body);
 	}

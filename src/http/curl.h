@@ -110,6 +110,8 @@ extern CtasCurl *CtasCurlCreate(const CtasCurlConfig *config,
 extern void CtasCurlRelease(void *arg);
 extern void CtasCurlStart(CtasCurl *t, const char *url, const char *body,
 						  StringInfo up, bool once);
+extern void CtasCurlStartData(CtasCurl *t, const char *url,
+							  const char *data, size_t len);
 extern CtasCurlResult CtasCurlRun(CtasCurl *t, bool drain, long deadline_ms);
 extern void CtasCurlResume(CtasCurl *t);
 extern void CtasCurlDetach(CtasCurl *t);

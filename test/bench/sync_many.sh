@@ -30,7 +30,8 @@
 #             every remote table converged (test/bench/lib.sh's cpu_watch)
 #   memory    RssAnon of the sync worker once the remote converged after
 #             each run of the writer (goal: flat, the last within 10% + 1 MB
-#             of the first); the peak of a sample every second beside;
+#             of the first; met / NOT met printed per target, with the
+#             numbers); the peak of a sample every second beside;
 #             the worker's memory contexts are logged (local.log) after
 #             each run
 #   equal     at the end of each phase, every row of every remote table
@@ -398,12 +399,17 @@ phase()
 		[ "$max_sync" -le 2 ] || goal_workers="NOT met"
 		[ "$max_slots" -le 1 ] || goal_slots="NOT met"
 		awk -v a="$decode_cpu" -v b="${decode_cpu_1:-0}" 'BEGIN { exit !(a != "-" && a <= 2 * b + 0.05) }' || goal_decode="NOT met"
-		awk -v a="$rss_a" -v b="$rss_b" 'BEGIN { exit !(a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b <= a * 1.1 + 1) }' || goal_memory="NOT met"
+		# memory per target: met / NOT met, with the numbers
+		local m=met
+		awk -v a="$rss_a" -v b="$rss_b" 'BEGIN { exit !(a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b <= a * 1.1 + 1) }' || m="NOT met"
+		[ "$m" = met ] || goal_memory="NOT met"
+		memory_lines+="memory per worker flat into $target (RssAnon after the last of $runs writer runs <= after the first x 1.1 + 1 MB): $m ($rss_list MB; peak $rss_peak)"$'\n'
 	fi
 	return 0
 }
 
 goal_workers=met goal_slots=met goal_decode=met goal_memory=met
+memory_lines=
 : > "$work/rows.txt"
 
 echo "== $ntables source tables of $nrows rows; the writer: $rounds rounds, a transaction per table, 7 row changes each"
@@ -453,7 +459,7 @@ echo
 echo "sync workers <= ctas_fed.max_sync_workers (2) with $ntables syncs: $goal_workers"
 echo "replication slots = 1 with $ntables syncs: $goal_slots"
 echo "WAL decoded once (the CPU of the worker's peeks with $ntables syncs <= 2x that with 1 sync; $ntables slots: ${ntables}x): $goal_decode"
-echo "memory per worker flat (RssAnon after the last writer run <= after the first x 1.1 + 1 MB): $goal_memory"
+printf '%s' "$memory_lines"
 echo "(load average $(load))"
 [ "$status" = 0 ] || exit 1
 for g in "$goal_workers" "$goal_slots" "$goal_decode" "$goal_memory"; do

@@ -601,12 +601,11 @@ ctas_fed_sync_main(Datum main_arg)
 
 	/*
 	 * A worker lives for months, and a target's client library may malloc
-	 * and free a large buffer per batch (an HTTP transfer's upload buffer,
-	 * 1 MB).  glibc raises its mmap threshold to the size of the first such
-	 * buffer freed, after which they come from the heap between palloc's
-	 * blocks and fragment it: the worker's resident memory grew run after
-	 * run of test/bench/sync_many.sh while its memory contexts stayed
-	 * flat.  A fixed threshold keeps them mmap'd.
+	 * and free a large buffer per large batch (an HTTP transfer's upload
+	 * buffer, 1 MB, for a table whose rows in the batch pass 1 MB).  glibc
+	 * raises its mmap threshold to the size of the first such buffer
+	 * freed, after which they come from the heap between palloc's blocks
+	 * and fragment it.  A fixed threshold keeps them mmap'd.
 	 */
 	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 #endif

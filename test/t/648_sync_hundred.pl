@@ -130,6 +130,7 @@ is($local->safe_psql('postgres', q{
 # the write log of the PostgreSQL side
 my $trig = q{
 CREATE TABLE public.wlog (tbl text, id int, n int, op text);
+GRANT INSERT ON public.wlog TO loader;
 CREATE FUNCTION public.wlog() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO public.wlog VALUES (TG_TABLE_NAME, NEW.id, NEW.n, TG_OP);
@@ -191,7 +192,7 @@ my $tw = time;
 my ($w) = start_psql($local, 'CALL writer()');
 my $seen_pg = 0;
 my $seen_ch = 0;
-while (time - $tw < 25)
+while (time - $tw < 15)
 {
 	sample();
 	$seen_pg ||= $remote->safe_psql('dw', 'SELECT count(*) FROM public.t1 WHERE id > 100000') > 0;

@@ -9,6 +9,9 @@
 #   TAP_JOBS=1 bash test/run.sh      every TAP test alone (default: those
 #                                    marked "# ctas-tap: parallel" 2 at a time)
 #   TEST_KEEP=1 bash test/run.sh          keep the test files and logs on success
+#   TAP_SECONDS_UPDATE=1 bash test/run.sh write the seconds each TAP test took
+#                                    into test/tap_seconds (the parallel ones
+#                                    start longest first, from that table)
 #
 # The packages must be there ("make deps" as root installs them; it says
 # what is missing).  As root: make install, and every server runs as the OS

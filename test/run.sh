@@ -9,6 +9,9 @@
 #   TAP_JOBS=1 bash test/run.sh      every TAP test alone (default: those
 #                                    marked "# ctas-tap: parallel" 2 at a time)
 #   TEST_KEEP=1 bash test/run.sh          keep the test files and logs on success
+#   TAP_SECONDS_UPDATE=1 bash test/run.sh write the seconds each TAP test took
+#                                    into test/tap_seconds (the parallel ones
+#                                    start longest first, from that table)
 #
 # The packages must be there ("make deps" as root installs them; it says
 # what is missing).  As root: make install, and every server runs as the OS
@@ -222,6 +225,27 @@ for t in "${tap_tests[@]}"; do
 	fi
 done
 
+# Longest first: the parallel tests start in the order of the seconds they
+# took last time (test/tap_seconds, "seconds name" a line; a test not in it
+# counts as $tap_default_secs), so that a long one does not start last and
+# run alone at the end.  TAP_SECONDS_UPDATE=1 writes the seconds of this
+# run back into test/tap_seconds (the other lines are kept).
+tap_default_secs=60
+declare -A tap_secs=()
+if [ -f test/tap_seconds ]; then
+	while read -r s n; do
+		case $s in '' | '#'*) continue ;; esac
+		tap_secs[$n]=$s
+	done < test/tap_seconds
+fi
+if [ ${#parallel_tests[@]} -gt 1 ]; then
+	mapfile -t parallel_tests < <(
+		for t in "${parallel_tests[@]}"; do
+			n=$(basename "$t" .pl)
+			echo "${tap_secs[$n]:-$tap_default_secs} $t"
+		done | sort -k1,1nr -k2,2 | cut -d' ' -f2-)
+fi
+
 # run one TAP test into its log; its exit status goes to $log.rc
 run_tap()
 {
@@ -286,5 +310,21 @@ for t in "${serial_tests[@]}"; do
 	run_tap "$t" "$stage/tap_$(basename "$t" .pl).log"
 	report_tap "$t"
 done
+
+if [ "${TAP_SECONDS_UPDATE:-0}" = 1 ]; then
+	for t in "${tap_tests[@]}"; do
+		n=$(basename "$t" .pl)
+		s=$(cat "$stage/tap_$n.log.secs" 2> /dev/null) && tap_secs[$n]=$s
+	done
+	{
+		echo "# seconds name: how long each TAP test of test/t/ took in a full run"
+		echo "# (test/run.sh starts the parallel ones longest first; refresh with"
+		echo "# TAP_SECONDS_UPDATE=1 bash test/run.sh)"
+		for n in "${!tap_secs[@]}"; do
+			[ -f "test/t/$n.pl" ] && echo "${tap_secs[$n]} $n"
+		done | sort -k2,2
+	} > test/tap_seconds.new && mv test/tap_seconds.new test/tap_seconds
+	echo "== test/tap_seconds updated"
+fi
 
 finish 0

@@ -393,7 +393,11 @@ sub resolved_clean
 	return 0;
 }
 
-my $big = q{SELECT g AS id, repeat(md5(g::text), 8) AS pad FROM generate_series(1, 50000000) g};
+# 50 million rows that stream from the first one (a function in FROM is
+# materialized first: generate_series(1, 50000000) alone took seconds of
+# tuplestore before ClickHouse saw its INSERT)
+my $big = q{SELECT a * 100000 + b AS id, repeat(md5((a * 100000 + b)::text), 8) AS pad }
+  . q{FROM generate_series(0, 499) a, generate_series(1, 100000) b};
 
 # cancel mid-INSERT
 my $s = bg_session_start();

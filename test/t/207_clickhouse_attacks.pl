@@ -441,10 +441,12 @@ flaky_clean('lost checks during abort');
 is(ch_exists('lr_check'), 0, 'lost checks during abort: the published table was taken back');
 
 # a cancelled load whose KILL QUERY reply is lost: the cancel still returns
-# promptly, and nothing stays
+# promptly, and nothing stays (rows of 1 kB: the INSERT reaches ClickHouse
+# with the first 1 MB, in about a second; narrow rows at this pace took
+# longer than the 10 s the wait below gives it)
 $lr = $fp->set_rule(match => 'KILL QUERY', action => 'lose_reply');
 my ($kh, $kout, $kerr) = start_psql($local,
-	'CREATE TABLE flaky.dw.lr_kill AS SELECT g AS a, pg_sleep(0.001) IS NULL AS s FROM generate_series(1, 100000) g');
+	q{CREATE TABLE flaky.dw.lr_kill AS SELECT g AS a, repeat('x', 1000) AS pad, pg_sleep(0.001) IS NULL AS s FROM generate_series(1, 100000) g});
 my $kpid = wait_active($local, 'CREATE TABLE flaky.dw.lr_kill%');
 ok(defined $kpid, 'lost KILL QUERY: the load runs');
 my $staged = 0;

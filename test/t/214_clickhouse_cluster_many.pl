@@ -182,9 +182,12 @@ is(join(',', map { join('+', each_shard("SELECT count() FROM dw3.${_}_local")) }
 	'3000,3000,2500', 'create_tables_as in parallel: every row of every table on the shards');
 
 # --- 4. shard 2 killed in the middle of a parallel load
+# (a worker notices the crash when it next sends data to that shard, about
+# every 1 MB: rows of 2 kB get there in seconds, rows of 32 bytes only at
+# the end of the load, 40 s later)
 
 ($h, $hout, $herr) = start_psql($local,
-	q{CREATE TABLE ring.dw.pk WITH (parallel = 2, primary_key = 'id') AS SELECT slow(id) AS id, label FROM big});
+	q{CREATE TABLE ring.dw.pk WITH (parallel = 2, primary_key = 'id') AS SELECT slow(id) AS id, repeat(label, 64) AS label FROM big});
 ok(wait_until(30, sub {
 	$local->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'parallel worker'}) >= 2
 	  && $sh[1]->query("SELECT count() FROM system.tables WHERE startsWith(name, '_ctas_fed_stage_')") > 0 }),

@@ -79,6 +79,7 @@
 #include "miscadmin.h"
 #include "replication/logical.h"
 #include "storage/ipc.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/rls.h"
 
@@ -88,17 +89,7 @@
 /* a peek is being applied: the jobs' remote transactions may be open */
 bool		CtasSyncInPeek = false;
 
-/*
- * A job held out of the stream after a transient error of its catalog
- * (CtasSyncCatchJobError), until retry_at; in CtasSyncJobCxt.
- */
-typedef struct HeldJob
-{
-	SyncJob    *job;
-	TimestampTz retry_at;
-	bool		copying;		/* its join copy failed (join_copy) */
-} HeldJob;
-
+/* HeldJob (sync/sync_int.h), in CtasSyncJobCxt */
 List	   *CtasSyncHeldJobs = NIL;
 
 /*
@@ -336,6 +327,9 @@ CtasSyncDoCopy(List *jobs)
 
 	foreach(lc, jobs)
 		CtasSyncJobEvent(lfirst(lc), CTAS_SYNC_COPYING, NULL);
+	/* a copy worker of an earlier stream worker may still copy one */
+	foreach(lc, jobs)
+		(void) CtasSyncLockCopy(((SyncJob *) lfirst(lc))->id, true);
 
 	/* a slot of an interrupted copy: begin again */
 	if (SearchNamedReplicationSlot(first->slot_name, true) != NULL)
@@ -356,29 +350,57 @@ CtasSyncDoCopy(List *jobs)
 		copy_job(lfirst(lc), consistent, started);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	foreach(lc, jobs)
+		CtasSyncUnlockCopy(((SyncJob *) lfirst(lc))->id);
 
 	return consistent;
+}
+
+/*
+ * find_held
+ *		The held entry of job id, or NULL.
+ */
+static HeldJob *
+find_held(int64 id)
+{
+	ListCell   *lc;
+
+	foreach(lc, CtasSyncHeldJobs)
+	{
+		HeldJob    *h = lfirst(lc);
+
+		if (h->id == id)
+			return h;
+	}
+	return NULL;
 }
 
 /*
  * CtasSyncLeaveStopped
  *		Take out of *jobs the jobs that no longer stream (stopped by
  *		stop_sync or DROP TABLE, marked for a resync, or gone), in a
- *		transaction connected to SPI, closing their targets, and return the
- *		sync_ids (a List of int64 *, palloc'd) of the stream's jobs to copy
- *		that neither stream here nor wait for a retry: those of syncs that
- *		joined the stream, or of resyncs, which the worker copies
- *		(join_copy).  The stop of a job whose stream goes on is told here;
- *		that of the stream's last jobs by the resolver, when it drops the
- *		slot (CtasSyncTick).
+ *		transaction connected to SPI, closing their targets.  A job of the
+ *		stream "copying" (a sync that joined it, or a resync) that is not
+ *		held yet is held, joining, the slot held at its confirmed position
+ *		from now on (CtasSyncHeldPosition): before this round advances it,
+ *		so before any copy of the job can make its temporary slot (its copy
+ *		worker is started after the round, CtasSyncStartCopies; one started
+ *		by an earlier worker of the stream found the slot held by that
+ *		worker, which never advanced it since).  A joining job that no
+ *		longer runs is no longer held; one whose copy is done ("streaming")
+ *		neither: the sync_ids of those (a List of int64 *, palloc'd) are
+ *		returned, for CtasSyncJoinCopied.  The stop of a job whose stream
+ *		goes on is told here; that of the stream's last jobs by the
+ *		resolver, when it drops the slot (CtasSyncTick).
  */
 List *
-CtasSyncLeaveStopped(int64 stream_id, List **jobs)
+CtasSyncLeaveStopped(int64 stream_id, const char *slot_name, List **jobs)
 {
 	uint64		n;
 	List	   *left = NIL;
 	List	   *kept = NIL;
-	List	   *copying = NIL;
+	List	   *still = NIL;
+	List	   *joined = NIL;
 	ListCell   *lc;
 	MemoryContext oldcxt;
 	uint64		i;
@@ -401,39 +423,63 @@ CtasSyncLeaveStopped(int64 stream_id, List **jobs)
 		else
 			left = lappend(left, job);
 	}
-	/* copying: read after the transaction (CtasSyncJoinAll), in CtasSyncJobCxt */
-	for (i = 0; i < n; i++)
-	{
-		int64		id = DatumGetInt64(CtasSyncSpiDatum(i, 1));
-		bool		held = false;
 
-		foreach(lc, CtasSyncHeldJobs)
-			held |= ((HeldJob *) lfirst(lc))->job->id == id;
-		if (DatumGetBool(CtasSyncSpiDatum(i, 2)) && !held)
+	/* joining jobs: gone, copied, or still copying */
+	foreach(lc, CtasSyncHeldJobs)
+	{
+		HeldJob    *h = lfirst(lc);
+		bool		found = false;
+		bool		copying = false;
+
+		for (i = 0; h->copying && i < n; i++)
+		{
+			if (DatumGetInt64(CtasSyncSpiDatum(i, 1)) == h->id)
+			{
+				found = true;
+				copying = DatumGetBool(CtasSyncSpiDatum(i, 2));
+			}
+		}
+		if (!h->copying || copying)
+			still = lappend(still, h);
+		else if (found)
 		{
 			int64	   *p = palloc(sizeof(int64));
 
-			*p = id;
-			copying = lappend(copying, p);
+			*p = h->id;
+			joined = lappend(joined, p);
 		}
+	}
+	CtasSyncHeldJobs = still;
+
+	/* newly copying: held, joining, the slot held where it is now */
+	for (i = 0; i < n; i++)
+	{
+		int64		id = DatumGetInt64(CtasSyncSpiDatum(i, 1));
+		HeldJob    *h;
+
+		if (!DatumGetBool(CtasSyncSpiDatum(i, 2)) || find_held(id) != NULL)
+			continue;
+		h = palloc0(sizeof(HeldJob));
+		h->id = id;
+		h->copying = true;
+		h->hold_at = CtasSyncSlotConfirmed(slot_name);
+		h->retry_at = 0;
+		CtasSyncHeldJobs = lappend(CtasSyncHeldJobs, h);
 	}
 	MemoryContextSwitchTo(oldcxt);
 
 	foreach(lc, left)
 	{
 		SyncJob    *job = lfirst(lc);
-		bool		resync = false;
-		ListCell   *lc2;
+		HeldJob    *h = find_held(job->id);
 
-		foreach(lc2, copying)
-			resync |= *(int64 *) lfirst(lc2) == job->id;
 		if (job->open)
 		{
 			job->apply->close(&job->target);
 			job->open = false;
 		}
-		if (resync)
-			continue;			/* copied again at once (join_copy) */
+		if (h != NULL && h->copying)
+			continue;			/* a resync: copied again (joincopy.c) */
 		ereport(LOG,
 				(errmsg("ctas_fed sync " INT64_FORMAT ": stopped, leaving stream " INT64_FORMAT,
 						job->id, stream_id)));
@@ -444,7 +490,24 @@ CtasSyncLeaveStopped(int64 stream_id, List **jobs)
 		}
 	}
 	*jobs = kept;
-	return copying;
+	return joined;
+}
+
+/*
+ * CtasSyncCopiesPending
+ *		Whether a job joins the stream (its copy running or to run).
+ */
+bool
+CtasSyncCopiesPending(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, CtasSyncHeldJobs)
+	{
+		if (((HeldJob *) lfirst(lc))->copying)
+			return true;
+	}
+	return false;
 }
 
 /*
@@ -474,14 +537,20 @@ static void
 hold_job(SyncJob *job, const char *error, bool copying)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
-	HeldJob    *h = palloc0(sizeof(HeldJob));
+	HeldJob    *h = copying ? find_held(job->id) : NULL;
 
 	close_job(job);
-	h->job = job;
-	h->copying = copying;
+	/* a join copy in this process (joincopy.c): its entry, held already */
+	if (h == NULL)
+	{
+		h = palloc0(sizeof(HeldJob));
+		h->id = job->id;
+		h->job = job;
+		h->copying = copying;
+		CtasSyncHeldJobs = lappend(CtasSyncHeldJobs, h);
+	}
 	h->retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 											  CTAS_SYNC_RESTART_SECS * 1000);
-	CtasSyncHeldJobs = lappend(CtasSyncHeldJobs, h);
 	MemoryContextSwitchTo(oldcxt);
 	ereport(LOG,
 			(errmsg("ctas_fed sync " INT64_FORMAT ": catalog \"%s\" failed, retrying in %d s while stream " INT64_FORMAT " goes on",
@@ -563,7 +632,7 @@ fail_job(List **jobs, SyncJob *job, int64 id, ErrorData *edata)
 	{
 		HeldJob    *h = lfirst(lc);
 
-		if (h->job->id != id)
+		if (h->id != id)
 			still = lappend(still, h);
 	}
 	CtasSyncHeldJobs = still;
@@ -713,12 +782,12 @@ CtasSyncRejoinHeld(List **jobs)
 	{
 		HeldJob    *h = lfirst(lc);
 
-		if (h->retry_at > now)
+		/* joining: started again by CtasSyncStartCopies */
+		if (h->retry_at > now || h->copying)
 		{
 			still = lappend(still, h);
 			continue;
 		}
-		if (!h->copying)
 		{
 			SyncJob    *job;
 
@@ -729,7 +798,7 @@ CtasSyncRejoinHeld(List **jobs)
 			SPI_connect();
 			PushActiveSnapshot(GetTransactionSnapshot());
 			CtasSyncCurrentJob = NULL;
-			job = CtasSyncLoadJob(h->job->id);
+			job = CtasSyncLoadJob(h->id);
 			CtasSyncLoadingId = 0;
 			SPI_finish();
 			PopActiveSnapshot();
@@ -764,10 +833,13 @@ CtasSyncHeldPosition(XLogRecPtr confirmed)
 	foreach(lc, CtasSyncHeldJobs)
 	{
 		HeldJob    *h = lfirst(lc);
-		XLogRecPtr	applied = h->job->applied;
+		XLogRecPtr	applied;
 
+		/* joining: where the slot was when the stream saw it copying */
 		if (h->copying)
-			continue;
+			applied = h->hold_at;
+		else
+			applied = h->job->applied;
 		if (applied == InvalidXLogRecPtr || applied < confirmed)
 			applied = confirmed;
 		if (pos == InvalidXLogRecPtr || applied < pos)
@@ -777,21 +849,23 @@ CtasSyncHeldPosition(XLogRecPtr confirmed)
 }
 
 /*
- * join_copy
+ * CtasSyncJoinCopy
  *		The copy of a job that joined a running stream (a new sync, or a
  *		resync of one job), as PostgreSQL's tablesync joins an apply
  *		worker: a temporary slot gives the consistent point X and its
  *		snapshot, under which the job's table is copied in a remote
  *		transaction of its own that stores X as its applied lsn; the job is
- *		then "streaming" and the stream applies to it every source
- *		transaction that commits at or after X, skipping those before
- *		(see the head of this file).  Outside a transaction, between two
- *		rounds of the stream (so that the stream's slot is not advanced
- *		meanwhile).  Can ERROR; an error of the job's catalog holds it
- *		(CtasSyncCatchJobError), its copy tried again later.
+ *		then "streaming", and the stream takes it in (CtasSyncJoinCopied)
+ *		and applies to it every source transaction that commits at or after
+ *		X, skipping those before (see the head of this file).  Outside a
+ *		transaction, in the job's copy worker (sync/joincopy.c) or, when
+ *		none can be started, in the stream's worker between two rounds;
+ *		either way the stream's slot is held meanwhile (CtasSyncLeaveStopped)
+ *		and the caller holds the job's copy lock (CtasSyncLockCopy).  Can
+ *		ERROR: the remote transaction rolls back, the job stays "copying".
  */
-static void
-join_copy(SyncJob *job)
+void
+CtasSyncJoinCopy(SyncJob *job)
 {
 	char	   *name = join_slot_name(job->id);
 	TimestampTz started = GetCurrentTimestamp();
@@ -819,49 +893,12 @@ join_copy(SyncJob *job)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
+	/* tests: a crash with the copy committed, the job still "copying" */
+	CtasFaultPointWait("sync_join_before_streaming");
 	CtasSyncSetState(job->id, CTAS_SYNC_STREAMING, NULL, consistent);
 	job->state = CTAS_SYNC_STREAMING;
 	CtasSyncJobEvent(job, CTAS_SYNC_STREAMING, NULL);
 	ereport(LOG,
 			(errmsg("ctas_fed sync " INT64_FORMAT ": joined stream " INT64_FORMAT " at %X/%X",
 					job->id, job->stream_id, LSN_FORMAT_ARGS(consistent))));
-}
-
-/*
- * CtasSyncJoinAll
- *		Load and copy (join_copy) each job of ids (from CtasSyncLeaveStopped), and
- *		add it to *jobs, streaming.  Outside a transaction.  Can ERROR.
- */
-void
-CtasSyncJoinAll(List *ids, List **jobs)
-{
-	ListCell   *lc;
-
-	foreach(lc, ids)
-	{
-		SyncJob    *job;
-		MemoryContext oldcxt;
-
-		CHECK_FOR_INTERRUPTS();
-		CtasSyncCurrentJob = NULL;
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		SPI_connect();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		job = CtasSyncLoadJob(*(int64 *) lfirst(lc));
-		CtasSyncLoadingId = 0;
-		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-		if (job == NULL || job->state != CTAS_SYNC_COPYING)
-			continue;
-		if (!CtasSyncStatusAttach(job->id))
-			proc_exit(0);		/* its database is being dropped */
-		CtasSyncStatusLabels(job->target.catalog->name, job->target.schema,
-							 job->target.table, job->slot_name);
-		join_copy(job);
-		oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
-		*jobs = lappend(*jobs, job);
-		MemoryContextSwitchTo(oldcxt);
-	}
 }

@@ -17,32 +17,56 @@
  *
  * Joining.  A sync's statement adds its table to the stream's publication
  * and records the job "copying", in its transaction, which commits at T.
- * Between two rounds the worker sees the job (CtasSyncLeaveStopped) and
- * copies it (join_copy): a temporary slot, made by the same code
- * (CtasSyncSlotSnapshot),
- * gives its consistent point X and the snapshot of X, under which the table
- * is copied in a remote transaction of the job's own that stores X as the
- * job's applied lsn; the temporary slot is dropped once the snapshot is
- * taken (the transaction's xmin keeps what the snapshot sees), and the job
- * streams with the others, skipping the source transactions that commit
- * before X.  Nothing is lost and nothing applied twice:
+ * At the start of a round, before the round advances the slot, the worker
+ * sees the job (CtasSyncLeaveStopped), holds it out of the stream as
+ * joining, and holds the stream's slot at the position C0 it is confirmed
+ * at then (CtasSyncHeldPosition), until the job joins, stops or fails.
+ * After the round it starts the job's copy worker (sync/joincopy.c, which
+ * tells the handshake) and goes on applying the others.  The copy worker
+ * (CtasSyncJoinCopy) makes a temporary slot, with the same code
+ * (CtasSyncSlotSnapshot), which gives its consistent point X and the
+ * snapshot of X, under which the table is copied in a remote transaction of
+ * the job's own that stores X as the job's applied lsn; the temporary slot
+ * is dropped once the snapshot is taken (the transaction's xmin keeps what
+ * the snapshot sees); then it records the job "streaming" with X.  The
+ * stream's worker takes the job in at its next round (CtasSyncJoinCopied),
+ * as a held job comes back: the next peek opens its target, which reads X,
+ * and the job streams with the others, skipping the source transactions
+ * that commit before X.  Nothing is lost and nothing applied twice:
  *	- the copy holds exactly the transactions that commit before X, as the
  *	  first copy does; the job skips exactly those (a commit before X);
- *	- the stream's slot is confirmed at C <= X when the temporary slot is
- *	  made (the slot is advanced only by the rounds, which wait for the
- *	  join, to positions they read, all before X), so its next peek returns
- *	  every transaction that commits at or after X;
+ *	- the stream's slot is confirmed at C <= C0 <= X when the temporary slot
+ *	  is made, and stays at or before C0 until the job is taken in: C0 was
+ *	  read before the copy worker started, from a slot confirmed no further
+ *	  than the WAL written then, and X is at or after the end of the WAL
+ *	  when the temporary slot is made; the slot is not advanced past C0
+ *	  meanwhile, whatever the other jobs apply (the hold), and a worker of
+ *	  the stream that starts while a copy worker of an earlier one still
+ *	  runs holds it from its first round, before any advance (the job is
+ *	  "copying" in its row: the earlier worker held the slot until it
+ *	  ended).  So the peeks after the job is taken in, read from C, return
+ *	  every transaction that commits at or after X, and give it the job;
+ *	  the other jobs skip what they applied already, each below its own
+ *	  applied lsn, as after a held job's return;
  *	- such a transaction has all its changes after T, so pgoutput publishes
  *	  them for the job's table: the temporary slot is consistent only once
  *	  every transaction that had an xid when it was made has ended, so one
  *	  that commits at or after X had none then, and wrote nothing before
- *	  that, after T.
- * A crash or an error during the join copy rolls its remote transaction
- * back; the job is still "copying" and is copied again, with a new
- * temporary slot.  The join copy runs in the worker between two rounds:
- * the stream's other jobs wait for it (XXX: a large table joining a busy
- * stream delays the others by its copy).
- *
+ *	  that, after T;
+ *	- one copy at a time: whoever copies a job holds its copy lock
+ *	  (CtasSyncLockCopy), so a copy worker left running by an earlier worker
+ *	  of the stream is never doubled, and a copy that committed X but not
+ *	  yet "streaming" is copied again from scratch (CtasSyncCopyStart
+ *	  empties the remote table in the copy's remote transaction).
+ * A crash, an error or a SIGTERM during the join copy rolls its remote
+ * transaction back (the ephemeral temporary slot goes with its process, or
+ * with the crash; a leftover is dropped by the next copy); the job is still
+ * "copying", the slot still held, and the stream's worker starts its copy
+ * again CTAS_SYNC_RESTART_SECS later; after a crash the next stream worker
+ * does.  When no background worker slot is free, the stream's worker
+ * copies the job itself between two rounds (the same CtasSyncJoinCopy, the
+ * fallback of sync/joincopy.c); the others then wait for that copy.
+
  * Held jobs.  An error of one job's catalog that does not fail it for
  * good is caught (CtasSyncCatchJobError): the job, and when the catalog is
  * unreachable the stream's other jobs into it, is held out of the stream
@@ -562,7 +586,7 @@ hold_job(SyncJob *job, const char *error, bool copying)
 
 /*
  * join_slot_name
- *		The name of the temporary slot of job id's join copy (join_copy).
+ *		The name of the temporary slot of job id's join copy (CtasSyncJoinCopy).
  */
 static char *
 join_slot_name(int64 id)

@@ -19,8 +19,10 @@
  *				applied lsn; a copy interrupted by anything copies every
  *				job of the stream again with a new slot (sync/join.c).
  *	joining		a job "copying" in a stream that streams (a sync that
- *				joined it, or a resync of one job): copied between two
- *				rounds under a temporary slot of its own (sync/join.c).
+ *				joined it, or a resync of one job): held out of the stream,
+ *				the slot held, while a copy worker of its own copies it
+ *				under a temporary slot of its own and the stream goes on;
+ *				then taken in (sync/join.c, sync/joincopy.c).
  *	streaming	rounds of one peek with the stream's publication; each
  *				change goes to the jobs of its table (sync/apply.c), each
  *				job applies in a remote transaction of its own, all
@@ -643,9 +645,9 @@ ctas_fed_sync_main(Datum main_arg)
 		}
 
 		/*
-		 * Jobs to copy in a stream that streams: they join it, each under
-		 * a temporary slot of its own (join_copy, in do_stream's first
-		 * round).  Otherwise (a new stream, or one whose first copy was
+		 * Jobs to copy in a stream that streams: they join it, each
+		 * copied by a copy worker under a temporary slot of its own (held
+		 * by do_stream's first round, sync/joincopy.c).  Otherwise (a new stream, or one whose first copy was
 		 * interrupted, or whose slot is gone) all are copied under the
 		 * stream's new slot.
 		 */

@@ -412,8 +412,9 @@ find_held(int64 id)
  *		by an earlier worker of the stream found the slot held by that
  *		worker, which never advanced it since).  A joining job that no
  *		longer runs is no longer held; one whose copy is done ("streaming")
- *		neither: the sync_ids of those (a List of int64 *, palloc'd) are
- *		returned, for CtasSyncJoinCopied.  The stop of a job whose stream
+ *		stays held through this round, and its sync_id is returned (a List
+ *		of int64 *, palloc'd) for CtasSyncJoinCopied, which takes it in
+ *		after the round and only then lets the slot go.  The stop of a job whose stream
  *		goes on is told here; that of the stream's last jobs by the
  *		resolver, when it drops the slot (CtasSyncTick).
  */
@@ -469,8 +470,13 @@ CtasSyncLeaveStopped(int64 stream_id, const char *slot_name, List **jobs)
 		{
 			int64	   *p = palloc(sizeof(int64));
 
+			/*
+			 * copied: still held through this round's advance, until
+			 * CtasSyncJoinCopied takes it in after the round
+			 */
 			*p = h->id;
 			joined = lappend(joined, p);
+			still = lappend(still, h);
 		}
 	}
 	CtasSyncHeldJobs = still;

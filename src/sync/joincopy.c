@@ -124,10 +124,25 @@ CtasSyncJoinCopied(List *ids, List **jobs)
 		SyncJob    *job;
 		MemoryContext oldcxt;
 
+		int64		id = *(int64 *) lfirst(lc);
+		HeldJob    *h = NULL;
+		ListCell   *lc2;
+
 		CHECK_FOR_INTERRUPTS();
-		job = CtasSyncLoadJobAlone(*(int64 *) lfirst(lc));
+		job = CtasSyncLoadJobAlone(id);
+		/* the slot held for it goes once it is in *jobs (or gone) */
+		foreach(lc2, CtasSyncHeldJobs)
+		{
+			if (((HeldJob *) lfirst(lc2))->id == id)
+				h = lfirst(lc2);
+		}
 		if (job == NULL || job->state != CTAS_SYNC_STREAMING)
+		{
+			/* stopped meanwhile, or copying again: the next round sees */
+			if (job == NULL && h != NULL)
+				CtasSyncHeldJobs = list_delete_ptr(CtasSyncHeldJobs, h);
 			continue;
+		}
 		if (!CtasSyncStatusAttach(job->id))
 			proc_exit(0);		/* its database is being dropped */
 		CtasSyncStatusLabels(job->target.catalog->name, job->target.schema,
@@ -135,6 +150,8 @@ CtasSyncJoinCopied(List *ids, List **jobs)
 		oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
 		*jobs = lappend(*jobs, job);
 		MemoryContextSwitchTo(oldcxt);
+		if (h != NULL)
+			CtasSyncHeldJobs = list_delete_ptr(CtasSyncHeldJobs, h);
 		ereport(LOG,
 				(errmsg("ctas_fed sync " INT64_FORMAT ": copied, streaming with stream " INT64_FORMAT,
 						job->id, job->stream_id)));

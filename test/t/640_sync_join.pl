@@ -51,7 +51,8 @@ INSERT INTO ctl VALUES (false);
 -- small transactions on j and big until told to stop
 CREATE PROCEDURE writer() LANGUAGE plpgsql AS \$\$
 DECLARE
-  i int := 0;
+  -- a writer started again goes on after the rows of the last one
+  i int := coalesce((SELECT max(id) - 100000 FROM j WHERE id > 100000), 0);
 BEGIN
   WHILE NOT (SELECT stop FROM ctl) LOOP
     i := i + 1;

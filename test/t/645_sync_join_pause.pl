@@ -6,7 +6,8 @@
 # stream's other syncs.  This file measures the other sync's lag through
 # the join and checks the join is exact: sync a streams under a writer; a
 # sync of table big (CTAS_JOIN_ROWS rows, 200000 unless set; docs/sync.md
-# gives the lag measured for 1,000,000) joins the stream; a's lag is
+# gives the lag measured for 1,000,000) joins the stream, its copy worker
+# waiting 3 s before its commit; a's lag is
 # sampled through the join and printed (not asserted: a timing), and a's
 # remote rows must grow while big is still copying (a fact: the stream
 # applied a during the copy).  Then both equal their sources (checksums),
@@ -89,6 +90,12 @@ like($pid, qr/^\d+$/, 'one sync worker');
 my ($w) = start_psql($local, 'CALL writer()');
 ok(wait_until(30, sub { lag_a() < 1 }), 'the writer writes, a follows');
 
+# the copy worker waits 3 s before its remote commit (a fault point that
+# goes on): a's remote rows must grow during the copy however fast the
+# machine copies
+$local->safe_psql('postgres', q{
+  ALTER SYSTEM SET ctas_fed.fault_point = 'sync_copy_commit:3';
+  SELECT pg_reload_conf();});
 my $offset = -s $local->logfile;
 my $t0 = time;
 $local->safe_psql('postgres',
@@ -115,9 +122,12 @@ while (time - $t0 < 600)
 	usleep(100_000);
 }
 ok(defined $joined, 'big joined the stream');
+$local->safe_psql('postgres', q{
+  ALTER SYSTEM RESET ctas_fed.fault_point;
+  SELECT pg_reload_conf();});
 my $log = slurp_file($local->logfile, $offset);
 my ($copied) = $log =~ /ctas_fed sync \d+: copied (\d+) rows/;
-diag(sprintf('join of %d rows: streaming after %.1f s; a\'s lag at most %.2f s during the join',
+diag(sprintf('join of %d rows (and a 3 s wait before its commit): streaming after %.1f s; a\'s lag at most %.2f s during the join',
 		$rows, $joined // -1, $max));
 is($copied, $rows, 'the join copied every row');
 ok(defined $rows_first && $rows_last > $rows_first,

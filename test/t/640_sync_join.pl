@@ -250,11 +250,17 @@ $local->safe_psql('postgres', 'UPDATE ctl SET stop = false');
 ($w) = start_psql($local, 'CALL writer()');
 my $spid = stream_worker();
 like($spid, qr/^\d+$/, 'the stream of j has its worker');
+# (its WHERE waits 0.1 s every 1000 rows: a copy of some 20 s)
 $local->safe_psql('postgres', q{
   CREATE TABLE big3 (id int PRIMARY KEY, n int);
   INSERT INTO big3 SELECT g, 0 FROM generate_series(1, 200000) g;
+  CREATE FUNCTION slower(int) RETURNS boolean IMMUTABLE LANGUAGE plpgsql AS $$
+  BEGIN
+    IF $1 % 1000 = 0 THEN PERFORM pg_sleep(0.1); END IF;
+    RETURN true;
+  END $$;
   CREATE TABLE wh.public.big3 WITH (sync = 'continuous')
-    AS SELECT id, n FROM public.big3 WHERE public.slow(id);});
+    AS SELECT id, n FROM public.big3 WHERE public.slower(id);});
 ok(wait_until(60, sub { copying_into('big3') }), 'the copy worker of big3 sends its rows');
 my $j0 = j_rows();
 ok(wait_until(30, sub { j_rows() > $j0 }),

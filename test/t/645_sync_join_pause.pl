@@ -7,7 +7,7 @@
 # the join and checks the join is exact: sync a streams under a writer; a
 # sync of table big (CTAS_JOIN_ROWS rows, 200000 unless set; docs/sync.md
 # gives the lag measured for 1,000,000) joins the stream, its copy worker
-# waiting 3 s before its commit; a's lag is
+# waiting 10 s before its commit; a's lag is
 # sampled through the join and printed (not asserted: a timing), and a's
 # remote rows must grow while big is still copying (a fact: the stream
 # applied a during the copy).  Then both equal their sources (checksums),
@@ -90,11 +90,11 @@ like($pid, qr/^\d+$/, 'one sync worker');
 my ($w) = start_psql($local, 'CALL writer()');
 ok(wait_until(30, sub { lag_a() < 1 }), 'the writer writes, a follows');
 
-# the copy worker waits 3 s before its remote commit (a fault point that
+# the copy worker waits 10 s before its remote commit (a fault point that
 # goes on): a's remote rows must grow during the copy however fast the
 # machine copies
 $local->safe_psql('postgres', q{
-  ALTER SYSTEM SET ctas_fed.fault_point = 'sync_copy_commit:3';
+  ALTER SYSTEM SET ctas_fed.fault_point = 'sync_copy_commit:10';
   SELECT pg_reload_conf();});
 my $offset = -s $local->logfile;
 my $t0 = time;
@@ -127,7 +127,7 @@ $local->safe_psql('postgres', q{
   SELECT pg_reload_conf();});
 my $log = slurp_file($local->logfile, $offset);
 my ($copied) = $log =~ /ctas_fed sync \d+: copied (\d+) rows/;
-diag(sprintf('join of %d rows (and a 3 s wait before its commit): streaming after %.1f s; a\'s lag at most %.2f s during the join',
+diag(sprintf('join of %d rows (and a 10 s wait before its commit): streaming after %.1f s; a\'s lag at most %.2f s during the join',
 		$rows, $joined // -1, $max));
 is($copied, $rows, 'the join copied every row');
 ok(defined $rows_first && $rows_last > $rows_first,

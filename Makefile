@@ -77,6 +77,7 @@ OBJS = \
 	src/sync/ddl.o \
 	src/sync/follow.o \
 	src/sync/join.o \
+	src/sync/joincopy.o \
 	src/sync/merge.o \
 	src/sync/message.o \
 	src/sync/partition.o \

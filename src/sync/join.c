@@ -17,32 +17,56 @@
  *
  * Joining.  A sync's statement adds its table to the stream's publication
  * and records the job "copying", in its transaction, which commits at T.
- * Between two rounds the worker sees the job (CtasSyncLeaveStopped) and
- * copies it (join_copy): a temporary slot, made by the same code
- * (CtasSyncSlotSnapshot),
- * gives its consistent point X and the snapshot of X, under which the table
- * is copied in a remote transaction of the job's own that stores X as the
- * job's applied lsn; the temporary slot is dropped once the snapshot is
- * taken (the transaction's xmin keeps what the snapshot sees), and the job
- * streams with the others, skipping the source transactions that commit
- * before X.  Nothing is lost and nothing applied twice:
+ * At the start of a round, before the round advances the slot, the worker
+ * sees the job (CtasSyncLeaveStopped), holds it out of the stream as
+ * joining, and holds the stream's slot at the position C0 it is confirmed
+ * at then (CtasSyncHeldPosition), until the job joins, stops or fails.
+ * After the round it starts the job's copy worker (sync/joincopy.c, which
+ * tells the handshake) and goes on applying the others.  The copy worker
+ * (CtasSyncJoinCopy) makes a temporary slot, with the same code
+ * (CtasSyncSlotSnapshot), which gives its consistent point X and the
+ * snapshot of X, under which the table is copied in a remote transaction of
+ * the job's own that stores X as the job's applied lsn; the temporary slot
+ * is dropped once the snapshot is taken (the transaction's xmin keeps what
+ * the snapshot sees); then it records the job "streaming" with X.  The
+ * stream's worker takes the job in at its next round (CtasSyncJoinCopied),
+ * as a held job comes back: the next peek opens its target, which reads X,
+ * and the job streams with the others, skipping the source transactions
+ * that commit before X.  Nothing is lost and nothing applied twice:
  *	- the copy holds exactly the transactions that commit before X, as the
  *	  first copy does; the job skips exactly those (a commit before X);
- *	- the stream's slot is confirmed at C <= X when the temporary slot is
- *	  made (the slot is advanced only by the rounds, which wait for the
- *	  join, to positions they read, all before X), so its next peek returns
- *	  every transaction that commits at or after X;
+ *	- the stream's slot is confirmed at C <= C0 <= X when the temporary slot
+ *	  is made, and stays at or before C0 until the job is taken in: C0 was
+ *	  read before the copy worker started, from a slot confirmed no further
+ *	  than the WAL written then, and X is at or after the end of the WAL
+ *	  when the temporary slot is made; the slot is not advanced past C0
+ *	  meanwhile, whatever the other jobs apply (the hold), and a worker of
+ *	  the stream that starts while a copy worker of an earlier one still
+ *	  runs holds it from its first round, before any advance (the job is
+ *	  "copying" in its row: the earlier worker held the slot until it
+ *	  ended).  So the peeks after the job is taken in, read from C, return
+ *	  every transaction that commits at or after X, and give it the job;
+ *	  the other jobs skip what they applied already, each below its own
+ *	  applied lsn, as after a held job's return;
  *	- such a transaction has all its changes after T, so pgoutput publishes
  *	  them for the job's table: the temporary slot is consistent only once
  *	  every transaction that had an xid when it was made has ended, so one
  *	  that commits at or after X had none then, and wrote nothing before
- *	  that, after T.
- * A crash or an error during the join copy rolls its remote transaction
- * back; the job is still "copying" and is copied again, with a new
- * temporary slot.  The join copy runs in the worker between two rounds:
- * the stream's other jobs wait for it (XXX: a large table joining a busy
- * stream delays the others by its copy).
- *
+ *	  that, after T;
+ *	- one copy at a time: whoever copies a job holds its copy lock
+ *	  (CtasSyncLockCopy), so a copy worker left running by an earlier worker
+ *	  of the stream is never doubled, and a copy that committed X but not
+ *	  yet "streaming" is copied again from scratch (CtasSyncCopyStart
+ *	  empties the remote table in the copy's remote transaction).
+ * A crash, an error or a SIGTERM during the join copy rolls its remote
+ * transaction back (the ephemeral temporary slot goes with its process, or
+ * with the crash; a leftover is dropped by the next copy); the job is still
+ * "copying", the slot still held, and the stream's worker starts its copy
+ * again CTAS_SYNC_RESTART_SECS later; after a crash the next stream worker
+ * does.  When no background worker slot is free, the stream's worker
+ * copies the job itself between two rounds (the same CtasSyncJoinCopy, the
+ * fallback of sync/joincopy.c); the others then wait for that copy.
+
  * Held jobs.  An error of one job's catalog that does not fail it for
  * good is caught (CtasSyncCatchJobError): the job, and when the catalog is
  * unreachable the stream's other jobs into it, is held out of the stream
@@ -79,6 +103,7 @@
 #include "miscadmin.h"
 #include "replication/logical.h"
 #include "storage/ipc.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/rls.h"
 
@@ -88,17 +113,7 @@
 /* a peek is being applied: the jobs' remote transactions may be open */
 bool		CtasSyncInPeek = false;
 
-/*
- * A job held out of the stream after a transient error of its catalog
- * (CtasSyncCatchJobError), until retry_at; in CtasSyncJobCxt.
- */
-typedef struct HeldJob
-{
-	SyncJob    *job;
-	TimestampTz retry_at;
-	bool		copying;		/* its join copy failed (join_copy) */
-} HeldJob;
-
+/* HeldJob (sync/sync_int.h), in CtasSyncJobCxt */
 List	   *CtasSyncHeldJobs = NIL;
 
 /*
@@ -336,6 +351,9 @@ CtasSyncDoCopy(List *jobs)
 
 	foreach(lc, jobs)
 		CtasSyncJobEvent(lfirst(lc), CTAS_SYNC_COPYING, NULL);
+	/* a copy worker of an earlier stream worker may still copy one */
+	foreach(lc, jobs)
+		(void) CtasSyncLockCopy(((SyncJob *) lfirst(lc))->id, true);
 
 	/* a slot of an interrupted copy: begin again */
 	if (SearchNamedReplicationSlot(first->slot_name, true) != NULL)
@@ -356,29 +374,58 @@ CtasSyncDoCopy(List *jobs)
 		copy_job(lfirst(lc), consistent, started);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	foreach(lc, jobs)
+		CtasSyncUnlockCopy(((SyncJob *) lfirst(lc))->id);
 
 	return consistent;
+}
+
+/*
+ * find_held
+ *		The held entry of job id, or NULL.
+ */
+static HeldJob *
+find_held(int64 id)
+{
+	ListCell   *lc;
+
+	foreach(lc, CtasSyncHeldJobs)
+	{
+		HeldJob    *h = lfirst(lc);
+
+		if (h->id == id)
+			return h;
+	}
+	return NULL;
 }
 
 /*
  * CtasSyncLeaveStopped
  *		Take out of *jobs the jobs that no longer stream (stopped by
  *		stop_sync or DROP TABLE, marked for a resync, or gone), in a
- *		transaction connected to SPI, closing their targets, and return the
- *		sync_ids (a List of int64 *, palloc'd) of the stream's jobs to copy
- *		that neither stream here nor wait for a retry: those of syncs that
- *		joined the stream, or of resyncs, which the worker copies
- *		(join_copy).  The stop of a job whose stream goes on is told here;
- *		that of the stream's last jobs by the resolver, when it drops the
- *		slot (CtasSyncTick).
+ *		transaction connected to SPI, closing their targets.  A job of the
+ *		stream "copying" (a sync that joined it, or a resync) that is not
+ *		held yet is held, joining, the slot held at its confirmed position
+ *		from now on (CtasSyncHeldPosition): before this round advances it,
+ *		so before any copy of the job can make its temporary slot (its copy
+ *		worker is started after the round, CtasSyncStartCopies; one started
+ *		by an earlier worker of the stream found the slot held by that
+ *		worker, which never advanced it since).  A joining job that no
+ *		longer runs is no longer held; one whose copy is done ("streaming")
+ *		stays held through this round, and its sync_id is returned (a List
+ *		of int64 *, palloc'd) for CtasSyncJoinCopied, which takes it in
+ *		after the round and only then lets the slot go.  The stop of a job whose stream
+ *		goes on is told here; that of the stream's last jobs by the
+ *		resolver, when it drops the slot (CtasSyncTick).
  */
 List *
-CtasSyncLeaveStopped(int64 stream_id, List **jobs)
+CtasSyncLeaveStopped(int64 stream_id, const char *slot_name, List **jobs)
 {
 	uint64		n;
 	List	   *left = NIL;
 	List	   *kept = NIL;
-	List	   *copying = NIL;
+	List	   *still = NIL;
+	List	   *joined = NIL;
 	ListCell   *lc;
 	MemoryContext oldcxt;
 	uint64		i;
@@ -401,39 +448,68 @@ CtasSyncLeaveStopped(int64 stream_id, List **jobs)
 		else
 			left = lappend(left, job);
 	}
-	/* copying: read after the transaction (CtasSyncJoinAll), in CtasSyncJobCxt */
-	for (i = 0; i < n; i++)
-	{
-		int64		id = DatumGetInt64(CtasSyncSpiDatum(i, 1));
-		bool		held = false;
 
-		foreach(lc, CtasSyncHeldJobs)
-			held |= ((HeldJob *) lfirst(lc))->job->id == id;
-		if (DatumGetBool(CtasSyncSpiDatum(i, 2)) && !held)
+	/* joining jobs: gone, copied, or still copying */
+	foreach(lc, CtasSyncHeldJobs)
+	{
+		HeldJob    *h = lfirst(lc);
+		bool		found = false;
+		bool		copying = false;
+
+		for (i = 0; h->copying && i < n; i++)
+		{
+			if (DatumGetInt64(CtasSyncSpiDatum(i, 1)) == h->id)
+			{
+				found = true;
+				copying = DatumGetBool(CtasSyncSpiDatum(i, 2));
+			}
+		}
+		if (!h->copying || copying)
+			still = lappend(still, h);
+		else if (found)
 		{
 			int64	   *p = palloc(sizeof(int64));
 
-			*p = id;
-			copying = lappend(copying, p);
+			/*
+			 * copied: still held through this round's advance, until
+			 * CtasSyncJoinCopied takes it in after the round
+			 */
+			*p = h->id;
+			joined = lappend(joined, p);
+			still = lappend(still, h);
 		}
+	}
+	CtasSyncHeldJobs = still;
+
+	/* newly copying: held, joining, the slot held where it is now */
+	for (i = 0; i < n; i++)
+	{
+		int64		id = DatumGetInt64(CtasSyncSpiDatum(i, 1));
+		HeldJob    *h;
+
+		if (!DatumGetBool(CtasSyncSpiDatum(i, 2)) || find_held(id) != NULL)
+			continue;
+		h = palloc0(sizeof(HeldJob));
+		h->id = id;
+		h->copying = true;
+		h->hold_at = CtasSyncSlotConfirmed(slot_name);
+		h->retry_at = 0;
+		CtasSyncHeldJobs = lappend(CtasSyncHeldJobs, h);
 	}
 	MemoryContextSwitchTo(oldcxt);
 
 	foreach(lc, left)
 	{
 		SyncJob    *job = lfirst(lc);
-		bool		resync = false;
-		ListCell   *lc2;
+		HeldJob    *h = find_held(job->id);
 
-		foreach(lc2, copying)
-			resync |= *(int64 *) lfirst(lc2) == job->id;
 		if (job->open)
 		{
 			job->apply->close(&job->target);
 			job->open = false;
 		}
-		if (resync)
-			continue;			/* copied again at once (join_copy) */
+		if (h != NULL && h->copying)
+			continue;			/* a resync: copied again (joincopy.c) */
 		ereport(LOG,
 				(errmsg("ctas_fed sync " INT64_FORMAT ": stopped, leaving stream " INT64_FORMAT,
 						job->id, stream_id)));
@@ -444,7 +520,24 @@ CtasSyncLeaveStopped(int64 stream_id, List **jobs)
 		}
 	}
 	*jobs = kept;
-	return copying;
+	return joined;
+}
+
+/*
+ * CtasSyncCopiesPending
+ *		Whether a job joins the stream (its copy running or to run).
+ */
+bool
+CtasSyncCopiesPending(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, CtasSyncHeldJobs)
+	{
+		if (((HeldJob *) lfirst(lc))->copying)
+			return true;
+	}
+	return false;
 }
 
 /*
@@ -474,14 +567,20 @@ static void
 hold_job(SyncJob *job, const char *error, bool copying)
 {
 	MemoryContext oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
-	HeldJob    *h = palloc0(sizeof(HeldJob));
+	HeldJob    *h = copying ? find_held(job->id) : NULL;
 
 	close_job(job);
-	h->job = job;
-	h->copying = copying;
+	/* a join copy in this process (joincopy.c): its entry, held already */
+	if (h == NULL)
+	{
+		h = palloc0(sizeof(HeldJob));
+		h->id = job->id;
+		h->job = job;
+		h->copying = copying;
+		CtasSyncHeldJobs = lappend(CtasSyncHeldJobs, h);
+	}
 	h->retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 											  CTAS_SYNC_RESTART_SECS * 1000);
-	CtasSyncHeldJobs = lappend(CtasSyncHeldJobs, h);
 	MemoryContextSwitchTo(oldcxt);
 	ereport(LOG,
 			(errmsg("ctas_fed sync " INT64_FORMAT ": catalog \"%s\" failed, retrying in %d s while stream " INT64_FORMAT " goes on",
@@ -493,7 +592,7 @@ hold_job(SyncJob *job, const char *error, bool copying)
 
 /*
  * join_slot_name
- *		The name of the temporary slot of job id's join copy (join_copy).
+ *		The name of the temporary slot of job id's join copy (CtasSyncJoinCopy).
  */
 static char *
 join_slot_name(int64 id)
@@ -563,7 +662,7 @@ fail_job(List **jobs, SyncJob *job, int64 id, ErrorData *edata)
 	{
 		HeldJob    *h = lfirst(lc);
 
-		if (h->job->id != id)
+		if (h->id != id)
 			still = lappend(still, h);
 	}
 	CtasSyncHeldJobs = still;
@@ -713,12 +812,12 @@ CtasSyncRejoinHeld(List **jobs)
 	{
 		HeldJob    *h = lfirst(lc);
 
-		if (h->retry_at > now)
+		/* joining: started again by CtasSyncStartCopies */
+		if (h->retry_at > now || h->copying)
 		{
 			still = lappend(still, h);
 			continue;
 		}
-		if (!h->copying)
 		{
 			SyncJob    *job;
 
@@ -729,7 +828,7 @@ CtasSyncRejoinHeld(List **jobs)
 			SPI_connect();
 			PushActiveSnapshot(GetTransactionSnapshot());
 			CtasSyncCurrentJob = NULL;
-			job = CtasSyncLoadJob(h->job->id);
+			job = CtasSyncLoadJob(h->id);
 			CtasSyncLoadingId = 0;
 			SPI_finish();
 			PopActiveSnapshot();
@@ -764,10 +863,13 @@ CtasSyncHeldPosition(XLogRecPtr confirmed)
 	foreach(lc, CtasSyncHeldJobs)
 	{
 		HeldJob    *h = lfirst(lc);
-		XLogRecPtr	applied = h->job->applied;
+		XLogRecPtr	applied;
 
+		/* joining: where the slot was when the stream saw it copying */
 		if (h->copying)
-			continue;
+			applied = h->hold_at;
+		else
+			applied = h->job->applied;
 		if (applied == InvalidXLogRecPtr || applied < confirmed)
 			applied = confirmed;
 		if (pos == InvalidXLogRecPtr || applied < pos)
@@ -777,21 +879,23 @@ CtasSyncHeldPosition(XLogRecPtr confirmed)
 }
 
 /*
- * join_copy
+ * CtasSyncJoinCopy
  *		The copy of a job that joined a running stream (a new sync, or a
  *		resync of one job), as PostgreSQL's tablesync joins an apply
  *		worker: a temporary slot gives the consistent point X and its
  *		snapshot, under which the job's table is copied in a remote
  *		transaction of its own that stores X as its applied lsn; the job is
- *		then "streaming" and the stream applies to it every source
- *		transaction that commits at or after X, skipping those before
- *		(see the head of this file).  Outside a transaction, between two
- *		rounds of the stream (so that the stream's slot is not advanced
- *		meanwhile).  Can ERROR; an error of the job's catalog holds it
- *		(CtasSyncCatchJobError), its copy tried again later.
+ *		then "streaming", and the stream takes it in (CtasSyncJoinCopied)
+ *		and applies to it every source transaction that commits at or after
+ *		X, skipping those before (see the head of this file).  Outside a
+ *		transaction, in the job's copy worker (sync/joincopy.c) or, when
+ *		none can be started, in the stream's worker between two rounds;
+ *		either way the stream's slot is held meanwhile (CtasSyncLeaveStopped)
+ *		and the caller holds the job's copy lock (CtasSyncLockCopy).  Can
+ *		ERROR: the remote transaction rolls back, the job stays "copying".
  */
-static void
-join_copy(SyncJob *job)
+void
+CtasSyncJoinCopy(SyncJob *job)
 {
 	char	   *name = join_slot_name(job->id);
 	TimestampTz started = GetCurrentTimestamp();
@@ -819,49 +923,12 @@ join_copy(SyncJob *job)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
+	/* tests: a crash with the copy committed, the job still "copying" */
+	CtasFaultPointWait("sync_join_before_streaming");
 	CtasSyncSetState(job->id, CTAS_SYNC_STREAMING, NULL, consistent);
 	job->state = CTAS_SYNC_STREAMING;
 	CtasSyncJobEvent(job, CTAS_SYNC_STREAMING, NULL);
 	ereport(LOG,
 			(errmsg("ctas_fed sync " INT64_FORMAT ": joined stream " INT64_FORMAT " at %X/%X",
 					job->id, job->stream_id, LSN_FORMAT_ARGS(consistent))));
-}
-
-/*
- * CtasSyncJoinAll
- *		Load and copy (join_copy) each job of ids (from CtasSyncLeaveStopped), and
- *		add it to *jobs, streaming.  Outside a transaction.  Can ERROR.
- */
-void
-CtasSyncJoinAll(List *ids, List **jobs)
-{
-	ListCell   *lc;
-
-	foreach(lc, ids)
-	{
-		SyncJob    *job;
-		MemoryContext oldcxt;
-
-		CHECK_FOR_INTERRUPTS();
-		CtasSyncCurrentJob = NULL;
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		SPI_connect();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		job = CtasSyncLoadJob(*(int64 *) lfirst(lc));
-		CtasSyncLoadingId = 0;
-		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-		if (job == NULL || job->state != CTAS_SYNC_COPYING)
-			continue;
-		if (!CtasSyncStatusAttach(job->id))
-			proc_exit(0);		/* its database is being dropped */
-		CtasSyncStatusLabels(job->target.catalog->name, job->target.schema,
-							 job->target.table, job->slot_name);
-		join_copy(job);
-		oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
-		*jobs = lappend(*jobs, job);
-		MemoryContextSwitchTo(oldcxt);
-	}
 }

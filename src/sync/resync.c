@@ -9,8 +9,8 @@
  * "copying"; the stream's worker leaves it at its next round (it no longer
  * streams) and copies it again as it copies a sync that joins the stream,
  * under a temporary slot's snapshot, then streams it from that slot's
- * consistent point (sync/worker.c, join_copy): no gap and no duplicate, by
- * the same argument as a join's.  The other jobs of the stream go on.  A
+ * consistent point (sync/join.c, CtasSyncJoinCopy, in a copy worker): no
+ * gap and no duplicate, by the same argument as a join's.  The other jobs of the stream go on.  A
  * lost slot (below) copies every job of the stream, under a new slot.
  *
  * What differs from the first copy is that readers already read the

@@ -3,8 +3,8 @@
  * slot.c
  *		  The replication slots of continuous sync as the workers use them:
  *		  a slot made with the snapshot of its consistent point (the copy of
- *		  a new stream, a join, a merge of streams), and a slot's confirmed
- *		  position.
+ *		  a new stream, a join, a merge of streams), a slot's confirmed
+ *		  position, and the lock whoever copies a job holds.
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -120,3 +120,35 @@ CtasSyncSlotConfirmed(const char *slot_name)
 	return lsn;
 }
 
+/* the lock tag of job id's copy */
+static void
+copy_lock_tag(LOCKTAG *tag, int64 id)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (id >> 32),
+						 (uint32) id, CTAS_LOCKTAG_JOIN_COPY);
+}
+
+/*
+ * CtasSyncLockCopy
+ *		Take job id's copy lock, a session lock (wait: wait for it); false
+ *		when it is taken and not wait.
+ */
+bool
+CtasSyncLockCopy(int64 id, bool wait)
+{
+	LOCKTAG		tag;
+
+	copy_lock_tag(&tag, id);
+	return LockAcquire(&tag, ExclusiveLock, true, !wait) !=
+		LOCKACQUIRE_NOT_AVAIL;
+}
+
+/* CtasSyncUnlockCopy: release job id's copy lock */
+void
+CtasSyncUnlockCopy(int64 id)
+{
+	LOCKTAG		tag;
+
+	copy_lock_tag(&tag, id);
+	LockRelease(&tag, ExclusiveLock, true);
+}

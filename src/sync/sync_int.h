@@ -181,6 +181,7 @@ extern void CtasSyncPacePeek(uint64 nrows, TimestampTz peek_at);
 /* in sync/partition.c */
 extern const char *const CtasSyncTextSettings[][2];
 extern const int CtasSyncNTextSettings;
+extern void CtasSyncPinTextSettings(void);
 extern bool CtasSyncResyncWanted;
 extern List *CtasSyncPartitionDeletes;
 extern List *CtasSyncPartitionInserts;
@@ -201,16 +202,50 @@ struct CollectedCommand;
 extern void CtasSyncPartitionLines(StringInfo buf, Oid source, Oid objid,
 								   struct CollectedCommand *cmd);
 
+/*
+ * A job held out of the stream (sync/join.c), in CtasSyncJobCxt: after a
+ * transient error of its catalog (CtasSyncCatchJobError), until retry_at;
+ * or joining: "copying", its join copy run by a copy worker
+ * (sync/joincopy.c) or waiting for one until retry_at, the stream's slot
+ * held at hold_at meanwhile.
+ */
+struct BackgroundWorkerHandle;
+typedef struct HeldJob
+{
+	int64		id;				/* sync_id */
+	SyncJob    *job;			/* NULL: joining, not loaded here */
+	TimestampTz retry_at;
+	bool		copying;		/* joining: its copy is to be done */
+	XLogRecPtr	hold_at;		/* joining: the slot's confirmed position
+								 * when the stream first saw it copying */
+	struct BackgroundWorkerHandle *copier;	/* its copy worker, or NULL */
+} HeldJob;
+
 /* in sync/join.c: jobs entering, leaving and held out of their stream */
 extern bool CtasSyncInPeek;
 extern List *CtasSyncHeldJobs;
 extern void CtasSyncCheckSource(SyncJob *job, bool columns);
 extern XLogRecPtr CtasSyncDoCopy(List *jobs);
-extern List *CtasSyncLeaveStopped(int64 stream_id, List **jobs);
+extern List *CtasSyncLeaveStopped(int64 stream_id, const char *slot_name,
+								  List **jobs);
 extern bool CtasSyncCatchJobError(List **jobs);
 extern bool CtasSyncRejoinHeld(List **jobs);
 extern XLogRecPtr CtasSyncHeldPosition(XLogRecPtr confirmed);
-extern void CtasSyncJoinAll(List *ids, List **jobs);
+extern bool CtasSyncCopiesPending(void);
+extern void CtasSyncJoinCopy(SyncJob *job);
+
+/*
+ * in sync/joincopy.c: the copy worker of a join, and its launch.  At most
+ * CTAS_SYNC_COPY_WORKERS copy workers per stream at once, outside the pool
+ * of ctas_fed.max_sync_workers (as max_sync_workers_per_subscription
+ * bounds PostgreSQL's tablesync workers apart from the apply workers).
+ */
+#define CTAS_SYNC_COPY_WORKERS	2
+/* field4 of the advisory lock tag held by whoever copies a job */
+#define CTAS_LOCKTAG_JOIN_COPY	0xCF07
+extern SyncJob *CtasSyncLoadJobAlone(int64 id);
+extern void CtasSyncJoinCopied(List *ids, List **jobs);
+extern void CtasSyncStartCopies(List **jobs);
 
 /* in sync/statement.c */
 extern void CtasSyncCheckRoleQuota(void);
@@ -401,5 +436,7 @@ extern bool CtasSyncMergeStreams(int64 primary, const char *publication,
 /* in sync/slot.c */
 extern XLogRecPtr CtasSyncSlotSnapshot(const char *name, bool keep);
 extern XLogRecPtr CtasSyncSlotConfirmed(const char *slot_name);
+extern bool CtasSyncLockCopy(int64 id, bool wait);
+extern void CtasSyncUnlockCopy(int64 id);
 
 #endif							/* CTAS_SYNC_INT_H */

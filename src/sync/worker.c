@@ -19,8 +19,10 @@
  *				applied lsn; a copy interrupted by anything copies every
  *				job of the stream again with a new slot (sync/join.c).
  *	joining		a job "copying" in a stream that streams (a sync that
- *				joined it, or a resync of one job): copied between two
- *				rounds under a temporary slot of its own (sync/join.c).
+ *				joined it, or a resync of one job): held out of the stream,
+ *				the slot held, while a copy worker of its own copies it
+ *				under a temporary slot of its own and the stream goes on;
+ *				then taken in (sync/join.c, sync/joincopy.c).
  *	streaming	rounds of one peek with the stream's publication; each
  *				change goes to the jobs of its table (sync/apply.c), each
  *				job applies in a remote transaction of its own, all
@@ -192,7 +194,8 @@ typedef struct StreamLoop
 								 * brought nothing new */
 	XLogRecPtr	idle_safe;
 	int			peek_limit;		/* rows of the next peek, 0: the setting */
-	List	   *joining;		/* sync_ids to copy after the round */
+	List	   *joining;		/* sync_ids copied, to take in after the
+								 * round */
 	bool		done;			/* no job left */
 } StreamLoop;
 
@@ -235,8 +238,11 @@ stream_round(StreamLoop *sl, List **jobs)
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 
-	/* stopped (stop_sync, DROP TABLE) or gone: leave; joined: copy after */
-	sl->joining = CtasSyncLeaveStopped(sl->stream_id, jobs);
+	/*
+	 * stopped (stop_sync, DROP TABLE) or gone: leave; joining: the slot
+	 * held from now on; copied: taken in after the round
+	 */
+	sl->joining = CtasSyncLeaveStopped(sl->stream_id, sl->slot_name, jobs);
 	if (*jobs == NIL)
 	{
 		SPI_finish();
@@ -245,10 +251,10 @@ stream_round(StreamLoop *sl, List **jobs)
 		/*
 		 * None left, or all held by errors of their catalogs: end (the
 		 * resolver starts the worker again, which reads every job anew);
-		 * jobs to copy: copy them.
+		 * jobs copied: take them in; jobs joining: wait for their copies.
 		 */
-		sl->done = sl->joining == NIL;
-		return false;
+		sl->done = sl->joining == NIL && !CtasSyncCopiesPending();
+		return sl->joining == NIL;
 	}
 	foreach(lc, *jobs)
 		CtasSyncCheckSource(lfirst(lc), false);
@@ -457,10 +463,20 @@ do_stream(List **jobs)
 			sleep = stream_round(sl, jobs);
 			if (sl->joining != NIL)
 			{
-				CtasSyncJoinAll(sl->joining, jobs);
+				CtasSyncJoinCopied(sl->joining, jobs);
 				list_free_deep(sl->joining);
 				sl->joining = NIL;
 				sl->idle_flush = InvalidXLogRecPtr;
+				sleep = false;
+			}
+			/* the copies of the jobs joining (sync/joincopy.c) */
+			if (!sl->done && CtasSyncCopiesPending())
+			{
+				int			before = list_length(*jobs);
+
+				CtasSyncStartCopies(jobs);
+				if (list_length(*jobs) != before)
+					sl->idle_flush = InvalidXLogRecPtr;
 			}
 		}
 		PG_CATCH();
@@ -540,34 +556,6 @@ close_targets(List *jobs)
 }
 
 /*
- * pin_text_settings
- *		Make every text form of a value the worker produces or parses
- *		independent of the settings of the database, of its role and of
- *		the job's owner: pgoutput sends each column as its type's text
- *		output, made in this process by the peek, which CtasSyncFillSlot
- *		parses back, and a target may send values as text too (the PostgreSQL
- *		target's statements).  A database set to DateStyle 'SQL, DMY'
- *		swapped day and month on the way to a remote that reads ISO, and
- *		extra_float_digits below 1 rounded floats.  The values are those
- *		that the writer of a CTAS pins around its text output
- *		(CtasPgBeginTextOutput, as postgres_fdw's set_transmission_modes), and
- *		those its remote connection pins (TimeZone UTC), plus the text of
- *		bytea and money.  PGC_S_OVERRIDE outranks the session source: the
- *		owner's code (set_config in an "immutable" function) cannot change
- *		them for the rest of a chunk either.
- */
-static void
-pin_text_settings(void)
-{
-	int			i;
-
-	/* the list is shared with the event triggers (sync/partition.c) */
-	for (i = 0; i < CtasSyncNTextSettings; i++)
-		SetConfigOption(CtasSyncTextSettings[i][0], CtasSyncTextSettings[i][1],
-						PGC_SUSET, PGC_S_OVERRIDE);
-}
-
-/*
  * ctas_fed_sync_main
  *		Entry point of a sync worker: main_arg is the stream's id, bgw_extra
  *		its database.
@@ -592,7 +580,7 @@ ctas_fed_sync_main(Datum main_arg)
 	 * another user's object in a schema of the default path.
 	 */
 	SetConfigOption("search_path", "", PGC_SUSET, PGC_S_OVERRIDE);
-	pin_text_settings();
+	CtasSyncPinTextSettings();
 
 	CtasSyncJobCxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed sync job",
 									ALLOCSET_DEFAULT_SIZES);
@@ -656,9 +644,9 @@ ctas_fed_sync_main(Datum main_arg)
 		}
 
 		/*
-		 * Jobs to copy in a stream that streams: they join it, each under
-		 * a temporary slot of its own (join_copy, in do_stream's first
-		 * round).  Otherwise (a new stream, or one whose first copy was
+		 * Jobs to copy in a stream that streams: they join it, each
+		 * copied by a copy worker under a temporary slot of its own (held
+		 * by do_stream's first round, sync/joincopy.c).  Otherwise (a new stream, or one whose first copy was
 		 * interrupted, or whose slot is gone) all are copied under the
 		 * stream's new slot.
 		 */

@@ -7,8 +7,9 @@
 # stream applies a large transaction and while a writer changes the joining
 # table; a worker killed with a join copy sent and not committed; the
 # option stream = 'name' makes a stream of its own; ctas_fed.resync() of one
-# table copies that table only; a worker killed during a join copy.  Every
-# table compared row by row, and every
+# table copies that table only; a stream worker killed during a join copy;
+# the copy worker of a join killed, and the local server crashed, in the
+# middle of its copy, under a writer.  Every table compared row by row, and every
 # remote write logged: nothing lost, nothing applied twice.
 # ctas-tap: parallel
 
@@ -50,7 +51,8 @@ INSERT INTO ctl VALUES (false);
 -- small transactions on j and big until told to stop
 CREATE PROCEDURE writer() LANGUAGE plpgsql AS \$\$
 DECLARE
-  i int := 0;
+  -- a writer started again goes on after the rows of the last one
+  i int := coalesce((SELECT max(id) - 100000 FROM j WHERE id > 100000), 0);
 BEGIN
   WHILE NOT (SELECT stop FROM ctl) LOOP
     i := i + 1;
@@ -191,9 +193,10 @@ is($local->safe_psql('postgres',
 	"SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'ctas_fed_sync_j%'"),
 	'0', 'no temporary slot of a join is left');
 
-# a worker killed (SIGTERM) while the rows of a join copy go to the remote:
-# nothing of that copy shows, and the next worker copies the table again
-# (the query's WHERE waits a little every 1000 rows: a copy of some seconds)
+# the stream's worker killed (SIGTERM) while the rows of a join copy go to
+# the remote: the copy, in a copy worker of its own (sync/joincopy.c), goes
+# on, or is copied again; the next stream worker takes the job in (the
+# query's WHERE waits a little every 1000 rows: a copy of some seconds)
 $local->safe_psql('postgres', q{
   CREATE TABLE big2 (id int PRIMARY KEY, n int);
   INSERT INTO big2 SELECT g, 0 FROM generate_series(1, 200000) g;
@@ -221,6 +224,80 @@ is($local->safe_psql('postgres',
 	"SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'ctas_fed_sync_%'"),
 	'2', 'no temporary slot left by the killed join copy');
 $local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.big2')");
+
+# the copy worker of a join (sync/joincopy.c) killed (SIGTERM) in the
+# middle of its copy, under the writer: the stream's worker, which went on
+# applying j meanwhile, starts another that copies the table again
+sub stream_worker
+{
+	return $local->safe_psql('postgres', q{
+	  SELECT pid FROM pg_stat_activity WHERE backend_type = 'ctas_fed sync'
+	     AND application_name = (SELECT 'ctas_fed sync ' || stream_id FROM ctas_fed.syncs
+	                              WHERE remote_table = 'j' AND state = 'streaming')});
+}
+sub copying_into
+{
+	my ($t) = @_;
+	return $remote->safe_psql('dw', qq{
+	  SELECT count(*) FROM pg_stat_activity
+	   WHERE query LIKE 'COPY public.$t%' AND state = 'active'}) eq '1';
+}
+sub j_rows
+{
+	return $remote->safe_psql('dw', 'SELECT count(*) FROM public.j WHERE id > 100000');
+}
+$local->safe_psql('postgres', 'UPDATE ctl SET stop = false');
+($w) = start_psql($local, 'CALL writer()');
+my $spid = stream_worker();
+like($spid, qr/^\d+$/, 'the stream of j has its worker');
+# (its WHERE waits 0.1 s every 1000 rows: a copy of some 20 s)
+$local->safe_psql('postgres', q{
+  CREATE TABLE big3 (id int PRIMARY KEY, n int);
+  INSERT INTO big3 SELECT g, 0 FROM generate_series(1, 200000) g;
+  CREATE FUNCTION slower(int) RETURNS boolean IMMUTABLE LANGUAGE plpgsql AS $$
+  BEGIN
+    IF $1 % 1000 = 0 THEN PERFORM pg_sleep(0.1); END IF;
+    RETURN true;
+  END $$;
+  CREATE TABLE wh.public.big3 WITH (sync = 'continuous')
+    AS SELECT id, n FROM public.big3 WHERE public.slower(id);});
+ok(wait_until(60, sub { copying_into('big3') }), 'the copy worker of big3 sends its rows');
+my $j0 = j_rows();
+ok(wait_until(30, sub { j_rows() > $j0 }),
+	'the stream applies j while big3 is copied');
+is(state_of('big3'), 'copying', 'big3 still copying then');
+is($local->safe_psql('postgres', q{
+  SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+   WHERE backend_type = 'ctas_fed sync copy'}), '1', 'its copy worker killed');
+$local->safe_psql('postgres', 'UPDATE big3 SET n = 2 WHERE id % 1000 = 0');
+ok(wait_until(120, sub { state_of('big3') eq 'streaming' && same('big3') }),
+	'copy worker killed: copied again by another, streaming, equal to its source');
+is(stream_worker(), $spid, 'the stream\'s worker went on through it');
+is(slots(), '2', 'no temporary slot left by the killed copy worker');
+
+# the local server crashed in the middle of a join copy (a resync of big3):
+# the next stream worker starts its copy again
+$local->safe_psql('postgres', "SELECT ctas_fed.resync('wh.public.big3')");
+ok(wait_until(60, sub { copying_into('big3') }), 'the resync of big3 copies');
+$local->safe_psql('postgres', 'UPDATE ctl SET stop = true');
+$w->finish;
+$local->stop('immediate');
+$local->start;
+$local->safe_psql('postgres', 'UPDATE ctl SET stop = false');
+($w) = start_psql($local, 'CALL writer()');
+$local->safe_psql('postgres', 'UPDATE big3 SET n = 3 WHERE id % 500 = 0');
+ok(wait_until(120, sub { state_of('big3') eq 'streaming' && same('big3') }),
+	'crash during a copy worker\'s copy: copied again, streaming, equal to its source');
+is(slots(), '2', 'after the crash: no temporary slot left');
+$local->safe_psql('postgres', 'UPDATE ctl SET stop = true');
+$w->finish;
+ok(wait_until(120, sub { same('big') && same('j') }),
+	'big and j equal their sources after the killed copies');
+like(sync_writes($remote, 'j'), qr/^[1-9]\d* [1-9]\d* 0$/,
+	'j: still no row written twice with the same image');
+like(sync_writes($remote, 'big'), qr/^[1-9]\d* [1-9]\d* 0$/,
+	'big: still no row written twice with the same image');
+$local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.big3')");
 
 # stop_sync leaves the stream; the last stop drops the slot
 $local->safe_psql('postgres', "SELECT ctas_fed.stop_sync('wh.public.j')");

@@ -1,14 +1,17 @@
 
 # Copyright (c) 2026, ctas_fed developers
 
-# A sync joining a running stream copies its table in the stream's worker,
-# between two rounds (sync/join.c): the stream's other syncs wait for the
-# copy.  This file measures that pause and checks the join is exact: sync
-# a streams under a writer; a sync of table big (CTAS_JOIN_ROWS rows, 200000
-# unless set; docs/sync.md gives the pause measured for 1,000,000) joins
-# the stream; a's lag is sampled through the join and printed (not
-# asserted: a timing).  Then both equal their sources (checksums), nothing
-# written twice into a, and the worker is the same process.
+# A sync joining a running stream is copied by a copy worker of its own
+# (sync/joincopy.c) while the stream's worker goes on applying the
+# stream's other syncs.  This file measures the other sync's lag through
+# the join and checks the join is exact: sync a streams under a writer; a
+# sync of table big (CTAS_JOIN_ROWS rows, 200000 unless set; docs/sync.md
+# gives the lag measured for 1,000,000) joins the stream, its copy worker
+# waiting 10 s before its commit; a's lag is
+# sampled through the join and printed (not asserted: a timing), and a's
+# remote rows must grow while big is still copying (a fact: the stream
+# applied a during the copy).  Then both equal their sources (checksums),
+# nothing written twice into a, and the worker is the same process.
 
 use strict;
 use warnings;
@@ -65,6 +68,11 @@ sub worker_pid
 		"SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE backend_type = 'ctas_fed sync'");
 }
 
+sub rows_a
+{
+	return $remote->safe_psql('dw', 'SELECT count(*) FROM public.a');
+}
+
 sub lag_a
 {
 	return $remote->safe_psql('dw',
@@ -82,17 +90,31 @@ like($pid, qr/^\d+$/, 'one sync worker');
 my ($w) = start_psql($local, 'CALL writer()');
 ok(wait_until(30, sub { lag_a() < 1 }), 'the writer writes, a follows');
 
+# the copy worker waits 10 s before its remote commit (a fault point that
+# goes on): a's remote rows must grow during the copy however fast the
+# machine copies
+$local->safe_psql('postgres', q{
+  ALTER SYSTEM SET ctas_fed.fault_point = 'sync_copy_commit:10';
+  SELECT pg_reload_conf();});
 my $offset = -s $local->logfile;
 my $t0 = time;
 $local->safe_psql('postgres',
 	"CREATE TABLE wh.public.big WITH (sync = 'continuous') AS SELECT * FROM public.big");
 my ($max, $joined) = (0, undef);
+my ($rows_first, $rows_last);	# a's remote rows seen while big copies
 while (time - $t0 < 600)
 {
+	my $r = rows_a();
 	my $l = lag_a();
 	$max = $l if $l > $max;
-	if (!defined $joined && $local->safe_psql('postgres',
-		"SELECT state FROM ctas_fed.syncs WHERE remote_table = 'big'") eq 'streaming')
+	my $state = $local->safe_psql('postgres',
+		"SELECT state FROM ctas_fed.syncs WHERE remote_table = 'big'");
+	if (!defined $joined && $state eq 'copying')
+	{
+		$rows_first //= $r;
+		$rows_last = $r;
+	}
+	if (!defined $joined && $state eq 'streaming')
 	{
 		$joined = time - $t0;
 	}
@@ -100,11 +122,18 @@ while (time - $t0 < 600)
 	usleep(100_000);
 }
 ok(defined $joined, 'big joined the stream');
+$local->safe_psql('postgres', q{
+  ALTER SYSTEM RESET ctas_fed.fault_point;
+  SELECT pg_reload_conf();});
 my $log = slurp_file($local->logfile, $offset);
 my ($copied) = $log =~ /ctas_fed sync \d+: copied (\d+) rows/;
-diag(sprintf('join of %d rows: streaming after %.1f s; a\'s lag at most %.2f s during the join',
+diag(sprintf('join of %d rows (and a 10 s wait before its commit): streaming after %.1f s; a\'s lag at most %.2f s during the join',
 		$rows, $joined // -1, $max));
 is($copied, $rows, 'the join copied every row');
+ok(defined $rows_first && $rows_last > $rows_first,
+	'the stream applied a while big was copied (a\'s remote rows grew)');
+diag(sprintf('a\'s remote rows during the copy: %d, then %d',
+		$rows_first // -1, $rows_last // -1));
 
 $local->safe_psql('postgres', 'UPDATE ctl SET stop = true');
 $w->finish;

@@ -732,9 +732,11 @@ CtasSyncSaveShape(SyncJob *job)
 		keys[i] = CStringGetTextDatum(job->target.keys[i]);
 	shape[0] = datum_array(elems, job->ncols, INT2OID);
 	shape[1] = datum_array(oids, job->ncols, OIDOID);
-	for (i = 0; i < job->ncols; i++)
+	/* the remote columns: as many as the query's result, not its sources */
+	elems = palloc(sizeof(Datum) * Max(job->target.ncolumns, 1));
+	for (i = 0; i < job->target.ncolumns; i++)
 		elems[i] = CStringGetTextDatum(job->target.columns[i]);
-	shape[2] = datum_array(elems, job->ncols, TEXTOID);
+	shape[2] = datum_array(elems, job->target.ncolumns, TEXTOID);
 	shape[3] = CStringGetTextDatum(nodeToString(job->query));
 	shape[4] = datum_array(keys, job->target.nkeys, TEXTOID);
 	CtasSyncStoreShape(job->id, shape);

@@ -254,6 +254,8 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 
 	at[0] = started;
 	at[1] = GetCurrentTimestamp();
+	/* the columns of a retype the copy follows (sync/resync.c) */
+	CtasSyncReshapeForCopy(job, consistent);
 	CtasSyncCheckSource(job, true);
 	CtasSyncOpenTarget(job);
 	ev = CtasSyncBuildEval(job);
@@ -356,6 +358,8 @@ CtasSyncDoCopy(List *jobs)
 		copy_job(lfirst(lc), consistent, started);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	foreach(lc, jobs)
+		CtasSyncReshapeSave(lfirst(lc));
 
 	return consistent;
 }
@@ -818,6 +822,7 @@ join_copy(SyncJob *job)
 	copy_job(job, consistent, started);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	CtasSyncReshapeSave(job);
 
 	CtasSyncSetState(job->id, CTAS_SYNC_STREAMING, NULL, consistent);
 	job->state = CTAS_SYNC_STREAMING;

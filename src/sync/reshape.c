@@ -41,6 +41,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "guc.h"
 #include "sync/sync_int.h"
 
 /* the columns a query sync's Vars read anew (retype_vars) */
@@ -304,6 +305,8 @@ CtasSyncReshapeSave(SyncJob *job)
 	job->nrecopy = 0;
 	if (!job->reshaped && !job->names_changed)
 		return;
+	/* tests: a worker killed with the copy committed, its shape not stored */
+	CtasFaultPointWait("sync_reshape_unsaved");
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();

@@ -32,6 +32,7 @@ OBJS = \
 	src/clickhouse/sync.o \
 	src/clickhouse/sync_rows.o \
 	src/clickhouse/sync_keep.o \
+	src/clickhouse/sync_alter.o \
 	src/clickhouse/types.o \
 	src/clickhouse/verify.o \
 	src/clickhouse/writer.o \
@@ -83,6 +84,7 @@ OBJS = \
 	src/sync/partition.o \
 	src/sync/partition_ddl.o \
 	src/sync/resync.o \
+	src/sync/reshape.o \
 	src/sync/slot.o \
 	src/sync/statement.o \
 	src/sync/status.o \

@@ -589,6 +589,8 @@ typedef struct ChSyncState
 								 * were not stored yet): not written */
 	char	   *keytext;		/* of the row in rowbuf, if it has unchanged
 								 * values (sync_keep.c) */
+	char	   *rebuilding;		/* the table a rebuild fills (sync.c), or
+								 * NULL */
 	ChKeptRow  *held;			/* the last change of a key being completed
 								 * from its earlier ones, or NULL */
 	List	   *kept;			/* rows to complete from the remote */
@@ -602,6 +604,19 @@ typedef struct ChSyncState
 	int			key_k;			/* the key column it reads, in keys */
 	StringInfoData route_buf;
 } ChSyncState;
+
+/* in sync_alter.c: the encoders and the INSERT of a synced table's columns */
+extern ChColumn *CtasChSyncEncoders(CtasSyncTarget *t, ChSyncState *st, int n,
+									char **names, Oid *types, bool *gone);
+extern char *CtasChSyncInsertSql(ChSyncState *st, int n, char **names,
+								 const bool *gone);
+
+/* in sync_alter.c: schema changes, rebuilds (see there) */
+extern char *CtasChSyncAlter(CtasSyncTarget *t, const CtasSyncAlter *changes,
+							 int nchanges);
+extern void CtasChSyncRebuild(CtasSyncTarget *t);
+extern void CtasChSyncRebuilt(CtasSyncTarget *t);
+extern void CtasChSyncSettle(CtasSyncTarget *t, CtasChHttp *http);
 
 /* in sync_rows.c: the kept changes of a transaction and the rows written */
 extern void CtasChSyncStreamRow(ChSyncState *st, const char *row, int len,

@@ -140,10 +140,6 @@ static void ch_sync_truncate(CtasSyncTarget *t);
 static void ch_sync_commit(CtasSyncTarget *t, uint64 lsn);
 static void ch_sync_close(CtasSyncTarget *t);
 static bool ch_sync_can_keep(CtasSyncTarget *t, int col);
-static void ch_sync_rebuild(CtasSyncTarget *t);
-static void ch_sync_rebuilt(CtasSyncTarget *t);
-static char *ch_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes,
-						   int nchanges);
 
 const CtasSyncApply CtasChSyncApply = {
 	.prepare = ch_sync_prepare,
@@ -158,9 +154,9 @@ const CtasSyncApply CtasChSyncApply = {
 	.close = ch_sync_close,
 	.can_keep = ch_sync_can_keep,
 	.keeps_unchanged = true,
-	.alter = ch_sync_alter,
-	.rebuild = ch_sync_rebuild,
-	.rebuilt = ch_sync_rebuilt,
+	.alter = CtasChSyncAlter,	/* sync_alter.c */
+	.rebuild = CtasChSyncRebuild,
+	.rebuilt = CtasChSyncRebuilt,
 	.verify_local = CtasChSyncVerifyLocal,
 	.verify_remote = CtasChSyncVerifyRemote,
 };
@@ -228,109 +224,6 @@ ch_sync_prepare(CtasLoad *load)
 }
 
 /*
- * the remote types of columns of `db`.`table`, in the order of names; with
- * gone, a missing one is marked there (else an ERROR)
- */
-static char **
-remote_types(CtasSyncTarget *t, ChSyncState *st, int n, char **names,
-			 bool *gone)
-{
-	char	   *body;
-	List	   *rows;
-	int			nf;
-	char	  **types = palloc0(sizeof(char *) * Max(n, 1));
-	int			i;
-
-	body = CtasChHttpQuery(st->http,
-						 psprintf("SELECT name, type FROM system.columns WHERE database = %s AND table = %s",
-								  CtasChLit(t->schema), CtasChLit(t->table)),
-						 "read the columns of the synced table");
-	rows = CtasChTsv(body, &nf);
-	for (i = 0; i < n; i++)
-	{
-		ListCell   *lc;
-
-		foreach(lc, rows)
-		{
-			char	  **f = lfirst(lc);
-
-			if (nf == 2 && f[0] && strcmp(f[0], names[i]) == 0)
-				types[i] = f[1];
-		}
-		if (types[i] == NULL && gone != NULL)
-			gone[i] = true;
-		else if (types[i] == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("column \"%s\" does not exist in table \"%s\" of catalog \"%s\"",
-							names[i], CtasChDisplay(t->schema, t->table),
-							t->catalog->name)));
-	}
-	return types;
-}
-
-/*
- * encoders of n columns named names, of local types types; with gone, a
- * column the remote table does not have is marked there, with the encoder
- * of the type the type map gives it (never used)
- */
-static ChColumn *
-encoders(CtasSyncTarget *t, ChSyncState *st, int n, char **names, Oid *types,
-		 bool *gone)
-{
-	CtasLoad	load;
-	char	  **rtypes;
-	int			i;
-
-	memset(&load, 0, sizeof(load));
-	load.catalog = t->catalog;
-	load.cxt = st->cxt;
-	load.ncolumns = n;
-	load.columns = palloc0(sizeof(CtasColumn) * Max(n, 1));
-	for (i = 0; i < n; i++)
-	{
-		load.columns[i].name = names[i];
-		load.columns[i].typid = types[i];
-		load.columns[i].typmod = -1;
-		load.columns[i].basetypmod = -1;
-		load.columns[i].basetypid = getBaseTypeAndTypmod(types[i],
-														 &load.columns[i].basetypmod);
-	}
-	rtypes = remote_types(t, st, n, names, gone);
-	for (i = 0; i < n; i++)
-	{
-		if (rtypes[i] == NULL)
-			rtypes[i] = CtasChSyncColumnType(types[i], -1, names[i]);
-		if (rtypes[i] == NULL)
-			rtypes[i] = "String";
-	}
-	return CtasChSetupColumns(&load, rtypes);
-}
-
-/*
- * INSERT INTO qtable (names..., _version, _deleted) FORMAT RowBinary,
- * without the columns gone marks (NULL: none)
- */
-static char *
-insert_sql(ChSyncState *st, int n, char **names, const bool *gone)
-{
-	StringInfoData sql;
-	int			i;
-
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "INSERT INTO %s (", st->qtable);
-	for (i = 0; i < n; i++)
-	{
-		if (gone != NULL && gone[i])
-			continue;
-		CtasChAppendIdent(&sql, names[i]);
-		appendStringInfoString(&sql, ", ");
-	}
-	appendStringInfoString(&sql, VERSION_COLUMN ", " DELETED_COLUMN ") FORMAT RowBinary");
-	return sql.data;
-}
-
-/*
  * open_state
  *		The state of remote table db.table on the server http talks to:
  *		the encoders of its columns (types read from the server), the place
@@ -348,10 +241,10 @@ open_state(CtasSyncTarget *t, CtasChHttp *http, const char *table)
 	st->qtable = CtasChQname(t->schema, table);
 	st->progress = CtasChQname(t->schema, PROGRESS_TABLE);
 	st->gone = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
-	st->cols = encoders(t, st, t->ncolumns, t->columns, t->types, st->gone);
-	st->keycols = encoders(t, st, t->nkeys, t->keys, t->key_types, NULL);
-	st->insert_sql = insert_sql(st, t->ncolumns, t->columns, st->gone);
-	st->delete_sql = insert_sql(st, t->nkeys, t->keys, NULL);
+	st->cols = CtasChSyncEncoders(t, st, t->ncolumns, t->columns, t->types, st->gone);
+	st->keycols = CtasChSyncEncoders(t, st, t->nkeys, t->keys, t->key_types, NULL);
+	st->insert_sql = CtasChSyncInsertSql(st, t->ncolumns, t->columns, st->gone);
+	st->delete_sql = CtasChSyncInsertSql(st, t->nkeys, t->keys, NULL);
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "INSERT INTO %s (", st->qtable);
@@ -475,7 +368,11 @@ ch_sync_open(CtasSyncTarget *t)
 {
 	CtasChHttp   *http = sync_client(t->catalog);
 	ChCluster  *c = CtasChClusterOpen(t->catalog, CurrentMemoryContext);
-	ChSyncState *st = open_state(t, http, t->table);
+	ChSyncState *st;
+
+	if (c == NULL)
+		CtasChSyncSettle(t, http);
+	st = open_state(t, http, t->table);
 
 	t->private = st;
 	if (c != NULL)
@@ -670,163 +567,6 @@ ch_sync_close(CtasSyncTarget *t)
 	t->private = NULL;
 }
 
-/*
- * ch_default_literal
- *		The ClickHouse expression of an added column's value for the rows
- *		there are: its text under the pinned settings, cast by ClickHouse,
- *		for the types whose text ClickHouse reads as PostgreSQL writes it;
- *		NULL for another type.
- */
-static char *
-ch_default_literal(const CtasSyncAlter *c, const char *type)
-{
-	Oid			outfunc;
-	bool		isvarlena;
-
-	switch (getBaseType(c->typid))
-	{
-		case INT2OID:
-		case INT4OID:
-		case INT8OID:
-		case NUMERICOID:
-		case TEXTOID:
-		case VARCHAROID:
-		case DATEOID:
-			break;
-		default:
-			return NULL;
-	}
-	getTypeOutputInfo(c->typid, &outfunc, &isvarlena);
-	return psprintf("CAST(%s AS %s)",
-					CtasChLit(OidOutputFunctionCall(outfunc, c->value)), type);
-}
-
-/*
- * ch_sync_alter
- *		Schema changes of a whole-row sync (target.h).  Called between
- *		source transactions (sync/apply.c refuses one after changes of its
- *		own transaction): the rows of the transactions before are written
- *		first, then each ALTER TABLE, which ClickHouse applies to the
- *		table's metadata at once, so that a reader never sees a row of one
- *		shape in a table of the other.  An added column
- *		gets the value of the rows there are as its DEFAULT, which
- *		ClickHouse reads for the parts written before it (the sync always
- *		writes every column after).  A change found done (a batch applied
- *		again after a crash) is skipped.  A column is not renamed
- *		(ClickHouse 18.16 has no RENAME COLUMN), nor given a default it
- *		could read differently: the job fails, with nothing done.
- */
-static char *
-ch_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
-{
-	ChSyncState *st = (ChSyncState *) t->private;
-	char	  **types = palloc0(sizeof(char *) * nchanges);
-	char	  **defaults = palloc0(sizeof(char *) * nchanges);
-	MemoryContext oldcxt;
-	char	   *body;
-	List	   *rows;
-	int			nf;
-	int			n;
-	int			i;
-
-	/* every shard's local and Distributed tables would have to follow */
-	if (st->cluster != NULL)
-		return pstrdup("schema changes of the source are not followed into a table of a cluster catalog");
-	for (n = 0; n < nchanges; n++)
-	{
-		const CtasSyncAlter *c = &changes[n];
-
-		if (c->kind == CTAS_SYNC_RENAME_COLUMN)
-			return psprintf("column \"%s\" cannot be renamed in a ClickHouse table (this ClickHouse has no RENAME COLUMN)",
-							c->column);
-		if (c->kind != CTAS_SYNC_ADD_COLUMN && c->kind != CTAS_SYNC_RETYPE_COLUMN)
-			continue;
-		types[n] = CtasChSyncColumnType(c->typid, c->typmod, c->column);
-		if (types[n] == NULL)
-			return psprintf("column \"%s\" of type %s has no ClickHouse type",
-							c->column, format_type_be(c->typid));
-		if (c->kind == CTAS_SYNC_ADD_COLUMN && !c->isnull &&
-			(defaults[n] = ch_default_literal(c, types[n])) == NULL)
-			return psprintf("column \"%s\" was added with a default of type %s, which is not given to the rows of a ClickHouse table",
-							c->column, format_type_be(c->typid));
-	}
-	if (st->changes != NULL && st->lsn == t->change_lsn)
-		elog(ERROR, "a schema change after changes of its source transaction");
-	if (st->changes != NULL || st->truncated)
-		CtasChSyncWriteChanges(t, st);
-	CtasChSyncSendPending(st);
-
-	body = CtasChHttpQuery(st->http,
-						 psprintf("SELECT name FROM system.columns WHERE database = %s AND table = %s",
-								  CtasChLit(t->schema), CtasChLit(t->table)),
-						 "read the columns of the synced table");
-	rows = CtasChTsv(body, &nf);
-	for (n = 0; n < nchanges; n++)
-	{
-		const CtasSyncAlter *c = &changes[n];
-		bool		exists = false;
-		StringInfoData sql;
-		ListCell   *lc;
-
-		foreach(lc, rows)
-		{
-			char	  **f = lfirst(lc);
-
-			exists |= f[0] != NULL && strcmp(f[0], c->column) == 0;
-		}
-		initStringInfo(&sql);
-		appendStringInfo(&sql, "ALTER TABLE %s ", st->qtable);
-		if (c->kind == CTAS_SYNC_ADD_COLUMN && !exists)
-		{
-			appendStringInfoString(&sql, "ADD COLUMN ");
-			CtasChAppendIdent(&sql, c->column);
-			appendStringInfo(&sql, " %s", types[n]);
-			if (defaults[n] != NULL)
-				appendStringInfo(&sql, " DEFAULT %s", defaults[n]);
-		}
-		else if (c->kind == CTAS_SYNC_DROP_COLUMN && exists)
-		{
-			appendStringInfoString(&sql, "DROP COLUMN ");
-			CtasChAppendIdent(&sql, c->column);
-		}
-		else if (c->kind == CTAS_SYNC_RETYPE_COLUMN)
-		{
-			appendStringInfoString(&sql, "MODIFY COLUMN ");
-			CtasChAppendIdent(&sql, c->column);
-			appendStringInfo(&sql, " %s", types[n]);
-		}
-		else
-			continue;
-		CtasChHttpQuery(st->http, sql.data, "change the synced table");
-	}
-
-	/* the columns after the changes, and what depends on them */
-	oldcxt = MemoryContextSwitchTo(st->cxt);
-	t->ncolumns = changes[nchanges - 1].ncolumns;
-	t->columns = palloc(sizeof(char *) * Max(t->ncolumns, 1));
-	t->types = palloc(sizeof(Oid) * Max(t->ncolumns, 1));
-	for (i = 0; i < t->ncolumns; i++)
-	{
-		t->columns[i] = pstrdup(changes[nchanges - 1].columns[i]);
-		t->types[i] = changes[nchanges - 1].types[i];
-	}
-	st->gone = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
-	st->cols = encoders(t, st, t->ncolumns, t->columns, t->types, st->gone);
-	st->insert_sql = insert_sql(st, t->ncolumns, t->columns, st->gone);
-	for (i = 0; i < t->nkeys; i++)
-	{
-		int			j;
-
-		for (j = 0; j < t->ncolumns; j++)
-		{
-			if (strcmp(t->columns[j], t->keys[i]) == 0)
-				st->keypos[i] = j;
-		}
-	}
-	MemoryContextSwitchTo(oldcxt);
-	return NULL;
-}
-
 /* whether the remote row gives column col's unchanged value (sync_keep.c) */
 static bool
 ch_sync_can_keep(CtasSyncTarget *t, int col)
@@ -839,143 +579,3 @@ ch_sync_can_keep(CtasSyncTarget *t, int col)
 	return CtasChSyncCanKeep(t, st->cols, st->keycols, col);
 }
 
-/* `db`._ctas_fed_resync_<what>_<table>: the tables of a resync */
-static char *
-resync_table(CtasSyncTarget *t, const char *what)
-{
-	return CtasChQname(t->schema, psprintf("_ctas_fed_resync_%s_%s", what,
-										   t->table));
-}
-
-/*
- * cluster_rebuilt
- *		ch_sync_rebuilt of a cluster catalog, after the copy committed at
- *		consistent point t->change_lsn: on every shard's local table, delete
- *		every key the copy did not write (the keys stay on their shards).
- *		Readers of the Distributed table may see the old rows beside the
- *		copy's until then (no RENAME across shards is atomic:
- *		docs/clickhouse-clusters.md).  Its own HTTP clients, freed with a
- *		memory context of its own.  ERROR on a failed request.
- */
-static void
-cluster_rebuilt(CtasSyncTarget *t)
-{
-	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
-											  "ctas_fed sync rebuilt",
-											  ALLOCSET_SMALL_SIZES);
-	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
-	CtasChHttp   *http = CtasChHttpCreate(t->catalog, cxt);
-	uint64		version = t->change_lsn - 2;
-	StringInfoData keys;
-	ChCluster  *c;
-	ChShardKey	key;
-	int			key_k;
-	char	   *qtable;
-	int			i;
-
-	initStringInfo(&keys);
-	for (i = 0; i < t->nkeys; i++)
-	{
-		CtasChAppendIdent(&keys, t->keys[i]);
-		appendStringInfoString(&keys, ", ");
-	}
-	c = CtasChClusterOpen(t->catalog, cxt);
-	qtable = CtasChQname(t->schema,
-						 CtasChClusterSyncTable(c, http, t->schema, t->table,
-												t->nkeys, t->keys, &key,
-												&key_k));
-	for (i = 0; i < c->nshards; i++)
-		CtasChHttpQuery(c->http[i],
-					  psprintf("INSERT INTO %s (%s_version, _deleted) "
-							   "SELECT %stoUInt64(" UINT64_FORMAT "), 1 FROM %s FINAL "
-							   "WHERE _deleted = 0 AND _version < " UINT64_FORMAT,
-							   qtable, keys.data, keys.data, version, qtable,
-							   version),
-					  "delete the rows a resync did not copy");
-	MemoryContextSwitchTo(oldcxt);
-	MemoryContextDelete(cxt);
-}
-
-/*
- * ch_sync_rebuild
- *		Before the rows of a resync (target.h): they go into a staging
- *		table made as the synced table is (CREATE TABLE ... AS: columns,
- *		engine, order), which readers do not read, with the versions of a
- *		first copy.  A staging table left by a failed resync is dropped
- *		first.
- */
-static void
-ch_sync_rebuild(CtasSyncTarget *t)
-{
-	ChSyncState *st = (ChSyncState *) t->private;
-	char	   *stage = resync_table(t, "new");
-	char	   *qtable = st->qtable;
-	MemoryContext oldcxt;
-
-	/* a cluster: the rows go into every shard's local table as they are */
-	if (st->cluster != NULL)
-		return;
-	CtasChHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", stage),
-				  "drop the staging table of a resync");
-	CtasChHttpQuery(st->http, psprintf("CREATE TABLE %s AS %s", stage, qtable),
-				  "create the staging table of a resync");
-	oldcxt = MemoryContextSwitchTo(st->cxt);
-	st->qtable = stage;
-	st->insert_sql = insert_sql(st, t->ncolumns, t->columns, st->gone);
-	st->qtable = qtable;
-	MemoryContextSwitchTo(oldcxt);
-}
-
-/*
- * ch_sync_rebuilt
- *		After the copy into the staging table committed (its rows sent, the
- *		progress stored): one RENAME TABLE puts it in the synced table's
- *		place and the old table aside, which is dropped.  A reader sees the
- *		old table or the copy, never a mix.  ClickHouse 18.16 has no
- *		EXCHANGE TABLES: it renames the two one after the other, so that a
- *		query that looks the table up between them finds none (an error,
- *		not wrong rows), and a server that dies between them leaves only
- *		the copy, which is then renamed in.  Idempotent: a staging table
- *		that is gone was renamed already.
- */
-static void
-ch_sync_rebuilt(CtasSyncTarget *t)
-{
-	ChSyncState *st = (ChSyncState *) t->private;
-	char	   *stage = resync_table(t, "new");
-	char	   *old = resync_table(t, "old");
-	char	   *body;
-	MemoryContext oldcxt;
-
-	if (st->cluster != NULL)
-	{
-		cluster_rebuilt(t);
-		return;
-	}
-	body = CtasChHttpQuery(st->http, psprintf("EXISTS TABLE %s", stage),
-						 "find the staging table of a resync");
-	if (atoi(body) == 1)
-	{
-		body = CtasChHttpQuery(st->http, psprintf("EXISTS TABLE %s", st->qtable),
-							 "find the synced table");
-		/* a server that died between the two renames left no table */
-		if (atoi(body) == 1)
-		{
-			CtasChHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", old),
-						  "drop the table a resync replaced");
-			CtasChHttpQuery(st->http,
-						  psprintf("RENAME TABLE %s TO %s, %s TO %s",
-								   st->qtable, old, stage, st->qtable),
-						  "put the copy of a resync in place");
-		}
-		else
-			CtasChHttpQuery(st->http,
-						  psprintf("RENAME TABLE %s TO %s", stage, st->qtable),
-						  "put the copy of a resync in place");
-	}
-	CtasChHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", old),
-				  "drop the table a resync replaced");
-	oldcxt = MemoryContextSwitchTo(st->cxt);
-	st->insert_sql = insert_sql(st, t->ncolumns, t->columns, st->gone);
-	MemoryContextSwitchTo(oldcxt);
-}

@@ -545,6 +545,26 @@ pg_sync_close(CtasSyncTarget *t)
 	t->private = NULL;
 }
 
+/* whether the remote table has a column named name, in its transaction */
+static bool
+remote_has_column(CtasSyncTarget *t, const char *name)
+{
+	PgSyncState *st = (PgSyncState *) t->private;
+	PGresult   *res;
+	bool		found;
+
+	res = CtasPgQuery(st->conn, t->catalog,
+					  psprintf("SELECT FROM pg_catalog.pg_attribute "
+							   "WHERE attrelid = %s::pg_catalog.regclass "
+							   "AND attname = %s AND attnum > 0 "
+							   "AND NOT attisdropped",
+							   quote_literal_cstr(st->qualified),
+							   quote_literal_cstr(name)));
+	found = PQntuples(res) > 0;
+	PQclear(res);
+	return found;
+}
+
 /*
  * pg_sync_alter
  *		Schema changes of a whole-row sync (target.h), in the remote
@@ -552,8 +572,12 @@ pg_sync_close(CtasSyncTarget *t)
  *		then ALTER TABLE, and for an added column the value the source gave
  *		the rows there are (text under the pinned settings, as any value);
  *		the batch table and the statements are made again for the new
- *		columns.  Every change maps: a retype is one whose values keep their
- *		text (sync/ddl.c), so USING the cast changes none.
+ *		columns.  Every change maps.  In the stream a retype is one whose
+ *		values keep their text (sync/follow.c), so USING the cast changes
+ *		none; at the copy that follows one that changes values
+ *		(sync/resync.c) the table has no row left in the transaction when
+ *		it is retyped.  A change found done (a copy committed remotely and
+ *		not locally before a crash, then copied again) is skipped.
  */
 static char *
 pg_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
@@ -581,6 +605,8 @@ pg_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 		switch (c->kind)
 		{
 			case CTAS_SYNC_ADD_COLUMN:
+				if (remote_has_column(t, c->column))
+					break;		/* done before a crash (target.h) */
 				CtasPgExec(st->conn, t->catalog,
 						   psprintf("ALTER TABLE %s ADD COLUMN %s %s",
 									st->qualified, col, type));
@@ -601,14 +627,16 @@ pg_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 				break;
 			case CTAS_SYNC_DROP_COLUMN:
 				CtasPgExec(st->conn, t->catalog,
-						   psprintf("ALTER TABLE %s DROP COLUMN %s",
+						   psprintf("ALTER TABLE %s DROP COLUMN IF EXISTS %s",
 									st->qualified, col));
 				break;
 			case CTAS_SYNC_RENAME_COLUMN:
-				CtasPgExec(st->conn, t->catalog,
-						   psprintf("ALTER TABLE %s RENAME COLUMN %s TO %s",
-									st->qualified, col,
-									quote_identifier(c->newname)));
+				if (remote_has_column(t, c->column) ||
+					!remote_has_column(t, c->newname))
+					CtasPgExec(st->conn, t->catalog,
+							   psprintf("ALTER TABLE %s RENAME COLUMN %s TO %s",
+										st->qualified, col,
+										quote_identifier(c->newname)));
 				/* a key column: the statements name it */
 				for (i = 0; i < t->nkeys; i++)
 				{

@@ -276,6 +276,20 @@ relation_message(SyncPeekState *peek, SyncApplyState *st,
 
 	if (CtasSyncRelationOk(st->job, rel, &bad))
 		return;
+
+	/*
+	 * A transaction the job skips, from before a copy that took newer
+	 * columns (sync/reshape.c): nothing of it is applied; the table's next
+	 * Relation message, which pgoutput sends after the DDL, sets the places.
+	 */
+	if (st->skipping)
+	{
+		int			i;
+
+		for (i = 0; i < st->job->ncols; i++)
+			st->job->msgcol[i] = -1;
+		return;
+	}
 	/* after a followed change: as in schema_change_message */
 	if (st->job->reshaped)
 		CtasSyncCheckRelationMessage(st->job, rel);

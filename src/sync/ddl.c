@@ -35,7 +35,10 @@
  * followed: the query is a parse tree by attnum, only the name the
  * Relation messages carry changes, and it is stored with the job.  A
  * sync that takes whole rows also follows columns added, dropped, renamed
- * and retyped on its remote table (sync/follow.c).  Anything else, and
+ * and retyped on its remote table (sync/follow.c).  A column it reads
+ * retyped so that values may change, or rewritten (USING), is followed by
+ * a copy again from a snapshot after the DDL (sync/reshape.c), when the
+ * query's expressions take the new type.  Anything else, and
  * any DDL at all under schema_changes = 'fail', fails the job after the
  * source transactions committed before the DDL's (sync/apply.c).
  *
@@ -54,6 +57,7 @@
 #include "postgres.h"
 
 #include "access/relation.h"
+#include "access/sysattr.h"
 #include "access/xlog.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
@@ -213,6 +217,27 @@ describe_table(StringInfo buf, Oid relid)
 		describe_fill(buf, rel, att);
 	}
 	relation_close(rel, AccessShareLock);
+}
+
+/*
+ * CtasSyncDescribeTable
+ *		The lines a message would carry about table relid as the catalog
+ *		shows it now (describe_table), as a List of palloc'd strings: for
+ *		the copy that follows a retype (sync/follow.c,
+ *		CtasSyncReshapeForCopy), under the settings the worker pins.
+ */
+List *
+CtasSyncDescribeTable(Oid relid)
+{
+	StringInfoData buf;
+	List	   *lines = NIL;
+	char	   *p;
+
+	initStringInfo(&buf);
+	describe_table(&buf, relid);
+	for (p = strtok(buf.data, "\n"); p != NULL; p = strtok(NULL, "\n"))
+		lines = lappend(lines, p);
+	return lines;
 }
 
 /*
@@ -380,12 +405,13 @@ message_line(List *lines, const char *key)
 }
 
 /*
- * identity_reason
- *		Why the replica identity of the message no longer carries the key of
- *		job, or NULL when it does.
+ * CtasSyncIdentityReason
+ *		Why the replica identity of the message (or of the lines of
+ *		CtasSyncDescribeTable) no longer carries the key of job, or NULL
+ *		when it does.
  */
-static char *
-identity_reason(SyncJob *job, List *lines, const char *command)
+char *
+CtasSyncIdentityReason(SyncJob *job, List *lines, const char *command)
 {
 	char	   *ident = message_line(lines, "identity");
 	int			k;
@@ -416,6 +442,46 @@ identity_reason(SyncJob *job, List *lines, const char *command)
 }
 
 /*
+ * CtasSyncReadsInExpression
+ *		Whether query reads column attnum of its source inside an
+ *		expression of its result or in its WHERE (not as a plain column of
+ *		the result): there its functions and operators are bound to the
+ *		column's type.
+ */
+bool
+CtasSyncReadsInExpression(Query *query, AttrNumber attnum)
+{
+	Bitmapset  *atts = NULL;
+	ListCell   *lc;
+
+	if (query->jointree->quals != NULL)
+		pull_varattnos(query->jointree->quals, 1, &atts);
+	foreach(lc, query->targetList)
+	{
+		TargetEntry *te = lfirst(lc);
+
+		if (!IsA(te->expr, Var))
+			pull_varattnos((Node *) te->expr, 1, &atts);
+	}
+	return bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber, atts);
+}
+
+/*
+ * query_takes_type
+ *		Whether the query of job reads column attnum, retyped from old to
+ *		new, so that the same expressions run on the new type: the type is
+ *		the same (a typmod or a USING changed values, not the type), or the
+ *		column is read only as a column of the result, never inside an
+ *		expression or the WHERE, whose functions and operators are bound to
+ *		the old type.
+ */
+static bool
+query_takes_type(SyncJob *job, AttrNumber attnum, Oid old, Oid new)
+{
+	return old == new || !CtasSyncReadsInExpression(job->query, attnum);
+}
+
+/*
  * CtasSyncSchemaChange
  *		The message of the event trigger (content, len bytes) as seen by
  *		job.  *mine is false when it is about another table (nothing else is
@@ -435,6 +501,7 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 	char	   *table;
 	char	   *child;
 	char	   *reason;
+	char	   *recopy_why = NULL;
 	RangeTblEntry *rte = linitial_node(RangeTblEntry, job->query->rtable);
 	char	  **names = palloc0(sizeof(char *) * Max(job->ncols, 1));
 	Oid		   *types = palloc0(sizeof(Oid) * Max(job->ncols, 1));
@@ -478,9 +545,18 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 						job->id, command);
 	if (job->whole_row)
 	{
-		reason = CtasSyncWholeRowChange(job, lines, command, table);
-		if (reason == NULL)
-			reason = identity_reason(job, lines, command);
+		reason = CtasSyncWholeRowChange(job, lines, command, table, false);
+		/* a failure wins over a copy (CtasSyncResyncWanted) */
+		if (reason == NULL || CtasSyncResyncWanted)
+		{
+			char	   *why = CtasSyncIdentityReason(job, lines, command);
+
+			if (why != NULL)
+			{
+				CtasSyncResyncWanted = false;
+				reason = why;
+			}
+		}
 		if (reason != NULL)
 			job->follow = NULL;
 		return reason;
@@ -511,33 +587,53 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 		if (names[i] == NULL)
 			return psprintf("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " was dropped: %s",
 							job->attnames[i], table, job->id, command);
-		if (types[i] != job->atttypes[i])
-			return psprintf("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " changed its type: %s",
-							job->attnames[i], table, job->id, command);
 	}
 
-	/* a column rewritten, even under the same type (USING) */
-	foreach(lc, lines)
+	/*
+	 * A column retyped, or rewritten under the same type (USING): its
+	 * values may have changed, which the WAL does not carry.  The sync's
+	 * table is copied again from a snapshot after the DDL
+	 * (CtasSyncResyncWanted), the query reading the new type, when its
+	 * expressions take it: same type, or a new one read as a column of the
+	 * result and nowhere else.
+	 */
+	for (i = 0; i < job->ncols; i++)
 	{
-		int			subtype;
-		int			attnum;
+		bool		retyped = types[i] != job->atttypes[i];
 
-		line = lfirst(lc);
-		if (sscanf(line, "sub %d %d", &subtype, &attnum) != 2 ||
-			subtype != (int) AT_AlterColumnType)
-			continue;
-		for (i = 0; i < job->ncols; i++)
+		foreach(lc, lines)
 		{
-			if (job->attnums[i] == attnum)
-				return psprintf("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " was rewritten by ALTER COLUMN ... TYPE: %s",
-								job->attnames[i], table, job->id, command);
+			int			subtype;
+			int			attnum;
+
+			if (sscanf((char *) lfirst(lc), "sub %d %d", &subtype,
+					   &attnum) == 2 &&
+				subtype == (int) AT_AlterColumnType &&
+				attnum == job->attnums[i])
+				retyped = true;
 		}
+		if (!retyped)
+			continue;
+		if (!query_takes_type(job, job->attnums[i], job->atttypes[i],
+							  types[i]))
+			return psprintf("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " changed its type from %s to %s, which the query reads in an expression or its WHERE: %s",
+							names[i], table, job->id,
+							format_type_be(job->atttypes[i]),
+							format_type_be(types[i]), command);
+		if (recopy_why == NULL)
+			recopy_why = psprintf("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " was retyped or rewritten, its values are copied again from a snapshot after the change: %s",
+								  names[i], table, job->id, command);
 	}
 
 	/* the key within the replica identity */
-	reason = identity_reason(job, lines, command);
+	reason = CtasSyncIdentityReason(job, lines, command);
 	if (reason != NULL)
 		return reason;
+	if (recopy_why != NULL)
+	{
+		CtasSyncResyncWanted = true;
+		return recopy_why;
+	}
 
 	/* followed: the names the next Relation messages carry */
 	for (i = 0; i < job->ncols; i++)

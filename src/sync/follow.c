@@ -11,7 +11,10 @@
  * attnum order, under its own name) follows a column dropped, renamed,
  * retyped so that no value's text changes, or added, on its remote table,
  * through the target's alter (target.h), at the DDL's place among the
- * changes (sync/apply.c).  Its columns, query and remote columns then
+ * changes (sync/apply.c).  A retype that may change values (a cast that
+ * rounds or formats, a USING, a key) asks for a copy again instead
+ * (CtasSyncResyncWanted), at which the job takes the new columns
+ * (sync/reshape.c).  Its columns, query and remote columns then
  * change in memory, and are stored with the job after the remote commit
  * (CtasSyncSaveShape, called by CtasSyncSaveNames), as a rename's names
  * are: a crash between the two commits reads the DDL's transaction again,
@@ -31,6 +34,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -136,6 +140,55 @@ retype_keeps_text(Oid old, Oid new, int32 newmod)
 	}
 }
 
+/* what typmod_walker looks for, and finds */
+typedef struct SyncTypmod
+{
+	AttrNumber	attnum;
+	int32		typmod;
+	bool		found;
+} SyncTypmod;
+
+static bool
+typmod_walker(Node *node, void *arg)
+{
+	SyncTypmod *t = arg;
+
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var))
+	{
+		Var		   *v = (Var *) node;
+
+		if (v->varno == 1 && v->varlevelsup == 0 && v->varattno == t->attnum)
+		{
+			t->typmod = v->vartypmod;
+			t->found = true;
+			return true;
+		}
+		return false;
+	}
+	return expression_tree_walker(node, typmod_walker, arg);
+}
+
+/*
+ * CtasSyncReadTypmod
+ *		The typmod with which query reads column attnum of its table (its
+ *		Vars carry the one the column had when the query was made or last
+ *		followed a retype), -1 when it does not read it.
+ */
+int32
+CtasSyncReadTypmod(Query *query, AttrNumber attnum)
+{
+	SyncTypmod	t;
+
+	t.attnum = attnum;
+	t.typmod = -1;
+	t.found = false;
+	if (!typmod_walker((Node *) query->targetList, &t))
+		(void) typmod_walker(query->jointree->quals, &t);
+	return t.typmod;
+}
+
 /*
  * add_change
  *		Append a change to f, and the columns after it (the current ones of
@@ -196,8 +249,9 @@ set_after(CtasSyncAlter *c, int ncur, char **curnames, Oid *curtypes)
  */
 char *
 CtasSyncWholeRowChange(SyncJob *job, List *lines, const char *command,
-					   const char *table)
+					   const char *table, bool recopy)
 {
+	char	   *recopy_why = NULL;
 	SyncFollow *f = palloc0(sizeof(SyncFollow));
 	int			nmsg = 0;
 	AttrNumber *mattnums = palloc(sizeof(AttrNumber) * (job->ncols + 64));
@@ -297,6 +351,7 @@ CtasSyncWholeRowChange(SyncJob *job, List *lines, const char *command,
 			set_after(c, ncur, curnames, curtypes);
 		}
 		if (mtypes[i] != job->atttypes[j] ||
+			newmod != CtasSyncReadTypmod(job->query, mattnums[i]) ||
 			attnum_line(lines, psprintf("sub %d", (int) AT_AlterColumnType),
 						mattnums[i]) != NULL)
 		{
@@ -306,24 +361,41 @@ CtasSyncWholeRowChange(SyncJob *job, List *lines, const char *command,
 
 			for (kk = 0; kk < job->target.nkeys; kk++)
 				is_key |= job->keycol[kk] == j;
-			if (attnum_line(lines, "using", mattnums[i]) != NULL)
-				return psprintf("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " was rewritten by ALTER COLUMN ... TYPE ... USING, whose values the sync cannot tell: %s",
-								mnames[i], table, job->id, command);
-			if (bms_is_member(mattnums[i] - FirstLowInvalidHeapAttributeNumber,
+			/* the WHERE's operators are bound to the old type */
+			if (mtypes[i] != job->atttypes[j] &&
+				bms_is_member(mattnums[i] - FirstLowInvalidHeapAttributeNumber,
 							  whereatts))
-				return psprintf("column \"%s\" of table \"%s\", which the WHERE of sync " INT64_FORMAT " reads, changed its type: %s",
-								mnames[i], table, job->id, command);
-			if (is_key || !retype_keeps_text(job->atttypes[j], mtypes[i], newmod))
-				return psprintf("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " changed its type from %s to %s, which changes values the sync cannot send again%s: %s",
+				return psprintf("column \"%s\" of table \"%s\", which the WHERE of sync " INT64_FORMAT " reads, changed its type from %s to %s: %s",
 								mnames[i], table, job->id,
 								format_type_be(job->atttypes[j]),
-								format_type_with_typemod(mtypes[i], newmod),
-								is_key ? " (a key column)" : "", command);
+								format_type_be(mtypes[i]), command);
+
+			/*
+			 * Values that may have changed (a cast that rounds, pads or
+			 * formats, a USING, a key, a column of the WHERE whose rows
+			 * may move in or out): the sync's table is copied again from
+			 * a snapshot after the DDL, which retypes the remote column
+			 * first (CtasSyncReshapeForCopy).
+			 */
+			if (attnum_line(lines, "using", mattnums[i]) != NULL ||
+				is_key ||
+				bms_is_member(mattnums[i] - FirstLowInvalidHeapAttributeNumber,
+							  whereatts) ||
+				!retype_keeps_text(job->atttypes[j], mtypes[i], newmod))
+			{
+				if (!recopy && recopy_why == NULL)
+					recopy_why = psprintf("column \"%s\" of table \"%s\" read by sync " INT64_FORMAT " changed its type from %s to %s or was rewritten, its values are copied again from a snapshot after the change: %s",
+										  mnames[i], table, job->id,
+										  format_type_be(job->atttypes[j]),
+										  format_type_with_typemod(mtypes[i], newmod),
+										  command);
+			}
 			c = add_change(f, &ncur, curnames, curtypes,
 						   CTAS_SYNC_RETYPE_COLUMN, k,
-						   psprintf("ALTER COLUMN %s TYPE %s",
+						   psprintf("ALTER COLUMN %s TYPE %s%s",
 									quote_identifier(mnames[i]),
-									format_type_with_typemod(mtypes[i], newmod)));
+									format_type_with_typemod(mtypes[i], newmod),
+									recopy ? " (values copied again)" : ""));
 			c->typid = mtypes[i];
 			c->typmod = newmod;
 			curtypes[k] = mtypes[i];
@@ -343,7 +415,9 @@ CtasSyncWholeRowChange(SyncJob *job, List *lines, const char *command,
 			;
 		if (j < job->ncols)
 			continue;
-		if (attnum_line(lines, "rewritten", mattnums[i]) != NULL)
+		/* a copy reads the values the rows were given */
+		if (attnum_line(lines, "rewritten", mattnums[i]) != NULL &&
+			!recopy && recopy_why == NULL)
 			return psprintf("column \"%s\" was added to table \"%s\" of sync " INT64_FORMAT " with a volatile default (or as an identity, or of a domain type with constraints), which gave each existing row a value the WAL does not carry: %s",
 							mnames[i], table, job->id, command);
 		t = attnum_line(lines, "typmod", mattnums[i]);
@@ -378,6 +452,12 @@ CtasSyncWholeRowChange(SyncJob *job, List *lines, const char *command,
 		return psprintf("catalogs of type \"%s\" do not follow schema changes of whole-row syncs (sync " INT64_FORMAT "): %s",
 						CtasCatalogRoutine(job->target.catalog)->type_name,
 						job->id, command);
+	/* a copy follows it all (the caller fails it on a wrong identity) */
+	if (recopy_why != NULL)
+	{
+		CtasSyncResyncWanted = true;
+		return recopy_why;
+	}
 
 	f->ncols = nmsg;
 	f->attnums = mattnums;
@@ -392,6 +472,18 @@ CtasSyncWholeRowChange(SyncJob *job, List *lines, const char *command,
 	}
 	job->follow = f;
 	return NULL;
+}
+
+/*
+ * CtasSyncPlannedChanges
+ *		The remote changes of the plan CtasSyncWholeRowChange left in
+ *		job->follow, and their number in *n; NULL when there is none.
+ */
+CtasSyncAlter *
+CtasSyncPlannedChanges(SyncJob *job, int *n)
+{
+	*n = job->follow ? job->follow->nchanges : 0;
+	return job->follow ? job->follow->changes : NULL;
 }
 
 /* The columns of a job before the changes it followed in a reading */
@@ -640,9 +732,11 @@ CtasSyncSaveShape(SyncJob *job)
 		keys[i] = CStringGetTextDatum(job->target.keys[i]);
 	shape[0] = datum_array(elems, job->ncols, INT2OID);
 	shape[1] = datum_array(oids, job->ncols, OIDOID);
-	for (i = 0; i < job->ncols; i++)
+	/* the remote columns: as many as the query's result, not its sources */
+	elems = palloc(sizeof(Datum) * Max(job->target.ncolumns, 1));
+	for (i = 0; i < job->target.ncolumns; i++)
 		elems[i] = CStringGetTextDatum(job->target.columns[i]);
-	shape[2] = datum_array(elems, job->ncols, TEXTOID);
+	shape[2] = datum_array(elems, job->target.ncolumns, TEXTOID);
 	shape[3] = CStringGetTextDatum(nodeToString(job->query));
 	shape[4] = datum_array(keys, job->target.nkeys, TEXTOID);
 	CtasSyncStoreShape(job->id, shape);

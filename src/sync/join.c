@@ -269,6 +269,8 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 
 	at[0] = started;
 	at[1] = GetCurrentTimestamp();
+	/* the columns of a retype the copy follows (sync/resync.c) */
+	CtasSyncReshapeForCopy(job, consistent);
 	CtasSyncCheckSource(job, true);
 	CtasSyncOpenTarget(job);
 	ev = CtasSyncBuildEval(job);
@@ -375,7 +377,11 @@ CtasSyncDoCopy(List *jobs)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	foreach(lc, jobs)
+	{
+		/* the new shape stored before another copier may take the job */
+		CtasSyncReshapeSave(lfirst(lc));
 		CtasSyncUnlockCopy(((SyncJob *) lfirst(lc))->id);
+	}
 
 	return consistent;
 }
@@ -922,6 +928,7 @@ CtasSyncJoinCopy(SyncJob *job)
 	copy_job(job, consistent, started);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	CtasSyncReshapeSave(job);
 
 	/* tests: a crash with the copy committed, the job still "copying" */
 	CtasFaultPointWait("sync_join_before_streaming");

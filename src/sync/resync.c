@@ -44,6 +44,8 @@
  */
 #include "postgres.h"
 
+#include "access/relation.h"
+#include "access/sysattr.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
@@ -52,9 +54,13 @@
 #include "executor/spi.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
 #include "replication/slot.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/pg_lsn.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
@@ -62,6 +68,7 @@
 #include "utils/varlena.h"
 
 #include "sync/sync_int.h"
+#include "targets.h"
 
 /*
  * slot_lost
@@ -139,18 +146,50 @@ CtasSyncResyncIfLost(List *jobs)
 }
 
 /*
+ * reshape_remote
+ *		The changes CtasSyncReshapeForCopy planned for the remote table, in
+ *		the copy's remote transaction (a target with transactions), or on
+ *		the table that rebuild made (one without), before the rows.  A change
+ *		the target cannot make fails the job with its reason.
+ */
+static void
+reshape_remote(SyncJob *job)
+{
+	char	   *reason;
+
+	if (job->recopy == NULL)
+		return;
+	if (job->apply->alter == NULL)
+		reason = psprintf("catalogs of type \"%s\" do not change the columns of a synced table",
+						  CtasCatalogRoutine(job->target.catalog)->type_name);
+	else
+		reason = job->apply->alter(&job->target, job->recopy, job->nrecopy);
+	if (reason != NULL)
+		SYNC_FAIL(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				  errmsg_internal("sync " INT64_FORMAT ": %s", job->id, reason),
+				  errdetail("The source table changed the type or the values of a column the sync reads; the remote table cannot take the new columns."),
+				  errhint("Stop the sync with ctas_fed.stop_sync() and create it again (docs/sync.md, \"Schema changes\")."));
+}
+
+/*
  * CtasSyncCopyStart
- *		In copy_job (sync/worker.c), after the target's begin: empty the
+ *		In copy_job (sync/join.c), after the target's begin: empty the
  *		remote table for the copy, or, when it already holds applied rows
  *		(job->applied, read from the remote), start a rebuild that keeps it
  *		readable until the copy replaces it (target.h), and count the
- *		resync.  Returns whether it rebuilds, for CtasSyncCopyEnd.
+ *		resync.  The remote table then takes the columns the copy writes
+ *		(reshape_remote): before the DELETE of a first copy, after that of
+ *		a target with transactions (in the same remote transaction, so that
+ *		the retyped column never holds a value the remote cast), and on
+ *		the rebuilt table of one without.  Returns whether it rebuilds, for
+ *		CtasSyncCopyEnd.
  */
 bool
 CtasSyncCopyStart(SyncJob *job)
 {
 	if (job->applied == InvalidXLogRecPtr)
 	{
+		reshape_remote(job);
 		job->apply->truncate(&job->target);
 		return false;
 	}
@@ -159,9 +198,11 @@ CtasSyncCopyStart(SyncJob *job)
 	if (job->apply->rebuild == NULL)
 	{
 		job->apply->truncate(&job->target);
+		reshape_remote(job);
 		return false;
 	}
 	job->apply->rebuild(&job->target);
+	reshape_remote(job);
 	return true;
 }
 

@@ -86,6 +86,10 @@ typedef struct SyncJob
 	struct SyncFollow *follow;	/* what the last message asks, or NULL */
 	bool		reshaped;		/* columns changed since the last save */
 	struct SyncShape *before;	/* the columns before, while reshaped */
+	CtasSyncAlter *recopy;		/* the remote table's changes at the copy
+								 * under way (sync/reshape.c,
+								 * CtasSyncReshapeForCopy), or NULL */
+	int			nrecopy;
 	List	   *schema_log;		/* followed changes not recorded yet
 								 * (char *, in job_cxt) */
 	XLogRecPtr	schema_failed_at;	/* valid: the job fails at the schema
@@ -253,20 +257,31 @@ extern void CtasSyncCheckRoleQuota(void);
 /* in sync/resync.c */
 extern char *CtasSyncResyncIfLost(List *jobs);
 extern bool CtasSyncCopyStart(SyncJob *job);
+
+/* in sync/reshape.c */
+extern void CtasSyncReshapeForCopy(SyncJob *job, XLogRecPtr consistent);
+extern void CtasSyncReshapeSave(SyncJob *job);
 extern void CtasSyncCopyEnd(SyncJob *job, bool rebuilding);
 
 /* in sync/verify.c */
 extern void CtasSyncVerifyIfAsked(List *jobs);
 
 /* in sync/ddl.c */
+extern bool CtasSyncReadsInExpression(Query *query, AttrNumber attnum);
 extern char *CtasSyncSchemaChange(SyncJob *job, const char *content, int len,
 								  bool *mine);
 extern void CtasSyncSaveNames(SyncJob *job);
 extern bool CtasSyncSchemaTriggerOn(void);
+extern List *CtasSyncDescribeTable(Oid relid);
+extern char *CtasSyncIdentityReason(SyncJob *job, List *lines,
+									const char *command);
 
 /* in sync/follow.c */
 extern char *CtasSyncWholeRowChange(SyncJob *job, List *lines,
-									const char *command, const char *table);
+									const char *command, const char *table,
+									bool recopy);
+extern CtasSyncAlter *CtasSyncPlannedChanges(SyncJob *job, int *n);
+extern int32 CtasSyncReadTypmod(Query *query, AttrNumber attnum);
 extern char *CtasSyncSchemaFollow(SyncJob *job, bool remote);
 extern void CtasSyncSchemaUndo(SyncJob *job);
 extern void CtasSyncSaveShape(SyncJob *job);

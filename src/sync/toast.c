@@ -106,7 +106,8 @@ bool		CtasSyncFailed = false;
 
 /*
  * Set when the schema change in flight asks for a copy again, not a
- * failure (sync/partition.c).  Here for the same reason.
+ * failure.  Here for the same reason (follow.c, ddl.c and partition.c set
+ * it).
  */
 bool		CtasSyncResyncWanted = false;
 

@@ -9,8 +9,9 @@
 # sync worker (VmHWM of /proc/<pid>/status, on a cluster with small
 # shared_buffers, and RssAnon sampled while it applies) stays far below
 # the size of one of those transactions; then both remotes equal the query
-# on the source, row for row, and a DDL in the middle of a source
-# transaction fails the jobs keeping exactly the transactions before it.
+# on the source, row for row.  A value-changing retype in the middle of a
+# source transaction is then followed by a copy again: both remotes equal
+# the source once more, with the column retyped, and stream on.
 
 # ctas-tap: parallel
 
@@ -174,12 +175,17 @@ is($remote->safe_psql('dw', 'SELECT count(*) FROM pg_prepared_xacts'), '0',
 is($ch->query(q{SELECT count() FROM system.tables WHERE position(name, '_ctas_fed_') > 0 AND name != '_ctas_fed_sync_progress' FORMAT TabSeparated}),
 	"0\n", 'no staging table left in ClickHouse');
 
-# A DDL in the middle of a source transaction whose first changes the
-# target already holds: the jobs fail, and each remote keeps exactly the
-# transactions committed before that one, nothing of it.  The workers wait
-# on a lock of ctas_fed.syncs meanwhile, so that one peek returns both the
-# transaction before and the one with the DDL: its first changes share the
-# remote transaction with the one before.
+# A value-changing retype (integer to numeric(20,2): every value's text
+# changes) in the middle of a source transaction whose first changes the
+# target already holds.  The workers wait on a lock of ctas_fed.syncs
+# meanwhile, so that one peek returns both the transaction before and the
+# one with the DDL: its first changes share the remote transaction with the
+# one before.  Each job applies the transactions before the DDL's, then
+# copies the sync again from a snapshot after it (some 130 MB), the remote
+# column retyped: both remotes then equal the source, every row, and stream
+# on with the same slots.
+my $slots_before = $local->safe_psql('postgres',
+	q{SELECT string_agg(slot_name, ',' ORDER BY slot_name) FROM pg_replication_slots WHERE slot_name LIKE 'ctas_fed_sync_%'});
 my $locker = session_start($local);
 my ($out, $err) = session_run($locker,
 	'BEGIN; LOCK TABLE ctas_fed.syncs IN ACCESS EXCLUSIVE MODE');
@@ -193,19 +199,44 @@ $local->safe_psql('postgres', q{
 	COMMIT});
 session_run($locker, 'ROLLBACK');
 $locker->quit;
-ok(wait_until(120, sub {
-	$local->safe_psql('postgres',
-		q{SELECT string_agg(state, ',') FROM ctas_fed.syncs}) eq 'failed,failed' }),
-	'DDL in the middle of a transaction: both jobs failed');
-like($local->safe_psql('postgres', q{SELECT string_agg(error, ' | ') FROM ctas_fed.syncs}),
-	qr/^column "v" of table "public.big" read by sync \d+ changed its type from integer to numeric\(20,2\), which changes values the sync cannot send again: ALTER TABLE public.big \| column "v" of table "public.big" read by sync \d+ changed its type from integer to numeric\(20,2\), which changes values the sync cannot send again: ALTER TABLE public.big$/,
-	'both errors name the column');
-is($remote->safe_psql('dw', q{SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM public.big WHERE id IN (1, 2, 4)}),
-	'1=4,2=3,4=3', 'PostgreSQL target: the transaction before the DDL applied, nothing of the DDL\'s');
-is($ch->query(q{SELECT id, v FROM dw.big FINAL WHERE _deleted = 0 AND id IN (1, 2, 4) ORDER BY id FORMAT TabSeparated}),
-	"1\t4\n2\t3\n4\t3\n", 'ClickHouse target: the same');
-is($remote->safe_psql('dw', 'SELECT count(*) FROM public.big WHERE v = 5'), '0',
-	'PostgreSQL target: no row of the DDL\'s transaction');
-ok(wait_until(30, sub { our_slots() eq '0' }), 'the failed jobs released their slots');
+$local->safe_psql('postgres', q{UPDATE big SET v = 7.25 WHERE id = 4});
+ok(wait_until(600, sub {
+	$local->safe_psql('postgres', q{
+		SELECT count(*) FROM ctas_fed.sync_schema_changes
+		 WHERE followed AND change = 'ALTER COLUMN v TYPE numeric(20,2) (values copied again)'}) eq '2'
+	  && $local->safe_psql('postgres',
+		q{SELECT string_agg(state || ':' || coalesce(error, ''), ',') FROM ctas_fed.jobs WHERE mode = 'sync'})
+	  eq 'streaming:,streaming:' }),
+	'DDL in the middle of a transaction: both jobs copied again and streaming');
+$want = digest_rows($local->safe_psql('postgres',
+	'COPY (SELECT id, v, md5(pad) FROM big) TO STDOUT'));
+my $got;
+wait_until(120, sub {
+	$got = digest_rows($remote->safe_psql('dw',
+		'COPY (SELECT id, v, md5(pad) FROM public.big) TO STDOUT'));
+	$got eq $want });
+is($got, $want, 'PostgreSQL target after the retype equals the source, every row');
+wait_until(120, sub {
+	$got = digest_rows($ch->query(
+		'SELECT id, v, lower(hex(MD5(pad))) FROM dw.big FINAL WHERE _deleted = 0 FORMAT TabSeparated'));
+	$got eq $want });
+is($got, $want, 'ClickHouse target after the retype equals the source, every row');
+is($remote->safe_psql('dw', q{SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM public.big WHERE id IN (1, 2, 4, 5)}),
+	'1=5.00,2=6.00,4=7.25,5=5.00',
+	'PostgreSQL target: the DDL\'s transaction and the one after it, in the new type');
+is($ch->query(q{SELECT id, v FROM dw.big FINAL WHERE _deleted = 0 AND id IN (1, 2, 4, 5) ORDER BY id FORMAT TabSeparated}),
+	"1\t5.00\n2\t6.00\n4\t7.25\n5\t5.00\n", 'ClickHouse target: the same');
+is($remote->safe_psql('dw',
+	q{SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'public.big'::regclass AND attname = 'v'}),
+	'numeric(20,2)', 'PostgreSQL target: column v retyped');
+is($ch->query(q{SELECT type FROM system.columns WHERE database = 'dw' AND table = 'big' AND name = 'v' FORMAT TabSeparated}),
+	"Nullable(Decimal(20, 2))\n", 'ClickHouse target: column v retyped (Nullable, as every column not in the key)');
+is($remote->safe_psql('dw', 'SELECT count(*) FROM pg_prepared_xacts'), '0',
+	'no prepared transaction left on the remote after the copy again');
+is($ch->query(q{SELECT count() FROM system.tables WHERE position(name, '_ctas_fed_') > 0 AND name != '_ctas_fed_sync_progress' FORMAT TabSeparated}),
+	"0\n", 'no staging or rebuild table left in ClickHouse');
+is($local->safe_psql('postgres',
+	q{SELECT string_agg(slot_name, ',' ORDER BY slot_name) FROM pg_replication_slots WHERE slot_name LIKE 'ctas_fed_sync_%'}),
+	$slots_before, 'the jobs stream on with their slots');
 
 done_testing();

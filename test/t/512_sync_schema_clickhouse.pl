@@ -4,10 +4,12 @@
 # Continuous sync into ClickHouse: schema changes in WAL order (issue 18).
 # Under schema_changes = 'follow' a rename of a read column and a column
 # added between changes of one transaction are followed; a type change of a
-# read column fails the job after the transactions before it; a whole-row
-# sync (SELECT *) follows a column added and fails at a column renamed,
-# with the reason, and the remote keeps exactly the transactions before the
-# DDL.
+# result column is followed by a copy again (the remote column retyped); a
+# type change of a column the WHERE reads fails the job after the
+# transactions before it, with the reason; a whole-row sync (SELECT *)
+# follows a column added and a column renamed (the table rebuilt under the
+# new names), and fails at its key column renamed, the remote keeping
+# exactly the transactions before the DDL.
 
 # ctas-tap: parallel
 
@@ -72,38 +74,78 @@ wait_until(30, sub { $got = ch_rows('t1', 'id, v'); $got eq $want });
 is($got, $want, 't1: rename and add column followed: remote equals the query');
 is(job('dw.t1'), 'streaming:', 't1: still streaming');
 
-# a type change of a read column: the job fails after what came before
+# a type change of a result column: followed by a copy again from a
+# snapshot after the DDL, with the changes before and after it
 $local->safe_psql('postgres', q{UPDATE t1 SET v2 = 'last before' WHERE id = 4});
-$want = pg_rows('SELECT id, v2 FROM t1 WHERE w % 2 = 0');
 $local->safe_psql('postgres', q{
 BEGIN;
 UPDATE t1 SET v2 = 'in the DDL transaction' WHERE id = 6;
 ALTER TABLE t1 ALTER COLUMN v2 TYPE varchar(40);
 COMMIT;
 UPDATE t1 SET v2 = 'after' WHERE id = 8;});
-ok(wait_until(30, sub { job('dw.t1') =~ /^failed:/ }), 't1: type change: the job failed');
-like(job('dw.t1'), qr/column "v2" of table "public.t1" read by sync \d+ changed its type: ALTER TABLE public.t1/,
-	't1: the reason names the column and the DDL');
+$want = pg_rows('SELECT id, v2 FROM t1 WHERE w % 2 = 0');
+ok(wait_until(60, sub {
+	$local->safe_psql('postgres', q{
+		SELECT count(*) FROM ctas_fed.sync_schema_changes c JOIN ctas_fed.syncs y USING (sync_id)
+		 WHERE y.remote_table = 't1' AND c.followed
+		   AND c.change = 'ALTER COLUMN v TYPE character varying(40) (values copied again)'}) eq '1'
+	  && job('dw.t1') eq 'streaming:' }),
+	't1: type change of a result column: copied again, streaming');
+wait_until(30, sub { $got = ch_rows('t1', 'id, v'); $got eq $want });
+is($got, $want, 't1: type change followed: remote equals the query');
+is($ch->query(q{SELECT count() FROM system.tables WHERE database = 'dw' AND name LIKE '_ctas_fed_resync_%' FORMAT TabSeparated}),
+	"0\n", 't1: no rebuild table left');
+
+# a type change of a column the WHERE reads: the job fails after what came
+# before (the WHERE's operators are bound to the old type)
+$local->safe_psql('postgres', q{UPDATE t1 SET v2 = 'last before' WHERE id = 10});
+$want = pg_rows('SELECT id, v2 FROM t1 WHERE w % 2 = 0');
+$local->safe_psql('postgres', q{
+BEGIN;
+UPDATE t1 SET v2 = 'in the DDL transaction' WHERE id = 12;
+ALTER TABLE t1 ALTER COLUMN w TYPE bigint;
+COMMIT;
+UPDATE t1 SET v2 = 'after' WHERE id = 14;});
+ok(wait_until(30, sub { job('dw.t1') =~ /^failed:/ }), 't1: type change of a WHERE column: the job failed');
+like(job('dw.t1'), qr/column "w" of table "public.t1" read by sync \d+ changed its type from integer to bigint, which the query reads in an expression or its WHERE/,
+	't1: the reason names the column');
 is(ch_rows('t1', 'id, v'), $want,
 	't1: the remote holds the transactions before the DDL, and only them');
 
 # a whole-row sync: a column added is followed (test 514 has more), a
-# column renamed fails the job (ClickHouse 18.16 has no RENAME COLUMN)
+# column renamed too (ClickHouse 18.16 has no RENAME COLUMN: the table is
+# rebuilt under the new names, test 516 has more), a key column renamed
+# fails the job
 $local->safe_psql('postgres', q{
 ALTER TABLE t2 ADD COLUMN z int DEFAULT 1;
 UPDATE t2 SET v = 'after', z = 2 WHERE id = 2;});
 $want = pg_rows('SELECT id, v, z FROM t2');
 wait_until(30, sub { $got = eval { ch_rows('t2', 'id, v, z') } // ''; $got eq $want });
 is($got, $want, 't2: column added to a whole-row sync: followed');
-$local->safe_psql('postgres', q{UPDATE t2 SET v = 'before' WHERE id = 1});
-$want = pg_rows('SELECT id, v FROM t2');
 $local->safe_psql('postgres', q{
+UPDATE t2 SET v = 'before' WHERE id = 1;
+BEGIN;
 ALTER TABLE t2 RENAME COLUMN v TO v2;
-UPDATE t2 SET v2 = 'after' WHERE id = 3;});
-ok(wait_until(30, sub { job('dw.t2') =~ /^failed:/ }), 't2: column renamed in a whole-row sync: failed');
-like(job('dw.t2'), qr/column "v" cannot be renamed in a ClickHouse table/,
+UPDATE t2 SET v2 = 'in the DDL transaction' WHERE id = 3;
+COMMIT;
+UPDATE t2 SET v2 = 'after' WHERE id = 4;});
+$want = pg_rows('SELECT id, v2, z FROM t2');
+wait_until(60, sub { $got = eval { ch_rows('t2', 'id, v2, z') } // ''; $got eq $want });
+is($got, $want, 't2: column renamed in a whole-row sync: followed, remote equals the source');
+is($ch->query(q{SELECT name FROM system.columns WHERE database = 'dw' AND table = 't2' AND name NOT IN ('_version', '_deleted') FORMAT TabSeparated}),
+	"id\nv2\nz\n", 't2: the remote columns under the new names');
+is(job('dw.t2'), 'streaming:', 't2: still streaming');
+is($ch->query(q{SELECT count() FROM system.tables WHERE database = 'dw' AND name LIKE '_ctas_fed_resync_%' FORMAT TabSeparated}),
+	"0\n", 't2: no rebuild table left');
+$local->safe_psql('postgres', q{UPDATE t2 SET v2 = 'last before' WHERE id = 5});
+$want = pg_rows('SELECT id, v2, z FROM t2');
+$local->safe_psql('postgres', q{
+ALTER TABLE t2 RENAME COLUMN id TO id2;
+UPDATE t2 SET v2 = 'after' WHERE id2 = 6;});
+ok(wait_until(30, sub { job('dw.t2') =~ /^failed:/ }), 't2: key column renamed: failed');
+like(job('dw.t2'), qr/key column "id" cannot be renamed in a ClickHouse table \(it is in the sorting key\)/,
 	't2: the reason');
-is(ch_rows('t2', 'id, v'), $want, 't2: the remote holds the transactions before the DDL');
+is(ch_rows('t2', 'id, v2, z'), $want, 't2: the remote holds the transactions before the DDL');
 
 ok(wait_until(30, sub {
 	$local->safe_psql('postgres',

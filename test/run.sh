@@ -252,7 +252,7 @@ run_tap()
 	local t=$1 log=$2
 	local t0=$SECONDS
 	(cd "$stage" && ctas_as_runner "${runner_env[@]}" \
-		timeout -k 30 "${TAP_TIMEOUT:-300}" prove -v "$t") > "$log" 2>&1
+		timeout -k 30 "${TAP_TIMEOUT:-600}" prove -v "$t") > "$log" 2>&1
 	echo $? > "$log.rc"
 	echo $((SECONDS - t0)) > "$log.secs"
 }

@@ -9,7 +9,9 @@
 # workload on every source (inserts, updates, deletes, transactions over
 # several tables, one TRUNCATE), sampled all along:
 #   - never more "ctas_fed sync" workers than ctas_fed.max_sync_workers;
-#   - one replication slot per stream (2), whatever the number of syncs;
+#   - one replication slot per stream (2), whatever the number of syncs (a
+#     join copy's slot, ctas_fed_sync_j*, lives only while its snapshot is
+#     taken, as a tablesync slot does, and is not counted);
 #   - once quiet, every remote table equals its source (a digest of its
 #     sorted rows on both sides);
 #   - nothing written twice into PostgreSQL: a trigger on each remote table
@@ -99,7 +101,8 @@ sub sample
 {
 	my ($w, $s) = split /\|/, $local->safe_psql('postgres', q{
 	  SELECT (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'ctas_fed sync'),
-	         (SELECT count(*) FROM pg_replication_slots WHERE NOT temporary)});
+	         (SELECT count(*) FROM pg_replication_slots
+	          WHERE NOT temporary AND slot_name !~ '^ctas_fed_sync_j')});
 	$max_workers = $w if $w > $max_workers;
 	$max_slots = $s if $s > $max_slots;
 	return;

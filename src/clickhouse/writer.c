@@ -348,7 +348,7 @@ ch_drop_table(CtasLoad *load, bool missing_ok)
 	if (xs->cluster)
 		return;					/* every shard's drop is recorded */
 	a = CtasChNewAction(load->part, xs, CH_DROP, 0, load->schema, load->table);
-	a->state = CH_ACTION_LOADED;
+	a->base.state = CTAS_STAGED_LOADED;
 }
 
 /* ------------------------------------------------------------------------

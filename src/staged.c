@@ -20,10 +20,11 @@
  *	abort		CtasStagedEnd(abort): ops->begin, ops->undo of every action
  *				in reverse order; the record goes unless a step failed or
  *				the outcome is in doubt.
- *	subxact		CtasStagedSubxact: a committed subtransaction hands its
- *				actions to the parent level; a rolled-back one undoes its
- *				actions (never published yet) in reverse order and forgets
- *				them, but for those ops->undo moved to a lower level.
+ *	subxact		CtasStagedSubxact: ops->subxact, then a committed
+ *				subtransaction hands its actions to the parent level; a
+ *				rolled-back one undoes its actions (never published yet) in
+ *				reverse order and forgets them, but for those ops->undo
+ *				moved to a lower level.
  *
  * Never a step that can fail at commit, abort or rollback: the callbacks
  * warn, and set CtasStagedCleanupFailed or part->in_doubt.  The target's
@@ -188,11 +189,12 @@ CtasStagedEnd(CtasParticipant *part, CtasStaged *st,
 
 /*
  * CtasStagedSubxact
- *		The actions' side of a subtransaction's end (the target has done
- *		its own steps, in the caller's short-lived context).  Commit hands
- *		the actions of the level and deeper to the parent; abort undoes
- *		them in reverse order (ops->undo with arg) and forgets them, but for
- *		those the callback moved to a lower level.  Never an ERROR.
+ *		subxact of a staged publication.  Commit hands the actions of the
+ *		level and deeper to the parent; abort (ROLLBACK TO SAVEPOINT, or an
+ *		error in a subtransaction) undoes them in reverse order (ops->undo)
+ *		and forgets them, but for those the callback moved to a lower
+ *		level.  ops->subxact runs first, for the target's own steps.  Never
+ *		an ERROR.
  *
  * The durable record goes on naming the undone actions until its next
  * version: they are its newest ones, their tables are gone, and neither
@@ -200,11 +202,12 @@ CtasStagedEnd(CtasParticipant *part, CtasStaged *st,
  */
 void
 CtasStagedSubxact(CtasParticipant *part, CtasStaged *st,
-				  const CtasStagedOps *ops, void *arg,
-				  SubXactEvent event, int level)
+				  const CtasStagedOps *ops, SubXactEvent event, int level)
 {
 	List	   *keep = NIL;
+	MemoryContext cxt;
 	MemoryContext old;
+	void	   *arg = NULL;
 	ListCell   *lc;
 	int			i;
 
@@ -217,10 +220,23 @@ CtasStagedSubxact(CtasParticipant *part, CtasStaged *st,
 			if (a->level >= level)
 				a->level = level - 1;
 		}
+		if (ops->subxact)
+			(void) ops->subxact(part, event, level, false);
 		return;
 	}
 	if (event != SUBXACT_EVENT_ABORT_SUB)
 		return;
+	if (in_error_recursion_trouble())
+	{
+		if (ops->subxact)
+			(void) ops->subxact(part, event, level, true);
+		return;
+	}
+	cxt = AllocSetContextCreate(part->cxt, "ctas_fed staged rollback",
+								ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	if (ops->subxact)
+		arg = ops->subxact(part, event, level, false);
 	for (i = list_length(st->actions) - 1; i >= 0; i--)
 	{
 		CtasStagedAction *a = list_nth(st->actions, i);
@@ -228,7 +244,7 @@ CtasStagedSubxact(CtasParticipant *part, CtasStaged *st,
 		if (a->level >= level)
 			ops->undo(part, arg, a, true);
 	}
-	old = MemoryContextSwitchTo(part->cxt);
+	MemoryContextSwitchTo(part->cxt);
 	foreach(lc, st->actions)
 	{
 		CtasStagedAction *a = lfirst(lc);
@@ -238,4 +254,5 @@ CtasStagedSubxact(CtasParticipant *part, CtasStaged *st,
 	}
 	st->actions = keep;
 	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
 }

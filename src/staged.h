@@ -92,6 +92,17 @@ typedef struct CtasStagedOps
 	 */
 	void		(*undo) (CtasParticipant *part, void *arg, CtasStagedAction *a,
 						 bool subxact);
+
+	/*
+	 * The end of the subtransaction at level (event PRE_COMMIT_SUB or
+	 * ABORT_SUB), before its actions are walked: the target's own steps
+	 * (hand its open work to the parent, or roll its remote work back to
+	 * the savepoint); on abort, in a short-lived context, returning the
+	 * arg of undo.  In error recursion (trouble) nothing is walked, and
+	 * the callback touches no server.  May be NULL.
+	 */
+	void	   *(*subxact) (CtasParticipant *part, SubXactEvent event,
+							int level, bool trouble);
 } CtasStagedOps;
 
 /* Did a cleanup step fail since CtasStagedEnd (or the resolver) cleared it? */
@@ -109,7 +120,7 @@ extern void CtasStagedRemove(CtasStaged *st);
 extern void CtasStagedEnd(CtasParticipant *part, CtasStaged *st,
 						  const CtasStagedOps *ops, bool commit);
 extern void CtasStagedSubxact(CtasParticipant *part, CtasStaged *st,
-							  const CtasStagedOps *ops, void *arg,
-							  SubXactEvent event, int level);
+							  const CtasStagedOps *ops, SubXactEvent event,
+							  int level);
 
 #endif							/* CTAS_STAGED_H */

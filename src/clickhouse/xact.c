@@ -32,8 +32,11 @@
  * file in the data directory (record.c), removed when the transaction is
  * finished or undone.
  *
- * Each action of the transaction (create, replace, append, drop) is one
- * ChAction in the participant's list, in the order of the statements; the
+ * The walks over the actions at post-commit, abort and the rollback of a
+ * savepoint, and the record's lifetime, are staged.c's, shared with every
+ * target that stages its publication; this file supplies the SQL
+ * (ch_staged_ops).  Each action of the transaction (create, replace,
+ * append, drop) is one ChAction in the participant's list, in the order of the statements; the
  * list is also this transaction's view of which tables exist, so that a
  * table created earlier in the same transaction counts as existing.  An
  * action remembers the subtransaction nesting level that created it:
@@ -712,11 +715,39 @@ ch_begin(CtasParticipant *part, bool commit)
 	return NULL;
 }
 
+/*
+ * ch_subxact
+ *		The end of a subtransaction, before its actions are walked: a
+ *		committed one hands its INSERT to the parent, a rolled-back one
+ *		stops it (or, in error recursion, forgets it untouched).
+ */
+static void *
+ch_subxact(CtasParticipant *part, SubXactEvent event, int level,
+		   bool trouble)
+{
+	ChXact	   *xs = (ChXact *) part->private;
+
+	if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
+	{
+		if (ch_any_stream(xs) && xs->stream_level >= level)
+			xs->stream_level = level - 1;
+	}
+	else if (trouble)
+	{
+		if (xs->stream_level >= level)
+			ch_unwatch_streams(xs);
+	}
+	else if (ch_any_stream(xs) && xs->stream_level >= level)
+		ch_kill_stream(xs);
+	return NULL;
+}
+
 /* The ClickHouse target's side of a staged publication (staged.c) */
 static const CtasStagedOps ch_staged_ops = {
 	.begin = ch_begin,
 	.finish = ch_finish,
 	.undo = ch_undo,
+	.subxact = ch_subxact,
 };
 
 /*
@@ -768,35 +799,7 @@ void
 CtasChSubxact(CtasParticipant *part, SubXactEvent event, int level)
 {
 	ChXact	   *xs = (ChXact *) part->private;
-	MemoryContext cxt;
-	MemoryContext old;
 
-	if (xs == NULL)
-		return;
-
-	if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
-	{
-		CtasStagedSubxact(part, &xs->staged, &ch_staged_ops, NULL, event,
-						  level);
-		if (ch_any_stream(xs) && xs->stream_level >= level)
-			xs->stream_level = level - 1;
-	}
-	else if (event == SUBXACT_EVENT_ABORT_SUB)
-	{
-		if (in_error_recursion_trouble())
-		{
-			if (xs->stream_level >= level)
-				ch_unwatch_streams(xs);
-			return;
-		}
-		cxt = AllocSetContextCreate(part->cxt, "ctas_fed clickhouse rollback",
-									ALLOCSET_SMALL_SIZES);
-		old = MemoryContextSwitchTo(cxt);
-		if (ch_any_stream(xs) && xs->stream_level >= level)
-			ch_kill_stream(xs);
-		CtasStagedSubxact(part, &xs->staged, &ch_staged_ops, NULL, event,
-						  level);
-		MemoryContextSwitchTo(old);
-		MemoryContextDelete(cxt);
-	}
+	if (xs != NULL)
+		CtasStagedSubxact(part, &xs->staged, &ch_staged_ops, event, level);
 }

@@ -30,6 +30,10 @@
  *				back (if that fails, they stay the transaction's, whose
  *				commit is then refused).
  *
+ * The walks over the actions at post_commit, abort and subxact, and the
+ * record's lifetime, are staged.c's, shared with every target that stages
+ * its publication; this file supplies the SQL (my_staged_ops).
+ *
  * Durable records (xrecord.c: written, locked, checksummed and removed as
  * for every target that stages its publication): before the first remote
  * effect of each action and before XA START, the participant's actions,
@@ -855,11 +859,50 @@ my_undo(CtasParticipant *part, void *arg, CtasStagedAction *base,
 	}
 }
 
+/*
+ * my_subxact
+ *		The end of a subtransaction, before its actions are walked: the
+ *		savepoints of the XA session follow (a broken session stays
+ *		broken: pre_commit then fails).
+ */
+static void *
+my_subxact(CtasParticipant *part, SubXactEvent event, int level,
+		   bool trouble)
+{
+	MyXact	   *xs = (MyXact *) part->private;
+	MyWalk	   *w;
+
+	if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
+	{
+		if (xs->xa_depth >= level)
+			xs->xa_depth = level - 1;
+		return NULL;
+	}
+	if (trouble)
+		return NULL;
+	w = palloc0(sizeof(MyWalk));
+	w->xs = xs;
+	w->cxt = CurrentMemoryContext;
+	w->level = level;
+	if (xs->xa_state == MY_XA_ACTIVE && xs->xa_depth >= level)
+	{
+		if (!CtasMyBroken(xs->xa_conn) &&
+			!CtasMyTryQuery(xs->xa_conn,
+							psprintf("ROLLBACK TO SAVEPOINT s%d", level),
+							"roll back to a savepoint", MY_Q_CLEANUP,
+							NULL, NULL, NULL))
+			CtasMyClose(xs->xa_conn);
+		xs->xa_depth = level - 1;
+	}
+	return w;
+}
+
 /* The MySQL target's side of a staged publication (staged.c) */
 static const CtasStagedOps my_staged_ops = {
 	.begin = my_begin,
 	.finish = my_finish,
 	.undo = my_undo,
+	.subxact = my_subxact,
 };
 
 /*
@@ -902,42 +945,6 @@ CtasMySubxact(CtasParticipant *part, SubXactEvent event, int level)
 {
 	MyXact	   *xs = (MyXact *) part->private;
 
-	if (xs == NULL)
-		return;
-	if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
-	{
-		CtasStagedSubxact(part, &xs->staged, &my_staged_ops, NULL, event,
-						  level);
-		if (xs->xa_depth >= level)
-			xs->xa_depth = level - 1;
-	}
-	else if (event == SUBXACT_EVENT_ABORT_SUB)
-	{
-		MyWalk		w;
-		MemoryContext old;
-
-		if (in_error_recursion_trouble())
-			return;
-		memset(&w, 0, sizeof(w));
-		w.xs = xs;
-		w.level = level;
-		w.cxt = AllocSetContextCreate(part->cxt, "ctas_fed mysql rollback",
-									  ALLOCSET_SMALL_SIZES);
-		old = MemoryContextSwitchTo(w.cxt);
-		if (xs->xa_state == MY_XA_ACTIVE && xs->xa_depth >= level)
-		{
-			/* a broken session stays broken: pre_commit then fails */
-			if (!CtasMyBroken(xs->xa_conn) &&
-				!CtasMyTryQuery(xs->xa_conn,
-								psprintf("ROLLBACK TO SAVEPOINT s%d", level),
-								"roll back to a savepoint", MY_Q_CLEANUP,
-								NULL, NULL, NULL))
-				CtasMyClose(xs->xa_conn);
-			xs->xa_depth = level - 1;
-		}
-		CtasStagedSubxact(part, &xs->staged, &my_staged_ops, &w, event,
-						  level);
-		MemoryContextSwitchTo(old);
-		MemoryContextDelete(w.cxt);
-	}
+	if (xs != NULL)
+		CtasStagedSubxact(part, &xs->staged, &my_staged_ops, event, level);
 }

@@ -137,6 +137,28 @@ CtasStagedRemove(CtasStaged *st)
 }
 
 /*
+ * CtasStagedDropMissing
+ *		drop_table of a table that does not exist as this transaction sees
+ *		it (display: its name as messages show it): a NOTICE with
+ *		missing_ok (DROP TABLE IF EXISTS; the caller returns), else ERROR.
+ */
+void
+CtasStagedDropMissing(CtasLoad *load, bool missing_ok, const char *display)
+{
+	if (missing_ok)
+	{
+		ereport(NOTICE,
+				(errmsg("table \"%s\" does not exist in catalog \"%s\", skipping",
+						display, load->catalog->name)));
+		return;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_TABLE),
+			 errmsg("table \"%s\" does not exist in catalog \"%s\"",
+					display, load->catalog->name)));
+}
+
+/*
  * CtasStagedEnd
  *		post_commit (commit) or abort of a staged publication: ops->begin,
  *		then ops->finish of every action in order, or ops->undo of every

@@ -117,6 +117,8 @@ extern CtasStagedAction *CtasStagedNewAction(CtasStaged *st,
 extern char *CtasStagedToken(void);
 extern void CtasStagedRelease(CtasStaged *st);
 extern void CtasStagedRemove(CtasStaged *st);
+extern void CtasStagedDropMissing(CtasLoad *load, bool missing_ok,
+								  const char *display);
 extern void CtasStagedEnd(CtasParticipant *part, CtasStaged *st,
 						  const CtasStagedOps *ops, bool commit);
 extern void CtasStagedSubxact(CtasParticipant *part, CtasStaged *st,

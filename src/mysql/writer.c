@@ -609,19 +609,9 @@ my_drop_table(CtasLoad *load, bool missing_ok)
 	xs = CtasMyXact(load->part);
 	if (!my_logical_exists(xs->conn, xs, load->schema, load->table, &phys))
 	{
-		if (missing_ok)
-		{
-			ereport(NOTICE,
-					(errmsg("table \"%s\" does not exist in catalog \"%s\", skipping",
-							CtasMyDisplay(load->schema, load->table),
-							load->catalog->name)));
-			return;
-		}
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("table \"%s\" does not exist in catalog \"%s\"",
-						CtasMyDisplay(load->schema, load->table),
-						load->catalog->name)));
+		CtasStagedDropMissing(load, missing_ok,
+							  CtasMyDisplay(load->schema, load->table));
+		return;
 	}
 	my_check_not_appended(load, xs);
 	a = CtasMyNewAction(load->part, xs, MY_DROP, load->schema, load->table);

@@ -19,6 +19,7 @@ OBJS = \
 	src/ctas.o \
 	src/ctas_prepare.o \
 	src/targets.o \
+	src/staged.o \
 	src/clickhouse/answer.o \
 	src/clickhouse/cityhash.o \
 	src/clickhouse/client.o \

@@ -23,7 +23,10 @@
 #    (comments are not read: prose may name a target);
 #  - the SQL on ctas_fed.syncs, from the string literals of every .c file:
 #    only the table's module (sync/syncs.c, sync/syncs_query.c) names it;
-#  - sizes, from the line counts.
+#  - sizes, from the line counts;
+#  - headers, from the extern lines of every .h file: each names only
+#    functions and variables that a .c file of its own module defines
+#    (header_module).
 #
 # The layer table below lists every .c and .h file of src/ by name, no
 # globs: a new file fails until it is added, and an entry whose file is gone
@@ -108,6 +111,8 @@ my @layer_table = (
 	['target.h' => 2, undef, 'the writer and sync interface: all a target includes'],
 	['syncbatch.c' => 2, undef, 'the net change per key of a sync batch, for targets that apply sets'],
 	['syncbatch.h' => 2, undef, 'syncbatch.c'],
+	['staged.c' => 2, undef, "staged publication for targets that cannot prepare: actions, savepoints, the commit and abort walks; the target's SQL through CtasStagedOps"],
+	['staged.h' => 2, undef, 'staged.c'],
 	['postgres/postgres_target.h' => 2, 'postgres', 'private header of the PostgreSQL target'],
 	['postgres/connection.c' => 2, 'postgres', 'libpq connection cache, connecting, notices, password rules'],
 	['postgres/exec.c' => 2, 'postgres', 'SQL and COPY on a connection: waits, results, remote errors, cancel'],
@@ -218,6 +223,13 @@ my %syncs_sql_files = ('sync/syncs.c' => 1, 'sync/syncs_query.c' => 1);
 # files whose statements on ctas_fed.syncs have not moved to that module
 # yet (none left); an entry goes when its statements move
 my %syncs_sql_exceptions = (
+);
+
+# headers whose module is not their name's (header_module): header ->
+# the .c files it declares
+my %header_module = (
+	'jobs_int.h' => [ 'jobs.c', 'jobs_file.c' ],
+	'parallel_dsm.h' => [ 'parallel.c', 'parallel_worker.c' ],
 );
 
 # a function this long is printed (not failed): a reason to look again
@@ -364,6 +376,20 @@ sub nm_of
 	return (\@defined, \@undefined);
 }
 
+# The .c files whose functions header $h may declare: every .c file of its
+# folder for a header in a folder (one module: its private header and its
+# public one), else for src/NAME.h the files NAME.c and NAME_*.c, or the
+# files %header_module lists.
+sub header_module
+{
+	my ($h, $cfiles) = @_;
+	return @{ $header_module{$h} } if $header_module{$h};
+	my $dir = dirname($h);
+	return grep { dirname($_) eq $dir } @$cfiles if $dir ne '.';
+	(my $stem = $h) =~ s/\.h$//;
+	return grep { $_ eq "$stem.c" || /^\Q$stem\E_[^\/]*\.c$/ } @$cfiles;
+}
+
 # Run every rule on the tree at $root (src/ below it); returns the list of
 # [rule name, [problems]] and prints the notes (long functions).
 sub check_tree
@@ -413,7 +439,8 @@ sub check_tree
 		}
 		next unless $file =~ /\.c$/;
 		(my $obj = "$src/$file") =~ s/\.c$/.o/;
-		push @problems, "src/$obj: missing or older than its .c (run make first)"
+		(my $shown = "src/$file") =~ s/\.c$/.o/;
+		push @problems, "$shown: missing or older than its .c (run make first)"
 		  if !-f $obj || -M $obj > -M "$src/$file";
 	}
 	foreach my $entry (@layer_table)
@@ -778,6 +805,34 @@ sub check_tree
 		  . ' name table ctas_fed.syncs in a string',
 		[@problems] ];
 
+	# ---- (10) a header declares only its own module: every function and
+	# variable of ours that its extern lines name is defined by a .c file
+	# of the header's module (header_module)
+	@problems = ();
+	foreach my $h (grep { /\.h$/ } @known)
+	{
+		my @mine = header_module($h, \@cfiles);
+		my %mine = map { $_ => 1 } @mine;
+		my $text = strip_comments(slurp("$src/$h"));
+		while ($text =~ /^[ \t]*extern\b([^;]*);/mg)
+		{
+			my $decl = $1;
+			my $name;
+			if ($decl =~ /\(\s*\*\s*(\w+)\s*\)\s*\(/) { $name = $1; }    # pointer
+			elsif ($decl =~ /(\w+)\s*\(/) { $name = $1; }    # function
+			elsif ($decl =~ /(\w+)\s*(?:\[[^\]]*\]\s*)*$/) { $name = $1; }
+			next unless defined $name;
+			my $def = $definer{$name};
+			next unless defined $def && !$mine{$def};    # PostgreSQL's, or its own
+			push @problems,
+			  "src/$h declares $name, which src/$def defines: not a file of its module ("
+			  . (@mine ? join(' ', map { "src/$_" } @mine) : 'none') . ")";
+		}
+	}
+	push @results,
+	  [ "a header declares only its own module's functions and variables",
+		[@problems] ];
+
 	if (!$quiet && @long)
 	{
 		print "# functions over $long_function lines (a reason to look again):\n";
@@ -891,6 +946,9 @@ if ($self_test)
 		[ 'a .c file over the size cap',
 		  'no .c file is over',
 		  [ 'src/gid.c', sub { $_[0] . ("/* filler */\n" x $max_lines) } ] ],
+		[ "a header declaring another module's function",
+		  'a header declares only its own module',
+		  [ 'src/gid.h', sub { $_[0] . "\nextern void CtasRecordClose(int *fd);\n" } ] ],
 	);
 
 	my $n = 0;
@@ -917,6 +975,38 @@ if ($self_test)
 		my @f = grep { @{ $_->[1] } } @$res;
 		my $ok = @f == 1 && index($f[0][0], $rule) == 0;
 		$t->($ok, "$what fails \"$rule...\"");
+		foreach my $r (@f)
+		{
+			print "#   not ok - $r->[0]\n";
+			print "#     $_\n" foreach @{ $r->[1] };
+		}
+	}
+
+	# a call up a layer: the calls are read from the object files, so the
+	# call is planted in one: an object that calls the notifier (L3),
+	# linked into the typemap's (L0), which nothing of the notifier calls
+	{
+		my $obj = "$copy/src/typemap.o";
+		my @st = stat($obj);
+		my $dir = tempdir('ctas_fed_layers_obj.XXXXXX', TMPDIR => 1, CLEANUP => 1);
+		my $old = slurp($obj);
+		open(my $fh, '>', "$dir/up.c") or die "$dir/up.c: $!\n";
+		print $fh "extern void CtasNotifierRegister(void);\n"
+		  . "void layers_selftest(void);\n"
+		  . "void layers_selftest(void) { CtasNotifierRegister(); }\n";
+		close($fh);
+		my $ok = system('cc', '-c', '-o', "$dir/up.o", "$dir/up.c") == 0
+		  && system('ld', '-r', '-o', "$dir/both.o", $obj, "$dir/up.o") == 0
+		  && copy("$dir/both.o", $obj);
+		utime($st[8], $st[9], $obj);
+		my ($res) = check_tree($copy, 1);
+		open($fh, '>', $obj) or die "$obj: $!\n";
+		print $fh $old;
+		close($fh);
+		utime($st[8], $st[9], $obj);
+		my @f = grep { @{ $_->[1] } } @$res;
+		$t->($ok && @f == 1 && index($f[0][0], 'no file calls a file of a higher') == 0,
+			'a call up a layer (planted in an object file) fails "no file calls a file of a higher layer..."');
 		foreach my $r (@f)
 		{
 			print "#   not ok - $r->[0]\n";

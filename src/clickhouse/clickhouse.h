@@ -49,6 +49,7 @@
 #include "utils/tuplesort.h"
 
 #include "http/curl.h"
+#include "staged.h"
 #include "target.h"
 
 /* ClickHouse HTTP client (client.c) */
@@ -265,35 +266,18 @@ typedef enum ChActionKind
 } ChActionKind;
 
 /*
- * How far one action got, as Citus's RemoteTransactionState: what the
- * server holds of it, on which abort (ch_undo) and post-commit switch.
+ * One action (staged.h: base, first, holds its names, level and state;
+ * stage is NULL for CH_DROP, old is set for replace and drop, marker for
+ * create, see CtasChPreCommit).  An append with no rows to move stays
+ * CTAS_STAGED_LOADED at pre-commit.
  */
-typedef enum ChActionState
-{
-	CH_ACTION_STAGING,			/* recorded; the staging table is being
-								 * created and loaded */
-	CH_ACTION_LOADED,			/* end_load checked the staging table (a
-								 * drop: recorded); nothing is published */
-	CH_ACTION_PUBLISHING,		/* pre_commit sent a request that changes
-								 * the target: what took effect is unknown
-								 * until the server is asked */
-	CH_ACTION_PUBLISHED			/* pre_commit published it (an append with
-								 * no rows to move stays LOADED) */
-} ChActionState;
-
 typedef struct ChAction
 {
+	CtasStagedAction base;		/* first */
 	ChActionKind kind;
-	char	   *db;
-	char	   *table;			/* the target */
-	char	   *stage;			/* staging table, or NULL (CH_DROP) */
-	char	   *old;			/* replace/drop: where the target goes */
-	char	   *marker;			/* create: commit marker, see CtasChPreCommit */
 	char	   *source;			/* append: table the stage copies */
 	int			shard;			/* cluster: shard (from 1) it is on; 0: the
 								 * server of the catalog's url */
-	int			level;			/* subtransaction nesting level */
-	ChActionState state;
 	uint64		rows;
 } ChAction;
 
@@ -320,13 +304,11 @@ typedef struct ChXact
 {
 	CtasChHttp *http;			/* in part->cxt */
 	ChCluster  *cluster;		/* cluster catalog, or NULL */
-	List	   *actions;		/* ChAction *, oldest first */
+	CtasStaged	staged;			/* ChAction *, and the durable record */
 	/* open INSERTs, watched, by shard (0: url); or NULL */
 	CtasChHttpStream *stream[CH_MAX_SHARDS + 1];
 	char	   *stream_qid[CH_MAX_SHARDS + 1];	/* until they are closed */
 	int			stream_level;
-	char		record_path[MAXPGPATH]; /* durable record, or "" */
-	int			record_fd;		/* open on it, flock'd; or -1 */
 } ChXact;
 
 /* A sharding expression ctas_fed can compute (cluster.c) */
@@ -638,14 +620,11 @@ extern void CtasChSyncEncodeSegments(CtasSyncTarget *t, ChSyncState *st,
 extern const char *const CtasChActionNames[CH_DROP + 1];
 extern char *CtasChRecordGid(ChXact *xs);
 extern void CtasChRecordWrite(CtasParticipant *part, ChXact *xs);
-extern void CtasChRecordRelease(void *arg);
-extern void CtasChRecordRemove(ChXact *xs);
 
 /* in xact.c */
 extern void CtasChCheckVersion(CtasChHttp *http);
 extern ChXact *CtasChXact(CtasParticipant *part);
 extern CtasChHttp *CtasChActionHttp(ChXact *xs, ChAction *a);
-extern bool CtasChCleanupFailed;
 extern bool CtasChCleanupDrop(CtasChHttp *http, const char *db,
 							  const char *table, const char *what);
 extern bool CtasChUndoChecked(CtasChHttp *http, ChAction *a, char **why);

@@ -616,12 +616,12 @@ CtasChClusterCreateTable(ChLoad *cl, bool exists)
 							cl->db, load->table);
 		CtasChHttpQuery(sub->http,
 					  psprintf("CREATE TABLE %s AS %s ENGINE = Distributed(%s, %s, %s, %s)",
-							   CtasChQname(cl->db, a->stage),
+							   CtasChQname(cl->db, a->base.stage),
 							   CtasChQname(cl->db, sub->insert_table),
 							   CtasChLit(c->name), CtasChLit(cl->db),
 							   CtasChLit(cl->local), CtasChShardKeySql(&cl->key)),
 					  "create the Distributed table");
-		a->state = CH_ACTION_LOADED;
+		a->base.state = CTAS_STAGED_LOADED;
 	}
 }
 
@@ -922,7 +922,7 @@ CtasChClusterDrop(CtasLoad *load)
 				continue;
 			a = CtasChNewAction(load->part, xs, CH_DROP, i + 1, load->schema,
 								names[j]);
-			a->state = CH_ACTION_LOADED;
+			a->base.state = CTAS_STAGED_LOADED;
 			any = true;
 		}
 	}

@@ -73,25 +73,12 @@ CtasChRecordGid(ChXact *xs)
 {
 	ChAction   *first;
 
-	if (xs->actions == NIL)
+	if (xs->staged.actions == NIL)
 		return NULL;
-	first = linitial(xs->actions);
-	return CtasChDisplay(first->db,
-					  first->marker ? first->marker :
-					  first->old ? first->old : first->stage);
-}
-
-/*
- * CtasChRecordRelease
- *		Close the record's descriptor, which drops its lock.  A reset
- *		callback of the participant's context as well; never fails.
- */
-void
-CtasChRecordRelease(void *arg)
-{
-	ChXact	   *xs = (ChXact *) arg;
-
-	CtasRecordClose(&xs->record_fd);
+	first = linitial(xs->staged.actions);
+	return CtasChDisplay(first->base.db,
+					  first->base.marker ? first->base.marker :
+					  first->base.old ? first->base.old : first->base.stage);
 }
 
 /*
@@ -110,30 +97,19 @@ CtasChRecordWrite(CtasParticipant *part, ChXact *xs)
 	initStringInfo(&buf);
 	CtasRecordHeader(&buf, CH_RECORD_MAGIC, CH_RECORD_VERSION,
 					 part->serverid, part->umid, CtasChRecordGid(xs));
-	foreach(lc, xs->actions)
+	foreach(lc, xs->staged.actions)
 	{
 		ChAction   *a = lfirst(lc);
 
 		CtasRecordField(&buf, CtasChActionNames[a->kind], false);
-		CtasRecordField(&buf, a->db, false);
-		CtasRecordField(&buf, a->table, false);
-		CtasRecordField(&buf, a->stage, false);
-		CtasRecordField(&buf, a->old, false);
-		CtasRecordField(&buf, a->marker, false);
+		CtasRecordField(&buf, a->base.db, false);
+		CtasRecordField(&buf, a->base.table, false);
+		CtasRecordField(&buf, a->base.stage, false);
+		CtasRecordField(&buf, a->base.old, false);
+		CtasRecordField(&buf, a->base.marker, false);
 		appendStringInfo(&buf, "%d\n", a->shard);
 	}
-	CtasRecordWrite(xs->record_path, &xs->record_fd, CH_RECORD_PREFIX,
+	CtasRecordWrite(xs->staged.record_path, &xs->staged.record_fd, CH_RECORD_PREFIX,
 					part->serverid, part->umid, &buf);
 	pfree(buf.data);
-}
-
-/*
- * CtasChRecordRemove
- *		The transaction is finished or undone: remove its record.  A
- *		failure is a WARNING (the resolver then finds nothing left to do).
- */
-void
-CtasChRecordRemove(ChXact *xs)
-{
-	CtasRecordRemove(xs->record_path, &xs->record_fd);
 }

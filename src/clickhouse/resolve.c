@@ -173,11 +173,11 @@ ch_record_action(char **f, int nf)
 	if (k == lengthof(CtasChActionNames))
 		return NULL;
 	a->kind = (ChActionKind) k;
-	a->db = f[1];
-	a->table = f[2];
-	a->stage = f[3];
-	a->old = f[4];
-	a->marker = f[5];
+	a->base.db = f[1];
+	a->base.table = f[2];
+	a->base.stage = f[3];
+	a->base.old = f[4];
+	a->base.marker = f[5];
 	if (nf == 7)
 	{
 		if (!ch_all_digits(f[6]) || strlen(f[6]) > 3 ||
@@ -185,9 +185,9 @@ ch_record_action(char **f, int nf)
 			return NULL;
 		a->shard = atoi(f[6]);
 	}
-	if ((a->kind != CH_DROP && a->stage == NULL) ||
-		((a->kind == CH_REPLACE || a->kind == CH_DROP) && a->old == NULL) ||
-		(a->kind == CH_CREATE && a->marker == NULL))
+	if ((a->kind != CH_DROP && a->base.stage == NULL) ||
+		((a->kind == CH_REPLACE || a->kind == CH_DROP) && a->base.old == NULL) ||
+		(a->kind == CH_CREATE && a->base.marker == NULL))
 		return NULL;
 	return a;
 }
@@ -204,12 +204,12 @@ ch_finish_recorded(CtasChHttp *http, ChAction *a)
 {
 	bool		ok = true;
 
-	if (a->marker)
-		ok = CtasChCleanupDrop(http, a->db, a->marker, "drop the commit marker") && ok;
-	if (a->old)
-		ok = CtasChCleanupDrop(http, a->db, a->old, "drop the old table") && ok;
-	if (a->stage)
-		ok = CtasChCleanupDrop(http, a->db, a->stage, "drop the staging table") && ok;
+	if (a->base.marker)
+		ok = CtasChCleanupDrop(http, a->base.db, a->base.marker, "drop the commit marker") && ok;
+	if (a->base.old)
+		ok = CtasChCleanupDrop(http, a->base.db, a->base.old, "drop the old table") && ok;
+	if (a->base.stage)
+		ok = CtasChCleanupDrop(http, a->base.db, a->base.stage, "drop the staging table") && ok;
 	return ok;
 }
 
@@ -340,7 +340,7 @@ ch_resolve_record(CtasCatalog *catalog, ChXact *xs, const char *path,
 
 	/* the commit log decides; see CtasChResolve */
 	status = CtasLocalXactStatus(fxid);
-	CtasChCleanupFailed = false;
+	CtasStagedCleanupFailed = false;
 	switch (status)
 	{
 		case CTAS_XACT_IN_PROGRESS:
@@ -386,7 +386,7 @@ ch_resolve_record(CtasCatalog *catalog, ChXact *xs, const char *path,
 				bool		ok;
 
 				if (a->kind == CH_APPEND)
-					ok = CtasChCleanupDrop(http, a->db, a->stage, "drop the staging table");
+					ok = CtasChCleanupDrop(http, a->base.db, a->base.stage, "drop the staging table");
 				else
 					ok = CtasChUndoChecked(http, a, &why);
 				if (!ok)

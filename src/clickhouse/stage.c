@@ -79,12 +79,12 @@ CtasChLogicalExists(CtasChHttp *http, ChXact *xs, int shard, const char *db,
 	*phys = pstrdup(table);
 	if (xs)
 	{
-		foreach(lc, xs->actions)
+		foreach(lc, xs->staged.actions)
 		{
 			ChAction   *a = lfirst(lc);
 
-			if (a->shard == shard && strcmp(a->db, db) == 0 &&
-				strcmp(a->table, table) == 0)
+			if (a->shard == shard && strcmp(a->base.db, db) == 0 &&
+				strcmp(a->base.table, table) == 0)
 				last = a;
 		}
 	}
@@ -94,7 +94,7 @@ CtasChLogicalExists(CtasChHttp *http, ChXact *xs, int shard, const char *db,
 	{
 		case CH_CREATE:
 		case CH_REPLACE:
-			*phys = pstrdup(last->stage);
+			*phys = pstrdup(last->base.stage);
 			return true;
 		case CH_APPEND:
 			*phys = pstrdup(last->source);
@@ -103,26 +103,6 @@ CtasChLogicalExists(CtasChHttp *http, ChXact *xs, int shard, const char *db,
 			return false;
 	}
 	return false;
-}
-
-/*
- * ch_token
- *		Eight random hex digits, for the names of our scratch tables.  The
- *		rest of such a name (system identifier, xid, counter) can be
- *		guessed, and anyone who may create tables in the target database
- *		could create it first: our CREATE or RENAME would then fail, and
- *		undo would take the planted table for ours.  Palloc'd.
- */
-static char *
-ch_token(void)
-{
-	uint32		r;
-
-	if (!pg_strong_random(&r, sizeof(r)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not generate a random name for a ClickHouse scratch table")));
-	return psprintf("%08x", r);
 }
 
 /*
@@ -139,29 +119,27 @@ ChAction *
 CtasChNewAction(CtasParticipant *part, ChXact *xs, ChActionKind kind,
 				int shard, const char *db, const char *table)
 {
-	MemoryContext old = MemoryContextSwitchTo(part->cxt);
-	ChAction   *a = palloc0(sizeof(ChAction));
+	ChAction   *a;
 	int			serial = CtasScratchSerial();
+	MemoryContext old;
 
+	a = (ChAction *) CtasStagedNewAction(&xs->staged, part->cxt,
+										 sizeof(ChAction), db, table);
+	old = MemoryContextSwitchTo(part->cxt);
 	a->kind = kind;
 	a->shard = shard;
-	a->db = pstrdup(db);
-	a->table = pstrdup(table);
-	a->level = GetCurrentTransactionNestLevel();
-	a->state = CH_ACTION_STAGING;
 	/* names of the same action share its <sysid>_<xid>_<n> */
 	if (kind != CH_DROP)
-		a->stage = CtasScratchName("stage", serial, ch_token());
+		a->base.stage = CtasScratchName("stage", serial, CtasStagedToken());
 	if (kind == CH_REPLACE)
-		a->old = CtasScratchName("old", serial,
-								 psprintf("%s_%s", ch_token(), table));
+		a->base.old = CtasScratchName("old", serial,
+								 psprintf("%s_%s", CtasStagedToken(), table));
 	else if (kind == CH_CREATE)
-		a->marker = CtasScratchName("new", serial,
-									psprintf("%s_%s", ch_token(), table));
+		a->base.marker = CtasScratchName("new", serial,
+									psprintf("%s_%s", CtasStagedToken(), table));
 	else if (kind == CH_DROP)
-		a->old = CtasScratchName("drop", serial,
-								 psprintf("%s_%s", ch_token(), table));
-	xs->actions = lappend(xs->actions, a);
+		a->base.old = CtasScratchName("drop", serial,
+								 psprintf("%s_%s", CtasStagedToken(), table));
 	MemoryContextSwitchTo(old);
 
 	/* durable before the action's first remote effect */
@@ -304,7 +282,7 @@ CtasChStage(ChLoad *cl, ChActionKind kind)
 	a = CtasChNewAction(load->part, cl->xs, kind, cl->shard, db,
 						cl->cluster ? cl->local : load->table);
 	cl->action = a;
-	cl->insert_table = pstrdup(a->stage);
+	cl->insert_table = pstrdup(a->base.stage);
 	if (kind == CH_APPEND)
 	{
 		char	   *engine = CtasChRemoteEngine(cl->http, db, phys);
@@ -323,32 +301,32 @@ CtasChStage(ChLoad *cl, ChActionKind kind)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("cannot append atomically to %s, a table of engine %s",
-							CtasChDisplay(db, a->table), engine),
+							CtasChDisplay(db, a->base.table), engine),
 					 errhint("Append to the table that holds the rows, or use atomic = false.")));
 		if (strncmp(engine, "Replicated", 10) == 0)
 		{
 			/* a copy would share the replica path: stage as MergeTree */
 			create = psprintf("CREATE TABLE %s AS %s ENGINE = MergeTree ORDER BY tuple()",
-							  CtasChQname(db, a->stage), CtasChQname(db, phys));
+							  CtasChQname(db, a->base.stage), CtasChQname(db, phys));
 			cl->engine = pstrdup("MergeTree");
 		}
 		else
 		{
 			create = psprintf("CREATE TABLE %s AS %s",
-							  CtasChQname(db, a->stage), CtasChQname(db, phys));
+							  CtasChQname(db, a->base.stage), CtasChQname(db, phys));
 			cl->engine = engine;
 		}
 		CtasChHttpQuery(cl->http, create, "create the staging table");
 	}
 	else
 	{
-		CtasChHttpQuery(cl->http, CtasChCreateSql(load, cl->cols, db, a->stage),
+		CtasChHttpQuery(cl->http, CtasChCreateSql(load, cl->cols, db, a->base.stage),
 						"create the staging table");
 		cl->engine = CtasChLoadEngine(load);
 	}
 	if (CtasChCountCheckMode(cl->engine) == 2)
 		CtasChHttpQuery(cl->http,
-						psprintf("SYSTEM STOP MERGES %s", CtasChQname(db, a->stage)),
+						psprintf("SYSTEM STOP MERGES %s", CtasChQname(db, a->base.stage)),
 						"stop merges on the staging table");
 }
 
@@ -436,7 +414,7 @@ CtasChStageCheck(ChLoad *cl)
 			ereport(ERROR,
 					(errcode(ERRCODE_FDW_ERROR),
 					 errmsg("staging table of \"%s\" in catalog \"%s\" holds " UINT64_FORMAT " rows, but " UINT64_FORMAT " were sent",
-							CtasChDisplay(cl->db, cl->action->table),
+							CtasChDisplay(cl->db, cl->action->base.table),
 							CtasChHttpCatalogName(cl->http), n, cl->rows)));
 	}
 	if (CtasChCountCheckMode(cl->engine) == 2)
@@ -444,7 +422,7 @@ CtasChStageCheck(ChLoad *cl)
 						psprintf("SYSTEM START MERGES %s",
 								 CtasChQname(cl->db, cl->insert_table)),
 						"start merges on the staging table");
-	cl->action->state = CH_ACTION_LOADED;
+	cl->action->base.state = CTAS_STAGED_LOADED;
 	cl->action->rows = cl->rows;
 }
 

@@ -331,24 +331,14 @@ ch_drop_table(CtasLoad *load, bool missing_ok)
 	if (xs->cluster ? !CtasChClusterDrop(load) :
 		!CtasChLogicalExists(xs->http, xs, 0, load->schema, load->table, &phys))
 	{
-		if (missing_ok)
-		{
-			ereport(NOTICE,
-					(errmsg("table \"%s\" does not exist in catalog \"%s\", skipping",
-							CtasChDisplay(load->schema, load->table),
-							load->catalog->name)));
-			return;
-		}
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("table \"%s\" does not exist in catalog \"%s\"",
-						CtasChDisplay(load->schema, load->table),
-						load->catalog->name)));
+		CtasStagedDropMissing(load, missing_ok,
+							  CtasChDisplay(load->schema, load->table));
+		return;
 	}
 	if (xs->cluster)
 		return;					/* every shard's drop is recorded */
 	a = CtasChNewAction(load->part, xs, CH_DROP, 0, load->schema, load->table);
-	a->state = CH_ACTION_LOADED;
+	a->base.state = CTAS_STAGED_LOADED;
 }
 
 /* ------------------------------------------------------------------------

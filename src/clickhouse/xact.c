@@ -32,8 +32,11 @@
  * file in the data directory (record.c), removed when the transaction is
  * finished or undone.
  *
- * Each action of the transaction (create, replace, append, drop) is one
- * ChAction in the participant's list, in the order of the statements; the
+ * The walks over the actions at post-commit, abort and the rollback of a
+ * savepoint, and the record's lifetime, are staged.c's, shared with every
+ * target that stages its publication; this file supplies the SQL
+ * (ch_staged_ops).  Each action of the transaction (create, replace,
+ * append, drop) is one ChAction in the participant's list, in the order of the statements; the
  * list is also this transaction's view of which tables exist, so that a
  * table created earlier in the same transaction counts as existing.  An
  * action remembers the subtransaction nesting level that created it:
@@ -107,16 +110,10 @@ CtasChXact(CtasParticipant *part)
 	{
 		MemoryContext old = MemoryContextSwitchTo(part->cxt);
 
-		MemoryContextCallback *cb;
-
 		xs = palloc0(sizeof(ChXact));
 		xs->http = CtasChHttpCreate(part->catalog, part->cxt);
 		xs->cluster = CtasChClusterOpen(part->catalog, part->cxt);
-		xs->record_fd = -1;
-		cb = palloc(sizeof(MemoryContextCallback));
-		cb->func = CtasChRecordRelease;
-		cb->arg = xs;
-		MemoryContextRegisterResetCallback(part->cxt, cb);
+		CtasStagedInit(&xs->staged, part->cxt);
 		part->private = xs;
 		MemoryContextSwitchTo(old);
 	}
@@ -138,12 +135,9 @@ CtasChActionHttp(ChXact *xs, ChAction *a)
 	return xs->http;
 }
 
-/* Did a ch_cleanup_query fail since the flag was last cleared? */
-bool CtasChCleanupFailed = false;
-
 /*
  * ch_cleanup_query
- *		Run sql on a commit/abort/resolve path; WARNING, CtasChCleanupFailed
+ *		Run sql on a commit/abort/resolve path; WARNING, CtasStagedCleanupFailed
  *		and false on failure.  The answer goes to *result if result is not
  *		NULL.
  */
@@ -160,7 +154,7 @@ ch_cleanup_query_result(CtasChHttp *http, const char *sql, const char *what,
 			*result = answer;
 		return true;
 	}
-	CtasChCleanupFailed = true;
+	CtasStagedCleanupFailed = true;
 	ereport(WARNING,
 			(errcode(ERRCODE_FDW_ERROR),
 			 errmsg("could not %s \"%s\" on ClickHouse catalog \"%s\"",
@@ -227,7 +221,7 @@ ch_tables_exist(CtasChHttp *http, const char *db, const char **names, int n,
 	rows = CtasChTsv(body, &nf);
 	if (rows != NIL && nf != 1)
 	{
-		CtasChCleanupFailed = true;
+		CtasStagedCleanupFailed = true;
 		ereport(WARNING,
 				(errcode(ERRCODE_FDW_ERROR),
 				 errmsg("unexpected answer from ClickHouse catalog \"%s\" to a list of tables",
@@ -279,14 +273,14 @@ CtasChUndoChecked(CtasChHttp *http, ChAction *a, char **why)
 				marker_ex;
 
 	*why = NULL;
-	names[0] = a->table;
-	names[1] = a->kind == CH_DROP ? NULL : a->stage;
-	names[2] = a->old;
-	names[3] = a->marker;
-	if (!ch_tables_exist(http, a->db, names, 4, ex))
+	names[0] = a->base.table;
+	names[1] = a->kind == CH_DROP ? NULL : a->base.stage;
+	names[2] = a->base.old;
+	names[3] = a->base.marker;
+	if (!ch_tables_exist(http, a->base.db, names, 4, ex))
 	{
 		*why = psprintf("could not check the tables of \"%s\"",
-						CtasChDisplay(a->db, a->table));
+						CtasChDisplay(a->base.db, a->base.table));
 		return false;
 	}
 	target_ex = ex[0];
@@ -297,12 +291,12 @@ CtasChUndoChecked(CtasChHttp *http, ChAction *a, char **why)
 	/* take back the published table */
 	if (a->kind != CH_DROP && (marker_ex || old_ex) && !stage_ex && target_ex)
 	{
-		if (!ch_cleanup_query(http, ch_rename_sql(a->db, a->table, a->stage),
+		if (!ch_cleanup_query(http, ch_rename_sql(a->base.db, a->base.table, a->base.stage),
 							  "take back the published table",
-							  CtasChDisplay(a->db, a->table)))
+							  CtasChDisplay(a->base.db, a->base.table)))
 		{
 			*why = psprintf("could not take back table \"%s\"",
-							CtasChDisplay(a->db, a->table));
+							CtasChDisplay(a->base.db, a->base.table));
 			return false;
 		}
 		target_ex = false;
@@ -314,34 +308,34 @@ CtasChUndoChecked(CtasChHttp *http, ChAction *a, char **why)
 		if (target_ex)
 		{
 			*why = psprintf("table \"%s\" exists again; \"%s\" was left",
-							CtasChDisplay(a->db, a->table),
-							CtasChDisplay(a->db, a->old));
+							CtasChDisplay(a->base.db, a->base.table),
+							CtasChDisplay(a->base.db, a->base.old));
 			ereport(WARNING,
 					(errcode(ERRCODE_DUPLICATE_TABLE),
 					 errmsg("could not restore table \"%s\" of ClickHouse catalog \"%s\"",
-							CtasChDisplay(a->db, a->table), CtasChHttpCatalogName(http)),
+							CtasChDisplay(a->base.db, a->base.table), CtasChHttpCatalogName(http)),
 					 errdetail("A table of that name exists again; the original is kept as \"%s\".",
-							   CtasChDisplay(a->db, a->old))));
+							   CtasChDisplay(a->base.db, a->base.old))));
 			return false;
 		}
-		if (!ch_cleanup_query(http, ch_rename_sql(a->db, a->old, a->table),
+		if (!ch_cleanup_query(http, ch_rename_sql(a->base.db, a->base.old, a->base.table),
 							  "restore the replaced table",
-							  CtasChDisplay(a->db, a->old)))
+							  CtasChDisplay(a->base.db, a->base.old)))
 		{
 			*why = psprintf("could not restore table \"%s\"",
-							CtasChDisplay(a->db, a->table));
+							CtasChDisplay(a->base.db, a->base.table));
 			return false;
 		}
 	}
 	/* the marker before the staging table: see the resolver */
 	if (marker_ex &&
-		!CtasChCleanupDrop(http, a->db, a->marker, "drop the commit marker"))
+		!CtasChCleanupDrop(http, a->base.db, a->base.marker, "drop the commit marker"))
 	{
 		*why = pstrdup("could not drop the commit marker");
 		return false;
 	}
 	if (stage_ex &&
-		!CtasChCleanupDrop(http, a->db, a->stage, "drop the staging table"))
+		!CtasChCleanupDrop(http, a->base.db, a->base.stage, "drop the staging table"))
 	{
 		*why = pstrdup("could not drop the staging table");
 		return false;
@@ -376,7 +370,7 @@ ch_append_step(CtasChHttp *http, ChAction *a, const char *sql, const char *what,
 	uint64		now = 0;
 	bool		counted = false;
 
-	a->state = CH_ACTION_PUBLISHING;
+	a->base.state = CTAS_STAGED_PUBLISHING;
 	if (CtasChHttpTryQuery(http, sql, what, 0, &result, &detail))
 	{
 		if (*count >= 0)
@@ -385,7 +379,7 @@ ch_append_step(CtasChHttp *http, ChAction *a, const char *sql, const char *what,
 	}
 	if (*count >= 0 &&
 		CtasChHttpTryQuery(http,
-						   psprintf("SELECT count() FROM %s", CtasChQname(a->db, a->table)),
+						   psprintf("SELECT count() FROM %s", CtasChQname(a->base.db, a->base.table)),
 						   "count the rows of the target table", 0, &body, NULL))
 	{
 		now = CtasChParseCount(http, body, "SELECT count()");
@@ -394,13 +388,13 @@ ch_append_step(CtasChHttp *http, ChAction *a, const char *sql, const char *what,
 		{
 			ereport(LOG,
 					(errmsg("ctas_fed: the answer to a ClickHouse request was lost, but the rows arrived in table \"%s\" of catalog \"%s\"",
-							CtasChDisplay(a->db, a->table), CtasChHttpCatalogName(http)),
+							CtasChDisplay(a->base.db, a->base.table), CtasChHttpCatalogName(http)),
 					 errdetail_internal("%s", detail ? detail : "")));
 			*count += rows;
 			return;
 		}
 		if (now == (uint64) *count && *count == before)
-			a->state = CH_ACTION_LOADED;	/* nothing of ours arrived */
+			a->base.state = CTAS_STAGED_LOADED;	/* nothing of ours arrived */
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_FDW_ERROR),
@@ -409,7 +403,7 @@ ch_append_step(CtasChHttp *http, ChAction *a, const char *sql, const char *what,
 			 errdetail_internal("%s", detail ? detail : ""),
 			 counted && now != (uint64) *count ?
 			 errhint("Table \"%s\" holds " UINT64_FORMAT " rows; " INT64_FORMAT " were expected without the step and " UINT64_FORMAT " with it.",
-					 CtasChDisplay(a->db, a->table), now, *count,
+					 CtasChDisplay(a->base.db, a->base.table), now, *count,
 					 (uint64) *count + rows) : 0));
 }
 
@@ -426,8 +420,8 @@ ch_append_step(CtasChHttp *http, ChAction *a, const char *sql, const char *what,
 static void
 ch_append_move(CtasChHttp *http, ChAction *a)
 {
-	char	   *engine = CtasChRemoteEngine(http, a->db, a->stage);
-	char	   *target_engine = CtasChRemoteEngine(http, a->db, a->table);
+	char	   *engine = CtasChRemoteEngine(http, a->base.db, a->base.stage);
+	char	   *target_engine = CtasChRemoteEngine(http, a->base.db, a->base.table);
 	int64		count = -1;
 	int64		before;
 
@@ -435,7 +429,7 @@ ch_append_move(CtasChHttp *http, ChAction *a)
 		count = (int64) CtasChParseCount(http,
 									   CtasChHttpQuery(http,
 													   psprintf("SELECT count() FROM %s",
-																CtasChQname(a->db, a->table)),
+																CtasChQname(a->base.db, a->base.table)),
 													   "count the rows of the target table"),
 									   "SELECT count()");
 	before = count;
@@ -450,7 +444,7 @@ ch_append_move(CtasChHttp *http, ChAction *a)
 
 		body = CtasChHttpQuery(http,
 							   psprintf("SELECT partition_id, sum(rows) FROM system.parts WHERE database = %s AND table = %s AND active GROUP BY partition_id ORDER BY partition_id",
-										CtasChLit(a->db), CtasChLit(a->stage)),
+										CtasChLit(a->base.db), CtasChLit(a->base.stage)),
 							   "list the partitions of the staging table");
 		rows = CtasChTsv(body, &nf);
 		foreach(lc, rows)
@@ -464,8 +458,8 @@ ch_append_move(CtasChHttp *http, ChAction *a)
 								CtasChHttpCatalogName(http))));
 			ch_append_step(http, a,
 						   psprintf("ALTER TABLE %s ATTACH PARTITION ID %s FROM %s",
-									CtasChQname(a->db, a->table), CtasChLit(f[0]),
-									CtasChQname(a->db, a->stage)),
+									CtasChQname(a->base.db, a->base.table), CtasChLit(f[0]),
+									CtasChQname(a->base.db, a->base.stage)),
 						   "attach the staged rows to the target table",
 						   CtasChParseCount(http, f[1], "a list of partitions"),
 						   &count, before);
@@ -474,8 +468,8 @@ ch_append_move(CtasChHttp *http, ChAction *a)
 	else
 		ch_append_step(http, a,
 					   psprintf("INSERT INTO %s SELECT * FROM %s",
-								CtasChQname(a->db, a->table),
-								CtasChQname(a->db, a->stage)),
+								CtasChQname(a->base.db, a->base.table),
+								CtasChQname(a->base.db, a->base.stage)),
 					   "insert the staged rows into the target table",
 					   a->rows, &count, before);
 }
@@ -511,20 +505,20 @@ CtasChPreCommit(CtasParticipant *part)
 	 * xid durable when the transaction joined (CtasJoinTransaction).
 	 */
 	/* for ctas_fed.jobs: the object resolve reports on, and no 2PC */
-	if (xs->actions != NIL)
+	if (xs->staged.actions != NIL)
 	{
 		part->gid = MemoryContextStrdup(part->cxt, CtasChRecordGid(xs));
 		part->one_phase = true;
 	}
 
-	foreach(lc, xs->actions)
+	foreach(lc, xs->staged.actions)
 	{
 		ChAction   *a = lfirst(lc);
 		CtasChHttp *http = CtasChActionHttp(xs, a);
 
-		if (a->state != CH_ACTION_LOADED)
+		if (a->base.state != CTAS_STAGED_LOADED)
 			elog(ERROR, "ClickHouse staging table \"%s\" was never completed",
-				 a->stage);
+				 a->base.stage);
 
 		/*
 		 * From the first request on, the outcome may be unknown (a lost
@@ -532,7 +526,7 @@ CtasChPreCommit(CtasParticipant *part)
 		 * publishing from its first step on (ch_append_step).
 		 */
 		if (a->kind != CH_APPEND)
-			a->state = CH_ACTION_PUBLISHING;
+			a->base.state = CTAS_STAGED_PUBLISHING;
 		switch (a->kind)
 		{
 			case CH_CREATE:
@@ -543,93 +537,73 @@ CtasChPreCommit(CtasParticipant *part)
 				 */
 				CtasChHttpQuery(http,
 								psprintf("CREATE TABLE %s (x UInt8) ENGINE = TinyLog",
-										 CtasChQname(a->db, a->marker)),
+										 CtasChQname(a->base.db, a->base.marker)),
 								"record the publication");
-				CtasChHttpQuery(http, ch_rename_sql(a->db, a->stage, a->table),
+				CtasChHttpQuery(http, ch_rename_sql(a->base.db, a->base.stage, a->base.table),
 								"publish the new table");
 				break;
 			case CH_REPLACE:
-				CtasChHttpQuery(http, ch_rename_sql(a->db, a->table, a->old),
+				CtasChHttpQuery(http, ch_rename_sql(a->base.db, a->base.table, a->base.old),
 								"move the replaced table away");
-				CtasChHttpQuery(http, ch_rename_sql(a->db, a->stage, a->table),
+				CtasChHttpQuery(http, ch_rename_sql(a->base.db, a->base.stage, a->base.table),
 								"publish the new table");
 				break;
 			case CH_APPEND:
 				ch_append_move(http, a);
 				break;
 			case CH_DROP:
-				CtasChHttpQuery(http, ch_rename_sql(a->db, a->table, a->old),
+				CtasChHttpQuery(http, ch_rename_sql(a->base.db, a->base.table, a->base.old),
 								"drop the table");
 				break;
 		}
-		if (a->state == CH_ACTION_PUBLISHING)
-			a->state = CH_ACTION_PUBLISHED;
+		if (a->base.state == CTAS_STAGED_PUBLISHING)
+			a->base.state = CTAS_STAGED_PUBLISHED;
 
 		/* tests: a crash between the shards of a cluster */
 		if (a->shard > 0 &&
-			(lnext(xs->actions, lc) == NULL ||
-			 ((ChAction *) lfirst(lnext(xs->actions, lc)))->shard != a->shard))
+			(lnext(xs->staged.actions, lc) == NULL ||
+			 ((ChAction *) lfirst(lnext(xs->staged.actions, lc)))->shard != a->shard))
 			CtasFaultPointWait(psprintf("ch_after_shard_%d", a->shard));
 	}
 }
 
 /*
- * CtasChPostCommit
- *		post_commit of the writer: drop what was moved away.  Never an
- *		ERROR: failures are WARNINGs, and the durable record then stays,
- *		from which resolve drops the leftovers.  The record goes once
- *		everything is dropped.
+ * ch_finish
+ *		finish of the staged publication (CtasChPostCommit): drop what was
+ *		moved away.  WARNINGs only; what is left stays in the record, from
+ *		which resolve drops the leftovers.
  */
-void
-CtasChPostCommit(CtasParticipant *part)
+static void
+ch_finish(CtasParticipant *part, void *arg, CtasStagedAction *base)
 {
 	ChXact	   *xs = (ChXact *) part->private;
-	MemoryContext cxt;
-	MemoryContext old;
-	ListCell   *lc;
+	ChAction   *a = (ChAction *) base;
 
-	if (xs == NULL || in_error_recursion_trouble())
-		return;
-	cxt = AllocSetContextCreate(part->cxt, "ctas_fed clickhouse commit",
-								ALLOCSET_SMALL_SIZES);
-	old = MemoryContextSwitchTo(cxt);
-	CtasChCleanupFailed = false;
-	foreach(lc, xs->actions)
+	switch (a->base.state)
 	{
-		ChAction   *a = lfirst(lc);
-
-		switch (a->state)
-		{
-			case CH_ACTION_PUBLISHED:
-				/*
-				 * Left remotely: the replaced or dropped table under its
-				 * scratch name, the commit marker of a created table, or
-				 * the staging table of an append.
-				 */
-				if (a->kind == CH_REPLACE || a->kind == CH_DROP)
-					CtasChCleanupDrop(CtasChActionHttp(xs, a), a->db, a->old, "drop the old table");
-				else if (a->kind == CH_CREATE)
-					CtasChCleanupDrop(CtasChActionHttp(xs, a), a->db, a->marker, "drop the commit marker");
-				else
-					CtasChCleanupDrop(CtasChActionHttp(xs, a), a->db, a->stage, "drop the staging table");
-				break;
-			case CH_ACTION_LOADED:
-				/* an append with no rows to move: its staging table is left */
-				if (a->kind == CH_APPEND)
-					CtasChCleanupDrop(CtasChActionHttp(xs, a), a->db, a->stage, "drop the staging table");
-				break;
-			case CH_ACTION_STAGING:
-			case CH_ACTION_PUBLISHING:
-				/* pre_commit got past these or failed: cannot happen */
-				break;
-		}
+		case CTAS_STAGED_PUBLISHED:
+			/*
+			 * Left remotely: the replaced or dropped table under its
+			 * scratch name, the commit marker of a created table, or the
+			 * staging table of an append.
+			 */
+			if (a->kind == CH_REPLACE || a->kind == CH_DROP)
+				CtasChCleanupDrop(CtasChActionHttp(xs, a), a->base.db, a->base.old, "drop the old table");
+			else if (a->kind == CH_CREATE)
+				CtasChCleanupDrop(CtasChActionHttp(xs, a), a->base.db, a->base.marker, "drop the commit marker");
+			else
+				CtasChCleanupDrop(CtasChActionHttp(xs, a), a->base.db, a->base.stage, "drop the staging table");
+			break;
+		case CTAS_STAGED_LOADED:
+			/* an append with no rows to move: its staging table is left */
+			if (a->kind == CH_APPEND)
+				CtasChCleanupDrop(CtasChActionHttp(xs, a), a->base.db, a->base.stage, "drop the staging table");
+			break;
+		case CTAS_STAGED_STAGING:
+		case CTAS_STAGED_PUBLISHING:
+			/* pre_commit got past these or failed: cannot happen */
+			break;
 	}
-	/* what failed stays in the record, for the resolver */
-	if (!CtasChCleanupFailed)
-		CtasChRecordRemove(xs);
-	CtasChRecordRelease(xs);
-	MemoryContextSwitchTo(old);
-	MemoryContextDelete(cxt);
 }
 
 /*
@@ -640,21 +614,24 @@ CtasChPostCommit(CtasParticipant *part)
  *		left stays in the durable record.
  */
 static void
-ch_undo(CtasParticipant *part, ChXact *xs, ChAction *a)
+ch_undo(CtasParticipant *part, void *arg, CtasStagedAction *base,
+		bool subxact)
 {
+	ChXact	   *xs = (ChXact *) part->private;
+	ChAction   *a = (ChAction *) base;
 	CtasChHttp *http = CtasChActionHttp(xs, a);
 	char	   *why;
 
-	switch (a->state)
+	switch (a->base.state)
 	{
-		case CH_ACTION_STAGING:
-		case CH_ACTION_LOADED:
+		case CTAS_STAGED_STAGING:
+		case CTAS_STAGED_LOADED:
 			/* left remotely: the staging table, if any (none for a drop) */
 			if (a->kind != CH_DROP)
-				CtasChCleanupDrop(http, a->db, a->stage, "drop the staging table");
+				CtasChCleanupDrop(http, a->base.db, a->base.stage, "drop the staging table");
 			break;
-		case CH_ACTION_PUBLISHING:
-		case CH_ACTION_PUBLISHED:
+		case CTAS_STAGED_PUBLISHING:
+		case CTAS_STAGED_PUBLISHED:
 			if (a->kind == CH_APPEND)
 			{
 				/*
@@ -664,9 +641,9 @@ ch_undo(CtasParticipant *part, ChXact *xs, ChAction *a)
 				ereport(WARNING,
 						(errcode(ERRCODE_FDW_ERROR),
 						 errmsg("rows appended to table \"%s\" of ClickHouse catalog \"%s\" stay there",
-								CtasChDisplay(a->db, a->table), CtasChHttpCatalogName(http)),
+								CtasChDisplay(a->base.db, a->base.table), CtasChHttpCatalogName(http)),
 						 errdetail("The transaction failed after the rows were moved into the table; ClickHouse cannot take them back.")));
-				CtasChCleanupDrop(http, a->db, a->stage, "drop the staging table");
+				CtasChCleanupDrop(http, a->base.db, a->base.stage, "drop the staging table");
 			}
 			else if (!CtasChUndoChecked(http, a, &why))
 			{
@@ -729,6 +706,66 @@ ch_any_stream(ChXact *xs)
 	return false;
 }
 
+/* abort: the INSERTs still open are stopped before the actions are undone */
+static void *
+ch_begin(CtasParticipant *part, bool commit)
+{
+	if (!commit)
+		ch_kill_stream((ChXact *) part->private);
+	return NULL;
+}
+
+/*
+ * ch_subxact
+ *		The end of a subtransaction, before its actions are walked: a
+ *		committed one hands its INSERT to the parent, a rolled-back one
+ *		stops it (or, in error recursion, forgets it untouched).
+ */
+static void *
+ch_subxact(CtasParticipant *part, SubXactEvent event, int level,
+		   bool trouble)
+{
+	ChXact	   *xs = (ChXact *) part->private;
+
+	if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
+	{
+		if (ch_any_stream(xs) && xs->stream_level >= level)
+			xs->stream_level = level - 1;
+	}
+	else if (trouble)
+	{
+		if (xs->stream_level >= level)
+			ch_unwatch_streams(xs);
+	}
+	else if (ch_any_stream(xs) && xs->stream_level >= level)
+		ch_kill_stream(xs);
+	return NULL;
+}
+
+/* The ClickHouse target's side of a staged publication (staged.c) */
+static const CtasStagedOps ch_staged_ops = {
+	.begin = ch_begin,
+	.finish = ch_finish,
+	.undo = ch_undo,
+	.subxact = ch_subxact,
+};
+
+/*
+ * CtasChPostCommit
+ *		post_commit of the writer: drop what was moved away (ch_finish).
+ *		Never an ERROR: failures are WARNINGs, and the durable record then
+ *		stays, from which resolve drops the leftovers.  The record goes
+ *		once everything is dropped.
+ */
+void
+CtasChPostCommit(CtasParticipant *part)
+{
+	ChXact	   *xs = (ChXact *) part->private;
+
+	if (xs != NULL)
+		CtasStagedEnd(part, &xs->staged, &ch_staged_ops, true);
+}
+
 /*
  * CtasChAbort
  *		abort of the writer: stop a running INSERT, then undo every action
@@ -738,9 +775,6 @@ void
 CtasChAbort(CtasParticipant *part)
 {
 	ChXact	   *xs = (ChXact *) part->private;
-	MemoryContext cxt;
-	MemoryContext old;
-	int			i;
 
 	if (xs == NULL)
 		return;
@@ -750,90 +784,22 @@ CtasChAbort(CtasParticipant *part)
 		ch_unwatch_streams(xs);
 		return;					/* resolve will clean up */
 	}
-	cxt = AllocSetContextCreate(part->cxt, "ctas_fed clickhouse abort",
-								ALLOCSET_SMALL_SIZES);
-	old = MemoryContextSwitchTo(cxt);
-	CtasChCleanupFailed = false;
-	ch_kill_stream(xs);
-	for (i = list_length(xs->actions) - 1; i >= 0; i--)
-		ch_undo(part, xs, list_nth(xs->actions, i));
-	xs->actions = NIL;
-	/* what could not be undone stays in the record, for the resolver */
-	if (!CtasChCleanupFailed && !part->in_doubt)
-		CtasChRecordRemove(xs);
-	CtasChRecordRelease(xs);
-	MemoryContextSwitchTo(old);
-	MemoryContextDelete(cxt);
+	CtasStagedEnd(part, &xs->staged, &ch_staged_ops, false);
 }
 
 /*
  * CtasChSubxact
  *		subxact of the writer.  Commit of a subtransaction hands its actions
  *		to the parent level; abort (ROLLBACK TO SAVEPOINT, or an error in a
- *		subtransaction) undoes the actions of that level and deeper, which
- *		are never published yet.  Never an ERROR.
+ *		subtransaction) stops its INSERT and undoes the actions of that
+ *		level and deeper, which are never published yet (staged.c).  Never
+ *		an ERROR.
  */
 void
 CtasChSubxact(CtasParticipant *part, SubXactEvent event, int level)
 {
 	ChXact	   *xs = (ChXact *) part->private;
-	ListCell   *lc;
 
-	if (xs == NULL)
-		return;
-
-	if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
-	{
-		foreach(lc, xs->actions)
-		{
-			ChAction   *a = lfirst(lc);
-
-			if (a->level >= level)
-				a->level = level - 1;
-		}
-		if (ch_any_stream(xs) && xs->stream_level >= level)
-			xs->stream_level = level - 1;
-	}
-	else if (event == SUBXACT_EVENT_ABORT_SUB)
-	{
-		MemoryContext cxt;
-		MemoryContext old;
-		List	   *keep = NIL;
-		int			i;
-
-		if (in_error_recursion_trouble())
-		{
-			if (xs->stream_level >= level)
-				ch_unwatch_streams(xs);
-			return;
-		}
-		cxt = AllocSetContextCreate(part->cxt, "ctas_fed clickhouse rollback",
-									ALLOCSET_SMALL_SIZES);
-		old = MemoryContextSwitchTo(cxt);
-		if (ch_any_stream(xs) && xs->stream_level >= level)
-			ch_kill_stream(xs);
-		for (i = list_length(xs->actions) - 1; i >= 0; i--)
-		{
-			ChAction   *a = list_nth(xs->actions, i);
-
-			if (a->level >= level)
-				ch_undo(part, xs, a);
-		}
-		/*
-		 * The durable record goes on naming the undone actions until its
-		 * next version: they are its newest ones, their tables are gone,
-		 * and neither undo nor finish finds anything of theirs to act on.
-		 */
-		MemoryContextSwitchTo(part->cxt);
-		foreach(lc, xs->actions)
-		{
-			ChAction   *a = lfirst(lc);
-
-			if (a->level < level)
-				keep = lappend(keep, a);
-		}
-		xs->actions = keep;
-		MemoryContextSwitchTo(old);
-		MemoryContextDelete(cxt);
-	}
+	if (xs != NULL)
+		CtasStagedSubxact(part, &xs->staged, &ch_staged_ops, event, level);
 }

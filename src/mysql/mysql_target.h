@@ -33,6 +33,7 @@
 #include "port/pg_crc32c.h"
 
 #include "syncbatch.h"
+#include "staged.h"
 #include "target.h"
 
 /* A connection to a MySQL catalog (conn.c); the MYSQL handle is private */
@@ -84,18 +85,6 @@ typedef enum MyActionKind
 } MyActionKind;
 
 /*
- * How far one action got: on what abort (my_undo) and post_commit switch.
- */
-typedef enum MyActionState
-{
-	MY_ACTION_STAGING,			/* recorded; staging table being made */
-	MY_ACTION_LOADED,			/* end_load checked it; nothing published */
-	MY_ACTION_PUBLISHING,		/* the RENAME was sent: what took effect
-								 * is read from the server */
-	MY_ACTION_PUBLISHED
-} MyActionState;
-
-/*
  * One action.  Publication is one atomic multi-pair RENAME that always
  * moves a table to "old": for create the marker (made with the staging
  * table), for replace and drop the target.  So "old exists" means
@@ -103,17 +92,13 @@ typedef enum MyActionState
  */
 typedef struct MyAction
 {
+	CtasStagedAction base;		/* first (staged.h); stage: create and
+								 * replace; marker: create, renamed to old;
+								 * old: the name after publication */
 	MyActionKind kind;
-	char	   *db;
-	char	   *table;			/* the target */
-	char	   *stage;			/* create/replace: the staging table */
-	char	   *marker;			/* create: marker, renamed to old */
-	char	   *old;			/* name after publication */
 	char	   *branches;		/* parallel append: what the gids of the
 								 * workers' XA branches begin with */
 	int			nbranches;		/* and the highest branch number */
-	int			level;			/* subtransaction nesting level */
-	MyActionState state;
 } MyAction;
 
 /* State of the XA transaction of a participant */
@@ -133,9 +118,7 @@ typedef struct MyXact
 	char	   *xa_gid;
 	MyXaState	xa_state;
 	int			xa_depth;		/* savepoints s2..s<depth> exist */
-	List	   *actions;		/* MyAction *, oldest first */
-	char		record_path[MAXPGPATH]; /* durable record, or "" */
-	int			record_fd;		/* open on it, flock'd; or -1 */
+	CtasStaged	staged;			/* MyAction *, and the durable record */
 	char	   *doomed;			/* why the transaction cannot commit (the
 								 * branches of a rolled-back savepoint are
 								 * left), or NULL */
@@ -222,7 +205,6 @@ extern MyAction *CtasMyNewAction(CtasParticipant *part, MyXact *xs,
 								 const char *table);
 extern void CtasMyRecordWrite(CtasParticipant *part, MyXact *xs);
 extern MyConn *CtasMyXaBegin(CtasParticipant *part, MyXact *xs);
-extern bool CtasMyCleanupFailed;
 extern bool CtasMyCleanup(MyConn *conn, const char *sql, const char *what,
 						  const char *object);
 extern bool CtasMyUndoChecked(MyConn *conn, MyAction *a, char **why);

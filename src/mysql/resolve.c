@@ -109,11 +109,11 @@ my_record_action(char **f)
 	if (k == lengthof(CtasMyActionNames))
 		return NULL;
 	a->kind = (MyActionKind) k;
-	a->db = f[1];
-	a->table = f[2];
-	a->stage = f[3];
-	a->marker = f[4];
-	a->old = f[5];
+	a->base.db = f[1];
+	a->base.table = f[2];
+	a->base.stage = f[3];
+	a->base.marker = f[4];
+	a->base.old = f[5];
 	a->branches = f[6];
 	if (f[6] != NULL)
 	{
@@ -124,11 +124,11 @@ my_record_action(char **f)
 			return NULL;
 		a->nbranches = (int) strtol(f[7], &end, 10);
 	}
-	if (a->kind != MY_APPEND && a->old == NULL)
+	if (a->kind != MY_APPEND && a->base.old == NULL)
 		return NULL;
-	if ((a->kind == MY_CREATE || a->kind == MY_REPLACE) && a->stage == NULL)
+	if ((a->kind == MY_CREATE || a->kind == MY_REPLACE) && a->base.stage == NULL)
 		return NULL;
-	if (a->kind == MY_CREATE && a->marker == NULL)
+	if (a->kind == MY_CREATE && a->base.marker == NULL)
 		return NULL;
 	return a;
 }
@@ -149,7 +149,7 @@ my_resolve_xa(MyConn *conn, const char *gid, bool commit)
 	if (!CtasMyTryQuery(conn, "XA RECOVER", "list XA transactions",
 						MY_Q_CLEANUP, &rows, &detail, NULL))
 	{
-		CtasMyCleanupFailed = true;
+		CtasStagedCleanupFailed = true;
 		ereport(WARNING,
 				(errcode(ERRCODE_FDW_ERROR),
 				 errmsg("could not list the XA transactions of MySQL catalog \"%s\"",
@@ -259,7 +259,7 @@ my_resolve_record(CtasCatalog *catalog, MyConn **conn, const char *path,
 		}
 		actions = lappend(actions, a);
 	}
-	object = gid ? gid : actions ? ((MyAction *) linitial(actions))->old : path;
+	object = gid ? gid : actions ? ((MyAction *) linitial(actions))->base.old : path;
 	if (object == NULL)
 		object = path;
 
@@ -294,7 +294,7 @@ my_resolve_record(CtasCatalog *catalog, MyConn **conn, const char *path,
 		CloseTransientFile(fd);
 		return;
 	}
-	CtasMyCleanupFailed = false;
+	CtasStagedCleanupFailed = false;
 	if (gid && !my_resolve_xa(*conn, gid, status == CTAS_XACT_COMMITTED))
 	{
 		emit(arg, object, "left: could not finish its XA transaction");
@@ -326,10 +326,10 @@ my_resolve_record(CtasCatalog *catalog, MyConn **conn, const char *path,
 		{
 			MyAction   *a = lfirst(lc);
 
-			if (a->old &&
+			if (a->base.old &&
 				!CtasMyCleanup(*conn,
-							   psprintf("DROP TABLE IF EXISTS %s", CtasMyQname(a->db, a->old)),
-							   "drop the old table", CtasMyDisplay(a->db, a->old)))
+							   psprintf("DROP TABLE IF EXISTS %s", CtasMyQname(a->base.db, a->base.old)),
+							   "drop the old table", CtasMyDisplay(a->base.db, a->base.old)))
 			{
 				emit(arg, object, "left: could not drop what the transaction replaced");
 				CloseTransientFile(fd);

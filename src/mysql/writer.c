@@ -94,11 +94,11 @@ my_last_action(MyXact *xs, const char *db, const char *table)
 
 	if (xs == NULL)
 		return NULL;
-	foreach(lc, xs->actions)
+	foreach(lc, xs->staged.actions)
 	{
 		MyAction   *a = lfirst(lc);
 
-		if (strcmp(a->db, db) == 0 && strcmp(a->table, table) == 0)
+		if (strcmp(a->base.db, db) == 0 && strcmp(a->base.table, table) == 0)
 			last = a;
 	}
 	return last;
@@ -123,7 +123,7 @@ my_logical_exists(MyConn *conn, MyXact *xs, const char *db,
 	{
 		case MY_CREATE:
 		case MY_REPLACE:
-			*phys = pstrdup(last->stage);
+			*phys = pstrdup(last->base.stage);
 			return true;
 		case MY_APPEND:
 			return true;
@@ -322,13 +322,13 @@ my_create_table(CtasLoad *load, bool exists)
 		if (last && (last->kind == MY_CREATE || last->kind == MY_REPLACE))
 		{
 			/* into this transaction's own staging table */
-			if (last->level != GetCurrentTransactionNestLevel())
+			if (last->base.level != GetCurrentTransactionNestLevel())
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot append to table \"%s\" of MySQL catalog \"%s\" in a savepoint of the transaction that created it",
 								CtasMyDisplay(db, load->table), load->catalog->name)));
-			ml->into = pstrdup(last->stage);
-			last->state = MY_ACTION_STAGING;
+			ml->into = pstrdup(last->base.stage);
+			last->base.state = CTAS_STAGED_STAGING;
 			ml->action = last;
 		}
 		else
@@ -349,14 +349,14 @@ my_create_table(CtasLoad *load, bool exists)
 		a = CtasMyNewAction(load->part, ml->xs, kind, db, load->table);
 		ml->action = a;
 		/* recorded first: abort drops what exists of it */
-		CtasMyExec(ml->conn, CtasMyCreateSql(load, db, a->stage),
+		CtasMyExec(ml->conn, CtasMyCreateSql(load, db, a->base.stage),
 				   "create the staging table");
-		if (a->marker)
+		if (a->base.marker)
 			CtasMyExec(ml->conn,
 					   psprintf("CREATE TABLE %s (x TINYINT) ENGINE = InnoDB",
-								CtasMyQname(db, a->marker)),
+								CtasMyQname(db, a->base.marker)),
 					   "create the commit marker");
-		ml->into = pstrdup(a->stage);
+		ml->into = pstrdup(a->base.stage);
 	}
 	ml->load_sql = my_load_sql(load, db, ml->into, ml->cols);
 	initStringInfo(&ml->bufs[0]);
@@ -425,7 +425,7 @@ my_end_load(CtasLoad *load)
 	else if (ml->parallel)
 		my_parallel_check(ml);
 	if (ml->action)
-		ml->action->state = MY_ACTION_LOADED;
+		ml->action->base.state = CTAS_STAGED_LOADED;
 }
 
 /* ------------------------------------------------------------------------
@@ -609,23 +609,13 @@ my_drop_table(CtasLoad *load, bool missing_ok)
 	xs = CtasMyXact(load->part);
 	if (!my_logical_exists(xs->conn, xs, load->schema, load->table, &phys))
 	{
-		if (missing_ok)
-		{
-			ereport(NOTICE,
-					(errmsg("table \"%s\" does not exist in catalog \"%s\", skipping",
-							CtasMyDisplay(load->schema, load->table),
-							load->catalog->name)));
-			return;
-		}
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("table \"%s\" does not exist in catalog \"%s\"",
-						CtasMyDisplay(load->schema, load->table),
-						load->catalog->name)));
+		CtasStagedDropMissing(load, missing_ok,
+							  CtasMyDisplay(load->schema, load->table));
+		return;
 	}
 	my_check_not_appended(load, xs);
 	a = CtasMyNewAction(load->part, xs, MY_DROP, load->schema, load->table);
-	a->state = MY_ACTION_LOADED;
+	a->base.state = CTAS_STAGED_LOADED;
 }
 
 /* ------------------------------------------------------------------------

@@ -30,6 +30,10 @@
  *				back (if that fails, they stay the transaction's, whose
  *				commit is then refused).
  *
+ * The walks over the actions at post_commit, abort and subxact, and the
+ * record's lifetime, are staged.c's, shared with every target that stages
+ * its publication; this file supplies the SQL (my_staged_ops).
+ *
  * Durable records (xrecord.c: written, locked, checksummed and removed as
  * for every target that stages its publication): before the first remote
  * effect of each action and before XA START, the participant's actions,
@@ -82,15 +86,6 @@ const char *const CtasMyActionNames[MY_APPEND + 1] = {
  * ------------------------------------------------------------------------
  */
 
-/* close the record's descriptor (drops its lock); never fails */
-static void
-my_record_release(void *arg)
-{
-	MyXact	   *xs = (MyXact *) arg;
-
-	CtasRecordClose(&xs->record_fd);
-}
-
 /*
  * CtasMyRecordWrite
  *		Write the durable record of part with the actions and XA gid of xs
@@ -106,29 +101,23 @@ CtasMyRecordWrite(CtasParticipant *part, MyXact *xs)
 	initStringInfo(&buf);
 	CtasRecordHeader(&buf, MY_RECORD_MAGIC, MY_RECORD_VERSION,
 					 part->serverid, part->umid, xs->xa_gid);
-	foreach(lc, xs->actions)
+	foreach(lc, xs->staged.actions)
 	{
 		MyAction   *a = lfirst(lc);
 
 		CtasRecordField(&buf, CtasMyActionNames[a->kind], false);
-		CtasRecordField(&buf, a->db, false);
-		CtasRecordField(&buf, a->table, false);
-		CtasRecordField(&buf, a->stage, false);
-		CtasRecordField(&buf, a->marker, false);
-		CtasRecordField(&buf, a->old, false);
+		CtasRecordField(&buf, a->base.db, false);
+		CtasRecordField(&buf, a->base.table, false);
+		CtasRecordField(&buf, a->base.stage, false);
+		CtasRecordField(&buf, a->base.marker, false);
+		CtasRecordField(&buf, a->base.old, false);
 		CtasRecordField(&buf, a->branches, false);
 		CtasRecordField(&buf, a->branches ? psprintf("%d", a->nbranches) : NULL,
 						true);
 	}
-	CtasRecordWrite(xs->record_path, &xs->record_fd, MY_RECORD_PREFIX,
+	CtasRecordWrite(xs->staged.record_path, &xs->staged.record_fd, MY_RECORD_PREFIX,
 					part->serverid, part->umid, &buf);
 	pfree(buf.data);
-}
-
-static void
-my_record_remove(MyXact *xs)
-{
-	CtasRecordRemove(xs->record_path, &xs->record_fd);
 }
 
 /* ------------------------------------------------------------------------
@@ -144,37 +133,13 @@ CtasMyXact(CtasParticipant *part)
 
 	if (xs == NULL)
 	{
-		MemoryContext old = MemoryContextSwitchTo(part->cxt);
-		MemoryContextCallback *cb;
-
-		xs = palloc0(sizeof(MyXact));
-		xs->record_fd = -1;
-		cb = palloc(sizeof(MemoryContextCallback));
-		cb->func = my_record_release;
-		cb->arg = xs;
-		MemoryContextRegisterResetCallback(part->cxt, cb);
+		xs = MemoryContextAllocZero(part->cxt, sizeof(MyXact));
+		CtasStagedInit(&xs->staged, part->cxt);
 		part->private = xs;
-		MemoryContextSwitchTo(old);
 	}
 	if (xs->conn == NULL || CtasMyBroken(xs->conn))
 		xs->conn = CtasMyConnect(part->catalog, part->cxt, false);
 	return xs;
-}
-
-/*
- * Eight random hex digits for scratch names: the rest of such a name can be
- * guessed, and a table planted under it must not pass for ours.
- */
-static char *
-my_token(void)
-{
-	uint32		r;
-
-	if (!pg_strong_random(&r, sizeof(r)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not generate a random name for a MySQL scratch table")));
-	return psprintf("%08x", r);
 }
 
 /*
@@ -187,22 +152,20 @@ MyAction *
 CtasMyNewAction(CtasParticipant *part, MyXact *xs, MyActionKind kind,
 				const char *db, const char *table)
 {
-	MemoryContext old = MemoryContextSwitchTo(part->cxt);
-	MyAction   *a = palloc0(sizeof(MyAction));
+	MyAction   *a;
 	int			serial = CtasScratchSerial();
+	MemoryContext old;
 
+	a = (MyAction *) CtasStagedNewAction(&xs->staged, part->cxt,
+										 sizeof(MyAction), db, table);
+	old = MemoryContextSwitchTo(part->cxt);
 	a->kind = kind;
-	a->db = pstrdup(db);
-	a->table = pstrdup(table);
-	a->level = GetCurrentTransactionNestLevel();
-	a->state = MY_ACTION_STAGING;
 	if (kind == MY_CREATE || kind == MY_REPLACE)
-		a->stage = CtasScratchName("stage", serial, my_token());
+		a->base.stage = CtasScratchName("stage", serial, CtasStagedToken());
 	if (kind == MY_CREATE)
-		a->marker = CtasScratchName("new", serial, my_token());
+		a->base.marker = CtasScratchName("new", serial, CtasStagedToken());
 	if (kind != MY_APPEND)
-		a->old = CtasScratchName("old", serial, my_token());
-	xs->actions = lappend(xs->actions, a);
+		a->base.old = CtasScratchName("old", serial, CtasStagedToken());
 	MemoryContextSwitchTo(old);
 
 	CtasMyRecordWrite(part, xs);
@@ -253,12 +216,10 @@ CtasMyXaBegin(CtasParticipant *part, MyXact *xs)
  * ------------------------------------------------------------------------
  */
 
-bool		CtasMyCleanupFailed = false;
-
 /*
  * CtasMyCleanup
  *		Run sql on a commit/abort/resolve path: WARNING,
- *		CtasMyCleanupFailed and false on failure.
+ *		CtasStagedCleanupFailed and false on failure.
  */
 bool
 CtasMyCleanup(MyConn *conn, const char *sql, const char *what,
@@ -269,7 +230,7 @@ CtasMyCleanup(MyConn *conn, const char *sql, const char *what,
 	if (conn != NULL &&
 		CtasMyTryQuery(conn, sql, what, MY_Q_CLEANUP, NULL, &detail, NULL))
 		return true;
-	CtasMyCleanupFailed = true;
+	CtasStagedCleanupFailed = true;
 	ereport(WARNING,
 			(errcode(ERRCODE_FDW_ERROR),
 			 errmsg("could not %s \"%s\" on MySQL catalog \"%s\"",
@@ -316,7 +277,7 @@ my_exist(MyConn *conn, const char *db, const char **names, int n,
 		!CtasMyTryQuery(conn, sql.data, "check the tables", MY_Q_CLEANUP,
 						&rows, &detail, NULL))
 	{
-		CtasMyCleanupFailed = true;
+		CtasStagedCleanupFailed = true;
 		ereport(WARNING,
 				(errcode(ERRCODE_FDW_ERROR),
 				 errmsg("could not check the tables of database \"%s\" on MySQL catalog \"%s\"",
@@ -346,17 +307,17 @@ my_exist(MyConn *conn, const char *db, const char **names, int n,
 bool
 CtasMyUndoChecked(MyConn *conn, MyAction *a, char **why)
 {
-	const char *names[4] = {a->table, a->stage, a->marker, a->old};
+	const char *names[4] = {a->base.table, a->base.stage, a->base.marker, a->base.old};
 	bool		ex[4];
 	char	   *sql = NULL;
 
 	*why = NULL;
 	if (a->kind == MY_APPEND)
 		return true;
-	if (!my_exist(conn, a->db, names, 4, ex))
+	if (!my_exist(conn, a->base.db, names, 4, ex))
 	{
 		*why = psprintf("could not check the tables of \"%s\"",
-						CtasMyDisplay(a->db, a->table));
+						CtasMyDisplay(a->base.db, a->base.table));
 		return false;
 	}
 	if (ex[3])
@@ -366,47 +327,47 @@ CtasMyUndoChecked(MyConn *conn, MyAction *a, char **why)
 		{
 			if (!ex[0])
 				sql = psprintf("RENAME TABLE %s TO %s",
-							   CtasMyQname(a->db, a->old), CtasMyQname(a->db, a->table));
+							   CtasMyQname(a->base.db, a->base.old), CtasMyQname(a->base.db, a->base.table));
 		}
 		else if (ex[0] && !ex[1])
 		{
 			if (a->kind == MY_CREATE)
 				sql = psprintf("RENAME TABLE %s TO %s, %s TO %s",
-							   CtasMyQname(a->db, a->table), CtasMyQname(a->db, a->stage),
-							   CtasMyQname(a->db, a->old), CtasMyQname(a->db, a->marker));
+							   CtasMyQname(a->base.db, a->base.table), CtasMyQname(a->base.db, a->base.stage),
+							   CtasMyQname(a->base.db, a->base.old), CtasMyQname(a->base.db, a->base.marker));
 			else
 				sql = psprintf("RENAME TABLE %s TO %s, %s TO %s",
-							   CtasMyQname(a->db, a->table), CtasMyQname(a->db, a->stage),
-							   CtasMyQname(a->db, a->old), CtasMyQname(a->db, a->table));
+							   CtasMyQname(a->base.db, a->base.table), CtasMyQname(a->base.db, a->base.stage),
+							   CtasMyQname(a->base.db, a->base.old), CtasMyQname(a->base.db, a->base.table));
 		}
 		if (sql == NULL)
 		{
 			*why = psprintf("table \"%s\" changed after it was published; \"%s\" was left",
-							CtasMyDisplay(a->db, a->table), CtasMyDisplay(a->db, a->old));
-			CtasMyCleanupFailed = true;
+							CtasMyDisplay(a->base.db, a->base.table), CtasMyDisplay(a->base.db, a->base.old));
+			CtasStagedCleanupFailed = true;
 			ereport(WARNING,
 					(errcode(ERRCODE_DUPLICATE_TABLE),
 					 errmsg("could not take back table \"%s\" of MySQL catalog \"%s\"",
-							CtasMyDisplay(a->db, a->table), CtasMyCatalogName(conn)),
+							CtasMyDisplay(a->base.db, a->base.table), CtasMyCatalogName(conn)),
 					 errdetail("The table changed after it was published; \"%s\" is kept.",
-							   CtasMyDisplay(a->db, a->old))));
+							   CtasMyDisplay(a->base.db, a->base.old))));
 			return false;
 		}
 		if (!CtasMyCleanup(conn, sql, "take back the publication of",
-						   CtasMyDisplay(a->db, a->table)))
+						   CtasMyDisplay(a->base.db, a->base.table)))
 		{
-			*why = psprintf("could not take back \"%s\"", CtasMyDisplay(a->db, a->table));
+			*why = psprintf("could not take back \"%s\"", CtasMyDisplay(a->base.db, a->base.table));
 			return false;
 		}
 		if (a->kind == MY_DROP)
 			return true;
 	}
-	if (a->stage && !my_drop(conn, a->db, a->stage, "drop the staging table"))
+	if (a->base.stage && !my_drop(conn, a->base.db, a->base.stage, "drop the staging table"))
 	{
 		*why = pstrdup("could not drop the staging table");
 		return false;
 	}
-	if (a->marker && !my_drop(conn, a->db, a->marker, "drop the commit marker"))
+	if (a->base.marker && !my_drop(conn, a->base.db, a->base.marker, "drop the commit marker"))
 	{
 		*why = pstrdup("could not drop the commit marker");
 		return false;
@@ -601,12 +562,12 @@ my_settle_action(MyConn *conn, CtasParticipant *part, MyAction *a,
 		return true;
 	if (CtasMySettleBranches(conn, a->branches, a->nbranches, commit, &why))
 		return true;
-	CtasMyCleanupFailed = true;
+	CtasStagedCleanupFailed = true;
 	ereport(WARNING,
 			(errcode(ERRCODE_FDW_ERROR),
 			 errmsg("could not %s the XA branches of the parallel workers that appended to \"%s\" on MySQL catalog \"%s\"",
 					commit ? "commit" : "roll back",
-					CtasMyDisplay(a->db, a->table), part->catalog->name),
+					CtasMyDisplay(a->base.db, a->base.table), part->catalog->name),
 			 errdetail_internal("%s", why ? why : ""),
 			 errhint("ctas_fed.resolve_in_doubt() finishes them.")));
 	return false;
@@ -657,31 +618,31 @@ CtasMyPreCommit(CtasParticipant *part)
 
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "RENAME TABLE ");
-	foreach(lc, xs->actions)
+	foreach(lc, xs->staged.actions)
 	{
 		MyAction   *a = lfirst(lc);
 		const char *sep = any ? ", " : "";
 
 		if (a->kind == MY_APPEND)
 			continue;
-		if (a->state != MY_ACTION_LOADED)
+		if (a->base.state != CTAS_STAGED_LOADED)
 			elog(ERROR, "MySQL staging table \"%s\" was never completed",
-				 a->stage ? a->stage : a->table);
+				 a->base.stage ? a->base.stage : a->base.table);
 		switch (a->kind)
 		{
 			case MY_CREATE:
 				appendStringInfo(&sql, "%s%s TO %s, %s TO %s", sep,
-								 CtasMyQname(a->db, a->stage), CtasMyQname(a->db, a->table),
-								 CtasMyQname(a->db, a->marker), CtasMyQname(a->db, a->old));
+								 CtasMyQname(a->base.db, a->base.stage), CtasMyQname(a->base.db, a->base.table),
+								 CtasMyQname(a->base.db, a->base.marker), CtasMyQname(a->base.db, a->base.old));
 				break;
 			case MY_REPLACE:
 				appendStringInfo(&sql, "%s%s TO %s, %s TO %s", sep,
-								 CtasMyQname(a->db, a->table), CtasMyQname(a->db, a->old),
-								 CtasMyQname(a->db, a->stage), CtasMyQname(a->db, a->table));
+								 CtasMyQname(a->base.db, a->base.table), CtasMyQname(a->base.db, a->base.old),
+								 CtasMyQname(a->base.db, a->base.stage), CtasMyQname(a->base.db, a->base.table));
 				break;
 			case MY_DROP:
 				appendStringInfo(&sql, "%s%s TO %s", sep,
-								 CtasMyQname(a->db, a->table), CtasMyQname(a->db, a->old));
+								 CtasMyQname(a->base.db, a->base.table), CtasMyQname(a->base.db, a->base.old));
 				break;
 			case MY_APPEND:
 				break;
@@ -689,30 +650,30 @@ CtasMyPreCommit(CtasParticipant *part)
 		any = true;
 	}
 	/* the job's gid: the XA branch, else the first name to look for */
-	foreach(lc, xs->actions)
+	foreach(lc, xs->staged.actions)
 	{
 		MyAction   *a = lfirst(lc);
 
-		if (part->gid == NULL && (a->branches || a->old))
+		if (part->gid == NULL && (a->branches || a->base.old))
 			part->gid = MemoryContextStrdup(part->cxt,
-											a->branches ? a->branches : a->old);
+											a->branches ? a->branches : a->base.old);
 	}
 	if (!any)
 		return;
-	foreach(lc, xs->actions)
+	foreach(lc, xs->staged.actions)
 	{
 		MyAction   *a = lfirst(lc);
 
 		if (a->kind != MY_APPEND)
-			a->state = MY_ACTION_PUBLISHING;
+			a->base.state = CTAS_STAGED_PUBLISHING;
 	}
 	CtasMyExec(xs->conn, sql.data, "publish the tables");
-	foreach(lc, xs->actions)
+	foreach(lc, xs->staged.actions)
 	{
 		MyAction   *a = lfirst(lc);
 
 		if (a->kind != MY_APPEND)
-			a->state = MY_ACTION_PUBLISHED;
+			a->base.state = CTAS_STAGED_PUBLISHED;
 	}
 }
 
@@ -759,6 +720,192 @@ my_xa_finish(CtasParticipant *part, MyXact *xs, bool commit,
 }
 
 /*
+ * What the walks of staged.c over the actions use (the arg of
+ * my_staged_ops): the session, made when first needed.
+ */
+typedef struct MyWalk
+{
+	MyXact	   *xs;
+	MyConn	   *conn;			/* or NULL, until my_walk_conn */
+	MemoryContext cxt;			/* the walk's short-lived context */
+	int			level;			/* subxact: the level rolled back */
+} MyWalk;
+
+static MyConn *
+my_walk_conn(CtasParticipant *part, MyWalk *w)
+{
+	if (w->conn == NULL)
+		w->conn = my_cleanup_conn(part, w->xs, w->cxt);
+	return w->conn;
+}
+
+/*
+ * my_begin
+ *		Before the walk of post_commit (commit) or abort: XA COMMIT, or XA
+ *		ROLLBACK (or the session closed, which rolls back an unprepared
+ *		branch); then the session the walk uses.
+ */
+static void *
+my_begin(CtasParticipant *part, bool commit)
+{
+	MyXact	   *xs = (MyXact *) part->private;
+	MyWalk	   *w = palloc0(sizeof(MyWalk));
+
+	w->xs = xs;
+	w->cxt = CurrentMemoryContext;
+	if (commit)
+	{
+		if (xs->xa_state == MY_XA_PREPARED &&
+			!my_xa_finish(part, xs, true, w->cxt))
+		{
+			CtasStagedCleanupFailed = true;
+			part->in_doubt = true;
+		}
+	}
+	else
+	{
+		if (xs->xa_state == MY_XA_ACTIVE)
+		{
+			/* an unprepared branch dies with its session */
+			if (CtasMyBroken(xs->xa_conn))
+				(void) my_cleanup_conn(part, xs, w->cxt);
+			CtasMyClose(xs->xa_conn);
+			xs->xa_conn = NULL;
+		}
+		else if (xs->xa_state != MY_XA_NONE &&
+				 !my_xa_finish(part, xs, false, w->cxt))
+		{
+			CtasStagedCleanupFailed = true;
+			part->in_doubt = true;
+		}
+		xs->xa_state = MY_XA_NONE;
+		if (xs->staged.actions == NIL)
+			return w;
+	}
+	(void) my_walk_conn(part, w);
+	return w;
+}
+
+/* after the local commit: the workers' branches, then the "old" tables */
+static void
+my_finish(CtasParticipant *part, void *arg, CtasStagedAction *base)
+{
+	MyWalk	   *w = (MyWalk *) arg;
+	MyAction   *a = (MyAction *) base;
+
+	if (a->branches && !my_settle_action(w->conn, part, a, true))
+		part->in_doubt = true;
+	if (a->base.state == CTAS_STAGED_PUBLISHED && a->base.old &&
+		!my_drop(w->conn, a->base.db, a->base.old, "drop the old table"))
+		CtasStagedCleanupFailed = true;
+}
+
+/* undo one action whatever stage it reached; WARNINGs only */
+static void
+my_undo_action(CtasParticipant *part, MyConn *conn, MyAction *a)
+{
+	char	   *why;
+
+	if (a->branches && !my_settle_action(conn, part, a, false))
+		part->in_doubt = true;
+	switch (a->base.state)
+	{
+		case CTAS_STAGED_STAGING:
+		case CTAS_STAGED_LOADED:
+			if (a->base.stage)
+				my_drop(conn, a->base.db, a->base.stage, "drop the staging table");
+			if (a->base.marker)
+				my_drop(conn, a->base.db, a->base.marker, "drop the commit marker");
+			break;
+		case CTAS_STAGED_PUBLISHING:
+		case CTAS_STAGED_PUBLISHED:
+			if (!CtasMyUndoChecked(conn, a, &why))
+				part->in_doubt = true;
+			break;
+	}
+}
+
+/*
+ * my_undo
+ *		undo of the walks: on abort, every action; on the rollback of a
+ *		subtransaction, its actions but the appends without branches
+ *		(their rows go with the XA savepoint).  The branches of a parallel
+ *		append that cannot be rolled back are kept, moved to the parent
+ *		level, so that the abort of the transaction (or the resolver)
+ *		rolls them back; the commit is refused (xs->doomed).
+ */
+static void
+my_undo(CtasParticipant *part, void *arg, CtasStagedAction *base,
+		bool subxact)
+{
+	MyWalk	   *w = (MyWalk *) arg;
+	MyAction   *a = (MyAction *) base;
+
+	if (!subxact)
+	{
+		my_undo_action(part, w->conn, a);
+		return;
+	}
+	if (a->kind == MY_APPEND && a->branches == NULL)
+		return;
+	if (a->kind != MY_APPEND)
+		my_undo_action(part, my_walk_conn(part, w), a);
+	else if (!my_settle_action(my_walk_conn(part, w), part, a, false))
+	{
+		a->base.level = w->level - 1;
+		w->xs->doomed = MemoryContextStrdup(part->cxt,
+											psprintf("The XA branches \"%s*\" of a parallel append to \"%s\" could not be rolled back.",
+													 a->branches, CtasMyDisplay(a->base.db, a->base.table)));
+	}
+}
+
+/*
+ * my_subxact
+ *		The end of a subtransaction, before its actions are walked: the
+ *		savepoints of the XA session follow (a broken session stays
+ *		broken: pre_commit then fails).
+ */
+static void *
+my_subxact(CtasParticipant *part, SubXactEvent event, int level,
+		   bool trouble)
+{
+	MyXact	   *xs = (MyXact *) part->private;
+	MyWalk	   *w;
+
+	if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
+	{
+		if (xs->xa_depth >= level)
+			xs->xa_depth = level - 1;
+		return NULL;
+	}
+	if (trouble)
+		return NULL;
+	w = palloc0(sizeof(MyWalk));
+	w->xs = xs;
+	w->cxt = CurrentMemoryContext;
+	w->level = level;
+	if (xs->xa_state == MY_XA_ACTIVE && xs->xa_depth >= level)
+	{
+		if (!CtasMyBroken(xs->xa_conn) &&
+			!CtasMyTryQuery(xs->xa_conn,
+							psprintf("ROLLBACK TO SAVEPOINT s%d", level),
+							"roll back to a savepoint", MY_Q_CLEANUP,
+							NULL, NULL, NULL))
+			CtasMyClose(xs->xa_conn);
+		xs->xa_depth = level - 1;
+	}
+	return w;
+}
+
+/* The MySQL target's side of a staged publication (staged.c) */
+static const CtasStagedOps my_staged_ops = {
+	.begin = my_begin,
+	.finish = my_finish,
+	.undo = my_undo,
+	.subxact = my_subxact,
+};
+
+/*
  * CtasMyPostCommit
  *		post_commit of the writer: XA COMMIT, then drop what was moved away.
  *		Never an ERROR; what fails stays in the record for the resolver.
@@ -767,63 +914,9 @@ void
 CtasMyPostCommit(CtasParticipant *part)
 {
 	MyXact	   *xs = (MyXact *) part->private;
-	MemoryContext cxt;
-	MemoryContext old;
-	MyConn	   *conn;
-	ListCell   *lc;
 
-	if (xs == NULL || in_error_recursion_trouble())
-		return;
-	cxt = AllocSetContextCreate(part->cxt, "ctas_fed mysql commit",
-								ALLOCSET_SMALL_SIZES);
-	old = MemoryContextSwitchTo(cxt);
-	CtasMyCleanupFailed = false;
-	if (xs->xa_state == MY_XA_PREPARED && !my_xa_finish(part, xs, true, cxt))
-	{
-		CtasMyCleanupFailed = true;
-		part->in_doubt = true;
-	}
-	conn = my_cleanup_conn(part, xs, cxt);
-	foreach(lc, xs->actions)
-	{
-		MyAction   *a = lfirst(lc);
-
-		if (a->branches && !my_settle_action(conn, part, a, true))
-			part->in_doubt = true;
-		if (a->state == MY_ACTION_PUBLISHED && a->old &&
-			!my_drop(conn, a->db, a->old, "drop the old table"))
-			CtasMyCleanupFailed = true;
-	}
-	if (!CtasMyCleanupFailed)
-		my_record_remove(xs);
-	my_record_release(xs);
-	MemoryContextSwitchTo(old);
-	MemoryContextDelete(cxt);
-}
-
-/* undo one action whatever stage it reached; WARNINGs only */
-static void
-my_undo(CtasParticipant *part, MyConn *conn, MyAction *a)
-{
-	char	   *why;
-
-	if (a->branches && !my_settle_action(conn, part, a, false))
-		part->in_doubt = true;
-	switch (a->state)
-	{
-		case MY_ACTION_STAGING:
-		case MY_ACTION_LOADED:
-			if (a->stage)
-				my_drop(conn, a->db, a->stage, "drop the staging table");
-			if (a->marker)
-				my_drop(conn, a->db, a->marker, "drop the commit marker");
-			break;
-		case MY_ACTION_PUBLISHING:
-		case MY_ACTION_PUBLISHED:
-			if (!CtasMyUndoChecked(conn, a, &why))
-				part->in_doubt = true;
-			break;
-	}
+	if (xs != NULL)
+		CtasStagedEnd(part, &xs->staged, &my_staged_ops, true);
 }
 
 /*
@@ -835,44 +928,9 @@ void
 CtasMyAbort(CtasParticipant *part)
 {
 	MyXact	   *xs = (MyXact *) part->private;
-	MemoryContext cxt;
-	MemoryContext old;
-	MyConn	   *conn;
-	int			i;
 
-	if (xs == NULL || in_error_recursion_trouble())
-		return;
-	cxt = AllocSetContextCreate(part->cxt, "ctas_fed mysql abort",
-								ALLOCSET_SMALL_SIZES);
-	old = MemoryContextSwitchTo(cxt);
-	CtasMyCleanupFailed = false;
-	if (xs->xa_state == MY_XA_ACTIVE)
-	{
-		/* an unprepared branch dies with its session */
-		if (CtasMyBroken(xs->xa_conn))
-			(void) my_cleanup_conn(part, xs, cxt);
-		CtasMyClose(xs->xa_conn);
-		xs->xa_conn = NULL;
-	}
-	else if (xs->xa_state != MY_XA_NONE &&
-			 !my_xa_finish(part, xs, false, cxt))
-	{
-		CtasMyCleanupFailed = true;
-		part->in_doubt = true;
-	}
-	xs->xa_state = MY_XA_NONE;
-	if (xs->actions != NIL)
-	{
-		conn = my_cleanup_conn(part, xs, cxt);
-		for (i = list_length(xs->actions) - 1; i >= 0; i--)
-			my_undo(part, conn, list_nth(xs->actions, i));
-	}
-	xs->actions = NIL;
-	if (!CtasMyCleanupFailed && !part->in_doubt)
-		my_record_remove(xs);
-	my_record_release(xs);
-	MemoryContextSwitchTo(old);
-	MemoryContextDelete(cxt);
+	if (xs != NULL)
+		CtasStagedEnd(part, &xs->staged, &my_staged_ops, false);
 }
 
 /*
@@ -886,77 +944,7 @@ void
 CtasMySubxact(CtasParticipant *part, SubXactEvent event, int level)
 {
 	MyXact	   *xs = (MyXact *) part->private;
-	ListCell   *lc;
 
-	if (xs == NULL)
-		return;
-	if (event == SUBXACT_EVENT_PRE_COMMIT_SUB)
-	{
-		foreach(lc, xs->actions)
-		{
-			MyAction   *a = lfirst(lc);
-
-			if (a->level >= level)
-				a->level = level - 1;
-		}
-		if (xs->xa_depth >= level)
-			xs->xa_depth = level - 1;
-	}
-	else if (event == SUBXACT_EVENT_ABORT_SUB)
-	{
-		MemoryContext cxt;
-		MemoryContext old;
-		List	   *keep = NIL;
-		MyConn	   *conn = NULL;
-		int			i;
-
-		if (in_error_recursion_trouble())
-			return;
-		cxt = AllocSetContextCreate(part->cxt, "ctas_fed mysql rollback",
-									ALLOCSET_SMALL_SIZES);
-		old = MemoryContextSwitchTo(cxt);
-		if (xs->xa_state == MY_XA_ACTIVE && xs->xa_depth >= level)
-		{
-			/* a broken session stays broken: pre_commit then fails */
-			if (!CtasMyBroken(xs->xa_conn) &&
-				!CtasMyTryQuery(xs->xa_conn,
-								psprintf("ROLLBACK TO SAVEPOINT s%d", level),
-								"roll back to a savepoint", MY_Q_CLEANUP,
-								NULL, NULL, NULL))
-				CtasMyClose(xs->xa_conn);
-			xs->xa_depth = level - 1;
-		}
-		for (i = list_length(xs->actions) - 1; i >= 0; i--)
-		{
-			MyAction   *a = list_nth(xs->actions, i);
-
-			if (a->level >= level && (a->kind != MY_APPEND || a->branches))
-			{
-				if (conn == NULL)
-					conn = my_cleanup_conn(part, xs, cxt);
-				if (a->kind != MY_APPEND)
-					my_undo(part, conn, a);
-				else if (!my_settle_action(conn, part, a, false))
-				{
-					/* kept, so that the abort of the transaction (or the
-					 * resolver) rolls them back; the commit is refused */
-					a->level = level - 1;
-					xs->doomed = MemoryContextStrdup(part->cxt,
-													 psprintf("The XA branches \"%s*\" of a parallel append to \"%s\" could not be rolled back.",
-															  a->branches, CtasMyDisplay(a->db, a->table)));
-				}
-			}
-		}
-		MemoryContextSwitchTo(part->cxt);
-		foreach(lc, xs->actions)
-		{
-			MyAction   *a = lfirst(lc);
-
-			if (a->level < level)
-				keep = lappend(keep, a);
-		}
-		xs->actions = keep;
-		MemoryContextSwitchTo(old);
-		MemoryContextDelete(cxt);
-	}
+	if (xs != NULL)
+		CtasStagedSubxact(part, &xs->staged, &my_staged_ops, event, level);
 }

@@ -377,3 +377,147 @@ perf_share()
 				if (n) printf "%.1f", 100 * hit / n; else printf "-"
 			}'
 }
+
+# ---- the servers of the sync benchmarks -------------------------------------
+# sync.sh, sync_native.sh and sync_many.sh each start a local cluster (the
+# source, with ctas_fed), a remote one (catalog wh) and, when asked, a
+# ClickHouse server (catalog lake), all under WORKDIR ($work) and stopped on
+# exit.  The caller sets work, bindir, testdir and conf_file first.
+
+# (kept when the sourcing script set them first)
+[ -n "${started+x}" ] || started=()
+ch_pid=${ch_pid:-}
+
+# sync_bench_env: the PostgreSQL binaries of $bindir first in PATH, and no
+# libpq setting from the environment
+sync_bench_env()
+{
+	export PATH=$bindir:$PATH
+	unset PGHOST PGHOSTADDR PGPORT PGDATABASE PGUSER PGPASSWORD PGPASSFILE \
+		PGSERVICE PGSERVICEFILE PGOPTIONS PGDATA PGAPPNAME PGSSLMODE
+}
+
+# sync_bench_stop: stop every cluster sync_bench_pg_init started, then
+# ClickHouse (TERM, then KILL after 60 s); the benchmark's EXIT trap
+sync_bench_stop()
+{
+	local d
+	trap - EXIT INT TERM HUP
+	for d in "${started[@]}"; do
+		[ -f "$d/postmaster.pid" ] &&
+			pg_ctl -D "$d" -m fast -w -t 60 stop > /dev/null 2>&1
+	done
+	if [ -n "$ch_pid" ] && kill -0 "$ch_pid" 2> /dev/null; then
+		kill -TERM "$ch_pid"
+		for _ in $(seq 1 300); do
+			kill -0 "$ch_pid" 2> /dev/null || break
+			sleep 0.2
+		done
+		kill -KILL "$ch_pid" 2> /dev/null
+	fi
+}
+
+# sync_bench_pg_init NAME PORT EXTRA_CONF [EXTRA_HBA]: initdb $work/NAME,
+# configure, start
+sync_bench_pg_init()
+{
+	local dir=$work/$1
+	initdb -D "$dir" -A trust -E UTF8 --locale=C.UTF-8 > "$work/$1.initdb.log" 2>&1 ||
+		{ cat "$work/$1.initdb.log"; return 1; }
+	cat >> "$dir/postgresql.conf" <<EOF
+
+# added by test/bench/$(basename "$0")
+port = $2
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$work'
+ssl = off
+shared_buffers = 256MB
+max_wal_size = 8GB
+$3
+EOF
+	{
+		echo "local all all                trust"
+		[ -n "${4:-}" ] && echo "$4"
+		echo "host  all all 127.0.0.1/32   scram-sha-256"
+	} > "$dir/pg_hba.conf"
+	started+=("$dir")
+	pg_ctl -D "$dir" -l "$work/$1.log" -w -t 120 start > /dev/null ||
+		{ tail -n 30 "$work/$1.log"; return 1; }
+}
+
+# sync_bench_clusters LOCAL_CONF REMOTE_CONF [LOCAL_HBA]: the two clusters
+# on free ports (lport, rport), with database bench on the local one and dw
+# (owner loader, password secret) on the remote one; lsql and rsql run SQL
+# there.  Dies on a failure.
+sync_bench_clusters()
+{
+	lport=$(free_port) || die "no free port"
+	rport=$(free_port) || die "no free port"
+	sync_bench_pg_init local "$lport" "$1" "${3:-}" || die "local cluster did not start"
+	sync_bench_pg_init remote "$rport" "$2" || die "remote cluster did not start"
+	psql -X -q -h "$work" -p "$lport" -d postgres -c "CREATE DATABASE bench" || die "CREATE DATABASE"
+	psql -X -q -h "$work" -p "$rport" -d postgres \
+		-c "CREATE ROLE loader LOGIN PASSWORD 'secret'" \
+		-c "CREATE DATABASE dw OWNER loader" || die "remote set-up"
+}
+lsql() { psql -X -q -At -h "$work" -p "$lport" -d bench -v ON_ERROR_STOP=1 "$@"; }
+rsql() { psql -X -q -At -h "$work" -p "$rport" -d dw -v ON_ERROR_STOP=1 "$@"; }
+
+# sync_bench_wh_sql: the SQL of catalog wh, the remote cluster, for lsql
+sync_bench_wh_sql()
+{
+	cat <<EOF
+CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');
+CREATE USER MAPPING FOR CURRENT_USER SERVER wh
+  OPTIONS (user 'loader', password 'secret');
+EOF
+}
+
+# chq SQL: run SQL on ClickHouse, fail on an error
+chq()
+{
+	local out
+	out=$(curl -sS -H "X-ClickHouse-User: default" -H "X-ClickHouse-Key: $chpw" \
+		--data-binary "$1" "$churl/?wait_end_of_query=1" -w '\n%{http_code}') || return 1
+	case ${out##*$'\n'} in
+		200) printf '%s' "${out%$'\n'*}" ;;
+		*) echo "ClickHouse: ${out%$'\n'*}" >&2; return 1 ;;
+	esac
+}
+
+# sync_bench_clickhouse: a ClickHouse server (test/lib/clickhouse-config.sh)
+# in $work/clickhouse, its pid in ch_pid, its url in churl, database bench,
+# and catalog lake on it.  Dies on a failure.
+sync_bench_clickhouse()
+{
+	local chserver chhttp chtcp
+	chserver=$(command -v clickhouse-server || echo /usr/sbin/clickhouse-server)
+	[ -x "$chserver" ] || die "clickhouse-server not found"
+	chdir=$work/clickhouse
+	chhttp=$(free_port) || die "no free port"
+	chtcp=$(free_port) || die "no free port"
+	chpw=bench$RANDOM$RANDOM
+	churl=http://127.0.0.1:$chhttp
+	bash "$testdir/lib/clickhouse-config.sh" "$chdir" "$chhttp" "$chtcp" "$chpw" ||
+		die "clickhouse-config.sh failed"
+	"$chserver" --config-file="$chdir/config.xml" --pid-file="$chdir/clickhouse.pid" \
+		--daemon > "$chdir/log/stderr.log" 2>&1 || die "clickhouse-server did not start"
+	for _ in $(seq 1 150); do
+		[ -z "$ch_pid" ] && [ -f "$chdir/clickhouse.pid" ] && ch_pid=$(tr -dc '0-9' < "$chdir/clickhouse.pid")
+		[ "$(curl -s "$churl/ping")" = "Ok." ] && break
+		sleep 0.2
+	done
+	[ "$(curl -s "$churl/ping")" = "Ok." ] || die "ClickHouse did not answer"
+	[ -n "$ch_pid" ] || ch_pid=$(tr -dc '0-9' < "$chdir/clickhouse.pid")
+	chq "CREATE DATABASE bench" || die "CREATE DATABASE bench in ClickHouse"
+	lsql <<EOF || die "ClickHouse catalog"
+CREATE SERVER lake FOREIGN DATA WRAPPER ctas_fed
+  OPTIONS (type 'clickhouse', url '$churl');
+CREATE USER MAPPING FOR CURRENT_USER SERVER lake
+  OPTIONS (user 'default', password '$chpw');
+EOF
+}
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }

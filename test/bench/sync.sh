@@ -57,125 +57,23 @@ for t in $sync_targets; do
 		*) echo "BENCH_SYNC_TARGETS: unknown target $t" >&2; exit 1 ;; esac
 done
 
-export PATH=$bindir:$PATH
-unset PGHOST PGHOSTADDR PGPORT PGDATABASE PGUSER PGPASSWORD PGPASSFILE \
-	PGSERVICE PGSERVICEFILE PGOPTIONS PGDATA PGAPPNAME PGSSLMODE
-
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+sync_bench_env
 
-started=()
-ch_pid=
-cleanup()
-{
-	local d
-	trap - EXIT INT TERM HUP
-	for d in "${started[@]}"; do
-		[ -f "$d/postmaster.pid" ] &&
-			pg_ctl -D "$d" -m fast -w -t 60 stop > /dev/null 2>&1
-	done
-	if [ -n "$ch_pid" ] && kill -0 "$ch_pid" 2> /dev/null; then
-		kill -TERM "$ch_pid"
-		for _ in $(seq 1 300); do
-			kill -0 "$ch_pid" 2> /dev/null || break
-			sleep 0.2
-		done
-		kill -KILL "$ch_pid" 2> /dev/null
-	fi
-}
-trap cleanup EXIT
+trap sync_bench_stop EXIT
 trap 'echo "interrupted" >&2; exit 130' INT TERM HUP
 
-# pg_init NAME PORT EXTRA_CONF: initdb, configure, start
-pg_init()
-{
-	local dir=$work/$1
-	initdb -D "$dir" -A trust -E UTF8 --locale=C.UTF-8 > "$work/$1.initdb.log" 2>&1 ||
-		{ cat "$work/$1.initdb.log"; return 1; }
-	cat >> "$dir/postgresql.conf" <<EOF
-
-# added by test/bench/sync.sh
-port = $2
-listen_addresses = '127.0.0.1'
-unix_socket_directories = '$work'
-ssl = off
-shared_buffers = 256MB
-max_wal_size = 8GB
-$3
-EOF
-	cat > "$dir/pg_hba.conf" <<EOF
-local all all                trust
-host  all all 127.0.0.1/32   scram-sha-256
-EOF
-	started+=("$dir")
-	pg_ctl -D "$dir" -l "$work/$1.log" -w -t 120 start > /dev/null ||
-		{ tail -n 30 "$work/$1.log"; return 1; }
-}
-
-lport=$(free_port) || die "no free port"
-rport=$(free_port) || die "no free port"
-lsql() { psql -X -q -At -h "$work" -p "$lport" -d bench -v ON_ERROR_STOP=1 "$@"; }
-rsql() { psql -X -q -At -h "$work" -p "$rport" -d dw -v ON_ERROR_STOP=1 "$@"; }
-
-pg_init local "$lport" "$(cat "$conf_file")
-wal_level = logical" || die "local cluster did not start"
-pg_init remote "$rport" "max_prepared_transactions = 10" || die "remote cluster did not start"
-psql -X -q -h "$work" -p "$lport" -d postgres -c "CREATE DATABASE bench" || die "CREATE DATABASE"
-psql -X -q -h "$work" -p "$rport" -d postgres \
-	-c "CREATE ROLE loader LOGIN PASSWORD 'secret'" \
-	-c "CREATE DATABASE dw OWNER loader" || die "remote set-up"
+sync_bench_clusters "$(cat "$conf_file")
+wal_level = logical" "max_prepared_transactions = 10"
 lsql <<EOF || die "local set-up"
 CREATE EXTENSION ctas_fed;
-CREATE SERVER wh FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'postgres', host '127.0.0.1', port '$rport', dbname 'dw');
-CREATE USER MAPPING FOR CURRENT_USER SERVER wh
-  OPTIONS (user 'loader', password 'secret');
+$(sync_bench_wh_sql)
 EOF
-
-# chq SQL: run SQL on ClickHouse, fail on an error
-chq()
-{
-	local out
-	out=$(curl -sS -H "X-ClickHouse-User: default" -H "X-ClickHouse-Key: $chpw" \
-		--data-binary "$1" "$churl/?wait_end_of_query=1" -w '\n%{http_code}') || return 1
-	case ${out##*$'\n'} in
-		200) printf '%s' "${out%$'\n'*}" ;;
-		*) echo "ClickHouse: ${out%$'\n'*}" >&2; return 1 ;;
-	esac
-}
 
 # ClickHouse, when a streaming run goes there
 case " $sync_targets " in
-*" clickhouse "*)
-	chserver=$(command -v clickhouse-server || echo /usr/sbin/clickhouse-server)
-	[ -x "$chserver" ] || die "clickhouse-server not found"
-	chdir=$work/clickhouse
-	chhttp=$(free_port) || die "no free port"
-	chtcp=$(free_port) || die "no free port"
-	chpw=bench$RANDOM$RANDOM
-	churl=http://127.0.0.1:$chhttp
-	bash "$testdir/lib/clickhouse-config.sh" "$chdir" "$chhttp" "$chtcp" "$chpw" ||
-		die "clickhouse-config.sh failed"
-	"$chserver" --config-file="$chdir/config.xml" --pid-file="$chdir/clickhouse.pid" \
-		--daemon > "$chdir/log/stderr.log" 2>&1 || die "clickhouse-server did not start"
-	for _ in $(seq 1 150); do
-		[ -z "$ch_pid" ] && [ -f "$chdir/clickhouse.pid" ] && ch_pid=$(tr -dc '0-9' < "$chdir/clickhouse.pid")
-		[ "$(curl -s "$churl/ping")" = "Ok." ] && break
-		sleep 0.2
-	done
-	[ "$(curl -s "$churl/ping")" = "Ok." ] || die "ClickHouse did not answer"
-	[ -n "$ch_pid" ] || ch_pid=$(tr -dc '0-9' < "$chdir/clickhouse.pid")
-	chq "CREATE DATABASE bench" || die "CREATE DATABASE bench in ClickHouse"
-	lsql <<EOF || die "ClickHouse catalog"
-CREATE SERVER lake FOREIGN DATA WRAPPER ctas_fed
-  OPTIONS (type 'clickhouse', url '$churl');
-CREATE USER MAPPING FOR CURRENT_USER SERVER lake
-  OPTIONS (user 'default', password '$chpw');
-EOF
-	;;
+*" clickhouse "*) sync_bench_clickhouse ;;
 esac
-
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
 # digest of a query's rows, the same way on both sides
 digest()

@@ -289,6 +289,32 @@ CtasSyncStartCopies(List **jobs)
 }
 
 /*
+ * CtasSyncWorkerConnect
+ *		What every sync process does first, the stream's worker
+ *		(sync/worker.c) and a copy worker alike: signals, the connection to
+ *		the database in bgw_extra, appname as its application_name, and the
+ *		session settings that the owner's code runs under.  The owner's
+ *		functions run with an empty search_path, as in PostgreSQL's apply
+ *		worker: an unqualified name in them cannot reach another user's
+ *		object in a schema of the default path.  Every text form of a value
+ *		is pinned (CtasSyncPinTextSettings).
+ */
+void
+CtasSyncWorkerConnect(const char *appname)
+{
+	Oid			dboid;
+
+	memcpy(&dboid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	pgstat_report_appname(appname);
+	SetConfigOption("search_path", "", PGC_SUSET, PGC_S_OVERRIDE);
+	CtasSyncPinTextSettings();
+}
+
+/*
  * ctas_fed_sync_copy_main
  *		Entry point of a copy worker: main_arg is the job's sync_id,
  *		bgw_extra its database.
@@ -297,18 +323,8 @@ void
 ctas_fed_sync_copy_main(Datum main_arg)
 {
 	int64		id = DatumGetInt64(main_arg);
-	Oid			dboid;
 
-	memcpy(&dboid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
-	pgstat_report_appname(psprintf("ctas_fed sync copy " INT64_FORMAT, id));
-
-	/* as the stream's worker (sync/worker.c) */
-	SetConfigOption("search_path", "", PGC_SUSET, PGC_S_OVERRIDE);
-	CtasSyncPinTextSettings();
+	CtasSyncWorkerConnect(psprintf("ctas_fed sync copy " INT64_FORMAT, id));
 	CtasSyncJobCxt = AllocSetContextCreate(TopMemoryContext,
 										   "ctas_fed sync copy",
 										   ALLOCSET_DEFAULT_SIZES);

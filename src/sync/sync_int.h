@@ -250,6 +250,7 @@ extern void CtasSyncJoinCopy(SyncJob *job);
 extern SyncJob *CtasSyncLoadJobAlone(int64 id);
 extern void CtasSyncJoinCopied(List *ids, List **jobs);
 extern void CtasSyncStartCopies(List **jobs);
+extern void CtasSyncWorkerConnect(const char *appname);
 
 /* in sync/statement.c */
 extern void CtasSyncCheckRoleQuota(void);

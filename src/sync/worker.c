@@ -564,23 +564,9 @@ void
 ctas_fed_sync_main(Datum main_arg)
 {
 	int64		stream_id = DatumGetInt64(main_arg);
-	Oid			dboid;
 	LOCKTAG		tag;
 
-	memcpy(&dboid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
-	pgstat_report_appname(psprintf("ctas_fed sync " INT64_FORMAT, stream_id));
-
-	/*
-	 * The owner's functions run with an empty search_path, as in
-	 * PostgreSQL's apply worker: an unqualified name in them cannot reach
-	 * another user's object in a schema of the default path.
-	 */
-	SetConfigOption("search_path", "", PGC_SUSET, PGC_S_OVERRIDE);
-	CtasSyncPinTextSettings();
+	CtasSyncWorkerConnect(psprintf("ctas_fed sync " INT64_FORMAT, stream_id));
 
 	CtasSyncJobCxt = AllocSetContextCreate(TopMemoryContext, "ctas_fed sync job",
 									ALLOCSET_DEFAULT_SIZES);

@@ -185,6 +185,7 @@ CtasSyncStatusAttach(int64 id)
 {
 	static bool registered = false;
 	SyncStatus *free_entry = NULL;
+	bool		mine;
 	TimestampTz now;
 	int			i;
 
@@ -228,7 +229,12 @@ CtasSyncStatusAttach(int64 id)
 		free_entry->id = id;
 		my_status = free_entry;
 	}
-	if (my_status != NULL)
+	/*
+	 * Taken again by this worker (a job it copied again in a copy worker,
+	 * sync/joincopy.c): its counters go on.
+	 */
+	mine = my_status != NULL && list_member_ptr(my_entries, my_status);
+	if (my_status != NULL && !mine)
 	{
 		my_status->pid = MyProcPid;
 		/* counters are those of this worker */
@@ -237,7 +243,7 @@ CtasSyncStatusAttach(int64 id)
 		my_status->resyncs = 0;
 	}
 	LWLockRelease(sync_shared->lock);
-	if (my_status != NULL)
+	if (my_status != NULL && !mine)
 	{
 		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
 

@@ -193,8 +193,7 @@ CtasSyncCopyStart(SyncJob *job)
 		job->apply->truncate(&job->target);
 		return false;
 	}
-	CtasSyncStatusUse(job->id);
-	CtasSyncStatusResynced();
+	CtasSyncStatusResynced(job->id);
 	if (job->apply->rebuild == NULL)
 	{
 		job->apply->truncate(&job->target);

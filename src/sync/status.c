@@ -341,15 +341,26 @@ CtasSyncStatusReport(uint64 rows, uint64 changes, TimestampTz caught_up_at)
 
 /*
  * CtasSyncStatusResynced
- *		In a sync worker: count a resync of its job.
+ *		In a sync process: count a resync of job id in its entry, whichever
+ *		worker has it (the copy again runs in a copy worker, sync/joincopy.c,
+ *		while the stream's worker keeps the entry).
  */
 void
-CtasSyncStatusResynced(void)
+CtasSyncStatusResynced(int64 id)
 {
-	if (my_status == NULL)
-		return;
+	int			i;
+
 	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
-	my_status->resyncs++;
+	for (i = 0; i < sync_shared->nentries; i++)
+	{
+		SyncStatus *e = &sync_shared->entries[i];
+
+		if (e->dboid == MyDatabaseId && e->id == id)
+		{
+			e->resyncs++;
+			break;
+		}
+	}
 	LWLockRelease(sync_shared->lock);
 }
 

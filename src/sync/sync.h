@@ -128,7 +128,7 @@ extern void CtasSyncStatusReport(uint64 rows, uint64 changes,
 extern void CtasSyncStatusLabels(const char *catalog, const char *schema,
 								 const char *table, const char *slot_name);
 extern uint64 CtasSyncStatusRows(void);
-extern void CtasSyncStatusResynced(void);
+extern void CtasSyncStatusResynced(int64 id);
 extern bool CtasSyncStatusAskVerify(int64 id, uint64 *ticket, pid_t *pid);
 extern bool CtasSyncStatusVerifyDone(int64 id, uint64 ticket, int64 *check,
 									 pid_t *pid);

@@ -124,7 +124,7 @@ ctas_build_install()
 {
 	local pkglibdir sharedir f
 	echo "== make${CTAS_WERROR:+ CTAS_WERROR=$CTAS_WERROR}"
-	make --no-print-directory PG_CONFIG="$CTAS_PG_CONFIG" \
+	make --no-print-directory -j"$(nproc)" PG_CONFIG="$CTAS_PG_CONFIG" \
 		CTAS_WERROR="${CTAS_WERROR:-}" || return 1
 	if ctas_is_root; then
 		echo "== make install"

@@ -7,7 +7,7 @@
 #   TAP_TESTS='test/t/001_servers.pl' bash test/run.sh    only these TAP tests
 #   SKIP_REGRESS=1 bash test/run.sh                       TAP tests only
 #   TAP_JOBS=1 bash test/run.sh      every TAP test alone (default: those
-#                                    marked "# ctas-tap: parallel" 3 at a time)
+#                                    marked "# ctas-tap: parallel" 4 at a time)
 #   TEST_KEEP=1 bash test/run.sh          keep the test files and logs on success
 #   TAP_SECONDS_UPDATE=1 bash test/run.sh write the seconds each TAP test took
 #                                    into test/tap_seconds (the parallel ones
@@ -211,11 +211,12 @@ fi
 
 # Tests that say so on a line of their own ("# ctas-tap: parallel": they
 # assert no timing and share no server with another test) run TAP_JOBS at
-# a time first (default 3: a TAP file keeps about a quarter of a core busy,
-# it mostly waits on its servers); every other test then runs alone, so
-# that the deadlines some of them check ("cancel returns within 3 s") are
+# a time first (default 4: a TAP file keeps about a quarter of a core
+# busy, it mostly waits on its servers; a whole run with 3 at a time used
+# 35% of the 2 cores); every other test then runs alone, so that the
+# deadlines some of them check ("cancel returns within 3 s") are
 # measured on a machine that is not busy with another test.
-tap_jobs=${TAP_JOBS:-3}
+tap_jobs=${TAP_JOBS:-4}
 parallel_tests=()
 serial_tests=()
 for t in "${tap_tests[@]}"; do

@@ -293,16 +293,34 @@ CtasSyncStartCopies(List **jobs)
  *		What every sync process does first, the stream's worker
  *		(sync/worker.c) and a copy worker alike: signals, the connection to
  *		the database in bgw_extra, appname as its application_name, and the
- *		session settings that the owner's code runs under.  The owner's
- *		functions run with an empty search_path, as in PostgreSQL's apply
- *		worker: an unqualified name in them cannot reach another user's
- *		object in a schema of the default path.  Every text form of a value
- *		is pinned (CtasSyncPinTextSettings).
+ *		session settings that the owner's code runs under.
+ *
+ *		The owner's functions run with an empty search_path, as in
+ *		PostgreSQL's apply worker: an unqualified name in them cannot reach
+ *		another user's object in a schema of the default path.
+ *
+ *		Every text form of a value the worker produces or parses is made
+ *		independent of the settings of the database, of its role and of the
+ *		job's owner: pgoutput sends each column as its type's text output,
+ *		made in this process by the peek, which CtasSyncFillSlot parses
+ *		back, and a target may send values as text too (the PostgreSQL
+ *		target's statements).  A database set to DateStyle 'SQL, DMY'
+ *		swapped day and month on the way to a remote that reads ISO, and
+ *		extra_float_digits below 1 rounded floats.  The values
+ *		(CtasSyncTextSettings, shared with the event triggers of
+ *		sync/partition.c) are those that the writer of a CTAS pins around
+ *		its text output (CtasPgBeginTextOutput, as postgres_fdw's
+ *		set_transmission_modes), and those its remote connection pins
+ *		(TimeZone UTC), plus the text of bytea and money.  PGC_S_OVERRIDE
+ *		outranks the session source: the owner's code (set_config in an
+ *		"immutable" function) cannot change them for the rest of a chunk
+ *		either.
  */
 void
 CtasSyncWorkerConnect(const char *appname)
 {
 	Oid			dboid;
+	int			i;
 
 	memcpy(&dboid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -311,7 +329,9 @@ CtasSyncWorkerConnect(const char *appname)
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname(appname);
 	SetConfigOption("search_path", "", PGC_SUSET, PGC_S_OVERRIDE);
-	CtasSyncPinTextSettings();
+	for (i = 0; i < CtasSyncNTextSettings; i++)
+		SetConfigOption(CtasSyncTextSettings[i][0], CtasSyncTextSettings[i][1],
+						PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 /*

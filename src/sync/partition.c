@@ -598,31 +598,3 @@ CtasSyncPartitionResync(int64 stream_id, Oid source, const char *why)
 					stream_id, why,
 					OidIsValid(source) ? "its source" : "every sync")));
 }
-
-/*
- * CtasSyncPinTextSettings
- *		Make every text form of a value the worker produces or parses
- *		independent of the settings of the database, of its role and of
- *		the job's owner: pgoutput sends each column as its type's text
- *		output, made in this process by the peek, which CtasSyncFillSlot
- *		parses back, and a target may send values as text too (the PostgreSQL
- *		target's statements).  A database set to DateStyle 'SQL, DMY'
- *		swapped day and month on the way to a remote that reads ISO, and
- *		extra_float_digits below 1 rounded floats.  The values are those
- *		that the writer of a CTAS pins around its text output
- *		(CtasPgBeginTextOutput, as postgres_fdw's set_transmission_modes), and
- *		those its remote connection pins (TimeZone UTC), plus the text of
- *		bytea and money.  PGC_S_OVERRIDE outranks the session source: the
- *		owner's code (set_config in an "immutable" function) cannot change
- *		them for the rest of a chunk either.
- */
-void
-CtasSyncPinTextSettings(void)
-{
-	int			i;
-
-	/* the list is shared with the event triggers (sync/partition.c) */
-	for (i = 0; i < CtasSyncNTextSettings; i++)
-		SetConfigOption(CtasSyncTextSettings[i][0], CtasSyncTextSettings[i][1],
-						PGC_SUSET, PGC_S_OVERRIDE);
-}

@@ -29,15 +29,12 @@
 #include "postgres.h"
 
 #include "access/relation.h"
-#include "access/sysattr.h"
 #include "access/xact.h"
 #include "executor/spi.h"
 #include "nodes/nodeFuncs.h"
-#include "optimizer/optimizer.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/pg_lsn.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 

@@ -185,7 +185,6 @@ extern void CtasSyncPacePeek(uint64 nrows, TimestampTz peek_at);
 /* in sync/partition.c */
 extern const char *const CtasSyncTextSettings[][2];
 extern const int CtasSyncNTextSettings;
-extern void CtasSyncPinTextSettings(void);
 extern bool CtasSyncResyncWanted;
 extern List *CtasSyncPartitionDeletes;
 extern List *CtasSyncPartitionInserts;
@@ -259,10 +258,11 @@ extern void CtasSyncCheckRoleQuota(void);
 extern char *CtasSyncResyncIfLost(List *jobs);
 extern bool CtasSyncCopyStart(SyncJob *job);
 
+extern void CtasSyncCopyEnd(SyncJob *job, bool rebuilding);
+
 /* in sync/reshape.c */
 extern void CtasSyncReshapeForCopy(SyncJob *job, XLogRecPtr consistent);
 extern void CtasSyncReshapeSave(SyncJob *job);
-extern void CtasSyncCopyEnd(SyncJob *job, bool rebuilding);
 
 /* in sync/verify.c */
 extern void CtasSyncVerifyIfAsked(List *jobs);

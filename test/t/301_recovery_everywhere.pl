@@ -332,37 +332,7 @@ close $hung;
 
 # --- a long multibyte error is cut on a character boundary, in the view
 # and in the webhook
-my $hook_log = PostgreSQL::Test::Utils::tempdir() . '/hooks.log';
-my $hook_sock = IO::Socket::INET->new(
-	LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 20, ReuseAddr => 1)
-  or die "could not listen: $!";
-my $hook_port = $hook_sock->sockport;
-my $hook_pid = fork();
-die "fork failed" unless defined $hook_pid;
-END { kill 'TERM', $hook_pid if $hook_pid; }
-if ($hook_pid == 0)
-{
-	# _exit: the child must not run the END blocks that stop the nodes
-	$SIG{TERM} = sub { POSIX::_exit(0) };
-	while (my $c = $hook_sock->accept)
-	{
-		my ($head, $body) = ('', '');
-		while (my $line = <$c>)
-		{
-			$head .= $line;
-			last if $line eq "\r\n";
-		}
-		my ($len) = $head =~ /Content-Length:\s*(\d+)/i;
-		read($c, $body, $len // 0);
-		open my $f, '>>', $hook_log or die;
-		print $f "$body\n";
-		close $f;
-		print $c "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-		close $c;
-	}
-	POSIX::_exit(0);
-}
-close $hook_sock;
+my ($hook_url, $hook_log, $hook_port) = start_hook_receiver();
 $local->safe_psql('app',
 	"ALTER SERVER good OPTIONS (ADD notify_url 'http://127.0.0.1:$hook_port/hook')");
 $local->safe_psql('app', q{
@@ -394,9 +364,7 @@ ok(defined $hook, 'the webhook of the failed job arrives');
 $hook //= '';
 like($hook, qr/"error": "(?:\xc3\xa9){200,}"/, 'with the error, cut');
 ok(utf8::decode($hook), 'as valid UTF-8');
-kill 'TERM', $hook_pid;
-waitpid($hook_pid, 0);
-$hook_pid = 0;
+stop_hook_receiver($hook_url);
 
 # --- DROP EXTENSION stops the resolver
 $local->safe_psql('postgres', 'CREATE DATABASE app2');

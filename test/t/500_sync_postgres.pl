@@ -21,42 +21,12 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-use IO::Socket::INET;
 use Time::HiRes qw(usleep);
 
 use CtasFed::Test;
 
-# a webhook receiver: records every request body, one per line
-my $hook_log = PostgreSQL::Test::Utils::tempdir() . '/hooks.log';
-my $hook_sock = IO::Socket::INET->new(
-	LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 20, ReuseAddr => 1)
-  or die "could not listen: $!";
-my $hook_port = $hook_sock->sockport;
-my $hook_pid = fork();
-die "fork failed" unless defined $hook_pid;
-END { kill 'TERM', $hook_pid if $hook_pid; }
-if ($hook_pid == 0)
-{
-	$SIG{TERM} = sub { exit 0 };
-	while (my $c = $hook_sock->accept)
-	{
-		my ($head, $body) = ('', '');
-		while (my $line = <$c>)
-		{
-			$head .= $line;
-			last if $line eq "\r\n";
-		}
-		my ($len) = $head =~ /Content-Length:\s*(\d+)/i;
-		read($c, $body, $len // 0);
-		open my $f, '>>', $hook_log or die;
-		print $f "$body\n";
-		close $f;
-		print $c "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-		close $c;
-	}
-	exit 0;
-}
-close $hook_sock;
+# a webhook receiver (CtasFed::Test): records every request body, one per line
+my (undef, $hook_log, $hook_port) = start_hook_receiver();
 
 sub wait_hook
 {

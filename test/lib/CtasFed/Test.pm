@@ -2320,13 +2320,20 @@ package CtasFed::Test;
 
 A webhook receiver on 127.0.0.1, in a child process that ends with the
 test (without running the test's END blocks): it answers every request 200 and appends its body, one per line, to
-a file.  Returns the URL to give as C<notify_url> and the file's path.
+a file.  Returns the URL to give as C<notify_url>, the file's path and
+the port it listens on.
+
+=item stop_hook_receiver(url)
+
+Stops the receiver that start_hook_receiver() returned C<url> for (a
+webhook that went away).
 
 =back
 
 =cut
 
 my @hook_receivers;
+my %hook_receiver_of;
 END { kill 'TERM', @hook_receivers if @hook_receivers; }
 
 sub start_hook_receiver
@@ -2361,10 +2368,21 @@ sub start_hook_receiver
 	}
 	close $sock;
 	push @hook_receivers, $pid;
-	return ("http://127.0.0.1:$port/hook", $log);
+	$hook_receiver_of{"http://127.0.0.1:$port/hook"} = $pid;
+	return ("http://127.0.0.1:$port/hook", $log, $port);
 }
 
-push @EXPORT, qw(start_hook_receiver);
+sub stop_hook_receiver
+{
+	my ($url) = @_;
+	my $pid = delete $hook_receiver_of{$url} or croak "no webhook receiver at $url";
+	kill 'TERM', $pid;
+	waitpid($pid, 0);
+	@hook_receivers = grep { $_ != $pid } @hook_receivers;
+	return;
+}
+
+push @EXPORT, qw(start_hook_receiver stop_hook_receiver);
 
 
 #############################################################################

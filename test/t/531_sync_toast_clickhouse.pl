@@ -134,7 +134,10 @@ check_all('worker killed');
 
 # A value that cannot be proven: two transactions change the row, the
 # second after the first left body unchanged, both read in one peek (the
-# worker is killed and both commit before it starts again, 5 s later).
+# worker is killed, and both commit while the one started in its place
+# waits at a fault point before its first peek, 4 s for each job it takes:
+# a worker is started again at once, and a peek between the two would read
+# them apart).
 # The source holds the second one's row; ClickHouse writes rows before the
 # batch ends, so the first one's cannot wait for the second, and with a
 # WHERE the remote row cannot give it (test 542 has the case where it
@@ -149,10 +152,17 @@ my $before = rows($ch->query('SELECT id, n, body FROM dw.ch_fail FINAL WHERE _de
 my $pid = $local->safe_psql('postgres', q{
   SELECT pid FROM pg_stat_activity WHERE backend_type = 'ctas_fed sync'
      AND application_name = (SELECT 'ctas_fed sync ' || stream_id FROM ctas_fed.syncs WHERE remote_table = 'ch_fail')});
+$local->safe_psql('postgres',
+	q{ALTER DATABASE postgres SET ctas_fed.fault_point = 'sync_worker_attach:4'});
+my $log_offset = -s $local->logfile;
 $local->safe_psql('postgres', "SELECT pg_terminate_backend($pid)") if $pid ne '';
+ok(wait_until(60, sub {
+	slurp_file($local->logfile, $log_offset) =~ /stopped at fault point "sync_worker_attach"/ }),
+	'fail case: the new worker waits before its first peek');
 $local->safe_psql('postgres', 'UPDATE docs2 SET n = n + 1 WHERE id = 1');
 $local->safe_psql('postgres', 'UPDATE docs2 SET n = n + 1 WHERE id = 1');
-ok(wait_until(60, sub { $local->safe_psql('postgres', q{
+$local->safe_psql('postgres', 'ALTER DATABASE postgres RESET ctas_fed.fault_point');
+ok(wait_until(90, sub { $local->safe_psql('postgres', q{
 	  SELECT state FROM ctas_fed.syncs WHERE remote_table = 'ch_fail'}) eq 'failed' }),
 	'fail case: the job failed');
 like($local->safe_psql('postgres', q{SELECT error FROM ctas_fed.syncs WHERE remote_table = 'ch_fail'}),

@@ -161,9 +161,11 @@ UPDATE docs SET n = n + 1 WHERE id IN (43, 142);});
 check_all('insert, delete, key change');
 
 # An UPDATE that leaves body unchanged, then one that changes it, in two
-# transactions read by one peek (the workers are killed and both commit
-# before they start again, 5 s later): the source holds the second one's
-# value, which supersedes the first one's in the remote transaction.
+# transactions read by one peek (the workers are killed, and both commit
+# while the ones started in their place wait at a fault point before their
+# first peek, 4 s for each job: a worker starts again at once): the source
+# holds the second one's value, which supersedes the first one's in the
+# remote transaction.
 $local->safe_psql('postgres', q{
   CREATE TABLE docs2 (id int PRIMARY KEY, n int, body text);
   ALTER TABLE docs2 ALTER body SET STORAGE EXTERNAL;
@@ -171,11 +173,18 @@ $local->safe_psql('postgres', q{
   CREATE TABLE wh.public.docs_fail WITH (sync = 'continuous') AS SELECT id, n, body FROM docs2 WHERE n > 0});
 my $q2 = 'SELECT id, n, body FROM docs2 WHERE n > 0';
 ok(wait_until(60, sub { streaming() eq scalar(keys %syncs) + 1 }), 'docs2: streaming');
+$local->safe_psql('postgres',
+	q{ALTER DATABASE postgres SET ctas_fed.fault_point = 'sync_worker_attach:4'});
+my $log_offset = -s $local->logfile;
 kill_workers();
+ok(wait_until(60, sub {
+	slurp_file($local->logfile, $log_offset) =~ /stopped at fault point "sync_worker_attach"/ }),
+	'docs2: a new worker waits before its first peek');
 $local->safe_psql('postgres', 'UPDATE docs2 SET n = n + 1 WHERE id = 1');
 $local->safe_psql('postgres', q{UPDATE docs2 SET body = 'new' || body WHERE id = 1});
+$local->safe_psql('postgres', 'ALTER DATABASE postgres RESET ctas_fed.fault_point');
 my $want2 = sql_digest($local, 'postgres', $q2);
-ok(wait_until(60, sub { pg_digest($remote, 'dw', 'public.docs_fail') eq $want2 }),
+ok(wait_until(90, sub { pg_digest($remote, 'dw', 'public.docs_fail') eq $want2 }),
 	'docs2: superseded in one peek, the remote equals the query');
 
 # An UPDATE in a subtransaction: the row version's xmin is the

@@ -191,7 +191,7 @@ extern char *CtasMyColumnType(CtasLoad *load, CtasColumn *col);
 extern MyColumn *CtasMySetupColumns(CtasLoad *load);
 extern MyColumn *CtasMySyncColumns(int n, char **names, Oid *types);
 extern char *CtasMyLoadSql(const char *qualified, MyColumn *cols, int n,
-						   const char *extra);
+						   const char *extra, bool own_table);
 extern void CtasMyPutValue(MyColumn *c, StringInfo buf, Datum v,
 						   bool isnull);
 extern char *CtasMyCreateSql(CtasLoad *load, const char *db,

@@ -151,10 +151,11 @@ build_sql(CtasSyncTarget *t, MySyncState *st)
 	bool		first = true;
 	int			i;
 
-	st->copy_load = CtasMyLoadSql(st->qualified, st->cols, t->ncolumns, NULL);
+	st->copy_load = CtasMyLoadSql(st->qualified, st->cols, t->ncolumns, NULL,
+								  false);
 	st->batch_load = CtasMyLoadSql(BATCH_TABLE, st->cols, t->ncolumns,
 								   KIND_COLUMN ", " ORDER_COLUMN ", "
-								   UNCHANGED_COLUMN);
+								   UNCHANGED_COLUMN, false);
 
 	initStringInfo(&match);
 	for (i = 0; i < t->nkeys; i++)

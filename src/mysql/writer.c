@@ -147,12 +147,16 @@ my_check_not_appended(CtasLoad *load, MyXact *xs)
 				 errdetail("The appended rows are held by an XA transaction until commit, and MySQL allows no DDL on them meanwhile.")));
 }
 
-/* the LOAD DATA clauses after the file name, into db.into */
+/*
+ * the LOAD DATA clauses after the file name, into db.into; own_table: a
+ * table this load or its transaction created (CtasMyLoadSql)
+ */
 static char *
 my_load_sql(CtasLoad *load, const char *db, const char *into,
-			MyColumn *cols)
+			MyColumn *cols, bool own_table)
 {
-	return CtasMyLoadSql(CtasMyQname(db, into), cols, load->ncolumns, NULL);
+	return CtasMyLoadSql(CtasMyQname(db, into), cols, load->ncolumns, NULL,
+						 own_table);
 }
 
 /* every column of the load must exist in db.table (appends go by name) */
@@ -297,6 +301,7 @@ my_create_table(CtasLoad *load, bool exists)
 	MyLoad	   *ml = (MyLoad *) load->private;
 	const char *db = ml->db;
 	MyActionKind kind = MY_CREATE;
+	bool		own_table = true;	/* into a table created by us */
 
 	if (exists)
 		kind = load->opts.if_exists == CTAS_IF_EXISTS_REPLACE ? MY_REPLACE : MY_APPEND;
@@ -311,7 +316,10 @@ my_create_table(CtasLoad *load, bool exists)
 			CtasMyExec(ml->conn, CtasMyCreateSql(load, db, load->table),
 					   "create the table");
 		else
+		{
 			my_check_columns(ml, db, load->table);
+			own_table = false;
+		}
 		CtasMyExec(ml->conn, "SET autocommit = 0", "start the load");
 		ml->into = pstrdup(load->table);
 	}
@@ -338,6 +346,7 @@ my_create_table(CtasLoad *load, bool exists)
 										 load->table);
 			ml->into = pstrdup(load->table);
 			ml->xa_later = true;
+			own_table = false;
 		}
 		my_check_columns(ml, db, ml->into);
 	}
@@ -358,7 +367,7 @@ my_create_table(CtasLoad *load, bool exists)
 					   "create the commit marker");
 		ml->into = pstrdup(a->base.stage);
 	}
-	ml->load_sql = my_load_sql(load, db, ml->into, ml->cols);
+	ml->load_sql = my_load_sql(load, db, ml->into, ml->cols, own_table);
 	initStringInfo(&ml->bufs[0]);
 	initStringInfo(&ml->bufs[1]);
 	return true;
@@ -593,7 +602,9 @@ my_parallel_attach(CtasLoad *load, const char *state)
 									ParallelWorkerNumber + 1);
 	ml->conn = CtasMyConnect(load->catalog, load->cxt, false);
 	ml->cols = CtasMySetupColumns(load);
-	ml->load_sql = my_load_sql(load, ml->db, ml->into, ml->cols);
+	/* no gid: the leader's staging table */
+	ml->load_sql = my_load_sql(load, ml->db, ml->into, ml->cols,
+							   ml->gid == NULL);
 	initStringInfo(&ml->bufs[0]);
 	initStringInfo(&ml->bufs[1]);
 }
@@ -651,7 +662,8 @@ my_explain(CtasLoad *load, ExplainState *es)
 						CtasMyCreateSql(load, load->schema, load->table), es);
 	ExplainPropertyText("Remote Load",
 						psprintf("LOAD DATA LOCAL INFILE '<stream>' %s",
-								 my_load_sql(load, load->schema, load->table, cols)),
+								 my_load_sql(load, load->schema, load->table, cols,
+											 load->opts.if_exists != CTAS_IF_EXISTS_APPEND)),
 						es);
 }
 

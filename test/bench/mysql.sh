@@ -4,9 +4,11 @@
 #
 #   ctas_fed    CREATE TABLE shop.bench.t AS SELECT * FROM src
 #               (staging table, LOAD DATA LOCAL INFILE chunks of 4 MB served
-#               from memory, one RENAME TABLE at commit: one statement)
+#               from memory and read as CHARACTER SET binary, one RENAME
+#               TABLE at commit: one statement)
 #   pipe        psql -c "COPY (SELECT ...) TO STDOUT" |
 #               mariadb --local-infile=1 -e "LOAD DATA LOCAL INFILE '/dev/stdin' ..."
+#               (CHARACTER SET utf8mb4, as a user would write it)
 #               (the SELECT converts what LOAD DATA cannot read from
 #               PostgreSQL's text: booleans to 0/1, arrays to JSON,
 #               timestamptz to UTC)

@@ -114,6 +114,26 @@ is(psql_ok(q{SELECT string_agg(name || ' ' || type || ' ' || nullable, ', ') FRO
 	'the type map (remote_columns)');
 clean('types');
 
+# fractions of a second are sent as PostgreSQL prints them (none for a
+# whole second, no trailing zeros): the server reads them as the same time
+psql_ok(q{CREATE TABLE shop.shop.frac AS SELECT '2021-06-01 12:00:00.5'::timestamp AS ts,
+  '2021-06-01 12:00:00.00012+00'::timestamptz AS tz, '10:00:00.25'::time AS tm,
+  '10:00:01'::time AS tw, '1999-12-31 23:59:59.999999'::timestamp AS tx}, 'CTAS of fractions');
+is($my->sql('SELECT ts, tz, tm, tw, tx FROM shop.frac'),
+	"2021-06-01 12:00:00.500000\t2021-06-01 12:00:00.000120\t10:00:00.250000\t10:00:01.000000\t1999-12-31 23:59:59.999999",
+	'fractions of a second exact');
+$my->sql('DROP TABLE shop.frac');
+
+# a table ctas_fed made is loaded as CHARACTER SET binary (its columns are
+# utf8mb4); an append into a table of the user's stays utf8mb4, which the
+# server converts to each column's charset: U+00E9 is one byte in latin1
+$my->sql('CREATE TABLE shop.l1 (s VARCHAR(20)) DEFAULT CHARSET = latin1');
+psql_ok(q{CREATE TABLE shop.shop.l1 WITH (if_exists = 'append') AS SELECT E'x\u00e9' AS s}, 'append (XA) into a latin1 table');
+psql_ok(q{CREATE TABLE shop.shop.l1 WITH (if_exists = 'append', atomic = false) AS SELECT E'y\u00e9' AS s}, 'streaming append into a latin1 table');
+is($my->sql('SELECT group_concat(HEX(s) ORDER BY s) FROM shop.l1'), '78E9,79E9', 'converted to latin1, not stored as UTF-8 bytes');
+$my->sql('DROP TABLE shop.l1');
+clean('charsets');
+
 # --- values MySQL cannot hold: errors naming the column and the value
 psql_fails(q{CREATE TABLE shop.shop.e AS SELECT 'NaN'::float8 AS fx}, qr/value "NaN" of column "fx"/, 'NaN');
 psql_fails(q{CREATE TABLE shop.shop.e AS SELECT 'infinity'::timestamptz AS tsx}, qr/value "infinity" of column "tsx"/, 'infinity');

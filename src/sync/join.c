@@ -321,8 +321,9 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 	CtasSyncCopyEnd(job, rebuilding);
 	at[4] = GetCurrentTimestamp();
 	job->applied = consistent;
+	/* whichever process copies, in the job's entry (sync/status.c) */
+	CtasSyncStatusCopied(job->id, rows);
 	CtasSyncStatusUse(job->id);
-	CtasSyncStatusReport(rows, 0, 0);
 	CtasSyncFreeEval(ev);
 
 	ereport(LOG,

@@ -10,7 +10,8 @@
 # waiting 10 s before its commit; a's lag is
 # sampled through the join and printed (not asserted: a timing), and a's
 # remote rows must grow while big is still copying (a fact: the stream
-# applied a during the copy).  Then both equal their sources (checksums),
+# applied a during the copy), and the job's rows in the jobs view count the
+# rows of the copy worker.  Then both equal their sources (checksums),
 # nothing written twice into a, and the worker is the same process.
 
 use strict;
@@ -134,6 +135,19 @@ ok(defined $rows_first && $rows_last > $rows_first,
 	'the stream applied a while big was copied (a\'s remote rows grew)');
 diag(sprintf('a\'s remote rows during the copy: %d, then %d',
 		$rows_first // -1, $rows_last // -1));
+
+# the rows of the copy worker are counted in the job's rows (the jobs view
+# and ctas_fed_sync_rows): the job's rows are its copied rows plus the
+# changes applied to it since
+my $big_id = $local->safe_psql('postgres',
+	"SELECT sync_id FROM ctas_fed.syncs WHERE remote_table = 'big'");
+is($local->safe_psql('postgres',
+	"SELECT rows - changes FROM ctas_fed.sync_status() WHERE sync_id = $big_id"),
+	$rows, 'the job\'s counters hold the rows of the join copy');
+ok($local->safe_psql('postgres', q{
+  SELECT j.rows FROM ctas_fed.jobs j JOIN ctas_fed.syncs s USING (job_id)
+   WHERE s.remote_table = 'big'}) >= $rows,
+	'the jobs view counts the rows of the join copy');
 
 $local->safe_psql('postgres', 'UPDATE ctl SET stop = true');
 $w->finish;

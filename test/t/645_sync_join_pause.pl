@@ -139,8 +139,8 @@ ok(defined $rows_first && $rows_last > $rows_first,
 diag(sprintf('a\'s remote rows during the copy: %d, then %d',
 		$rows_first // -1, $rows_last // -1));
 
-# the rows of the copy worker are counted in the job's rows (the jobs view
-# and ctas_fed_sync_rows): the job's rows are its copied rows plus the
+# the rows of the copy worker are counted in the job's rows (the jobs view,
+# ctas_fed.sync_status()): the job's rows are its copied rows plus the
 # changes applied to it since
 my $big_id = $local->safe_psql('postgres',
 	"SELECT sync_id FROM ctas_fed.syncs WHERE remote_table = 'big'");

@@ -82,6 +82,7 @@ OBJS = \
 	src/sync/joincopy.o \
 	src/sync/merge.o \
 	src/sync/message.o \
+	src/sync/partcopy.o \
 	src/sync/partition.o \
 	src/sync/partition_ddl.o \
 	src/sync/resync.o \

@@ -147,6 +147,21 @@ CtasCheckPreloaded(void)
 }
 
 /*
+ * CtasFaultPointOn
+ *		Test support: is ctas_fed.fault_point "name"?  Logs it when it is.
+ *		For a fault that is not a wait (a resource made to look exhausted).
+ */
+bool
+CtasFaultPointOn(const char *name)
+{
+	if (CtasFaultPoint == NULL || strcmp(CtasFaultPoint, name) != 0)
+		return false;
+	ereport(LOG,
+			(errmsg("ctas_fed: at fault point \"%s\"", name)));
+	return true;
+}
+
+/*
  * CtasFaultPointWait
  *		Test support.  When ctas_fed.fault_point is "name", log it and wait
  *		here until the server is stopped (immediate) or the backend is

@@ -25,6 +25,7 @@ extern bool CtasProgress;
 extern int	CtasProgressInterval;
 extern char *CtasFaultPoint;
 extern void CtasFaultPointWait(const char *name);
+extern bool CtasFaultPointOn(const char *name);
 extern int	CtasMaxSyncsPerRole;
 extern int	CtasSyncPeekChanges;
 extern int	CtasMaxSyncWorkers;

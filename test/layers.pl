@@ -89,6 +89,7 @@ my @layer_table = (
 	['sync/toast.c' => 3, undef, 'unchanged TOAST values rebuilt'],
 	['sync/ddl.c' => 3, undef, "schema changes in WAL order: the event trigger's messages"],
 	['sync/copy.c' => 3, undef, "the copy's plain columns"],
+	['sync/partcopy.c' => 3, undef, 'the copy of a partitioned source by parallel readers'],
 	['sync/resync.c' => 3, undef, 'resync(): the copy again from a new snapshot'],
 	['sync/reshape.c' => 3, undef, 'the copy that follows a retype: the job and the remote take the new columns'],
 	['sync/verify.c' => 3, undef, 'verify_sync(): the check, in the worker'],

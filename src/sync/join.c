@@ -296,7 +296,9 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 	rel = relation_open(job->relid, AccessShareLock);
 	/* every partition, as the root's rows (sync/partition.c) */
 	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE)
-		CtasSyncPartitionCopy(job, rel, copy_row, &copy);
+		CtasSyncPartitionCopy(job, rel,
+							  plain != NULL || CtasSyncPartitionParallelSafe(job),
+							  copy_row, &copy);
 	else
 	{
 		hslot = table_slot_create(rel, NULL);
@@ -321,8 +323,9 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 	CtasSyncCopyEnd(job, rebuilding);
 	at[4] = GetCurrentTimestamp();
 	job->applied = consistent;
+	/* whichever process copies, in the job's entry (sync/status.c) */
+	CtasSyncStatusCopied(job->id, rows);
 	CtasSyncStatusUse(job->id);
-	CtasSyncStatusReport(rows, 0, 0);
 	CtasSyncFreeEval(ev);
 
 	ereport(LOG,

@@ -75,6 +75,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
 #include "sync/sync_int.h"
 #include "workers/workers.h"
 
@@ -179,6 +180,12 @@ start_copier(HeldJob *h)
 	memcpy(worker.bgw_extra, &MyDatabaseId, sizeof(Oid));
 	/* its end sets this worker's latch */
 	worker.bgw_notify_pid = MyProcPid;
+	/* tests: every background worker slot taken */
+	if (CtasFaultPointOn("sync_copy_worker_none"))
+	{
+		h->copier = NULL;
+		return false;
+	}
 	oldcxt = MemoryContextSwitchTo(CtasSyncJobCxt);
 	ok = RegisterDynamicBackgroundWorker(&worker, &h->copier);
 	MemoryContextSwitchTo(oldcxt);

@@ -21,7 +21,8 @@
  *					checked at statement time, at every copy, and for every
  *					partition a DDL makes or changes (from the DDL's message)
  *	the copy		the leaves under the slot's snapshot, each row converted
- *					to the root's row type by column name; the partition
+ *					to the root's row type by column name, read in parallel
+ *					(sync/partcopy.c); the partition
  *					tree is locked (SHARE UPDATE EXCLUSIVE on the root, which
  *					CREATE ... PARTITION OF, ATTACH, DETACH and DROP of a
  *					partition all conflict with) from before the slot is
@@ -350,23 +351,25 @@ CtasSyncPartitionLock(List *jobs)
 
 /*
  * CtasSyncPartitionCopy
- *		The copy of job's partitioned source rel (sync/worker.c copy_job):
+ *		The copy of job's partitioned source rel (sync/join.c copy_job):
  *		each leaf scanned under the active snapshot, each of its rows given
  *		to row (with arg) in a slot of the root's row type, in the
- *		current memory context.  A partition the sync cannot follow fails
- *		the job.
+ *		current memory context.  With parallel, and two leaves or more,
+ *		the leaves are read by parallel workers (sync/partcopy.c), row
+ *		still called here; else, or when no worker starts, one after the
+ *		other.  A partition the sync cannot follow fails the job.
  */
 void
-CtasSyncPartitionCopy(SyncJob *job, Relation rel,
+CtasSyncPartitionCopy(SyncJob *job, Relation rel, bool parallel,
 					  void (*row) (TupleTableSlot *slot, void *arg),
 					  void *arg)
 {
 	Oid			root = RelationGetRelid(rel);
 	TupleDesc	rootdesc = RelationGetDescr(rel);
-	TupleTableSlot *rootslot = MakeSingleTupleTableSlot(rootdesc,
-														&TTSOpsVirtual);
+	TupleTableSlot *rootslot;
 	AttrNumber *keys = palloc(sizeof(AttrNumber) * Max(job->target.nkeys, 1));
 	List	   *rels = find_all_inheritors(root, AccessShareLock, NULL);
+	List	   *leaves = NIL;
 	ListCell   *lc;
 	int			k;
 	char	   *why;
@@ -382,30 +385,16 @@ CtasSyncPartitionCopy(SyncJob *job, Relation rel,
 
 	foreach(lc, rels)
 	{
-		Relation	leaf;
-		TupleTableSlot *hslot;
-		TableScanDesc scan;
-		TupleConversionMap *map;
-
-		if (get_rel_relkind(lfirst_oid(lc)) != RELKIND_RELATION)
-			continue;
-		leaf = table_open(lfirst_oid(lc), AccessShareLock);
-		map = convert_tuples_by_name(RelationGetDescr(leaf), rootdesc);
-		hslot = table_slot_create(leaf, NULL);
-		scan = table_beginscan(leaf, GetActiveSnapshot(), 0, NULL);
-		while (table_scan_getnextslot(scan, ForwardScanDirection, hslot))
-		{
-			CHECK_FOR_INTERRUPTS();
-			row(map != NULL ?
-				execute_attr_map_slot(map->attrMap, hslot, rootslot) : hslot,
-				arg);
-		}
-		table_endscan(scan);
-		ExecDropSingleTupleTableSlot(hslot);
-		if (map != NULL)
-			free_conversion_map(map);
-		table_close(leaf, AccessShareLock);
+		if (get_rel_relkind(lfirst_oid(lc)) == RELKIND_RELATION)
+			leaves = lappend_oid(leaves, lfirst_oid(lc));
 	}
+	if (parallel && list_length(leaves) >= 2 &&
+		CtasSyncPartitionCopyParallel(rel, leaves, row, arg))
+		return;
+
+	rootslot = MakeSingleTupleTableSlot(rootdesc, &TTSOpsVirtual);
+	foreach(lc, leaves)
+		CtasSyncPartitionScan(lfirst_oid(lc), rootdesc, rootslot, row, arg);
 	ExecDropSingleTupleTableSlot(rootslot);
 }
 

@@ -68,6 +68,9 @@ typedef struct SyncStatus
 	uint64		changes;		/* source changes applied by the stream */
 	uint64		resyncs;		/* copies into a table that held rows
 								 * (sync/resync.c) */
+	uint64		copied;			/* rows copied while no worker held the
+								 * entry (a join copy, sync/joincopy.c):
+								 * the worker that takes it counts them */
 	uint64		verify_asked;	/* verify_sync() tickets given out */
 	uint64		verify_done;	/* the last one answered */
 	int64		verify_check;	/* its row in ctas_fed.sync_checks, or 0 */
@@ -237,8 +240,9 @@ CtasSyncStatusAttach(int64 id)
 	if (my_status != NULL && !mine)
 	{
 		my_status->pid = MyProcPid;
-		/* counters are those of this worker */
-		my_status->rows = 0;
+		/* counters are those of this worker, and its job's copy */
+		my_status->rows = my_status->copied;
+		my_status->copied = 0;
 		my_status->changes = 0;
 		my_status->resyncs = 0;
 	}
@@ -360,6 +364,54 @@ CtasSyncStatusResynced(int64 id)
 			e->resyncs++;
 			break;
 		}
+	}
+	LWLockRelease(sync_shared->lock);
+}
+
+/*
+ * CtasSyncStatusCopied
+ *		In a sync process: add the rows of a copy of job id to its entry,
+ *		whichever process copied them.  The copy worker of a join
+ *		(sync/joincopy.c) holds no entry: its rows go to the entry of the
+ *		stream's worker when it has the job (a copy again), else to one
+ *		that no worker holds yet, made here if need be, and which the
+ *		stream's worker takes when the job joins (CtasSyncStatusAttach),
+ *		so that the jobs view's rows count the copy.
+ */
+void
+CtasSyncStatusCopied(int64 id, uint64 rows)
+{
+	SyncStatus *entry = NULL;
+	int			i;
+
+	if (sync_shared == NULL)
+		return;
+	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < sync_shared->nentries; i++)
+	{
+		SyncStatus *e = &sync_shared->entries[i];
+
+		if (e->dboid == MyDatabaseId && e->id == id)
+		{
+			entry = e;
+			break;
+		}
+		if (e->dboid == InvalidOid && entry == NULL)
+			entry = e;
+	}
+	if (entry != NULL && entry->dboid == InvalidOid)
+	{
+		memset(entry, 0, sizeof(SyncStatus));
+		entry->dboid = MyDatabaseId;
+		entry->id = id;
+	}
+	if (entry != NULL && entry->pid != 0)
+		entry->rows += rows;
+	else if (entry != NULL)
+	{
+		/* a copy replaces the table: that of a copy done again counts */
+		entry->rows = rows;
+		entry->copied = rows;
 	}
 	LWLockRelease(sync_shared->lock);
 }

@@ -129,6 +129,7 @@ extern void CtasSyncStatusLabels(const char *catalog, const char *schema,
 								 const char *table, const char *slot_name);
 extern uint64 CtasSyncStatusRows(void);
 extern void CtasSyncStatusResynced(int64 id);
+extern void CtasSyncStatusCopied(int64 id, uint64 rows);
 extern bool CtasSyncStatusAskVerify(int64 id, uint64 *ticket, pid_t *pid);
 extern bool CtasSyncStatusVerifyDone(int64 id, uint64 ticket, int64 *check,
 									 pid_t *pid);

@@ -190,7 +190,7 @@ extern List *CtasSyncPartitionDeletes;
 extern List *CtasSyncPartitionInserts;
 extern bool CtasSyncPartitionTriggerOn(Oid relid);
 extern void CtasSyncPartitionLock(List *jobs);
-extern void CtasSyncPartitionCopy(SyncJob *job, Relation rel,
+extern void CtasSyncPartitionCopy(SyncJob *job, Relation rel, bool parallel,
 								  void (*row) (TupleTableSlot *slot, void *arg),
 								  void *arg);
 extern char *CtasSyncPartitionChange(SyncJob *job, List *lines,
@@ -244,6 +244,22 @@ extern void CtasSyncJoinCopy(SyncJob *job);
  * bounds PostgreSQL's tablesync workers apart from the apply workers).
  */
 #define CTAS_SYNC_COPY_WORKERS	2
+
+/*
+ * in sync/partcopy.c: the copy of a partitioned source by parallel workers
+ * of PostgreSQL, at most CTAS_SYNC_PARTITION_READERS per copy (so at most
+ * CTAS_SYNC_COPY_WORKERS times as many per stream), each reading whole
+ * partitions; also bounded by max_parallel_workers.
+ */
+#define CTAS_SYNC_PARTITION_READERS	2
+extern bool CtasSyncPartitionParallelSafe(SyncJob *job);
+extern void CtasSyncPartitionScan(Oid relid, TupleDesc rootdesc,
+								  TupleTableSlot *rootslot,
+								  void (*row) (TupleTableSlot *slot, void *arg),
+								  void *arg);
+extern bool CtasSyncPartitionCopyParallel(Relation rel, List *leaves,
+										  void (*row) (TupleTableSlot *slot, void *arg),
+										  void *arg);
 /* field4 of the advisory lock tag held by whoever copies a job */
 #define CTAS_LOCKTAG_JOIN_COPY	0xCF07
 extern SyncJob *CtasSyncLoadJobAlone(int64 id);

@@ -58,7 +58,6 @@ use CtasFed::Test;
 my @sizes = split ' ', ($ENV{BENCH_ROWS} // '1000000');
 my $out = $ENV{BENCH_OUT} // '/tmp/ctas_fed_sync_verify_bench.txt';
 my $rate = $ENV{BENCH_WRITER_RATE} // 50;
-my $tick = POSIX::sysconf(POSIX::_SC_CLK_TCK()) || 100;
 
 my $ch = start_clickhouse();
 my $local = new_cluster('local',
@@ -71,46 +70,6 @@ my $remote = new_remote_cluster(
 postgres_catalog($local, $remote);
 clickhouse_catalog($local, $ch);
 my $wdir = PostgreSQL::Test::Utils::tempdir('writer');
-
-# /proc/$pid/stat: (utime + stime [+ cutime + cstime]) in seconds
-sub cpu_of
-{
-	my ($pid, $children) = @_;
-	open my $fh, '<', "/proc/$pid/stat" or return 0;
-	my $stat = <$fh>;
-	close $fh;
-	$stat =~ s/^.*\)\s+//;    # fields from the 3rd (state) on
-	my @f = split ' ', $stat;
-	my $t = $f[11] + $f[12];
-	$t += $f[13] + $f[14] if $children;
-	return $t / $tick;
-}
-
-# the live children of $ppid
-sub children_of
-{
-	my ($ppid) = @_;
-	my @kids;
-	opendir my $d, '/proc' or return ();
-	for my $p (grep { /^\d+$/ } readdir $d)
-	{
-		open my $fh, '<', "/proc/$p/stat" or next;
-		my $stat = <$fh>;
-		close $fh;
-		push @kids, $p if $stat && $stat =~ /\)\s+\S+\s+(\d+)/ && $1 == $ppid;
-	}
-	closedir $d;
-	return @kids;
-}
-
-# CPU seconds of a PostgreSQL server: postmaster, reaped and live children
-sub server_cpu
-{
-	my ($ppid) = @_;
-	my $t = cpu_of($ppid, 1);
-	$t += cpu_of($_, 0) for children_of($ppid);
-	return $t;
-}
 
 sub rss_anon
 {

@@ -10,8 +10,12 @@
 # waiting 10 s before its commit; a's lag is
 # sampled through the join and printed (not asserted: a timing), and a's
 # remote rows must grow while big is still copying (a fact: the stream
-# applied a during the copy).  Then both equal their sources (checksums),
-# nothing written twice into a, and the worker is the same process.
+# applied a during the copy), and the job's rows in the jobs view count the
+# rows of the copy worker.  Then the fallback: with no background worker
+# slot free (a fault point), a sync of big joining under the writer is
+# copied by the stream's worker itself.  Then all equal their sources
+# (checksums), nothing written twice into a or the fallback's table, and
+# the worker is the same process.
 
 use strict;
 use warnings;
@@ -135,14 +139,58 @@ ok(defined $rows_first && $rows_last > $rows_first,
 diag(sprintf('a\'s remote rows during the copy: %d, then %d',
 		$rows_first // -1, $rows_last // -1));
 
+# the rows of the copy worker are counted in the job's rows (the jobs view,
+# ctas_fed.sync_status()): the job's rows are its copied rows plus the
+# changes applied to it since
+my $big_id = $local->safe_psql('postgres',
+	"SELECT sync_id FROM ctas_fed.syncs WHERE remote_table = 'big'");
+is($local->safe_psql('postgres',
+	"SELECT rows - changes FROM ctas_fed.sync_status() WHERE sync_id = $big_id"),
+	$rows, 'the job\'s counters hold the rows of the join copy');
+ok($local->safe_psql('postgres', q{
+  SELECT j.rows FROM ctas_fed.jobs j JOIN ctas_fed.syncs s USING (job_id)
+   WHERE s.remote_table = 'big'}) >= $rows,
+	'the jobs view counts the rows of the join copy');
+
+# the fallback: no background worker slot free for a copy worker (a fault
+# point makes every registration fail), the stream's worker copies the
+# joining sync itself between two rounds, under the writer
+$local->safe_psql('postgres', q{
+  ALTER SYSTEM SET ctas_fed.fault_point = 'sync_copy_worker_none';
+  SELECT pg_reload_conf();});
+$offset = -s $local->logfile;
+$local->safe_psql('postgres',
+	"CREATE TABLE wh.public.big2 WITH (sync = 'continuous') AS SELECT * FROM public.big");
+ok(wait_until(120, sub { $local->safe_psql('postgres',
+	"SELECT state FROM ctas_fed.syncs WHERE remote_table = 'big2'") eq 'streaming' }),
+	'fallback: big2 joined the stream');
+$local->safe_psql('postgres', q{
+  ALTER SYSTEM RESET ctas_fed.fault_point;
+  SELECT pg_reload_conf();});
+$log = slurp_file($local->logfile, $offset);
+like($log, qr/ctas_fed sync \d+: no background worker is free for its join copy, copied by the worker of stream \d+/,
+	'fallback: the stream\'s worker copied big2');
+unlike($log, qr/ctas_fed sync copy \d+/, 'fallback: no copy worker ran');
+my $big2_id = $local->safe_psql('postgres',
+	"SELECT sync_id FROM ctas_fed.syncs WHERE remote_table = 'big2'");
+is($local->safe_psql('postgres',
+	"SELECT rows - changes FROM ctas_fed.sync_status() WHERE sync_id = $big2_id"),
+	$rows, 'fallback: the job\'s counters hold the rows of its copy');
+sync_write_log($remote, 'big2', 'id');
+usleep(2_000_000);
+
 $local->safe_psql('postgres', 'UPDATE ctl SET stop = true');
 $w->finish;
 ok(wait_until(120, sub {
 	sql_digest($local, 'postgres', 'SELECT id, n, at FROM public.a')
 	  eq sql_digest($remote, 'dw', 'SELECT id, n, at FROM public.a')
 	  && sql_digest($local, 'postgres', 'SELECT id, n, t FROM public.big')
-	  eq sql_digest($remote, 'dw', 'SELECT id, n, t FROM public.big') }),
-	'a and big equal their sources (checksums)');
+	  eq sql_digest($remote, 'dw', 'SELECT id, n, t FROM public.big')
+	  && sql_digest($local, 'postgres', 'SELECT id, n, t FROM public.big')
+	  eq sql_digest($remote, 'dw', 'SELECT id, n, t FROM public.big2') }),
+	'a, big and big2 equal their sources (checksums)');
+like(sync_writes($remote, 'big2'), qr/^[1-9]\d* [1-9]\d* 0$/,
+	'big2: no row written twice with the same image');
 like(sync_writes($remote, 'a'), qr/^[1-9]\d* [1-9]\d* 0$/,
 	'a: no row written twice with the same image');
 is(worker_pid(), $pid, 'the same worker throughout');

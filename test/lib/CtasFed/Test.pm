@@ -2501,4 +2501,60 @@ sub sync_writes_conflicts
 push @EXPORT, qw(sync_write_log sync_writes sync_writes_conflicts);
 
 
+=over
+
+=item cpu_of($pid, $children), children_of($ppid), server_cpu($ppid)
+
+For the benchmarks (F<test/bench/sync_verify.pl>, F<sync_partcopy.pl>):
+the CPU seconds of process C<$pid> from F</proc/$pid/stat> (with its
+reaped children's when C<$children>); the live children of C<$ppid>; and
+the CPU seconds of a PostgreSQL server whose postmaster is C<$ppid>: the
+postmaster, its reaped children and its live ones.
+
+=back
+
+=cut
+
+# /proc/$pid/stat: (utime + stime [+ cutime + cstime]) in seconds
+sub cpu_of
+{
+	my ($pid, $children) = @_;
+	open my $fh, '<', "/proc/$pid/stat" or return 0;
+	my $stat = <$fh>;
+	close $fh;
+	$stat =~ s/^.*\)\s+//;    # fields from the 3rd (state) on
+	my @f = split ' ', $stat;
+	my $t = $f[11] + $f[12];
+	$t += $f[13] + $f[14] if $children;
+	return $t / (POSIX::sysconf(POSIX::_SC_CLK_TCK()) || 100);
+}
+
+# the live children of $ppid
+sub children_of
+{
+	my ($ppid) = @_;
+	my @kids;
+	opendir my $d, '/proc' or return ();
+	for my $p (grep { /^\d+$/ } readdir $d)
+	{
+		open my $fh, '<', "/proc/$p/stat" or next;
+		my $stat = <$fh>;
+		close $fh;
+		push @kids, $p if $stat && $stat =~ /\)\s+\S+\s+(\d+)/ && $1 == $ppid;
+	}
+	closedir $d;
+	return @kids;
+}
+
+# CPU seconds of a PostgreSQL server: postmaster, reaped and live children
+sub server_cpu
+{
+	my ($ppid) = @_;
+	my $t = cpu_of($ppid, 1);
+	$t += cpu_of($_, 0) for children_of($ppid);
+	return $t;
+}
+
+push @EXPORT, qw(cpu_of children_of server_cpu);
+
 1;

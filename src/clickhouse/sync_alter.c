@@ -228,24 +228,41 @@ column_type(List *rows, const char *name)
  *		A new key (CTAS_SYNC_REKEY) on the empty table of a rebuild,
  *		qtable: ClickHouse does not change the sorting key of a table, so
  *		one made as it is (its columns as the changes before left them)
- *		ordered by the new key takes its place.  Nothing reads it yet; a
- *		worker that dies in between makes the rebuild's table again.
+ *		ordered by the new key takes its place.  A column of a sorting key
+ *		cannot be Nullable: the new key's columns, NOT NULL in the source
+ *		(a replica identity index's columns are), lose it first.  Nothing
+ *		reads the table yet; a worker that dies in between makes the
+ *		rebuild's table again.
  */
 static void
-rekey_table(CtasSyncTarget *t, ChSyncState *st, const char *qtable,
-			const CtasSyncAlter *c)
+rekey_table(CtasSyncTarget *t, ChSyncState *st, const char *table,
+			const char *qtable, const CtasSyncAlter *c)
 {
 	char	   *tmp = CtasChQname(t->schema,
 								  psprintf("_ctas_fed_resync_key_%s", t->table));
+	List	   *rows = table_columns(t, st, table);
 	StringInfoData keys;
+	StringInfoData sql;
 	int			i;
 
 	initStringInfo(&keys);
 	for (i = 0; i < c->nkeys; i++)
 	{
+		char	   *type = column_type(rows, c->keys[i]);
+		size_t		n;
+
 		if (i > 0)
 			appendStringInfoString(&keys, ", ");
 		CtasChAppendIdent(&keys, c->keys[i]);
+		if (type == NULL || strncmp(type, "Nullable(", 9) != 0)
+			continue;
+		n = strlen(type);
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "ALTER TABLE %s MODIFY COLUMN ", qtable);
+		CtasChAppendIdent(&sql, c->keys[i]);
+		appendStringInfo(&sql, " %s", pnstrdup(type + 9, n - 10));
+		CtasChHttpQuery(st->http, sql.data,
+						"make a column of the new key not nullable");
 	}
 	CtasChHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", tmp),
 					"drop the table of a new key");
@@ -283,7 +300,7 @@ alter_table(CtasSyncTarget *t, ChSyncState *st, const char *table,
 
 		if (c->kind == CTAS_SYNC_REKEY)
 		{
-			rekey_table(t, st, qtable, c);
+			rekey_table(t, st, table, qtable, c);
 			continue;
 		}
 		rows = table_columns(t, st, table);

@@ -50,7 +50,7 @@ sub order_by
 {
 	my ($name) = @_;
 	my $create = $ch->query("SHOW CREATE TABLE dw.$name FORMAT TabSeparatedRaw");
-	return $create =~ /ORDER BY \(?([^)\s]+(?:, [^)\s]+)*)\)?/ ? $1 : $create;
+	return $create =~ /ORDER BY (?:\(([^)]*)\)|(\S+))/ ? ($1 // $2) : $create;
 }
 
 sub changes

@@ -30,8 +30,9 @@
  *
  * What a sync follows (schema_changes = 'follow'): every DDL that leaves
  * what it reads as it was — the attnums it reads live with their types
- * and not rewritten, its key within the replica identity, no inheritance
- * child when the query reads them.  A rename of a column it reads is
+ * and not rewritten, its key within the replica identity (or a new key
+ * the query outputs, which the remote key follows: sync/follow.c,
+ * CtasSyncPlanRekey), no inheritance child when the query reads them.  A rename of a column it reads is
  * followed: the query is a parse tree by attnum, only the name the
  * Relation messages carry changes, and it is stored with the job.  A
  * sync that takes whole rows also follows columns added, dropped, renamed

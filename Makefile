@@ -78,6 +78,7 @@ OBJS = \
 	src/sync/copy.o \
 	src/sync/ddl.o \
 	src/sync/follow.o \
+	src/sync/schemalog.o \
 	src/sync/join.o \
 	src/sync/joincopy.o \
 	src/sync/merge.o \

@@ -148,7 +148,8 @@ typedef enum CtasSyncAlterKind
 	CTAS_SYNC_ADD_COLUMN,		/* column added after the others */
 	CTAS_SYNC_DROP_COLUMN,
 	CTAS_SYNC_RENAME_COLUMN,
-	CTAS_SYNC_RETYPE_COLUMN		/* a new type whose values keep their text */
+	CTAS_SYNC_RETYPE_COLUMN,	/* a new type whose values keep their text */
+	CTAS_SYNC_REKEY				/* the key is keys (a new replica identity) */
 } CtasSyncAlterKind;
 
 typedef struct CtasSyncAlter
@@ -160,6 +161,10 @@ typedef struct CtasSyncAlter
 	int32		typmod;
 	Datum		value;			/* ADD: the value of every existing row */
 	bool		isnull;
+	/* REKEY: the remote key columns after it, and their local types */
+	int			nkeys;
+	char	  **keys;
+	Oid		   *key_types;
 	/* the remote table's columns after the change */
 	int			ncolumns;
 	char	  **columns;

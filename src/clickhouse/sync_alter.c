@@ -224,6 +224,59 @@ column_type(List *rows, const char *name)
 }
 
 /*
+ * rekey_table
+ *		A new key (CTAS_SYNC_REKEY) on the empty table of a rebuild,
+ *		qtable: ClickHouse does not change the sorting key of a table, so
+ *		one made as it is (its columns as the changes before left them)
+ *		ordered by the new key takes its place.  A column of a sorting key
+ *		cannot be Nullable: the new key's columns, NOT NULL in the source
+ *		(a replica identity index's columns are), lose it first.  Nothing
+ *		reads the table yet; a worker that dies in between makes the
+ *		rebuild's table again.
+ */
+static void
+rekey_table(CtasSyncTarget *t, ChSyncState *st, const char *table,
+			const char *qtable, const CtasSyncAlter *c)
+{
+	char	   *tmp = CtasChQname(t->schema,
+								  psprintf("_ctas_fed_resync_key_%s", t->table));
+	List	   *rows = table_columns(t, st, table);
+	StringInfoData keys;
+	StringInfoData sql;
+	int			i;
+
+	initStringInfo(&keys);
+	for (i = 0; i < c->nkeys; i++)
+	{
+		char	   *type = column_type(rows, c->keys[i]);
+		size_t		n;
+
+		if (i > 0)
+			appendStringInfoString(&keys, ", ");
+		CtasChAppendIdent(&keys, c->keys[i]);
+		if (type == NULL || strncmp(type, "Nullable(", 9) != 0)
+			continue;
+		n = strlen(type);
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "ALTER TABLE %s MODIFY COLUMN ", qtable);
+		CtasChAppendIdent(&sql, c->keys[i]);
+		appendStringInfo(&sql, " %s", pnstrdup(type + 9, n - 10));
+		CtasChHttpQuery(st->http, sql.data,
+						"make a column of the new key not nullable");
+	}
+	CtasChHttpQuery(st->http, psprintf("DROP TABLE IF EXISTS %s", tmp),
+					"drop the table of a new key");
+	CtasChHttpQuery(st->http,
+					psprintf("CREATE TABLE %s AS %s ENGINE = ReplacingMergeTree(" VERSION_COLUMN ") ORDER BY (%s)",
+							 tmp, qtable, keys.data),
+					"create the table of a new key");
+	CtasChHttpQuery(st->http, psprintf("DROP TABLE %s", qtable),
+					"drop the table of a rebuild");
+	CtasChHttpQuery(st->http, psprintf("RENAME TABLE %s TO %s", tmp, qtable),
+					"rename the table of a new key");
+}
+
+/*
  * alter_table
  *		The changes on `db`.table, each skipped when found done (a batch
  *		applied again after a crash).  A rename adds the column under its
@@ -241,10 +294,17 @@ alter_table(CtasSyncTarget *t, ChSyncState *st, const char *table,
 	for (n = 0; n < nchanges; n++)
 	{
 		const CtasSyncAlter *c = &changes[n];
-		List	   *rows = table_columns(t, st, table);
-		char	   *type = column_type(rows, c->column);
+		List	   *rows;
+		char	   *type;
 		StringInfoData sql;
 
+		if (c->kind == CTAS_SYNC_REKEY)
+		{
+			rekey_table(t, st, table, qtable, c);
+			continue;
+		}
+		rows = table_columns(t, st, table);
+		type = column_type(rows, c->column);
 		initStringInfo(&sql);
 		appendStringInfo(&sql, "ALTER TABLE %s ", qtable);
 		if (c->kind == CTAS_SYNC_ADD_COLUMN && type == NULL)
@@ -480,6 +540,9 @@ CtasChSyncAlter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 			return psprintf("key column \"%s\" cannot be %s in a ClickHouse table (it is in the sorting key)",
 							c->column, c->kind == CTAS_SYNC_RENAME_COLUMN ?
 							"renamed" : "retyped");
+		/* the sorting key: only on the empty table of a rebuild */
+		if (c->kind == CTAS_SYNC_REKEY && st->rebuilding == NULL)
+			return pstrdup("the key of a ClickHouse table (its sorting key) changes only when a copy makes the table again");
 		rename |= c->kind == CTAS_SYNC_RENAME_COLUMN;
 		if (c->kind != CTAS_SYNC_ADD_COLUMN && c->kind != CTAS_SYNC_RETYPE_COLUMN)
 			continue;
@@ -518,6 +581,23 @@ CtasChSyncAlter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 	{
 		t->columns[i] = pstrdup(changes[nchanges - 1].columns[i]);
 		t->types[i] = changes[nchanges - 1].types[i];
+	}
+	/* a new key: the rows' keys are read from its columns */
+	for (n = 0; n < nchanges; n++)
+	{
+		const CtasSyncAlter *c = &changes[n];
+
+		if (c->kind != CTAS_SYNC_REKEY)
+			continue;
+		t->nkeys = c->nkeys;
+		t->keys = palloc(sizeof(char *) * c->nkeys);
+		t->key_types = palloc(sizeof(Oid) * c->nkeys);
+		for (i = 0; i < c->nkeys; i++)
+		{
+			t->keys[i] = pstrdup(c->keys[i]);
+			t->key_types[i] = c->key_types[i];
+		}
+		st->keypos = palloc0(sizeof(int) * c->nkeys);
 	}
 	st->gone = palloc0(sizeof(bool) * Max(t->ncolumns, 1));
 	st->cols = CtasChSyncEncoders(t, st, t->ncolumns, t->columns, t->types, st->gone);

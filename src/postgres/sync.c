@@ -566,6 +566,63 @@ remote_has_column(CtasSyncTarget *t, const char *name)
 }
 
 /*
+ * rekey
+ *		A new key (CTAS_SYNC_REKEY), in the remote transaction: the primary
+ *		key of the remote table, named as its catalog says, is dropped and
+ *		one on the new key columns added; the upserts and deletes from then
+ *		on name them.  Found done (the same columns, in order: a crash
+ *		after the remote commit), only the latter.  Every key the source's
+ *		new identity index holds once is once in the remote table, which
+ *		holds the source's rows: the new key is unique there too.
+ */
+static void
+rekey(CtasSyncTarget *t, const CtasSyncAlter *c)
+{
+	PgSyncState *st = (PgSyncState *) t->private;
+	MemoryContext cxt = GetMemoryChunkContext(st);
+	StringInfoData want;
+	StringInfoData sql;
+	PGresult   *res;
+	int			i;
+
+	initStringInfo(&want);
+	for (i = 0; i < c->nkeys; i++)
+		appendStringInfo(&want, "%s%s", i ? "," : "", c->keys[i]);
+	res = CtasPgQuery(st->conn, t->catalog,
+					  psprintf("SELECT c.conname, (SELECT pg_catalog.string_agg(a.attname::pg_catalog.text, ',' ORDER BY k.n) "
+							   "FROM pg_catalog.unnest(c.conkey) WITH ORDINALITY k(attnum, n) "
+							   "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum) "
+							   "FROM pg_catalog.pg_constraint c "
+							   "WHERE c.conrelid = %s::pg_catalog.regclass AND c.contype = 'p'",
+							   quote_literal_cstr(st->qualified)));
+	initStringInfo(&sql);
+	if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 1), want.data) == 0)
+		;						/* done before a crash (target.h) */
+	else
+	{
+		appendStringInfo(&sql, "ALTER TABLE %s ", st->qualified);
+		if (PQntuples(res) == 1)
+			appendStringInfo(&sql, "DROP CONSTRAINT %s, ",
+							 quote_identifier(PQgetvalue(res, 0, 0)));
+		appendStringInfoString(&sql, "ADD PRIMARY KEY (");
+		for (i = 0; i < c->nkeys; i++)
+			appendStringInfo(&sql, "%s%s", i ? ", " : "",
+							 quote_identifier(c->keys[i]));
+		appendStringInfoChar(&sql, ')');
+		CtasPgExec(st->conn, t->catalog, sql.data);
+	}
+	PQclear(res);
+	t->nkeys = c->nkeys;
+	t->keys = MemoryContextAlloc(cxt, sizeof(char *) * c->nkeys);
+	t->key_types = MemoryContextAlloc(cxt, sizeof(Oid) * c->nkeys);
+	for (i = 0; i < c->nkeys; i++)
+	{
+		t->keys[i] = MemoryContextStrdup(cxt, c->keys[i]);
+		t->key_types[i] = c->key_types[i];
+	}
+}
+
+/*
  * pg_sync_alter
  *		Schema changes of a whole-row sync (target.h), in the remote
  *		transaction: the batch so far is applied to the table as it is,
@@ -595,7 +652,7 @@ pg_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 	for (n = 0; n < nchanges; n++)
 	{
 		const CtasSyncAlter *c = &changes[n];
-		const char *col = quote_identifier(c->column);
+		const char *col = c->column ? quote_identifier(c->column) : NULL;
 		bool		same;
 		char	   *type = NULL;
 
@@ -648,6 +705,9 @@ pg_sync_alter(CtasSyncTarget *t, const CtasSyncAlter *changes, int nchanges)
 				CtasPgExec(st->conn, t->catalog,
 						   psprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s USING %s::%s",
 									st->qualified, col, type, col, type));
+				break;
+			case CTAS_SYNC_REKEY:
+				rekey(t, c);
 				break;
 		}
 	}

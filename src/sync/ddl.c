@@ -30,8 +30,9 @@
  *
  * What a sync follows (schema_changes = 'follow'): every DDL that leaves
  * what it reads as it was — the attnums it reads live with their types
- * and not rewritten, its key within the replica identity, no inheritance
- * child when the query reads them.  A rename of a column it reads is
+ * and not rewritten, its key within the replica identity (or a new key
+ * the query outputs, which the remote key follows: sync/follow.c,
+ * CtasSyncPlanRekey), no inheritance child when the query reads them.  A rename of a column it reads is
  * followed: the query is a parse tree by attnum, only the name the
  * Relation messages carry changes, and it is stored with the job.  A
  * sync that takes whole rows also follows columns added, dropped, renamed
@@ -408,12 +409,20 @@ message_line(List *lines, const char *key)
  * CtasSyncIdentityReason
  *		Why the replica identity of the message (or of the lines of
  *		CtasSyncDescribeTable) no longer carries the key of job, or NULL
- *		when it does.
+ *		when it does.  An identity index that does not contain the key
+ *		(REPLICA IDENTITY USING INDEX, a primary key replaced) is a new key
+ *		the job follows when the query outputs its columns
+ *		(CtasSyncPlanRekey: the plan is added to job->follow); recopy: at
+ *		the copy after a schema change, which takes it in memory.
  */
 char *
-CtasSyncIdentityReason(SyncJob *job, List *lines, const char *command)
+CtasSyncIdentityReason(SyncJob *job, List *lines, const char *command,
+					   bool recopy)
 {
 	char	   *ident = message_line(lines, "identity");
+	AttrNumber	ids[INDEX_MAX_KEYS];
+	int			nids = 0;
+	char	   *q;
 	int			k;
 
 	if (ident == NULL)
@@ -421,22 +430,34 @@ CtasSyncIdentityReason(SyncJob *job, List *lines, const char *command)
 			 job->id);
 	if (ident[0] == REPLICA_IDENTITY_FULL)
 		return NULL;
+	q = ident + 1;
+	while (*q == ' ' && nids < INDEX_MAX_KEYS)
+		ids[nids++] = (AttrNumber) strtol(q + 1, &q, 10);
 	for (k = 0; k < job->target.nkeys; k++)
 	{
 		AttrNumber	key = job->attnums[job->keycol[k]];
 		bool		found = false;
-		char	   *q = ident + 1;
+		int			i;
 
-		while (*q == ' ')
+		for (i = 0; i < nids; i++)
+			found |= ids[i] == key;
+		if (found)
+			continue;
+		/* a unique index that is not the key: the key follows it */
+		if (nids > 0)
 		{
-			long		a = strtol(q + 1, &q, 10);
+			char	   *why = CtasSyncPlanRekey(job, lines, ids, nids,
+												command, recopy);
 
-			found |= a == key;
-		}
-		if (!found)
-			return psprintf("the replica identity of the source of sync " INT64_FORMAT " no longer contains the key column \"%s\": %s",
-							job->id, job->attnames[job->keycol[k]],
+			if (why == NULL || CtasSyncResyncWanted)
+				return why;
+			return psprintf("the replica identity of the source of sync " INT64_FORMAT " no longer contains the key column \"%s\", and %s: %s",
+							job->id, job->attnames[job->keycol[k]], why,
 							command);
+		}
+		return psprintf("the replica identity of the source of sync " INT64_FORMAT " no longer contains the key column \"%s\": %s",
+						job->id, job->attnames[job->keycol[k]],
+						command);
 	}
 	return NULL;
 }
@@ -549,13 +570,21 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 		/* a failure wins over a copy (CtasSyncResyncWanted) */
 		if (reason == NULL || CtasSyncResyncWanted)
 		{
-			char	   *why = CtasSyncIdentityReason(job, lines, command);
+			bool		resync = CtasSyncResyncWanted;
+			char	   *why;
 
-			if (why != NULL)
+			CtasSyncResyncWanted = false;
+			why = CtasSyncIdentityReason(job, lines, command, false);
+			if (why != NULL && !CtasSyncResyncWanted)
+				reason = why;	/* a failure */
+			else if (why != NULL)
 			{
-				CtasSyncResyncWanted = false;
-				reason = why;
+				/* a new key followed by a copy again */
+				if (reason == NULL)
+					reason = why;
 			}
+			else
+				CtasSyncResyncWanted = resync;
 		}
 		if (reason != NULL)
 			job->follow = NULL;
@@ -625,12 +654,16 @@ CtasSyncSchemaChange(SyncJob *job, const char *content, int len, bool *mine)
 								  names[i], table, job->id, command);
 	}
 
-	/* the key within the replica identity */
-	reason = CtasSyncIdentityReason(job, lines, command);
+	/* the key within the replica identity, or a new key followed */
+	reason = CtasSyncIdentityReason(job, lines, command, false);
 	if (reason != NULL)
+	{
+		job->follow = NULL;
 		return reason;
+	}
 	if (recopy_why != NULL)
 	{
+		job->follow = NULL;
 		CtasSyncResyncWanted = true;
 		return recopy_why;
 	}

@@ -2,10 +2,12 @@
  *
  * follow.c
  *		  The schema changes that a whole-row sync follows on its remote
- *		  table, and their record (docs/sync-schema-changes.md): the plan
- *		  made from the event trigger's message (sync/ddl.c), the job's
- *		  columns after it, ctas_fed.sync_schema_changes and the webhook
- *		  event schema_change.
+ *		  table, and a new key of a sync (docs/sync-schema-changes.md): the
+ *		  plan made from the event trigger's message (sync/ddl.c), the
+ *		  job's columns and key after it.
+ *
+ * The record of what a sync followed (ctas_fed.sync_schema_changes, the
+ * webhook event) is sync/schemalog.c.
  *
  * A sync whose query takes the source's rows whole (every live column, in
  * attnum order, under its own name) follows a column dropped, renamed,
@@ -49,9 +51,6 @@
 #include "sync/sync_int.h"
 #include "targets.h"
 
-/* rows of ctas_fed.sync_schema_changes kept per sync */
-#define CTAS_SYNC_SCHEMA_CHANGES_KEPT	100
-
 /*
  * What a whole-row sync does for one schema change message: the remote
  * changes, in order, and the columns after them (in the memory context of
@@ -67,6 +66,10 @@ typedef struct SyncFollow
 	char	  **names;
 	Oid		   *types;
 	int32	   *typmods;
+	/* a new key (CtasSyncPlanRekey): its source attnums, remote names */
+	int			nkeys;			/* 0: the key stays */
+	AttrNumber *keyattnums;
+	char	  **keynames;
 } SyncFollow;
 
 /* the text of "<key> <attnum> <text>" for attnum, or NULL */
@@ -486,6 +489,125 @@ CtasSyncPlannedChanges(SyncJob *job, int *n)
 	return job->follow ? job->follow->changes : NULL;
 }
 
+/*
+ * CtasSyncPlanRekey
+ *		The replica identity of job's source became the unique index on
+ *		ids[0..nids - 1], which does not contain the job's key (REPLICA
+ *		IDENTITY USING INDEX, a primary key replaced): the remote key
+ *		follows it when the query outputs each of its columns as a column
+ *		of its result (a whole-row sync always).  The change is added to
+ *		job->follow (made, keeping the columns, for a query sync), after
+ *		the column changes of the same message.  A target without
+ *		transactions cannot change its key in place: the job is copied
+ *		again (CtasSyncResyncWanted) into a table made with the new key,
+ *		and at that copy (recopy) the plan is made.  Returns NULL, or why
+ *		the key cannot follow (reason of the caller's, sync/ddl.c).
+ */
+char *
+CtasSyncPlanRekey(SyncJob *job, List *lines, const AttrNumber *ids, int nids,
+				  const char *command, bool recopy)
+{
+	SyncFollow *f = job->follow;
+	char	  **names = palloc(sizeof(char *) * nids);
+	Oid		   *types = palloc(sizeof(Oid) * nids);
+	StringInfoData what;
+	CtasSyncAlter *c;
+	int			i;
+
+	initStringInfo(&what);
+	for (i = 0; i < nids; i++)
+	{
+		char	   *col = attnum_line(lines, "col", ids[i]);
+		char	   *name = col ? strchr(col, ' ') : NULL;
+
+		if (name == NULL)
+			return psprintf("its new replica identity names column %d, which the table does not have",
+							ids[i]);
+		name++;
+		names[i] = NULL;
+		if (job->whole_row)
+		{
+			names[i] = name;
+			types[i] = (Oid) strtoul(col, NULL, 10);
+		}
+		else
+		{
+			ListCell   *lc;
+			int			k = 0;
+
+			foreach(lc, job->query->targetList)
+			{
+				TargetEntry *te = lfirst(lc);
+				Var		   *v = (Var *) te->expr;
+
+				if (te->resjunk || k >= job->target.ncolumns)
+					break;
+				if (names[i] == NULL && IsA(v, Var) && v->varno == 1 &&
+					v->varlevelsup == 0 && v->varattno == ids[i])
+				{
+					names[i] = job->target.columns[k];
+					types[i] = v->vartype;
+				}
+				k++;
+			}
+			if (names[i] == NULL)
+				return psprintf("the query does not output column \"%s\" of the new replica identity as a column of its result",
+								name);
+		}
+		appendStringInfo(&what, "%s%s", i ? ", " : "", quote_identifier(names[i]));
+	}
+	if (job->apply->alter == NULL)
+		return psprintf("catalogs of type \"%s\" do not follow a new key",
+						CtasCatalogRoutine(job->target.catalog)->type_name);
+	if (!job->apply->transactional && !recopy)
+	{
+		CtasSyncResyncWanted = true;
+		return psprintf("the replica identity of the source of sync " INT64_FORMAT " moved to (%s), a new key: the remote table is made again with it by a copy from a snapshot after the change: %s",
+						job->id, what.data, command);
+	}
+
+	if (f == NULL)
+	{
+		f = palloc0(sizeof(SyncFollow));
+		f->ncols = -1;			/* the columns stay */
+		f->changes = palloc(sizeof(CtasSyncAlter));
+		f->what = palloc(sizeof(char *));
+		job->follow = f;
+	}
+	f->changes = repalloc(f->changes, sizeof(CtasSyncAlter) * (f->nchanges + 1));
+	f->what = repalloc(f->what, sizeof(char *) * (f->nchanges + 1));
+	c = &f->changes[f->nchanges];
+	memset(c, 0, sizeof(*c));
+	c->kind = CTAS_SYNC_REKEY;
+	c->isnull = true;
+	c->nkeys = nids;
+	c->keys = names;
+	c->key_types = types;
+	if (f->nchanges > 0)
+	{
+		c->ncolumns = f->changes[f->nchanges - 1].ncolumns;
+		c->columns = f->changes[f->nchanges - 1].columns;
+		c->types = f->changes[f->nchanges - 1].types;
+	}
+	else
+	{
+		c->ncolumns = job->target.ncolumns;
+		c->columns = job->target.columns;
+		c->types = job->target.types;
+	}
+	f->what[f->nchanges++] = psprintf("KEY (%s)%s", what.data,
+									  recopy && !job->apply->transactional ?
+									  " (rows copied again)" : "");
+	f->nkeys = nids;
+	f->keyattnums = palloc(sizeof(AttrNumber) * nids);
+	memcpy(f->keyattnums, ids, sizeof(AttrNumber) * nids);
+	f->keynames = names;
+	return NULL;
+}
+
+static void take_follow_columns(SyncJob *job, SyncFollow *f,
+								AttrNumber *oldattnums);
+
 /* The columns of a job before the changes it followed in a reading */
 typedef struct SyncShape
 {
@@ -496,8 +618,10 @@ typedef struct SyncShape
 	FmgrInfo   *infuncs;
 	Oid		   *ioparams;
 	int		   *msgcol;
+	int			nkeys;
 	int		   *keycol;			/* a copy: changed in place */
 	char	  **keys;			/* a copy: changed in place */
+	Oid		   *key_types;
 	Query	   *query;
 	TupleDesc	tupdesc;
 	int			ncolumns;
@@ -523,6 +647,8 @@ save_before(SyncJob *job, MemoryContext cxt)
 	memcpy(b->keycol, job->keycol, sizeof(int) * nkeys);
 	b->keys = MemoryContextAlloc(cxt, sizeof(char *) * Max(nkeys, 1));
 	memcpy(b->keys, job->target.keys, sizeof(char *) * nkeys);
+	b->nkeys = nkeys;
+	b->key_types = job->target.key_types;
 	b->query = job->query;
 	b->tupdesc = job->tupdesc;
 	b->ncolumns = job->target.ncolumns;
@@ -552,8 +678,11 @@ CtasSyncSchemaUndo(SyncJob *job)
 	job->infuncs = b->infuncs;
 	job->ioparams = b->ioparams;
 	job->msgcol = b->msgcol;
-	memcpy(job->keycol, b->keycol, sizeof(int) * job->target.nkeys);
-	memcpy(job->target.keys, b->keys, sizeof(char *) * job->target.nkeys);
+	/* the copies: a new key (CtasSyncPlanRekey) made new arrays */
+	job->target.nkeys = b->nkeys;
+	job->keycol = b->keycol;
+	job->target.keys = b->keys;
+	job->target.key_types = b->key_types;
 	job->query = b->query;
 	job->tupdesc = b->tupdesc;
 	job->target.ncolumns = b->ncolumns;
@@ -561,7 +690,6 @@ CtasSyncSchemaUndo(SyncJob *job)
 	job->target.types = b->types;
 	job->schema_log = NIL;
 	job->reshaped = false;
-	job->before = NULL;
 	job->before = NULL;
 }
 
@@ -582,10 +710,7 @@ CtasSyncSchemaFollow(SyncJob *job, bool remote)
 	SyncFollow *f = job->follow;
 	MemoryContext cxt = GetMemoryChunkContext(job->attnums);
 	MemoryContext oldcxt;
-	RangeTblEntry *rte = linitial_node(RangeTblEntry, job->query->rtable);
-	List	   *tlist = NIL;
 	AttrNumber *oldattnums = job->attnums;
-	int			oldncols = job->ncols;
 	int			i;
 	int			k;
 
@@ -604,6 +729,56 @@ CtasSyncSchemaFollow(SyncJob *job, bool remote)
 	}
 
 	oldcxt = MemoryContextSwitchTo(cxt);
+	if (f->ncols >= 0)
+		take_follow_columns(job, f, oldattnums);
+	if (f->nkeys > 0)
+	{
+		int		   *keycol = palloc(sizeof(int) * f->nkeys);
+		char	  **keys = palloc(sizeof(char *) * f->nkeys);
+		Oid		   *key_types = palloc(sizeof(Oid) * f->nkeys);
+
+		for (k = 0; k < f->nkeys; k++)
+		{
+			for (i = 0; i < job->ncols && job->attnums[i] != f->keyattnums[k]; i++)
+				;
+			if (i == job->ncols)
+				elog(ERROR, "sync " INT64_FORMAT ": key column %d is not read",
+					 job->id, f->keyattnums[k]);
+			keycol[k] = i;
+			keys[k] = pstrdup(f->keynames[k]);
+			key_types[k] = job->atttypes[i];
+		}
+		job->keycol = keycol;
+		job->target.nkeys = f->nkeys;
+		job->target.keys = keys;
+		job->target.key_types = key_types;
+	}
+	for (i = 0; i < f->nchanges; i++)
+		job->schema_log = lappend(job->schema_log,
+								  psprintf("%X/%X %s",
+										   LSN_FORMAT_ARGS(job->target.change_lsn),
+										   f->what[i]));
+	MemoryContextSwitchTo(oldcxt);
+	job->reshaped = true;
+	job->names_changed = true;
+	return NULL;
+}
+
+/*
+ * take_follow_columns
+ *		The columns of a whole-row sync after the changes of f: its query,
+ *		its columns, the target's; the key columns where they are now
+ *		(oldattnums: the columns before).  In the job's memory.
+ */
+static void
+take_follow_columns(SyncJob *job, SyncFollow *f, AttrNumber *oldattnums)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	RangeTblEntry *rte;
+	List	   *tlist = NIL;
+	int			i;
+	int			k;
+
 	job->ncols = f->ncols;
 	job->attnums = palloc(sizeof(AttrNumber) * Max(f->ncols, 1));
 	job->attnames = palloc(sizeof(char *) * Max(f->ncols, 1));
@@ -627,7 +802,8 @@ CtasSyncSchemaFollow(SyncJob *job, bool remote)
 		tlist = lappend(tlist, makeTargetEntry((Expr *) var, i + 1,
 											   pstrdup(f->names[i]), false));
 	}
-	for (k = 0; k < job->target.nkeys; k++)
+	/* a new key: set by the caller */
+	for (k = 0; f->nkeys == 0 && k < job->target.nkeys; k++)
 	{
 		AttrNumber	a = oldattnums[job->keycol[k]];
 
@@ -648,160 +824,4 @@ CtasSyncSchemaFollow(SyncJob *job, bool remote)
 	job->target.columns = job->attnames;
 	job->target.types = job->atttypes;
 	job->tupdesc = CtasSyncRecordedTupdesc(job);
-	for (i = 0; i < f->nchanges; i++)
-		job->schema_log = lappend(job->schema_log,
-								  psprintf("%X/%X %s",
-										   LSN_FORMAT_ARGS(job->target.change_lsn),
-										   f->what[i]));
-	MemoryContextSwitchTo(oldcxt);
-	(void) oldncols;
-	job->reshaped = true;
-	job->names_changed = true;
-	return NULL;
-}
-
-/* an array of n Datums of type typid (int2, oid or text) */
-static Datum
-datum_array(Datum *elems, int n, Oid typid)
-{
-	int16		typlen;
-	bool		typbyval;
-	char		typalign;
-
-	get_typlenbyvalalign(typid, &typlen, &typbyval, &typalign);
-	return PointerGetDatum(construct_array(elems, n, typid, typlen, typbyval,
-										   typalign));
-}
-
-/*
- * queue_schema_event
- *		The webhook event "schema_change" of a change that job followed, its
- *		text in the event's error field, if the job's catalog (or
- *		ctas_fed.notify_url) names a webhook; sent as the events of the
- *		job's states are (sync/worker.c), by the notifier.
- */
-static void
-queue_schema_event(SyncJob *job, const char *change)
-{
-	const CtasCatalog *catalog = job->target.catalog;
-	const char *url = catalog->notify_url ? catalog->notify_url : CtasNotifyUrl;
-	CtasJobEvent ev;
-
-	if (url == NULL || url[0] == '\0')
-		return;
-	memset(&ev, 0, sizeof(ev));
-	ev.job_id = job->job_id;
-	ev.started_at = job->created_at;
-	strlcpy(ev.mode, "sync", sizeof(ev.mode));
-	strlcpy(ev.state_name, "schema_change", sizeof(ev.state_name));
-	strlcpy(ev.error, change, sizeof(ev.error));
-	strlcpy(ev.catalog, catalog->name, sizeof(ev.catalog));
-	snprintf(ev.target, sizeof(ev.target), "%s.%s",
-			 quote_identifier(job->target.schema),
-			 quote_identifier(job->target.table));
-	strlcpy(ev.notify_url, url, sizeof(ev.notify_url));
-	ev.notify_trusted = !(catalog->notify_url_limited &&
-						  url == catalog->notify_url);
-	CtasJobsQueueEvent(&ev);
-}
-
-/*
- * CtasSyncSaveShape
- *		Store the columns a whole-row sync has after the schema changes it
- *		followed (CtasSyncSchemaFollow) in its ctas_fed.syncs row, record
- *		each change in ctas_fed.sync_schema_changes and queue its webhook
- *		event (schema_change), in the current transaction, connected to
- *		SPI.
- */
-void
-CtasSyncSaveShape(SyncJob *job)
-{
-	Datum		shape[5];
-	Datum	   *elems = palloc(sizeof(Datum) * Max(job->ncols, 1));
-	Datum	   *oids = palloc(sizeof(Datum) * Max(job->ncols, 1));
-	Datum	   *keys = palloc(sizeof(Datum) * Max(job->target.nkeys, 1));
-	ListCell   *lc;
-	int			i;
-
-	for (i = 0; i < job->ncols; i++)
-	{
-		elems[i] = Int16GetDatum(job->attnums[i]);
-		oids[i] = ObjectIdGetDatum(job->atttypes[i]);
-	}
-	for (i = 0; i < job->target.nkeys; i++)
-		keys[i] = CStringGetTextDatum(job->target.keys[i]);
-	shape[0] = datum_array(elems, job->ncols, INT2OID);
-	shape[1] = datum_array(oids, job->ncols, OIDOID);
-	/* the remote columns: as many as the query's result, not its sources */
-	elems = palloc(sizeof(Datum) * Max(job->target.ncolumns, 1));
-	for (i = 0; i < job->target.ncolumns; i++)
-		elems[i] = CStringGetTextDatum(job->target.columns[i]);
-	shape[2] = datum_array(elems, job->target.ncolumns, TEXTOID);
-	shape[3] = CStringGetTextDatum(nodeToString(job->query));
-	shape[4] = datum_array(keys, job->target.nkeys, TEXTOID);
-	CtasSyncStoreShape(job->id, shape);
-
-	foreach(lc, job->schema_log)
-	{
-		char	   *entry = lfirst(lc);
-		char	   *change = strchr(entry, ' ') + 1;
-		Oid			ltypes[3] = {INT8OID, TEXTOID, TEXTOID};
-		Datum		lvalues[3];
-
-		lvalues[0] = Int64GetDatum(job->id);
-		lvalues[1] = CStringGetTextDatum(pnstrdup(entry, change - 1 - entry));
-		lvalues[2] = CStringGetTextDatum(change);
-		if (SPI_execute_with_args("INSERT INTO ctas_fed.sync_schema_changes "
-								  "(sync_id, lsn, change, followed) "
-								  "VALUES ($1, $2::pg_catalog.pg_lsn, $3, true)",
-								  3, ltypes, lvalues, NULL, false, 0) < 0)
-			elog(ERROR, "could not record a schema change of sync " INT64_FORMAT,
-				 job->id);
-		queue_schema_event(job, change);
-	}
-	list_free_deep(job->schema_log);
-	job->schema_log = NIL;
-	job->reshaped = false;
-	/* rows recorded: at most CTAS_SYNC_SCHEMA_CHANGES_KEPT per sync */
-	if (SPI_execute_with_args("DELETE FROM ctas_fed.sync_schema_changes "
-							  "WHERE sync_id = $1 AND change_id <= "
-							  "(SELECT change_id FROM ctas_fed.sync_schema_changes "
-							  "WHERE sync_id = $1 ORDER BY change_id DESC "
-							  "OFFSET " CppAsString2(CTAS_SYNC_SCHEMA_CHANGES_KEPT) " LIMIT 1)",
-							  1, (Oid[]) {INT8OID},
-							  (Datum[]) {Int64GetDatum(job->id)}, NULL, false,
-							  0) < 0)
-		elog(ERROR, "could not trim the schema changes of sync " INT64_FORMAT,
-			 job->id);
-}
-
-/*
- * CtasSyncRecordSchemaFailure
- *		The schema change at which job failed (job->schema_failed_at, set by
- *		sync/apply.c) as a row of ctas_fed.sync_schema_changes, with error,
- *		the reason, in a transaction of its own: the worker's, after the
- *		job's failure is recorded.
- */
-void
-CtasSyncRecordSchemaFailure(SyncJob *job, const char *error)
-{
-	Oid			types[3] = {INT8OID, PG_LSNOID, TEXTOID};
-	Datum		values[3];
-
-	values[0] = Int64GetDatum(job->id);
-	values[1] = LSNGetDatum(job->schema_failed_at);
-	values[2] = CStringGetTextDatum(error);
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (SPI_execute_with_args("INSERT INTO ctas_fed.sync_schema_changes "
-							  "(sync_id, lsn, change, followed) "
-							  "VALUES ($1, $2, $3, false)",
-							  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record the schema change sync " INT64_FORMAT " failed at",
-			 job->id);
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
 }

@@ -229,6 +229,34 @@ reshape_query(SyncJob *job, List *lines, const char *table)
 }
 
 /*
+ * rekey_at_copy
+ *		A query sync whose source has a new key (CtasSyncPlanRekey, planned
+ *		in job->follow): the change joins the copy's remote changes
+ *		(job->recopy, after the retypes of reshape_query) and the job takes
+ *		the key in memory.
+ */
+static void
+rekey_at_copy(SyncJob *job)
+{
+	MemoryContext cxt = GetMemoryChunkContext(job->attnums);
+	int			n;
+	CtasSyncAlter *planned = CtasSyncPlannedChanges(job, &n);
+	CtasSyncAlter *all;
+	char	   *reason;
+
+	all = MemoryContextAlloc(cxt, sizeof(CtasSyncAlter) * (job->nrecopy + n));
+	if (job->nrecopy > 0)
+		memcpy(all, job->recopy, sizeof(CtasSyncAlter) * job->nrecopy);
+	memcpy(all + job->nrecopy, planned, sizeof(CtasSyncAlter) * n);
+	reason = CtasSyncSchemaFollow(job, false);
+	if (reason != NULL)
+		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				  errmsg_internal("%s", reason));
+	job->recopy = all;
+	job->nrecopy += n;
+}
+
+/*
  * CtasSyncReshapeForCopy
  *		In copy_job (sync/join.c), before the copy checks the source's
  *		columns: when the catalog shows the columns the job reads with
@@ -266,11 +294,19 @@ CtasSyncReshapeForCopy(SyncJob *job, XLogRecPtr consistent)
 	if (!job->whole_row)
 	{
 		reshape_query(job, lines, table);
+		/* a new key: the job takes it, the remote at the copy */
+		reason = CtasSyncIdentityReason(job, lines, command, true);
+		if (reason != NULL)
+			SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					  errmsg_internal("%s", reason),
+					  errhint("Stop the sync with ctas_fed.stop_sync() and create it again (docs/sync.md, \"Schema changes\")."));
+		if (job->follow != NULL)
+			rekey_at_copy(job);
 		return;
 	}
 	reason = CtasSyncWholeRowChange(job, lines, command, table, true);
 	if (reason == NULL)
-		reason = CtasSyncIdentityReason(job, lines, command);
+		reason = CtasSyncIdentityReason(job, lines, command, true);
 	if (reason != NULL)
 		SYNC_FAIL(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				  errmsg_internal("%s", reason),

@@ -291,16 +291,21 @@ extern void CtasSyncSaveNames(SyncJob *job);
 extern bool CtasSyncSchemaTriggerOn(void);
 extern List *CtasSyncDescribeTable(Oid relid);
 extern char *CtasSyncIdentityReason(SyncJob *job, List *lines,
-									const char *command);
+									const char *command, bool recopy);
 
 /* in sync/follow.c */
 extern char *CtasSyncWholeRowChange(SyncJob *job, List *lines,
 									const char *command, const char *table,
 									bool recopy);
 extern CtasSyncAlter *CtasSyncPlannedChanges(SyncJob *job, int *n);
+extern char *CtasSyncPlanRekey(SyncJob *job, List *lines,
+							   const AttrNumber *ids, int nids,
+							   const char *command, bool recopy);
 extern int32 CtasSyncReadTypmod(Query *query, AttrNumber attnum);
 extern char *CtasSyncSchemaFollow(SyncJob *job, bool remote);
 extern void CtasSyncSchemaUndo(SyncJob *job);
+
+/* in sync/schemalog.c */
 extern void CtasSyncSaveShape(SyncJob *job);
 extern void CtasSyncRecordSchemaFailure(SyncJob *job, const char *error);
 

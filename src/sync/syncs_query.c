@@ -853,24 +853,25 @@ CtasSyncStoreNames(int64 sync_id, Datum names)
 
 /*
  * CtasSyncStoreShape
- *		Store the shape of job sync_id: values[0..4] the source attnums
+ *		Store the shape of job sync_id: values[0..5] the source attnums
  *		(int2[]), their types (oid[]), the remote columns (text[]), the
- *		query's tree (text) and the key columns (text[]).  In a transaction
- *		connected to SPI.
+ *		query's tree (text), the key columns (text[]) and their source
+ *		attnums (int2[]).  In a transaction connected to SPI.
  */
 void
 CtasSyncStoreShape(int64 sync_id, const Datum *shape)
 {
-	Oid			types[6] = {INT8OID, INT2ARRAYOID, OIDARRAYOID, TEXTARRAYOID,
-	TEXTOID, TEXTARRAYOID};
-	Datum		values[6];
+	Oid			types[7] = {INT8OID, INT2ARRAYOID, OIDARRAYOID, TEXTARRAYOID,
+	TEXTOID, TEXTARRAYOID, INT2ARRAYOID};
+	Datum		values[7];
 
 	values[0] = Int64GetDatum(sync_id);
-	memcpy(values + 1, shape, sizeof(Datum) * 5);
+	memcpy(values + 1, shape, sizeof(Datum) * 6);
 	if (SPI_execute_with_args("UPDATE ctas_fed.syncs SET source_attnums = $2, "
 							  "source_types = $3, remote_columns = $4, "
-							  "query_tree = $5, key_columns = $6 "
-							  "WHERE sync_id = $1", 6, types, values, NULL,
+							  "query_tree = $5, key_columns = $6, "
+							  "source_key = $7 "
+							  "WHERE sync_id = $1", 7, types, values, NULL,
 							  false, 0) < 0)
 		elog(ERROR, "could not store the columns of sync " INT64_FORMAT,
 			 sync_id);

@@ -174,6 +174,36 @@ sync_status_release(int code, Datum arg)
 }
 
 /*
+ * status_entry_of
+ *		The entry of job id of this database, else a free one made its own,
+ *		else NULL (they are all taken).  The caller holds sync_shared->lock
+ *		exclusively.
+ */
+static SyncStatus *
+status_entry_of(int64 id)
+{
+	SyncStatus *free_entry = NULL;
+	int			i;
+
+	for (i = 0; i < sync_shared->nentries; i++)
+	{
+		SyncStatus *e = &sync_shared->entries[i];
+
+		if (e->dboid == MyDatabaseId && e->id == id)
+			return e;
+		if (e->dboid == InvalidOid && free_entry == NULL)
+			free_entry = e;
+	}
+	if (free_entry != NULL)
+	{
+		memset(free_entry, 0, sizeof(SyncStatus));
+		free_entry->dboid = MyDatabaseId;
+		free_entry->id = id;
+	}
+	return free_entry;
+}
+
+/*
  * CtasSyncStatusAttach
  *		In a sync worker, once connected to its database: take the status
  *		entry of job id, the one an earlier worker of the job left, else a
@@ -187,7 +217,6 @@ bool
 CtasSyncStatusAttach(int64 id)
 {
 	static bool registered = false;
-	SyncStatus *free_entry = NULL;
 	bool		mine;
 	TimestampTz now;
 	int			i;
@@ -213,25 +242,7 @@ CtasSyncStatusAttach(int64 id)
 			return false;
 		}
 	}
-	for (i = 0; i < sync_shared->nentries; i++)
-	{
-		SyncStatus *e = &sync_shared->entries[i];
-
-		if (e->dboid == MyDatabaseId && e->id == id)
-		{
-			my_status = e;
-			break;
-		}
-		if (e->dboid == InvalidOid && free_entry == NULL)
-			free_entry = e;
-	}
-	if (my_status == NULL && free_entry != NULL)
-	{
-		memset(free_entry, 0, sizeof(SyncStatus));
-		free_entry->dboid = MyDatabaseId;
-		free_entry->id = id;
-		my_status = free_entry;
-	}
+	my_status = status_entry_of(id);
 	/*
 	 * Taken again by this worker (a job it copied again in a copy worker,
 	 * sync/joincopy.c): its counters go on.
@@ -381,30 +392,12 @@ CtasSyncStatusResynced(int64 id)
 void
 CtasSyncStatusCopied(int64 id, uint64 rows)
 {
-	SyncStatus *entry = NULL;
-	int			i;
+	SyncStatus *entry;
 
 	if (sync_shared == NULL)
 		return;
 	LWLockAcquire(sync_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < sync_shared->nentries; i++)
-	{
-		SyncStatus *e = &sync_shared->entries[i];
-
-		if (e->dboid == MyDatabaseId && e->id == id)
-		{
-			entry = e;
-			break;
-		}
-		if (e->dboid == InvalidOid && entry == NULL)
-			entry = e;
-	}
-	if (entry != NULL && entry->dboid == InvalidOid)
-	{
-		memset(entry, 0, sizeof(SyncStatus));
-		entry->dboid = MyDatabaseId;
-		entry->id = id;
-	}
+	entry = status_entry_of(id);
 	if (entry != NULL && entry->pid != 0)
 		entry->rows += rows;
 	else if (entry != NULL)

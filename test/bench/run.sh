@@ -18,6 +18,14 @@
 #                        (test/bench/sync_verify.pl, a TAP file run by
 #                        prove; BENCH_ROWS="1000000 10000000" for both
 #                        sizes, about 40 minutes on 2 cores)
+#   BENCH_TARGETS=mysql  into MariaDB against the LOAD DATA pipe
+#                        (test/bench/mysql.sh)
+#   BENCH_TARGETS=clickhouse_cluster  into a ClickHouse cluster
+#                        (test/bench/clickhouse_cluster.sh)
+#   BENCH_TARGETS=sync_partcopy  the copy of a partitioned source, serial
+#                        against parallel readers (test/bench/sync_partcopy.pl,
+#                        a TAP file; BENCH_PARTCOPY_CLICKHOUSE=1 also into
+#                        ClickHouse)
 #   BENCH_TARGETS=sync_many  100 synced tables in one database: workers,
 #                        slots, decoding once, worker memory, into both
 #                        targets (test/bench/sync_many.sh; BENCH_MANY_TABLES,
@@ -97,7 +105,8 @@ echo "== ctas_fed: source $(git describe --always --dirty 2> /dev/null || echo '
 # the targets: test/bench/<target>.sh, each in a folder of its own
 targets=${BENCH_TARGETS:-}
 if [ -z "$targets" ]; then
-	for t in postgres clickhouse sync sync_native sync_many sync_verify; do
+	for t in postgres clickhouse mysql clickhouse_cluster sync sync_native sync_many \
+		sync_verify sync_partcopy; do
 		[ -f "test/bench/$t.sh" ] || [ -f "test/bench/$t.pl" ] && targets+=" $t"
 	done
 fi
@@ -106,7 +115,7 @@ pass=()
 for v in BENCH_ROWS BENCH_RUNS BENCH_METHODS BENCH_SECONDS BENCH_CLIENTS BENCH_SYNC_TARGETS \
 	BENCH_SCALE BENCH_SINGLE BENCH_BULK BENCH_NATIVE_RUNS BENCH_LAG_SECONDS \
 	BENCH_LOCAL_CONF BENCH_PERF BENCH_WRITER_RATE BENCH_MANY_TABLES BENCH_MANY_ROUNDS \
-	BENCH_MANY_RUNS BENCH_MANY_ROWS; do
+	BENCH_MANY_RUNS BENCH_MANY_ROWS BENCH_PARTCOPY_CLICKHOUSE; do
 	[ -n "${!v:-}" ] && pass+=("$v=${!v}")
 done
 

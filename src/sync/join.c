@@ -294,11 +294,15 @@ copy_job(SyncJob *job, XLogRecPtr consistent, TimestampTz started)
 	copy.plain = plain;
 	copy.rows = 0;
 	rel = relation_open(job->relid, AccessShareLock);
-	/* every partition, as the root's rows (sync/partition.c) */
+	/*
+	 * every partition, as the root's rows (sync/partition.c); read in
+	 * parallel only when nothing is evaluated here: while the readers run
+	 * this process is in parallel mode, where PostgreSQL 15 refuses what a
+	 * function marked PARALLEL SAFE may still do (a PL/pgSQL EXCEPTION block
+	 * starts a subtransaction), and the copy would fail at every try
+	 */
 	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE)
-		CtasSyncPartitionCopy(job, rel,
-							  plain != NULL || CtasSyncPartitionParallelSafe(job),
-							  copy_row, &copy);
+		CtasSyncPartitionCopy(job, rel, plain != NULL, copy_row, &copy);
 	else
 	{
 		hslot = table_slot_create(rel, NULL);

@@ -34,11 +34,13 @@
  *				transaction; the job stays "copying" and its copy is done
  *				again, as for any error of a copy
  *
- * When no worker starts (no free slot) the leader reads the leaves itself,
- * one after the other.  Only queries whose expressions are all parallel
- * safe copy in parallel (the leader evaluates them in parallel mode, which
- * forbids what an unsafe function may do, such as set_config); the others,
- * and a plain table, copy serially.
+ * When no worker starts (no free slot, max_parallel_workers_per_gather 0)
+ * the leader reads the leaves itself, one after the other.  Only a copy
+ * that evaluates nothing (plain columns, no WHERE) reads in parallel: the
+ * leader is in parallel mode while the workers run, where PostgreSQL 15
+ * refuses a subtransaction (a PL/pgSQL EXCEPTION block) even in a function
+ * marked PARALLEL SAFE, so such a query's copy would fail at every try
+ * (sync/join.c).
  *
  * Portions Copyright (c) 2026, ctas_fed developers
  *
@@ -53,11 +55,10 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/tupconvert.h"
-#include "catalog/pg_proc.h"
 #include "executor/tqueue.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
-#include "optimizer/clauses.h"
+#include "optimizer/cost.h"
 #include "pgstat.h"
 #include "port/atomics.h"
 #include "storage/bufmgr.h"
@@ -89,17 +90,6 @@ typedef struct PartCopyShared
 	pg_atomic_uint32 scanned;	/* leaves read to their end */
 	Oid			leaves[FLEXIBLE_ARRAY_MEMBER];	/* the biggest first */
 } PartCopyShared;
-
-/*
- * CtasSyncPartitionParallelSafe
- *		May the copy of job's query run with parallel readers: every
- *		function of the query parallel safe.
- */
-bool
-CtasSyncPartitionParallelSafe(SyncJob *job)
-{
-	return max_parallel_hazard(job->query) == PROPARALLEL_SAFE;
-}
 
 /* a leaf and its size */
 typedef struct SizedLeaf
@@ -249,7 +239,8 @@ CtasSyncPartitionCopyParallel(Relation rel, List *leaves,
 							  void *arg)
 {
 	int			nleaves = list_length(leaves);
-	int			nworkers = Min(nleaves, CTAS_SYNC_PARTITION_READERS);
+	int			nworkers = Min(Min(nleaves, CTAS_SYNC_PARTITION_READERS),
+							   max_parallel_workers_per_gather);
 	Size		size = add_size(offsetof(PartCopyShared, leaves),
 								mul_size(sizeof(Oid), nleaves));
 	ParallelContext *pcxt;
@@ -261,6 +252,8 @@ CtasSyncPartitionCopyParallel(Relation rel, List *leaves,
 	int			launched;
 	int			i;
 
+	if (nworkers <= 0)
+		return false;
 	EnterParallelMode();
 	pcxt = CreateParallelContext("ctas_fed", "CtasSyncPartitionReaderMain",
 								 nworkers);

@@ -249,10 +249,10 @@ extern void CtasSyncJoinCopy(SyncJob *job);
  * in sync/partcopy.c: the copy of a partitioned source by parallel workers
  * of PostgreSQL, at most CTAS_SYNC_PARTITION_READERS per copy (so at most
  * CTAS_SYNC_COPY_WORKERS times as many per stream), each reading whole
- * partitions; also bounded by max_parallel_workers.
+ * partitions; also bounded by max_parallel_workers_per_gather (0: none)
+ * and max_parallel_workers.
  */
 #define CTAS_SYNC_PARTITION_READERS	2
-extern bool CtasSyncPartitionParallelSafe(SyncJob *job);
 extern void CtasSyncPartitionScan(Oid relid, TupleDesc rootdesc,
 								  TupleTableSlot *rootslot,
 								  void (*row) (TupleTableSlot *slot, void *arg),

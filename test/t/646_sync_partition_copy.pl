@@ -11,10 +11,15 @@
 #  - a parallel reader terminated in the middle of a join copy: the copy
 #    fails, nothing of it is visible remotely, it is done again and the
 #    remote equals the source;
-#  - a partition on whose rows the query fails (division by zero) while the
-#    readers run, into both targets: nothing visible remotely, the job
-#    records the reason; once the row is fixed the copy is done again and
-#    the remote equals the query;
+#  - a partition on whose rows the query fails (division by zero), into both
+#    targets: nothing visible remotely, the job records the reason; once
+#    the row is fixed the copy is done again and the remote equals the
+#    query; a query that evaluates something is copied without readers
+#    (the copying process would evaluate it in parallel mode);
+#  - a query calling a PL/pgSQL function marked PARALLEL SAFE with an
+#    EXCEPTION block (a subtransaction, refused in parallel mode) is copied,
+#    exactly;
+#  - max_parallel_workers_per_gather = 0 for the database: no readers;
 #  - no temporary slot, prepared transaction or other table left behind.
 # ctas-tap: parallel
 
@@ -133,9 +138,10 @@ ok(wait_log($local, qr/ctas_fed sync \d+: joined stream/, $offset, 60),
 	'the copy is done again');
 pg_exact('pt2', $plain, 'the copy done again after the reader was terminated');
 
-# a partition whose rows make the query fail while the readers run, into
-# both targets
+# a partition whose rows make the query fail, into both targets; the query
+# evaluates an expression, so no reader runs
 my $div = 'SELECT id, p, 100 / k AS q FROM pt';
+my $div_offset = -s $local->logfile;
 $local->safe_psql('postgres', 'UPDATE pt SET k = 0 WHERE id = 39999');
 $local->safe_psql('postgres',
 	"CREATE TABLE wh.public.pt3 WITH (sync = 'continuous') AS $div");
@@ -152,12 +158,39 @@ is($ch->query('SELECT count() FROM dw.pt3 FINAL WHERE _deleted = 0'), "0\n",
 $local->safe_psql('postgres', 'UPDATE pt SET k = 3 WHERE id = 39999');
 pg_exact('pt3', $div, 'PostgreSQL: copied once the row is fixed');
 ch_exact('pt3', 'id, p, q', $div, 'ClickHouse: copied once the row is fixed');
+is(readers_logged($div_offset), 0, 'a query that evaluates an expression is copied without readers');
+
+# a PL/pgSQL function marked PARALLEL SAFE whose EXCEPTION block starts a
+# subtransaction at every call: refused in parallel mode, so a copy with
+# readers would fail at every try
+$local->safe_psql('postgres', q{
+CREATE FUNCTION safe_len(t text) RETURNS int IMMUTABLE PARALLEL SAFE LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN length(t);
+EXCEPTION WHEN others THEN
+  RETURN NULL;
+END $$;});
+my $safe = 'SELECT id, p, safe_len(v) AS n FROM pt';
+$local->safe_psql('postgres',
+	"CREATE TABLE wh.public.pt4 WITH (sync = 'continuous') AS $safe");
+pg_exact('pt4', $safe, 'a PARALLEL SAFE function with an EXCEPTION block: copied');
+
+# max_parallel_workers_per_gather = 0 for the database: a plain copy
+# without readers
+$local->safe_psql('postgres', 'ALTER DATABASE postgres SET max_parallel_workers_per_gather = 0');
+my $gather_offset = -s $local->logfile;
+$local->safe_psql('postgres',
+	"CREATE TABLE wh.public.pt5 WITH (sync = 'continuous') AS $plain");
+pg_exact('pt5', $plain, 'max_parallel_workers_per_gather = 0: copied');
+is(readers_logged($gather_offset), 0, 'max_parallel_workers_per_gather = 0: no readers');
+$local->safe_psql('postgres', 'ALTER DATABASE postgres RESET max_parallel_workers_per_gather');
 
 # changes after the copies, then everything equal and nothing left over
 $local->safe_psql('postgres',
 	"UPDATE pt SET v = 'x' || v WHERE id % 97 = 0; DELETE FROM pt WHERE id % 89 = 0; UPDATE pt SET p = 3 WHERE id % 4 = 0 AND id < 400;");
-pg_exact($_, $plain, "after changes: $_") foreach qw(pt pt2);
+pg_exact($_, $plain, "after changes: $_") foreach qw(pt pt2 pt5);
 pg_exact('pt3', $div, 'after changes: pt3');
+pg_exact('pt4', $safe, 'after changes: pt4');
 ch_exact('pt', 'id, p, k, v', $plain, 'after changes: ClickHouse pt');
 ch_exact('pt3', 'id, p, q', $div, 'after changes: ClickHouse pt3');
 is($local->safe_psql('postgres',
@@ -169,7 +202,7 @@ is($remote->safe_psql('dw', q{
   SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class c
     JOIN pg_namespace n ON n.oid = c.relnamespace
    WHERE n.nspname = 'public' AND c.relkind = 'r'}),
-	'_ctas_fed_sync_progress,pt,pt2,pt3', 'no other table on the remote');
+	'_ctas_fed_sync_progress,pt,pt2,pt3,pt4,pt5', 'no other table on the remote');
 is($ch->query(q{SELECT arrayStringConcat(groupArray(name), ',') FROM
   (SELECT name FROM system.tables WHERE database = 'dw' ORDER BY name)}),
 	"_ctas_fed_sync_progress,pt,pt3\n", 'no other table on ClickHouse');

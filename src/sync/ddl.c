@@ -26,6 +26,7 @@
  *	sub <AlterTableType> <attnum>	each subcommand of an ALTER TABLE, with
  *									the column it touched (0: none)
  *	identity <d|i|f|n> <attnum>...	the replica identity and its columns
+ *									(FULL: those of the primary key)
  *	col <attnum> <type> <name>		each live column, in attnum order
  *
  * What a sync follows (schema_changes = 'follow'): every DDL that leaves
@@ -191,9 +192,11 @@ describe_table(StringInfo buf, Oid relid)
 	int			i;
 
 	appendStringInfo(buf, "identity %c", ident);
-	if (ident == REPLICA_IDENTITY_DEFAULT || ident == REPLICA_IDENTITY_INDEX)
+	if (ident != REPLICA_IDENTITY_NOTHING)
 	{
-		Oid			indexoid = RelationGetReplicaIndex(rel);
+		/* FULL: the primary key's columns, the key known unique */
+		Oid			indexoid = ident == REPLICA_IDENTITY_FULL ?
+			RelationGetPrimaryKeyIndex(rel) : RelationGetReplicaIndex(rel);
 
 		if (OidIsValid(indexoid))
 		{
@@ -428,8 +431,6 @@ CtasSyncIdentityReason(SyncJob *job, List *lines, const char *command,
 	if (ident == NULL)
 		elog(ERROR, "sync " INT64_FORMAT ": a schema change message without the replica identity",
 			 job->id);
-	if (ident[0] == REPLICA_IDENTITY_FULL)
-		return NULL;
 	q = ident + 1;
 	while (*q == ' ' && nids < INDEX_MAX_KEYS)
 		ids[nids++] = (AttrNumber) strtol(q + 1, &q, 10);
@@ -441,25 +442,48 @@ CtasSyncIdentityReason(SyncJob *job, List *lines, const char *command,
 
 		for (i = 0; i < nids; i++)
 			found |= ids[i] == key;
-		if (found)
-			continue;
-		/* a unique index that is not the key: the key follows it */
-		if (nids > 0)
-		{
-			char	   *why = CtasSyncPlanRekey(job, lines, ids, nids,
-												command, recopy);
+		if (!found)
+			break;
+	}
 
-			if (why == NULL || CtasSyncResyncWanted)
-				return why;
+	/*
+	 * The identity index (FULL: the primary key) is the key: kept.  One
+	 * that holds more columns no longer makes the key alone unique (a
+	 * primary key replaced by a wider one): a new key, as one that does not
+	 * contain it.
+	 */
+	if (k == job->target.nkeys && nids == job->target.nkeys)
+		return NULL;
+	if (nids == 0)
+	{
+		if (ident[0] == REPLICA_IDENTITY_FULL)
+			return psprintf("the replica identity of the source of sync " INT64_FORMAT " is FULL and it has no primary key: its key is no longer known to be unique: %s",
+							job->id, command);
+		return psprintf("the replica identity of the source of sync " INT64_FORMAT " no longer contains the key column \"%s\": %s",
+						job->id, job->attnames[job->keycol[Min(k, job->target.nkeys - 1)]],
+						command);
+	}
+
+	/*
+	 * a partitioned source: REPLICA IDENTITY on it does not reach its
+	 * partitions, and theirs are not checked against a new key
+	 */
+	if (get_rel_relkind(job->relid) == RELKIND_PARTITIONED_TABLE)
+		return psprintf("the key of partitioned source of sync " INT64_FORMAT " changed, and a new key of a partitioned table is not followed: %s",
+						job->id, command);
+	{
+		char	   *why = CtasSyncPlanRekey(job, lines, ids, nids,
+											command, recopy);
+
+		if (why == NULL || CtasSyncResyncWanted)
+			return why;
+		if (k < job->target.nkeys)
 			return psprintf("the replica identity of the source of sync " INT64_FORMAT " no longer contains the key column \"%s\", and %s: %s",
 							job->id, job->attnames[job->keycol[k]], why,
 							command);
-		}
-		return psprintf("the replica identity of the source of sync " INT64_FORMAT " no longer contains the key column \"%s\": %s",
-						job->id, job->attnames[job->keycol[k]],
-						command);
+		return psprintf("the replica identity of the source of sync " INT64_FORMAT " holds more columns than its key, which is no longer unique alone, and %s: %s",
+						job->id, why, command);
 	}
-	return NULL;
 }
 
 /*

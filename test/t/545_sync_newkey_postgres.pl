@@ -146,6 +146,53 @@ like(job('k4'), qr/the replica identity of the source of sync \d+ no longer cont
 	'k4: the reason');
 is(pg_digest($remote, 'dw', 'public.k4'), $want4, 'k4: the remote holds the transactions before the DDL');
 
+# found in review: a key that stays within the new identity but is no
+# longer unique alone.  w7: the primary key replaced by a wider one (id,
+# region): before, the key stayed id, and a second row of an id overwrote
+# the first remotely.  w8: REPLICA IDENTITY FULL, then the primary key
+# dropped: the key is no longer known to be unique, the job fails.  w9: a
+# partitioned source whose identity moves to another index: REPLICA
+# IDENTITY on a partitioned table does not reach its partitions, so the
+# new key is not followed: the job fails.
+$local->safe_psql('postgres', q{
+CREATE TABLE w7 (id int PRIMARY KEY, region text NOT NULL, v text);
+CREATE TABLE w8 (id int PRIMARY KEY, v text);
+CREATE TABLE w9 (id int, region text NOT NULL, code int NOT NULL, v text,
+                 PRIMARY KEY (id, region), UNIQUE (code, region)) PARTITION BY LIST (region);
+CREATE TABLE w9_eu PARTITION OF w9 FOR VALUES IN ('eu');
+CREATE TABLE w9_us PARTITION OF w9 FOR VALUES IN ('us');
+INSERT INTO w7 SELECT g, 'eu', 'v' || g FROM generate_series(1, 100) g;
+INSERT INTO w8 SELECT g, 'v' || g FROM generate_series(1, 100) g;
+INSERT INTO w9 SELECT g, CASE WHEN g % 2 = 0 THEN 'eu' ELSE 'us' END, g + 1000, 'v' || g FROM generate_series(1, 100) g;
+CREATE TABLE wh.public.w7 WITH (sync = 'continuous') AS SELECT * FROM w7;
+CREATE TABLE wh.public.w8 WITH (sync = 'continuous') AS SELECT * FROM w8;
+CREATE TABLE wh.public.w9 WITH (sync = 'continuous') AS SELECT * FROM w9;});
+ok(wait_until(60, sub { join(' ', map { job($_) } qw(w7 w8 w9)) eq join(' ', ('streaming:') x 3) }),
+	'w7 .. w9: streaming');
+$local->safe_psql('postgres', q{
+ALTER TABLE w7 DROP CONSTRAINT w7_pkey, ADD PRIMARY KEY (id, region);
+INSERT INTO w7 SELECT g, 'us', 'us ' || g FROM generate_series(1, 10) g;
+UPDATE w7 SET v = 'eu changed' WHERE id <= 5 AND region = 'eu';
+DELETE FROM w7 WHERE id = 6 AND region = 'us';});
+same('w7', 'SELECT * FROM w7', 'id,region', 'primary key replaced by a wider one');
+is(changes('w7'), 'KEY (id, region)', 'w7: the wider key recorded');
+my $want8 = sql_digest($local, 'postgres', 'SELECT * FROM w8');
+$local->safe_psql('postgres', q{
+ALTER TABLE w8 REPLICA IDENTITY FULL;
+ALTER TABLE w8 DROP CONSTRAINT w8_pkey;
+INSERT INTO w8 VALUES (1, 'a second row of id 1');});
+ok(wait_until(60, sub { job('w8') =~ /^failed:/ }), 'w8: FULL without a primary key: failed');
+like(job('w8'), qr/the replica identity of the source of sync \d+ is FULL and it has no primary key: its key is no longer known to be unique/,
+	'w8: the reason');
+is(pg_digest($remote, 'dw', 'public.w8'), $want8, 'w8: the remote holds the transactions before the DDL');
+my $want9 = sql_digest($local, 'postgres', 'SELECT * FROM w9');
+$local->safe_psql('postgres', q{
+ALTER TABLE w9 REPLICA IDENTITY USING INDEX w9_code_region_key;
+UPDATE w9 SET code = code + 5000 WHERE id <= 10;});
+ok(wait_until(60, sub { job('w9') =~ /^failed:/ }), 'w9: a new key of a partitioned source: failed');
+like(job('w9'), qr/a new key of a partitioned table is not followed/, 'w9: the reason');
+is(pg_digest($remote, 'dw', 'public.w9'), $want9, 'w9: the remote holds the transactions before the DDL');
+
 # the worker killed, the DDL committed before it starts again
 $local->safe_psql('postgres', q{
 CREATE TABLE k5 (id int PRIMARY KEY, code int NOT NULL UNIQUE, v text);

@@ -609,6 +609,26 @@ rekey(CtasSyncTarget *t, const CtasSyncAlter *c)
 			appendStringInfo(&sql, "%s%s", i ? ", " : "",
 							 quote_identifier(c->keys[i]));
 		appendStringInfoChar(&sql, ')');
+
+		/*
+		 * the old key's columns still there lose the NOT NULL their primary
+		 * key gave them (after its DROP: each subcommand sees the ones
+		 * before it), else a NULL the source may now write there fails the
+		 * job
+		 */
+		for (i = 0; i < t->nkeys; i++)
+		{
+			int			j;
+			int			k;
+
+			for (j = 0; j < c->nkeys && strcmp(c->keys[j], t->keys[i]) != 0; j++)
+				;
+			for (k = 0; k < c->ncolumns && strcmp(c->columns[k], t->keys[i]) != 0; k++)
+				;
+			if (j == c->nkeys && k < c->ncolumns)
+				appendStringInfo(&sql, ", ALTER COLUMN %s DROP NOT NULL",
+								 quote_identifier(t->keys[i]));
+		}
 		CtasPgExec(st->conn, t->catalog, sql.data);
 	}
 	PQclear(res);

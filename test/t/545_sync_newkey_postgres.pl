@@ -125,6 +125,12 @@ UPDATE k2 SET id = id + 500 WHERE id > 100;
 DELETE FROM k2 WHERE a = 3;});
 same('k2', 'SELECT * FROM k2', 'a,b', 'primary key replaced');
 is(changes('k2'), 'KEY (a, b)', 'k2: the new key recorded');
+# the old key's column lost the NOT NULL of its primary key remotely too
+# (before: the remote refused the NULL and the job stopped)
+$local->safe_psql('postgres', q{
+ALTER TABLE k2 ALTER id DROP NOT NULL;
+INSERT INTO k2 VALUES (NULL, 77, 77, 'no id');});
+same('k2', 'SELECT * FROM k2', 'a,b', 'a NULL in the old key column');
 
 # k3: a query sync that outputs the new key (under another name) follows
 $local->safe_psql('postgres', q{
